@@ -1,0 +1,23 @@
+// The one mapping from an error Code to what each surface reports: the SSH exit status,
+// the HTTP status and the JSON-RPC error code. Surfaces never invent their own numbers.
+// Pure functions; thread-safe.
+#pragma once
+
+#include "lobby/base/status.h"
+
+namespace warren {
+
+struct ErrorMapping {
+  Code code;
+  int exit_status;  // SSH exit-status / process exit code
+  int http_status;
+  int jsonrpc_code;  // for protocol-level MCP errors; tool failures use isError results
+};
+
+const ErrorMapping& MappingFor(Code code);
+
+inline int ExitStatusFor(Code code) { return MappingFor(code).exit_status; }
+inline int HttpStatusFor(Code code) { return MappingFor(code).http_status; }
+inline int JsonRpcCodeFor(Code code) { return MappingFor(code).jsonrpc_code; }
+
+}  // namespace warren
