@@ -4,20 +4,34 @@ namespace warren {
 
 std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kUnauthenticated: return "unauthenticated";
-    case Code::kPermissionDenied: return "permission_denied";
-    case Code::kNotFound: return "not_found";
-    case Code::kMethodNotAllowed: return "method_not_allowed";
-    case Code::kConflict: return "conflict";
-    case Code::kTooLarge: return "too_large";
-    case Code::kCommandFailed: return "command_failed";
-    case Code::kLimitExceeded: return "limit_exceeded";
-    case Code::kInternal: return "internal";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kTimeout: return "timeout";
-    case Code::kCancelled: return "cancelled";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kUnauthenticated:
+      return "unauthenticated";
+    case Code::kPermissionDenied:
+      return "permission_denied";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kMethodNotAllowed:
+      return "method_not_allowed";
+    case Code::kConflict:
+      return "conflict";
+    case Code::kTooLarge:
+      return "too_large";
+    case Code::kCommandFailed:
+      return "command_failed";
+    case Code::kLimitExceeded:
+      return "limit_exceeded";
+    case Code::kInternal:
+      return "internal";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kTimeout:
+      return "timeout";
+    case Code::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }

@@ -70,7 +70,7 @@ inline Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -93,10 +93,10 @@ class [[nodiscard]] Result {
 
 // Early return on error. WARREN_RETURN_IF_ERROR(expr) for Status;
 // WARREN_ASSIGN_OR_RETURN(lhs, expr) for Result<T>.
-#define WARREN_RETURN_IF_ERROR(expr)           \
-  do {                                         \
-    ::warren::Status _st = (expr);             \
-    if (!_st.ok()) return _st;                 \
+#define WARREN_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::warren::Status _st = (expr);   \
+    if (!_st.ok()) return _st;       \
   } while (0)
 
 #define WARREN_CONCAT_INNER(a, b) a##b
