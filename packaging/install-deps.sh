@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian package warren's build, tests and benchmarks need, on Debian 12.
+# Idempotent. Services in the packages (sshd, ...) are NOT started: warren's tests run
+# their own copies on loopback.
+set -euo pipefail
+
+if [[ $EUID -ne 0 ]]; then
+  exec sudo -E bash "$0" "$@"
+fi
+
+BUILD_PKGS=(
+  build-essential cmake ninja-build pkg-config clang-format
+  libssh-dev liblmdb-dev libssl-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libboost1.81-dev
+)
+TEST_PKGS=(
+  openssh-client openssh-server python3 python3-paramiko expect curl
+)
+
+missing=()
+for p in "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+# Keep package scripts from starting daemons (openssh-server would listen on every
+# interface): policy-rc.d exiting 101 forbids it. Restore whatever was there before.
+policy=/usr/sbin/policy-rc.d
+saved=""
+if [[ -e $policy ]]; then saved=$(mktemp) && cp -p "$policy" "$saved"; fi
+trap 'if [[ -n $saved ]]; then mv "$saved" "$policy"; else rm -f "$policy"; fi' EXIT
+printf '#!/bin/sh\nexit 101\n' >"$policy"
+chmod +x "$policy"
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

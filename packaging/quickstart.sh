@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# README's first command: installs what is needed, builds, and starts warren on loopback
+# with its embedded defaults (SSH 127.0.0.1:2222, HTTP 127.0.0.1:8080, data in
+# /var/lib/warren), with the invoking user's SSH key as the first admin.
+#   packaging/quickstart.sh         build and (re)start warren in the background
+#   packaging/quickstart.sh stop    stop it
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+if [[ $EUID -ne 0 ]]; then
+  exec sudo -E bash "$0" "$@"
+fi
+
+data=${WARREN_DATA_DIR:-/var/lib/warren}
+pidfile=$data/warren.pid
+log=$data/warren.log
+
+stop_running() {
+  if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    kill -TERM "$(cat "$pidfile")"
+    for _ in $(seq 50); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.1; done
+    echo "quickstart: stopped warren (pid $(cat "$pidfile"))"
+  fi
+  rm -f "$pidfile"
+}
+
+if [[ ${1:-} == stop ]]; then
+  stop_running
+  exit 0
+fi
+
+bash packaging/install-deps.sh
+bash packaging/build.sh
+
+# The first admin is whoever ran this (through sudo: the user behind sudo).
+person=${SUDO_USER:-$(id -un)}
+home=$(getent passwd "$person" | cut -d: -f6)
+pub=""
+for k in id_ed25519 id_ecdsa id_rsa; do
+  if [[ -f $home/.ssh/$k.pub ]]; then pub=$home/.ssh/$k.pub && break; fi
+done
+if [[ -z $pub ]]; then
+  echo "quickstart: no SSH key for $person; making $home/.ssh/id_ed25519"
+  sudo -u "$person" mkdir -p "$home/.ssh"
+  sudo -u "$person" ssh-keygen -q -t ed25519 -N '' -C "$person@$(hostname)" -f "$home/.ssh/id_ed25519"
+  pub=$home/.ssh/id_ed25519.pub
+fi
+
+install -d -m 0711 "$data"
+stop_running
+setsid "$repo/build/warren" serve --data-dir "$data" --admin-key "$pub" --admin-name "$person" \
+  >>"$log" 2>&1 </dev/null &
+echo $! >"$pidfile"
+
+for _ in $(seq 100); do
+  if (exec 3<>/dev/tcp/127.0.0.1/2222) 2>/dev/null; then break; fi
+  kill -0 "$(cat "$pidfile")" 2>/dev/null || { echo "quickstart: warren exited; see $log"; tail -20 "$log"; exit 1; }
+  sleep 0.1
+done
+
+cat <<MSG
+
+warren is running (pid $(cat "$pidfile"); log $log; stop: packaging/quickstart.sh stop).
+Admin: $person, key $pub
+
+  ssh -p 2222 localhost help        # every command
+  ssh -p 2222 localhost whoami      # who you are
+  ssh -p 2222 localhost             # the REPL (warren ▶)
+
+The first connection asks you to trust the host key; its fingerprint:
+  $(ssh-keygen -lf "$data/ssh_host_ed25519_key.pub" 2>/dev/null || echo "(not yet written)")
+MSG
