@@ -1,0 +1,55 @@
+#include "lobby/commands/command.h"
+
+#include <CLI/CLI.hpp>
+
+namespace warren {
+
+Status CheckCommandAllowed(const Caller& caller, const CommandSpec& spec) {
+  if (spec.always_allowed) return Status::Ok();
+  if (spec.admin_only && !caller.admin) {
+    return PermissionDenied("\"" + spec.path + "\" is for admins only");
+  }
+  if (!caller.scope.AllowsCommand(spec.path)) {
+    // Naming what is allowed saves a restricted agent from probing command by command.
+    std::string allowed;
+    for (const std::string& c : caller.scope.cmds) {
+      if (!allowed.empty()) allowed += ", ";
+      allowed += c;
+    }
+    return PermissionDenied(CredentialNoun(caller) + " may not run \"" + spec.path +
+                            "\"; it may run only: " + allowed + " (and help)");
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<CLI::App> NewCommandApp(const CommandSpec& spec, Command& handler, bool* json) {
+  auto app = std::make_unique<CLI::App>(spec.summary, spec.path);
+  app->set_help_flag("-h,--help", "show this help");
+  handler.DeclareFlags(*app);
+  app->add_flag("--json", *json, "print the result as JSON");
+  return app;
+}
+
+std::string CredentialNoun(const Caller& caller) {
+  return caller.credential.rfind("token:", 0) == 0 ? "this token" : "this key";
+}
+
+std::string SshHint(const ServerInfo& info) {
+  if (info.ssh_port == 22) return "ssh " + info.ssh_host;
+  return "ssh -p " + std::to_string(info.ssh_port) + " " + info.ssh_host;
+}
+
+std::string JoinWords(const std::vector<std::string>& words, size_t from) {
+  std::string out;
+  for (size_t i = from; i < words.size(); ++i) {
+    if (i > from) out += ' ';
+    out += words[i];
+  }
+  return out;
+}
+
+std::string DumpJson(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace warren

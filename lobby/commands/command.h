@@ -1,0 +1,100 @@
+// Command: one lobby command — its table entry (CommandSpec: path, help text, attributes,
+// a factory) and its handler (Command: flags bound to its own members, and Run returning a
+// CommandResult). A handler is made fresh for every call and used by one thread, so it may
+// keep parse state in members; a CommandSpec is immutable once registered and shared by all
+// threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "keys/store.h"
+#include "lobby/base/status.h"
+#include "lobby/commands/caller.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/session.h"
+
+namespace CLI {
+class App;
+}
+
+namespace warren {
+
+class CommandTable;
+
+// What a command produced. Handlers return values and never print: the interpreter renders
+// `text` for people or `data` under --json, so every surface shows the same thing.
+struct CommandResult {
+  nlohmann::json data = nlohmann::json::object();
+  std::string text;
+  // For a command that runs something else which exited non-zero (`ssh VM CMD`): the
+  // session then ends with kCommandFailed and this exit status, and the output above is
+  // still shown. Unset or 0 means success.
+  std::optional<int> exit_status;
+};
+
+// What a handler may use while it runs.
+struct CommandContext {
+  CommandSession& session;  // stdin (session.in), cancel, and out for streamed progress
+  Services& services;
+  const CommandTable& table;
+  std::string path;   // the command being run: "ssh-key add"
+  int64_t now = 0;    // Unix seconds, read once per call
+  bool json = false;  // --json was given (streamed progress should stay quiet then)
+  // Set by a command that acts on a VM, for the audit line.
+  std::string audit_vm = {};
+
+  const Caller& caller() const { return session.caller; }
+  Store& store() const { return *services.store; }
+};
+
+class Command {
+ public:
+  virtual ~Command() = default;
+  // Declares flags and positionals on a fresh App, bound to this handler's members.
+  // --json and --help are added by the interpreter.
+  virtual void DeclareFlags(CLI::App& app) {}
+  // Runs after a successful parse and permission check.
+  virtual Result<CommandResult> Run(CommandContext& ctx) = 0;
+};
+
+struct CommandSpec {
+  std::string path = {};         // "ssh-key add": words separated by single spaces
+  std::string summary = {};      // one line, lowercase, no full stop: for listings
+  std::string args = {};         // positional synopsis after the path: "[KEY…]", "NAME NEWNAME"
+  std::string description = {};  // a paragraph or two: what, why, examples
+  bool read_only = false;        // changes nothing (exec_read_only may run it)
+  bool admin_only = false;
+  // Runs for every authenticated caller whatever its --cmds: only `help`, so a restricted
+  // agent can discover what it may do.
+  bool always_allowed = false;
+  std::function<std::unique_ptr<Command>()> make = {};
+};
+
+// Whether `caller` may run `spec` (admin and --cmds limits). Credential validity (expiry,
+// a removed key) is checked separately, once per Execute.
+Status CheckCommandAllowed(const Caller& caller, const CommandSpec& spec);
+
+// A fresh App for one call of `spec`: the handler's flags plus --json (bound to *json) and
+// -h/--help. CLI11 keeps parse state in an App, so one is never reused.
+std::unique_ptr<CLI::App> NewCommandApp(const CommandSpec& spec, Command& handler, bool* json);
+
+// "this key" or "this token", for messages about the caller's credential.
+std::string CredentialNoun(const Caller& caller);
+
+// How to reach the lobby: "ssh -p 2222 HOST", or "ssh HOST" on port 22.
+std::string SshHint(const ServerInfo& info);
+
+// Words joined by single spaces.
+std::string JoinWords(const std::vector<std::string>& words, size_t from = 0);
+
+// nlohmann::json::dump that never throws on invalid UTF-8 (user input ends up in messages).
+std::string DumpJson(const nlohmann::json& j, int indent = 2);
+
+}  // namespace warren

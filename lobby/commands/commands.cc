@@ -1,0 +1,13 @@
+#include "lobby/commands/commands.h"
+
+namespace warren {
+
+void RegisterBuiltinCommands(CommandTable& table) {
+  // Registration order is the order `help` lists them in.
+  RegisterHelpCommand(table);
+  RegisterWhoamiCommand(table);
+  RegisterSshKeyCommands(table);
+  RegisterUserCommands(table);
+}
+
+}  // namespace warren

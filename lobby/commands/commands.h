@@ -1,0 +1,17 @@
+// The built-in lobby commands. Each cmd_*.cc file registers its commands (and their group)
+// through one function declared here; RegisterBuiltinCommands calls them all, once, while
+// the Interpreter is being built. Not thread-safe: the table is filled before any Execute.
+#pragma once
+
+#include "lobby/commands/command_table.h"
+
+namespace warren {
+
+void RegisterBuiltinCommands(CommandTable& table);
+
+void RegisterHelpCommand(CommandTable& table);     // help
+void RegisterWhoamiCommand(CommandTable& table);   // whoami
+void RegisterSshKeyCommands(CommandTable& table);  // ssh-key list|add|remove|rename
+void RegisterUserCommands(CommandTable& table);    // user add|ls|rm
+
+}  // namespace warren

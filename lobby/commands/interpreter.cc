@@ -1,0 +1,289 @@
+#include "lobby/commands/interpreter.h"
+
+#include <chrono>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "lobby/base/error_map.h"
+#include "lobby/base/log.h"
+#include "lobby/commands/command.h"
+#include "lobby/commands/command_table.h"
+#include "lobby/commands/commands.h"
+#include "lobby/commands/help_text.h"
+#include "lobby/commands/text_format.h"
+#include "lobby/commands/tokenizer.h"
+
+namespace warren {
+namespace {
+
+// Unknown words are echoed in messages; a pasted blob should not be echoed whole.
+constexpr size_t kMaxEchoedWordBytes = 64;
+
+class DiscardSink final : public OutputSink {
+ public:
+  void Write(std::string_view) override {}
+};
+
+// What the audit line records about a call, filled in as dispatch learns it.
+struct AuditFacts {
+  std::string path = "-";  // "-" until a command is identified: never raw argv
+  std::string vm;
+};
+
+// --json among the arguments, before any "--" (after which words belong to the command).
+// Scanned before parsing so that even a parse error is reported in the JSON shape.
+bool WantsJson(const std::vector<std::string>& argv) {
+  for (const std::string& a : argv) {
+    if (a == "--") return false;
+    if (a == "--json") return true;
+  }
+  return false;
+}
+
+// True when everything after the group's words only asks for help ("ssh-key --json").
+bool OnlyHelpFlags(const std::vector<std::string>& argv, size_t from) {
+  for (size_t i = from; i < argv.size(); ++i) {
+    if (argv[i] != "--json" && argv[i] != "--help" && argv[i] != "-h") return false;
+  }
+  return true;
+}
+
+std::string Echo(std::string_view word) {
+  if (word.size() <= kMaxEchoedWordBytes) return std::string(word);
+  return std::string(word.substr(0, kMaxEchoedWordBytes)) + "…";
+}
+
+Status UnknownCommand(const CommandTable& table, const Caller& caller,
+                      const std::vector<std::string>& argv) {
+  size_t group_words = table.GroupWords(argv);
+  std::string attempt = Echo(JoinWords({argv.begin(), argv.begin() + group_words + 1}));
+  std::string message = "unknown command \"" + attempt + "\"";
+  std::string suggestion = table.Suggest(
+      argv, [&](const CommandSpec& spec) { return CheckCommandAllowed(caller, spec).ok(); });
+  if (!suggestion.empty()) message += "; did you mean \"" + suggestion + "\"?";
+  std::string help_topic = JoinWords({argv.begin(), argv.begin() + group_words});
+  message += help_topic.empty() ? "; try help" : "; try help " + help_topic;
+  return NotFound(message);
+}
+
+// The credential may have changed since the surface authenticated it — a key removed from
+// another session must stop working at once, even inside an open REPL — so it is checked
+// again against the store on every command, and the caller's limits and admin flag are
+// taken from the store rather than from the session.
+Status RefreshCaller(Caller& caller, Store& store, int64_t now) {
+  if (caller.user.empty()) return Unauthenticated("not signed in");
+  if (!caller.key_fingerprint.empty()) {
+    Result<SshKey> key = store.GetKey(caller.key_fingerprint);
+    if (!key.ok()) {
+      if (key.status().code() == Code::kNotFound) {
+        return Unauthenticated("this key has been removed from " + caller.user +
+                               "'s account; connect with another key");
+      }
+      return key.status().Annotate("checking your key");
+    }
+    if (key->user != caller.user) return Unauthenticated("this key no longer belongs to you");
+    caller.scope = key->scope;
+    Result<User> user = store.GetUser(caller.user);
+    if (!user.ok()) {
+      if (user.status().code() == Code::kNotFound) {
+        return Unauthenticated("user " + caller.user + " no longer exists");
+      }
+      return user.status().Annotate("checking your account");
+    }
+    caller.admin = user->admin;
+  }
+  if (caller.scope.Expired(now)) {
+    return Unauthenticated(CredentialNoun(caller) + " expired at " +
+                           FormatTime(caller.scope.expires_at));
+  }
+  return Status::Ok();
+}
+
+Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
+                               CommandSession& session, bool json, AuditFacts& audit) {
+  if (session.argv.empty()) return InvalidArgument("no command given; try help");
+  const int64_t now = services.clock->NowUnix();
+  WARREN_RETURN_IF_ERROR(RefreshCaller(session.caller, *services.store, now));
+
+  std::vector<std::string> argv = session.argv;
+  CommandTable::Match match = table.Lookup(argv);
+  if (match.spec == nullptr) {
+    size_t group_words = table.GroupWords(argv);
+    if (group_words == 0 || !OnlyHelpFlags(argv, group_words)) {
+      return UnknownCommand(table, session.caller, argv);
+    }
+    // A group word alone ("ssh-key") is a request for that group's help.
+    argv.insert(argv.begin(), "help");
+    match = table.Lookup(argv);
+    if (match.spec == nullptr) return UnknownCommand(table, session.caller, session.argv);
+  }
+  const CommandSpec& spec = *match.spec;
+  audit.path = spec.path;
+  WARREN_RETURN_IF_ERROR(CheckCommandAllowed(session.caller, spec));
+
+  std::unique_ptr<Command> handler = spec.make();
+  bool json_flag = false;
+  std::unique_ptr<CLI::App> app = NewCommandApp(spec, *handler, &json_flag);
+  // CLI11 consumes its argument vector from the back.
+  std::vector<std::string> args(argv.rbegin(), argv.rend() - match.words);
+  try {
+    app->parse(args);
+  } catch (const CLI::Success&) {
+    CommandResult help;
+    help.text = CommandHelpText(spec);
+    help.data = CommandHelpJson(spec);
+    return help;
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(std::string(e.what()) + " (see \"" + spec.path + " --help\")");
+  }
+  if (session.cancel != nullptr && session.cancel->cancelled()) {
+    return Cancelled("cancelled before it started");
+  }
+
+  CommandContext ctx{session, services, table, spec.path, now, json || json_flag};
+  Result<CommandResult> result = handler->Run(ctx);
+  audit.vm = ctx.audit_vm;
+  return result;
+}
+
+// Writes the outcome to the session's sinks, sets its status and logs the audit line.
+void Finish(CommandSession& session, bool json, const Result<CommandResult>& result,
+            const AuditFacts& audit, std::chrono::steady_clock::time_point start) {
+  if (result.ok()) {
+    const CommandResult& r = result.value();
+    if (json) {
+      session.out->Write(DumpJson(r.data) + "\n");
+    } else if (!r.text.empty()) {
+      session.out->Write(r.text);
+      if (r.text.back() != '\n') session.out->Write("\n");
+    }
+    if (r.exit_status.has_value() && *r.exit_status != 0) {
+      session.status =
+          Status(Code::kCommandFailed, "exited with status " + std::to_string(*r.exit_status));
+      session.exit_status = *r.exit_status;
+    } else {
+      session.status = Status::Ok();
+      session.exit_status = 0;
+    }
+  } else {
+    session.status = result.status();
+    session.exit_status = ExitStatusFor(session.status.code());
+    if (json) {
+      session.out->Write(DumpJson(nlohmann::json{{"error", session.status.message()}}) + "\n");
+    } else {
+      session.err->Write("error: " + session.status.message() + "\n");
+    }
+  }
+
+  auto dur_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+  std::string line = "audit cmd=" + LogQuote(audit.path);
+  if (!audit.vm.empty()) line += " vm=" + LogQuote(audit.vm);
+  line +=
+      " caller=" + LogQuote(session.caller.credential) + " user=" + LogQuote(session.caller.user) +
+      " surface=" + LogQuote(session.caller.surface) +
+      " code=" + std::string(CodeName(session.status.code())) + " dur_ms=" + std::to_string(dur_ms);
+  LogInfo(line);
+}
+
+// Runs `body` with the session's null streams replaced by harmless ones, so a surface that
+// forgot one gets a well-defined command instead of a crash.
+template <typename F>
+void WithStreams(CommandSession& session, F body) {
+  EmptyInput no_input;
+  DiscardSink discard;
+  InputStream* in = session.in;
+  OutputSink* out = session.out;
+  OutputSink* err = session.err;
+  if (session.in == nullptr) session.in = &no_input;
+  if (session.out == nullptr) session.out = &discard;
+  if (session.err == nullptr) session.err = &discard;
+  body();
+  session.in = in;
+  session.out = out;
+  session.err = err;
+}
+
+}  // namespace
+
+Interpreter::Interpreter(Services services)
+    : services_(std::move(services)), table_(std::make_unique<CommandTable>()) {
+  if (services_.clock == nullptr) services_.clock = &SystemClock::Get();
+  RegisterBuiltinCommands(*table_);
+}
+
+Interpreter::~Interpreter() = default;
+
+void Interpreter::Execute(CommandSession& session) {
+  const auto start = std::chrono::steady_clock::now();
+  WithStreams(session, [&] {
+    const bool json = WantsJson(session.argv);
+    AuditFacts audit;
+    Result<CommandResult> result = Internal("not run");
+    // The handler boundary: nothing a command (or CLI11, or nlohmann::json) throws may
+    // unwind into a surface's event loop.
+    try {
+      if (services_.store == nullptr) {
+        result = Internal("the interpreter has no store");
+      } else {
+        result = Dispatch(services_, *table_, session, json, audit);
+      }
+    } catch (const std::exception& e) {
+      LogError("command " + LogQuote(audit.path) + " threw: " + LogQuote(e.what()));
+      result = Internal("internal error while running \"" + audit.path + "\"");
+    } catch (...) {
+      LogError("command " + LogQuote(audit.path) + " threw a non-exception");
+      result = Internal("internal error while running \"" + audit.path + "\"");
+    }
+    Finish(session, json, result, audit, start);
+  });
+}
+
+void Interpreter::ExecuteLine(CommandSession& session, std::string_view line) {
+  Result<std::vector<std::string>> words = Tokenize(line);
+  if (!words.ok()) {
+    const auto start = std::chrono::steady_clock::now();
+    session.argv.clear();
+    WithStreams(session, [&] {
+      Finish(session, /*json=*/false, Result<CommandResult>(words.status()), AuditFacts{}, start);
+    });
+    return;
+  }
+  session.argv = std::move(words).value();
+  Execute(session);
+}
+
+Result<Caller> CallerForKey(Store& store, const Clock& clock, std::string_view fingerprint,
+                            std::string surface) {
+  Result<SshKey> key = store.GetKey(fingerprint);
+  if (!key.ok()) {
+    if (key.status().code() == Code::kNotFound) return Unauthenticated("unknown key");
+    return key.status().Annotate("looking up key");
+  }
+  const int64_t now = clock.NowUnix();
+  if (key->scope.Expired(now)) {
+    return Unauthenticated("key " + key->name + " expired at " + FormatTime(key->scope.expires_at));
+  }
+  Result<User> user = store.GetUser(key->user);
+  if (!user.ok()) {
+    if (user.status().code() == Code::kNotFound) return Unauthenticated("unknown key");
+    return user.status().Annotate("looking up user");
+  }
+  Status touched = store.TouchKey(key->fingerprint, now);
+  if (!touched.ok()) {
+    // Last-used is a convenience; a store hiccup recording it must not lock anyone out.
+    LogWarn("recording key use: " + LogQuote(touched.ToString()));
+  }
+  Caller caller;
+  caller.user = user->name;
+  caller.admin = user->admin;
+  caller.credential = "key:" + key->fingerprint;
+  caller.key_fingerprint = key->fingerprint;
+  caller.scope = key->scope;
+  caller.surface = std::move(surface);
+  return caller;
+}
+
+}  // namespace warren
