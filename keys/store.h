@@ -32,6 +32,13 @@ struct SshKey {
   Scope scope;               // restrictions; Unrestricted() for a plain key
 };
 
+// The naming rules every Store enforces, exposed so commands can check input early.
+// User names: ^[a-z][a-z0-9_-]{0,31}$.
+Status ValidateUserName(std::string_view name);
+// Key names: 1-64 bytes of [A-Za-z0-9._@+-] starting with a letter or digit ("laptop",
+// "alice@work"). No ':' so a name can never be mistaken for a "SHA256:..." fingerprint.
+Status ValidateKeyName(std::string_view name);
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -40,14 +47,14 @@ class Store {
   // Conflict if the user exists or any key's fingerprint is registered to anyone.
   virtual Status CreateUser(const User& user, const std::vector<SshKey>& keys) = 0;
   virtual Result<User> GetUser(std::string_view name) = 0;  // NotFound
-  virtual Result<std::vector<User>> ListUsers() = 0;         // sorted by name
+  virtual Result<std::vector<User>> ListUsers() = 0;        // sorted by name
   // Removes the user and all of its keys. NotFound if absent.
   virtual Status DeleteUser(std::string_view name) = 0;
 
   // Conflict if the fingerprint is registered (to anyone) or the name is taken for this
   // user; NotFound if the user does not exist.
   virtual Status AddKey(const SshKey& key) = 0;
-  virtual Result<SshKey> GetKey(std::string_view fingerprint) = 0;  // NotFound
+  virtual Result<SshKey> GetKey(std::string_view fingerprint) = 0;          // NotFound
   virtual Result<std::vector<SshKey>> ListKeys(std::string_view user) = 0;  // sorted by added_at
   // NotFound unless the key exists and belongs to `user`.
   virtual Status RemoveKey(std::string_view user, std::string_view fingerprint) = 0;

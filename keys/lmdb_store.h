@@ -1,0 +1,72 @@
+// LmdbStore: the Store on LMDB — one environment in the data directory, a named database
+// per record kind, JSON values, every method one transaction (so multi-record changes are
+// all or nothing), durable commits (sync on). Thread-safe: readers run concurrently with
+// each other and with the one writer LMDB admits at a time.
+//
+// Layout (schema version 1):
+//   meta       "schema_version" -> 1
+//   users      name -> User JSON
+//   keys       fingerprint -> SshKey JSON
+//   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "keys/store.h"
+
+namespace warren {
+
+class LmdbStore final : public Store {
+ public:
+  // The newest schema this binary reads and writes. Opening an older store upgrades it in
+  // one transaction; a newer one is refused.
+  static constexpr int kSchemaVersion = 1;
+
+  struct Options {
+    // Upper bound of the database file; LMDB reserves address space, not disk. Writes past
+    // it fail with LimitExceeded.
+    size_t map_size_bytes = size_t{1} << 30;
+  };
+
+  // Opens the store in `dir`, creating the directory (mode 0700) and the store when
+  // missing. A directory may be open only once per process (LMDB's rule); a second Open of
+  // the same directory is Conflict. A store written by a newer warren is Conflict.
+  static Result<std::unique_ptr<LmdbStore>> Open(const std::string& dir);
+  static Result<std::unique_ptr<LmdbStore>> Open(const std::string& dir, const Options& options);
+
+  ~LmdbStore() override;
+  LmdbStore(const LmdbStore&) = delete;
+  LmdbStore& operator=(const LmdbStore&) = delete;
+
+  Status CreateUser(const User& user, const std::vector<SshKey>& keys) override;
+  Result<User> GetUser(std::string_view name) override;
+  Result<std::vector<User>> ListUsers() override;
+  Status DeleteUser(std::string_view name) override;
+
+  Status AddKey(const SshKey& key) override;
+  Result<SshKey> GetKey(std::string_view fingerprint) override;
+  // NotFound when the user does not exist.
+  Result<std::vector<SshKey>> ListKeys(std::string_view user) override;
+  Status RemoveKey(std::string_view user, std::string_view fingerprint) override;
+  Status RenameKey(std::string_view user, std::string_view fingerprint,
+                   std::string_view new_name) override;
+  Status TouchKey(std::string_view fingerprint, int64_t when_unix) override;
+
+  // The data directory, as given to Open.
+  const std::string& dir() const;
+
+ private:
+  // The environment and table handles; defined in lmdb_store.cc so that only keys/ sees
+  // LMDB's headers.
+  struct State;
+
+  explicit LmdbStore(std::unique_ptr<State> state);
+
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace warren
