@@ -135,6 +135,36 @@ std::string UserPrefix(std::string_view user) {
   return k;
 }
 
+constexpr size_t kMaxUserNameBytes = 32;
+constexpr size_t kMaxKeyNameBytes = 64;
+
+bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsAlnum(char c) { return IsLower(c) || IsDigit(c) || (c >= 'A' && c <= 'Z'); }
+
+// The store enforces the naming rules itself (the commands check them earlier, with
+// friendlier messages) because the name index joins user and key name with NUL and the
+// rules keep both parts free of it.
+// ^[a-z][a-z0-9_-]{0,31}$
+Status ValidateUserName(std::string_view name) {
+  bool ok = !name.empty() && name.size() <= kMaxUserNameBytes && IsLower(name[0]);
+  for (char c : name) ok = ok && (IsLower(c) || IsDigit(c) || c == '_' || c == '-');
+  if (ok) return Status::Ok();
+  return InvalidArgument(
+      "user name is not valid: 1-32 of a-z, 0-9, _ and -, starting with a "
+      "letter");
+}
+
+// ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
+Status ValidateKeyName(std::string_view name) {
+  bool ok = !name.empty() && name.size() <= kMaxKeyNameBytes && IsAlnum(name[0]);
+  for (char c : name) ok = ok && (IsAlnum(c) || c == '.' || c == '_' || c == '@' || c == '-');
+  if (ok) return Status::Ok();
+  return InvalidArgument(
+      "key name is not valid: 1-64 of letters, digits and . _ @ -, starting "
+      "with a letter or digit");
+}
+
 // What every stored key must satisfy.
 Status ValidateKeyRecord(const SshKey& key) {
   WARREN_RETURN_IF_ERROR(ValidateKeyName(key.name));

@@ -23,7 +23,9 @@ struct User {
 struct SshKey {
   std::string fingerprint;  // "SHA256:<base64 without padding>" of the key blob; unique server-wide
   std::string user;         // owner
-  std::string name;         // unique per user; what `ssh-key remove/rename` accept besides the fp
+  // Unique per user; what `ssh-key remove/rename` accept besides the fp.
+  // ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$ (no ':', so never mistaken for a fingerprint).
+  std::string name;
   std::string algorithm;    // "ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa", ...
   std::string blob_base64;  // the public key blob as in authorized_keys
   std::string comment;
@@ -31,13 +33,6 @@ struct SshKey {
   int64_t last_used_at = 0;  // 0 = never
   Scope scope;               // restrictions; Unrestricted() for a plain key
 };
-
-// The naming rules every Store enforces, exposed so commands can check input early.
-// User names: ^[a-z][a-z0-9_-]{0,31}$.
-Status ValidateUserName(std::string_view name);
-// Key names: 1-64 bytes of [A-Za-z0-9._@+-] starting with a letter or digit ("laptop",
-// "alice@work"). No ':' so a name can never be mistaken for a "SHA256:..." fingerprint.
-Status ValidateKeyName(std::string_view name);
 
 class Store {
  public:
