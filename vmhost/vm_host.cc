@@ -16,6 +16,44 @@ std::string_view VmStateName(VmState state) {
   return "unknown";
 }
 
+std::string_view EgressName(Egress egress) {
+  switch (egress) {
+    case Egress::kFull:
+      return "full";
+    case Egress::kNone:
+      return "none";
+  }
+  return "unknown";
+}
+
+Status ValidateVmName(std::string_view name) {
+  if (name.empty() || name.size() > 63)
+    return InvalidArgument("vm name must be 1 to 63 characters");
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) {
+      return InvalidArgument("vm name may contain only a-z, 0-9 and -");
+    }
+  }
+  if (name.front() == '-' || name.back() == '-') {
+    return InvalidArgument("vm name may not start or end with -");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+bool IsEnvKey(std::string_view key) {
+  if (key.empty() || key.size() > 128) return false;
+  for (size_t i = 0; i < key.size(); ++i) {
+    char c = key[i];
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!(alpha || (i > 0 && c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status ValidateVmSpec(const VmSpec& spec) {
   if (spec.id.size() < 8 || spec.id.size() > 32) {
     return InvalidArgument("vm id must be 8 to 32 characters");
@@ -34,6 +72,21 @@ Status ValidateVmSpec(const VmSpec& spec) {
   }
   if (spec.disk_gib < 1 || spec.disk_gib > 2048) {
     return InvalidArgument("disk must be between 1 and 2048 GiB");
+  }
+  if (!spec.name.empty()) WARREN_RETURN_IF_ERROR(ValidateVmName(spec.name));
+  if (spec.authorized_keys.size() > 64 * 1024) {
+    return InvalidArgument("authorized keys must be at most 64 KiB");
+  }
+  if (spec.setup_script.size() > 10 * 1024) {
+    return InvalidArgument("setup script must be at most 10 KiB");
+  }
+  if (spec.env.size() > 256) return InvalidArgument("at most 256 env variables");
+  for (const auto& [key, value] : spec.env) {
+    if (!IsEnvKey(key)) return InvalidArgument("env name must match [A-Za-z_][A-Za-z0-9_]*");
+    if (value.size() > 4096 ||
+        value.find_first_of(std::string_view("\n\r\0", 3)) != std::string::npos) {
+      return InvalidArgument("env value must be one line of at most 4096 bytes");
+    }
   }
   return Status::Ok();
 }

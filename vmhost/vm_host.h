@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lobby/base/status.h"
@@ -17,18 +18,34 @@ enum class VmState { kRunning, kPaused, kStopped, kCrashed };
 
 std::string_view VmStateName(VmState state);  // "running", "paused", "stopped", "crashed"
 
-// What to build. The user's VM name is not here on purpose: it lives in the store, so a
-// rename never touches the hypervisor and a copied domain never clashes.
+// What the guest may reach besides the control connection (which needs no network).
+// kFull: user-mode NAT to anywhere. kNone: no network device at all (tests, sealed VMs).
+enum class Egress { kFull, kNone };
+
+std::string_view EgressName(Egress egress);  // "full", "none"
+
+// What to build. The domain is named by `id`, never by the user's name: the name is a
+// label (the store's, mirrored into the domain's metadata and the guest's hostname), so a
+// rename never redefines a domain and a copied domain never clashes.
 struct VmSpec {
   std::string id;     // warren's stable id, [a-z0-9]{8,32}; the domain is "warren-<id>"
   std::string image;  // "NAME@VERSION": VMs keep booting from the version they were made with
   int cpus = 2;
   int64_t memory_mib = 2048;
   int64_t disk_gib = 10;
+  // The user's VM name; empty means "use the id". A hostname label: [a-z0-9-], 1..63.
+  std::string name;
+  Egress egress = Egress::kFull;
+  // First-boot identity, handed to the guest in a read-only seed disk.
+  std::string authorized_keys;                           // OpenSSH format, <= 64 KiB
+  std::vector<std::pair<std::string, std::string>> env;  // KEY=VALUE, no newlines
+  std::string setup_script;                              // runs once at first boot, <= 10 KiB
 };
 
 struct VmInfo {
   std::string id;
+  std::string name;   // the user's name as last set (Create or Rename)
+  std::string image;  // "NAME@VERSION"
   VmState state = VmState::kStopped;
   int cpus = 0;
   int64_t memory_mib = 0;
@@ -55,6 +72,9 @@ class VmHost {
   virtual Status Restart(std::string_view id) = 0;  // running -> running, a fresh boot
   // Removes the domain and its disk whatever the state. NotFound if absent.
   virtual Status Destroy(std::string_view id) = 0;
+  // Relabels a VM in any state (running included) without touching the guest: the new name
+  // shows in Inspect/List at once; the guest's hostname follows at its next first boot.
+  virtual Status Rename(std::string_view id, std::string_view name) = 0;
 
   virtual Result<VmInfo> Inspect(std::string_view id) = 0;
   // Every VM this host holds, for reconciling the store with the hypervisor.
@@ -64,7 +84,12 @@ class VmHost {
 };
 
 // Checks a VmSpec before any host work: id charset and length, cpus 1..64,
-// memory 128 MiB..256 GiB, disk 1..2048 GiB. InvalidArgument with the field named.
+// memory 128 MiB..256 GiB, disk 1..2048 GiB, name, env and seed sizes. InvalidArgument
+// with the field named.
 Status ValidateVmSpec(const VmSpec& spec);
+
+// A VM name as the hypervisor layer accepts it (a hostname label). The store applies the
+// stricter user-facing rules before it gets here.
+Status ValidateVmName(std::string_view name);
 
 }  // namespace warren

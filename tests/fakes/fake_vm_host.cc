@@ -21,8 +21,14 @@ Status FakeVmHost::Create(const VmSpec& spec) {
   if (auto f = TakeFailure()) return *f;
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
   Vm vm;
-  vm.info = {spec.id,         VmState::kRunning, spec.cpus,
-             spec.memory_mib, spec.disk_gib,     clock_.NowUnix()};
+  vm.info.id = spec.id;
+  vm.info.name = spec.name.empty() ? spec.id : spec.name;
+  vm.info.image = spec.image;
+  vm.info.state = VmState::kRunning;
+  vm.info.cpus = spec.cpus;
+  vm.info.memory_mib = spec.memory_mib;
+  vm.info.disk_gib = spec.disk_gib;
+  vm.info.started_at = clock_.NowUnix();
   vm.console = "fake boot of " + spec.image + "\nlogin:\n";
   vms_.emplace(spec.id, std::move(vm));
   return Status::Ok();
@@ -72,6 +78,16 @@ Status FakeVmHost::Destroy(std::string_view id) {
   auto it = vms_.find(id);
   if (it == vms_.end()) return NotFound("no vm " + std::string(id));
   vms_.erase(it);
+  return Status::Ok();
+}
+
+Status FakeVmHost::Rename(std::string_view id, std::string_view name) {
+  WARREN_RETURN_IF_ERROR(ValidateVmName(name));
+  std::lock_guard lock(mu_);
+  if (auto f = TakeFailure()) return *f;
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return NotFound("no vm " + std::string(id));
+  it->second.info.name = std::string(name);
   return Status::Ok();
 }
 

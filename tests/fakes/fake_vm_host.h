@@ -25,6 +25,7 @@ class FakeVmHost final : public VmHost {
   Status Resume(std::string_view id) override;
   Status Restart(std::string_view id) override;
   Status Destroy(std::string_view id) override;
+  Status Rename(std::string_view id, std::string_view name) override;
   Result<VmInfo> Inspect(std::string_view id) override;
   Result<std::vector<VmInfo>> List() override;
   Result<std::string> Console(std::string_view id, int max_lines) override;

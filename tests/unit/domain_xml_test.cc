@@ -1,0 +1,166 @@
+// Domain XML is pinned byte for byte by tests/golden/*.xml (the way libvirt's own
+// qemuxml2argvtest pins generated command lines). After an intended change, rewrite them
+// with WARREN_UPDATE_GOLDEN=1 and review the diff like code.
+#include "vmhost/domain_xml.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "vmhost/vm_host.h"
+
+namespace warren {
+namespace {
+
+std::string GoldenPath(const std::string& name) {
+  return std::string(WARREN_SOURCE_DIR) + "/tests/golden/" + name;
+}
+
+void ExpectGolden(const std::string& name, const std::string& actual) {
+  const char* update = std::getenv("WARREN_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream out(GoldenPath(name), std::ios::binary | std::ios::trunc);
+    out << actual;
+    ASSERT_TRUE(out.good()) << "cannot write " << GoldenPath(name);
+    return;
+  }
+  std::ifstream in(GoldenPath(name), std::ios::binary);
+  ASSERT_TRUE(in.good()) << "missing " << GoldenPath(name)
+                         << "; run with WARREN_UPDATE_GOLDEN=1 to create it";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(expected.str(), actual)
+      << "domain XML differs from " << GoldenPath(name) << " (WARREN_UPDATE_GOLDEN=1 rewrites it)";
+}
+
+DomainConfig Typical() {
+  DomainConfig c;
+  c.id = "0a1b2c3d4e5f";
+  c.name = "web-1";
+  c.uuid = "6f2c1a9e-3b47-4d55-9a0e-1c2d3e4f5a6b";
+  c.image = "debian@2025.11.1";
+  c.kvm = false;
+  c.cpus = 2;
+  c.memory_mib = 2048;
+  c.kernel = "/var/lib/warren/images/debian@2025.11.1/vmlinuz";
+  c.initrd = "/var/lib/warren/images/debian@2025.11.1/initrd.img";
+  c.cmdline = "console=ttyS0 root=/dev/vda rw quiet";
+  c.disk = "/var/lib/warren/vms/0a1b2c3d4e5f/disk.qcow2";
+  c.seed = "/var/lib/warren/vms/0a1b2c3d4e5f/seed.img";
+  c.console_log = "/var/lib/warren/vms/0a1b2c3d4e5f/console.log";
+  c.control_socket = "/var/lib/warren/vms/0a1b2c3d4e5f/control.sock";
+  c.egress = Egress::kFull;
+  return c;
+}
+
+TEST(DomainXmlTest, TcgWithFullEgress) {
+  ExpectGolden("domain_tcg_full.xml", DomainXml(Typical()));
+}
+
+TEST(DomainXmlTest, KvmWithoutNetwork) {
+  DomainConfig c = Typical();
+  c.kvm = true;
+  c.cpus = 4;
+  c.memory_mib = 8192;
+  c.egress = Egress::kNone;
+  ExpectGolden("domain_kvm_none.xml", DomainXml(c));
+}
+
+TEST(DomainXmlTest, EveryStringIsEscaped) {
+  DomainConfig c = Typical();
+  c.name = "a<b>&'\"";
+  c.image = "we<ird>@1&2";
+  c.kernel = "/images/it's & \"that\"/vmlinuz";
+  c.cmdline = "console=ttyS0 x=<&>";
+  c.disk = "/v/'quote'/disk.qcow2";
+  c.control_socket = "/v/</control.sock";
+  std::string xml = DomainXml(c);
+  ExpectGolden("domain_escaping.xml", xml);
+  // Nothing from the config appears unescaped.
+  EXPECT_EQ(xml.find("it's"), std::string::npos);
+  EXPECT_EQ(xml.find("a<b>"), std::string::npos);
+  EXPECT_EQ(xml.find("x=<&>"), std::string::npos);
+}
+
+TEST(DomainXmlTest, FixedFacts) {
+  std::string xml = DomainXml(Typical());
+  EXPECT_NE(xml.find("<domain type='qemu'>"), std::string::npos);
+  EXPECT_NE(xml.find("<name>warren-0a1b2c3d4e5f</name>"), std::string::npos);
+  EXPECT_NE(xml.find("quiet warren.hostname=web-1</cmdline>"), std::string::npos);
+  EXPECT_NE(xml.find("<target type='virtio' name='warren.control'/>"), std::string::npos);
+  EXPECT_NE(xml.find("<on_crash>destroy</on_crash>"), std::string::npos);
+  EXPECT_NE(xml.find("<memballoon model='none'/>"), std::string::npos);
+  EXPECT_EQ(xml.find("<graphics"), std::string::npos);
+  EXPECT_NE(xml.find("<interface type='user'>"), std::string::npos);
+  DomainConfig sealed = Typical();
+  sealed.egress = Egress::kNone;
+  EXPECT_EQ(DomainXml(sealed).find("<interface"), std::string::npos);
+}
+
+TEST(DomainXmlTest, EmptyImageCmdlineStillNamesTheHost) {
+  DomainConfig c = Typical();
+  c.cmdline = "";
+  EXPECT_NE(DomainXml(c).find("<cmdline>warren.hostname=web-1</cmdline>"), std::string::npos);
+}
+
+TEST(XmlEscapeTest, EscapesAndDropsWhatXmlCannotCarry) {
+  EXPECT_EQ(XmlEscape("a&b<c>d'e\"f"), "a&amp;b&lt;c&gt;d&apos;e&quot;f");
+  EXPECT_EQ(XmlEscape(std::string("x\x01y\x1fz\tq\n", 9)), "xyz\tq\n");
+  EXPECT_EQ(XmlEscape("plain-text_1.2"), "plain-text_1.2");
+}
+
+TEST(VmMetadataXmlTest, NamespacedAndEscaped) {
+  EXPECT_EQ(VmMetadataXml("abc", "x&y", "tiny@1"),
+            "<warren:vm xmlns:warren='https://warren.dev/xmlns/vm/1'>\n"
+            "  <warren:id>abc</warren:id>\n"
+            "  <warren:name>x&amp;y</warren:name>\n"
+            "  <warren:image>tiny@1</warren:image>\n"
+            "</warren:vm>");
+}
+
+VmSpec GoodSpec() {
+  VmSpec s;
+  s.id = "abcd1234";
+  s.image = "tiny@1";
+  return s;
+}
+
+TEST(ValidateVmSpecTest, NameEnvAndSeedLimits) {
+  EXPECT_TRUE(ValidateVmSpec(GoodSpec()).ok());
+  VmSpec s = GoodSpec();
+  s.name = "web-1";
+  EXPECT_TRUE(ValidateVmSpec(s).ok());
+  s.name = "Web_1";
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+  s.name = "-web";
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+  s.name = std::string(64, 'a');
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+
+  s = GoodSpec();
+  s.env = {{"GOOD_1", "value with spaces"}};
+  EXPECT_TRUE(ValidateVmSpec(s).ok());
+  s.env = {{"1BAD", "v"}};
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+  s.env = {{"K", "two\nlines"}};
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+  s.env = {{"K", std::string("nul\0byte", 8)}};
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+
+  s = GoodSpec();
+  s.setup_script = std::string(10 * 1024 + 1, 'x');
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+  s = GoodSpec();
+  s.authorized_keys = std::string(64 * 1024 + 1, 'x');
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+}
+
+TEST(EgressNameTest, Names) {
+  EXPECT_EQ(EgressName(Egress::kFull), "full");
+  EXPECT_EQ(EgressName(Egress::kNone), "none");
+}
+
+}  // namespace
+}  // namespace warren

@@ -1,0 +1,134 @@
+#include "vmhost/domain_xml.h"
+
+#include <sstream>
+
+namespace warren {
+namespace {
+
+// Attribute values are written in single quotes, which XmlEscape covers.
+std::string Attr(std::string_view v) { return XmlEscape(v); }
+
+}  // namespace
+
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        // XML 1.0 has no way to write these, not even as character references.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') break;
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string VmMetadataXml(std::string_view id, std::string_view name, std::string_view image) {
+  std::ostringstream x;
+  x << "<" << kWarrenVmPrefix << ":vm xmlns:" << kWarrenVmPrefix << "='" << kWarrenVmNamespace
+    << "'>\n";
+  x << "  <" << kWarrenVmPrefix << ":id>" << XmlEscape(id) << "</" << kWarrenVmPrefix << ":id>\n";
+  x << "  <" << kWarrenVmPrefix << ":name>" << XmlEscape(name) << "</" << kWarrenVmPrefix
+    << ":name>\n";
+  x << "  <" << kWarrenVmPrefix << ":image>" << XmlEscape(image) << "</" << kWarrenVmPrefix
+    << ":image>\n";
+  x << "</" << kWarrenVmPrefix << ":vm>";
+  return x.str();
+}
+
+std::string DomainXml(const DomainConfig& c) {
+  // Indent the metadata element to sit inside <metadata>.
+  std::string metadata;
+  {
+    std::istringstream lines(VmMetadataXml(c.id, c.name, c.image));
+    for (std::string line; std::getline(lines, line);) metadata += "    " + line + "\n";
+  }
+  std::string cmdline = c.cmdline;
+  if (!cmdline.empty()) cmdline += ' ';
+  cmdline += "warren.hostname=" + c.name;
+
+  std::ostringstream x;
+  x << "<domain type='" << (c.kvm ? "kvm" : "qemu") << "'>\n";
+  x << "  <name>warren-" << XmlEscape(c.id) << "</name>\n";
+  x << "  <uuid>" << XmlEscape(c.uuid) << "</uuid>\n";
+  // The title is what `virsh list --title` shows an operator; the metadata is what warren reads.
+  x << "  <title>" << XmlEscape(c.name) << "</title>\n";
+  x << "  <metadata>\n" << metadata << "  </metadata>\n";
+  x << "  <memory unit='MiB'>" << c.memory_mib << "</memory>\n";
+  x << "  <currentMemory unit='MiB'>" << c.memory_mib << "</currentMemory>\n";
+  x << "  <vcpu placement='static'>" << c.cpus << "</vcpu>\n";
+  x << "  <os>\n";
+  x << "    <type arch='x86_64' machine='q35'>hvm</type>\n";
+  x << "    <kernel>" << XmlEscape(c.kernel) << "</kernel>\n";
+  x << "    <initrd>" << XmlEscape(c.initrd) << "</initrd>\n";
+  x << "    <cmdline>" << XmlEscape(cmdline) << "</cmdline>\n";
+  x << "  </os>\n";
+  // ACPI is what makes a graceful Stop (the power button) reach the guest.
+  x << "  <features>\n    <acpi/>\n  </features>\n";
+  // Under TCG libvirt's default CPU model is the portable one; with KVM give the guest the
+  // host's CPU so it runs at full speed.
+  if (c.kvm) x << "  <cpu mode='host-passthrough' check='none'/>\n";
+  x << "  <clock offset='utc'/>\n";
+  x << "  <on_poweroff>destroy</on_poweroff>\n";
+  x << "  <on_reboot>restart</on_reboot>\n";
+  // A crashed guest frees its memory at once; its disk and console log stay for a look.
+  x << "  <on_crash>destroy</on_crash>\n";
+  x << "  <devices>\n";
+  x << "    <disk type='file' device='disk'>\n";
+  x << "      <driver name='qemu' type='qcow2' discard='unmap'/>\n";
+  x << "      <source file='" << Attr(c.disk) << "'/>\n";
+  x << "      <target dev='vda' bus='virtio'/>\n";
+  x << "    </disk>\n";
+  x << "    <disk type='file' device='disk'>\n";
+  x << "      <driver name='qemu' type='raw'/>\n";
+  x << "      <source file='" << Attr(c.seed) << "'/>\n";
+  x << "      <target dev='vdb' bus='virtio'/>\n";
+  x << "      <readonly/>\n";
+  x << "    </disk>\n";
+  if (c.egress == Egress::kFull) {
+    // User-mode networking: outbound NAT from inside QEMU, no bridge, no root on the host.
+    x << "    <interface type='user'>\n";
+    x << "      <model type='virtio'/>\n";
+    x << "    </interface>\n";
+  }
+  // A pty serial keeps a live console available (virDomainOpenConsole) while virtlogd
+  // appends everything to the log file, rotating it so it stays bounded.
+  x << "    <serial type='pty'>\n";
+  x << "      <log file='" << Attr(c.console_log) << "' append='on'/>\n";
+  x << "      <target port='0'/>\n";
+  x << "    </serial>\n";
+  x << "    <console type='pty'>\n";
+  x << "      <target type='serial' port='0'/>\n";
+  x << "    </console>\n";
+  x << "    <channel type='unix'>\n";
+  x << "      <source mode='bind' path='" << Attr(c.control_socket) << "'/>\n";
+  x << "      <target type='virtio' name='" << kControlChannelName << "'/>\n";
+  x << "    </channel>\n";
+  // Entropy at boot, so sshd's host keys do not wait for the pool.
+  x << "    <rng model='virtio'>\n";
+  x << "      <backend model='random'>/dev/urandom</backend>\n";
+  x << "    </rng>\n";
+  x << "    <video>\n      <model type='none'/>\n    </video>\n";
+  x << "    <memballoon model='none'/>\n";
+  x << "  </devices>\n";
+  x << "</domain>\n";
+  return x.str();
+}
+
+}  // namespace warren

@@ -1,0 +1,55 @@
+// Domain XML for a warren VM: a pure function of a DomainConfig, so the exact XML handed to
+// libvirt is pinned by golden files (tests/golden/*.xml). No I/O, no libvirt calls; every
+// function here is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "vmhost/vm_host.h"
+
+namespace warren {
+
+// The XML namespace of warren's <metadata> element in a domain.
+inline constexpr std::string_view kWarrenVmNamespace = "https://warren.dev/xmlns/vm/1";
+inline constexpr std::string_view kWarrenVmPrefix = "warren";
+// Live-only metadata about the current run (started_at): it vanishes with the QEMU process,
+// which is exactly when it stops being true.
+inline constexpr std::string_view kWarrenRunNamespace = "https://warren.dev/xmlns/run/1";
+inline constexpr std::string_view kWarrenRunPrefix = "warrenrun";
+
+// The virtio-serial port name of the control connection (/dev/virtio-ports/warren.control).
+inline constexpr std::string_view kControlChannelName = "warren.control";
+
+struct DomainConfig {
+  std::string id;    // warren's id; the domain is "warren-<id>"
+  std::string name;  // the user's VM name, kept in metadata and used as the hostname
+  std::string uuid;  // fixed by the caller so the XML is reproducible
+  std::string image;
+  bool kvm = false;  // <domain type='kvm'> when the probe found working KVM, else 'qemu' (TCG)
+  int cpus = 1;
+  int64_t memory_mib = 256;
+  // Direct kernel boot from the image.
+  std::string kernel;
+  std::string initrd;
+  std::string cmdline;  // the image's command line; warren.hostname= is appended
+  // Per-VM files, all in the VM's directory.
+  std::string disk;            // qcow2 overlay on the image's rootfs.qcow2 -> /dev/vda
+  std::string seed;            // read-only seed image -> /dev/vdb
+  std::string console_log;     // the serial console, appended across boots
+  std::string control_socket;  // host end of the warren.control virtio-serial port
+  Egress egress = Egress::kFull;
+};
+
+// The full domain definition.
+std::string DomainXml(const DomainConfig& config);
+
+// The <warren:vm> metadata element alone, as virDomainSetMetadata wants it.
+std::string VmMetadataXml(std::string_view id, std::string_view name, std::string_view image);
+
+// Escapes &, <, >, ' and " for element text and attribute values alike, and drops bytes
+// XML 1.0 cannot carry at all (control characters other than tab, LF, CR).
+std::string XmlEscape(std::string_view text);
+
+}  // namespace warren

@@ -1,0 +1,75 @@
+#include "vmhost/libvirt_handles.h"
+
+#include <mutex>
+
+namespace warren {
+namespace {
+
+void IgnoreLibvirtError(void* /*user_data*/, virErrorPtr /*error*/) {}
+
+}  // namespace
+
+void SilenceLibvirtErrors() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // virInitialize must come first when threads may call libvirt concurrently.
+    virInitialize();
+    virSetErrorFunc(nullptr, IgnoreLibvirtError);
+  });
+}
+
+Code LibvirtErrorCode(int vir_error_number) {
+  switch (vir_error_number) {
+    case VIR_ERR_NO_DOMAIN:
+    case VIR_ERR_NO_STORAGE_POOL:
+    case VIR_ERR_NO_STORAGE_VOL:
+    case VIR_ERR_NO_DOMAIN_METADATA:
+      return Code::kNotFound;
+    case VIR_ERR_OPERATION_INVALID:
+    case VIR_ERR_DOM_EXIST:
+    case VIR_ERR_STORAGE_VOL_EXIST:
+      return Code::kConflict;
+    case VIR_ERR_NO_CONNECT:
+    case VIR_ERR_INVALID_CONN:
+    case VIR_ERR_SYSTEM_ERROR:
+    case VIR_ERR_RPC:
+    case VIR_ERR_AUTH_FAILED:
+    case VIR_ERR_AUTH_UNAVAILABLE:
+    case VIR_ERR_NO_SERVER:
+      return Code::kUnavailable;
+    case VIR_ERR_OPERATION_TIMEOUT:
+      return Code::kTimeout;
+    default:
+      return Code::kInternal;
+  }
+}
+
+Status LibvirtError(std::string_view what) {
+  virErrorPtr err = virGetLastError();
+  if (err == nullptr || err->code == VIR_ERR_OK) {
+    return Internal(std::string(what) + ": libvirt failed without an error");
+  }
+  std::string message = std::string(what) + ": " + (err->message ? err->message : "no message");
+  Code code = LibvirtErrorCode(err->code);
+  // VIR_ERR_SYSTEM_ERROR is also raised for local I/O failures (a missing file, a refused
+  // chown); only count it as "unavailable" when it came from the remote transport.
+  if (err->code == VIR_ERR_SYSTEM_ERROR && err->domain != VIR_FROM_REMOTE &&
+      err->domain != VIR_FROM_RPC) {
+    code = Code::kInternal;
+  }
+  virResetLastError();
+  return Status(code, std::move(message));
+}
+
+Result<ConnectHandle> OpenLibvirt(const std::string& uri) {
+  SilenceLibvirtErrors();
+  ConnectHandle conn(virConnectOpen(uri.c_str()));
+  if (!conn) {
+    Status st = LibvirtError("connecting to " + uri);
+    // A failed open is always "the hypervisor is not reachable" to our callers.
+    return Unavailable(st.message());
+  }
+  return conn;
+}
+
+}  // namespace warren

@@ -1,0 +1,633 @@
+#include "vmhost/libvirt_host.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "lobby/base/clock.h"
+#include "lobby/base/log.h"
+#include "vmhost/domain_xml.h"
+#include "vmhost/guest_image.h"
+#include "vmhost/seed_image.h"
+
+namespace warren {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kDomainPrefix = "warren-";
+constexpr int64_t kGiB = int64_t{1} << 30;
+// Console reads look at most this far back: virtlogd rotates the log at 2 MiB anyway, and
+// a caller asking for N lines wants the end of it.
+constexpr int64_t kConsoleWindow = 256 * 1024;
+
+std::string DomainName(std::string_view id) { return std::string(kDomainPrefix) + std::string(id); }
+
+std::string NewUuid() {
+  std::random_device rd;
+  unsigned char b[16];
+  for (auto& byte : b) byte = static_cast<unsigned char>(rd());
+  b[6] = (b[6] & 0x0f) | 0x40;  // version 4
+  b[8] = (b[8] & 0x3f) | 0x80;  // RFC 4122 variant
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += hex[b[i] >> 4];
+    s += hex[b[i] & 15];
+  }
+  return s;
+}
+
+std::string XmlUnescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '&') {
+      out += s[i];
+      continue;
+    }
+    static const std::pair<std::string_view, char> kEntities[] = {
+        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&apos;", '\''}, {"&quot;", '"'}};
+    bool matched = false;
+    for (const auto& [entity, c] : kEntities) {
+      if (s.substr(i, entity.size()) == entity) {
+        out += c;
+        i += entity.size() - 1;
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) out += '&';
+  }
+  return out;
+}
+
+// The text of the first <tag>...</tag> in a metadata element libvirt gave back (it returns
+// the element without namespace prefixes). Empty when absent.
+std::string ElementText(std::string_view xml, std::string_view tag) {
+  std::string open = "<" + std::string(tag) + ">";
+  std::string close = "</" + std::string(tag) + ">";
+  size_t a = xml.find(open);
+  if (a == std::string_view::npos) return "";
+  a += open.size();
+  size_t b = xml.find(close, a);
+  if (b == std::string_view::npos) return "";
+  return XmlUnescape(xml.substr(a, b - a));
+}
+
+// The value of attr="..." (libvirt writes double quotes). Empty when absent.
+std::string AttributeValue(std::string_view xml, std::string_view attr) {
+  std::string key = std::string(attr) + "=\"";
+  size_t a = xml.find(key);
+  if (a == std::string_view::npos) return "";
+  a += key.size();
+  size_t b = xml.find('"', a);
+  if (b == std::string_view::npos) return "";
+  return XmlUnescape(xml.substr(a, b - a));
+}
+
+// The last `max_lines` lines of `log`; a partial first line (cut by the read window) never
+// counts as a line.
+std::string LastLines(std::string_view log, int max_lines, bool cut_at_start) {
+  if (cut_at_start) {
+    size_t nl = log.find('\n');
+    log = nl == std::string_view::npos ? std::string_view() : log.substr(nl + 1);
+  }
+  if (max_lines <= 0) return "";
+  size_t pos = log.size();
+  for (int i = 0; i < max_lines && pos > 0; ++i) {
+    size_t nl = pos >= 2 ? log.rfind('\n', pos - 2) : std::string_view::npos;
+    pos = nl == std::string_view::npos ? 0 : nl + 1;
+  }
+  return std::string(log.substr(pos));
+}
+
+// Undo steps for a multi-step operation, run newest first unless the operation committed.
+class Rollback {
+ public:
+  ~Rollback() {
+    if (committed_) return;
+    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) (*it)();
+  }
+  void Add(std::function<void()> step) { steps_.push_back(std::move(step)); }
+  void Commit() { committed_ = true; }
+
+ private:
+  std::vector<std::function<void()>> steps_;
+  bool committed_ = false;
+};
+
+Result<VmState> StateOf(virDomainPtr dom) {
+  int state = 0;
+  int reason = 0;
+  if (virDomainGetState(dom, &state, &reason, 0) < 0) return LibvirtError("reading vm state");
+  switch (state) {
+    case VIR_DOMAIN_RUNNING:
+    case VIR_DOMAIN_BLOCKED:
+    case VIR_DOMAIN_SHUTDOWN:  // shutting down, still running
+      return VmState::kRunning;
+    case VIR_DOMAIN_PAUSED:
+    case VIR_DOMAIN_PMSUSPENDED:
+      return VmState::kPaused;
+    case VIR_DOMAIN_CRASHED:
+      return VmState::kCrashed;
+    case VIR_DOMAIN_SHUTOFF:
+      return reason == VIR_DOMAIN_SHUTOFF_CRASHED ? VmState::kCrashed : VmState::kStopped;
+    default:
+      return VmState::kStopped;
+  }
+}
+
+Status WrongState(std::string_view verb, VmState state) {
+  return Conflict("cannot " + std::string(verb) + " a " + std::string(VmStateName(state)) + " vm");
+}
+
+// Metadata libvirt holds for a domain; empty when the element is absent.
+std::string Metadata(virDomainPtr dom, std::string_view ns, unsigned int flags) {
+  LibvirtString m(
+      virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, std::string(ns).c_str(), flags));
+  if (!m) {
+    virResetLastError();
+    return "";
+  }
+  return m.get();
+}
+
+bool IsActive(virDomainPtr dom) { return virDomainIsActive(dom) == 1; }
+
+// The <warren:vm> element's children without the prefix, as virDomainSetMetadata wants
+// them (it adds the prefix itself).
+std::string UnprefixedVmMetadata(std::string_view id, std::string_view name,
+                                 std::string_view image) {
+  return "<vm><id>" + XmlEscape(id) + "</id><name>" + XmlEscape(name) + "</name><image>" +
+         XmlEscape(image) + "</image></vm>";
+}
+
+}  // namespace
+
+LibvirtHost::LibvirtHost(LibvirtHostOptions options) : options_(std::move(options)) {
+  SilenceLibvirtErrors();
+}
+
+LibvirtHost::LibvirtHost(LibvirtHostOptions options, ConnectHandle conn)
+    : options_(std::move(options)) {
+  SilenceLibvirtErrors();
+  conn_ = Conn(conn.release(), ConnectDeleter());
+}
+
+LibvirtHost::~LibvirtHost() = default;
+
+std::string LibvirtHost::VmDir(std::string_view id) const {
+  return (fs::path(options_.data_dir) / "vms" / std::string(id)).string();
+}
+
+Result<LibvirtHost::Conn> LibvirtHost::Connect() {
+  std::lock_guard lock(conn_mu_);
+  if (conn_ && virConnectIsAlive(conn_.get()) == 1) return conn_;
+  WARREN_ASSIGN_OR_RETURN(ConnectHandle h, OpenLibvirt(options_.uri));
+  conn_ = Conn(h.release(), ConnectDeleter());
+  return conn_;
+}
+
+std::shared_ptr<std::mutex> LibvirtHost::VmLock(std::string_view id) {
+  std::lock_guard lock(locks_mu_);
+  // Drop locks nobody holds any more, so the map does not grow with every id ever seen.
+  for (auto it = locks_.begin(); it != locks_.end();) {
+    it = it->second.expired() ? locks_.erase(it) : std::next(it);
+  }
+  auto it = locks_.find(id);
+  if (it != locks_.end()) {
+    if (auto m = it->second.lock()) return m;
+  }
+  auto m = std::make_shared<std::mutex>();
+  locks_[std::string(id)] = m;
+  return m;
+}
+
+Result<DomainHandle> LibvirtHost::LookupDomain(const Conn& conn, std::string_view id) {
+  DomainHandle dom(virDomainLookupByName(conn.get(), DomainName(id).c_str()));
+  if (!dom) {
+    Status st = LibvirtError("looking up vm " + std::string(id));
+    if (st.code() == Code::kNotFound) return NotFound("no vm " + std::string(id));
+    return st;
+  }
+  return dom;
+}
+
+Result<StoragePoolHandle> LibvirtHost::OpenPool(const Conn& conn, std::string_view id, bool build) {
+  std::string name = DomainName(id);
+  StoragePoolHandle pool(virStoragePoolLookupByName(conn.get(), name.c_str()));
+  if (pool) {
+    if (virStoragePoolIsActive(pool.get()) != 1 && virStoragePoolCreate(pool.get(), 0) < 0) {
+      return LibvirtError("starting storage pool " + name);
+    }
+    return pool;
+  }
+  Status st = LibvirtError("looking up storage pool " + name);
+  if (st.code() != Code::kNotFound) return st;
+  // 0711: QEMU (libvirt-qemu under qemu:///system) must reach the files by path, nobody
+  // needs to list them.
+  std::string xml = "<pool type='dir'>\n  <name>" + XmlEscape(name) +
+                    "</name>\n  <target>\n    <path>" + XmlEscape(VmDir(id)) +
+                    "</path>\n    <permissions>\n      <mode>0711</mode>\n    </permissions>\n"
+                    "  </target>\n</pool>\n";
+  // Transient: the directory is the truth, the pool just a view of it that we recreate
+  // whenever libvirt has forgotten it.
+  pool.reset(virStoragePoolCreateXML(conn.get(), xml.c_str(),
+                                     build ? VIR_STORAGE_POOL_CREATE_WITH_BUILD : 0));
+  if (!pool) return LibvirtError("creating storage pool " + name);
+  return pool;
+}
+
+Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
+  std::string dir = VmDir(id);
+  std::error_code ec;
+  StoragePoolHandle pool(virStoragePoolLookupByName(conn.get(), DomainName(id).c_str()));
+  if (!pool) virResetLastError();
+  if (!pool && fs::exists(dir, ec)) {
+    Result<StoragePoolHandle> p = OpenPool(conn, id, /*build=*/false);
+    if (p.ok()) pool = std::move(p).value();
+  }
+  Status result;
+  if (pool) {
+    // Through the pool, so a remote host's files go too; the local sweep below catches
+    // what is no volume (the control socket).
+    if (virStoragePoolIsActive(pool.get()) == 1) {
+      virStoragePoolRefresh(pool.get(), 0);
+      virStorageVolPtr* vols = nullptr;
+      int n = virStoragePoolListAllVolumes(pool.get(), &vols, 0);
+      for (int i = 0; i < n; ++i) {
+        StorageVolHandle vol(vols[i]);
+        if (virStorageVolDelete(vol.get(), 0) < 0 && result.ok()) {
+          result = LibvirtError("deleting a file of vm " + std::string(id));
+        }
+      }
+      free(vols);  // NOLINT: allocated by libvirt
+      if (virStoragePoolDestroy(pool.get()) < 0) virResetLastError();
+    }
+    // A persistent pool (someone defined one) is forgotten too.
+    if (virStoragePoolUndefine(pool.get()) < 0) virResetLastError();
+  }
+  fs::remove_all(dir, ec);
+  if (ec && result.ok()) result = Internal("removing " + dir + ": " + ec.message());
+  return result;
+}
+
+Status LibvirtHost::StartDomain(virDomainPtr dom) {
+  if (virDomainCreate(dom) < 0) return LibvirtError("starting vm");
+  // Recorded in the live definition only: it vanishes with the QEMU process, so a stopped
+  // VM cannot show a stale start time, and survives a warren restart while it runs.
+  std::string run = "<run started='" + std::to_string(SystemClock::Get().NowUnix()) + "'/>";
+  if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, run.c_str(),
+                           std::string(kWarrenRunPrefix).c_str(),
+                           std::string(kWarrenRunNamespace).c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    LogWarn(LibvirtError("recording the start time").ToString());
+  }
+  return Status::Ok();
+}
+
+Status LibvirtHost::ShutDown(virDomainPtr dom) {
+  using Clock = std::chrono::steady_clock;
+  if (virDomainShutdown(dom) < 0) {
+    // The guest may have stopped on its own meanwhile; anything else ends in the hard way.
+    Status st = LibvirtError("asking the guest to power off");
+    if (!IsActive(dom)) return Status::Ok();
+    LogDebug(st.ToString());
+  } else {
+    auto deadline = Clock::now() + options_.stop_timeout;
+    while (IsActive(dom) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  if (!IsActive(dom)) return Status::Ok();
+  if (virDomainDestroy(dom) < 0) {
+    Status st = LibvirtError("powering off vm");
+    if (IsActive(dom)) return st;
+  }
+  return Status::Ok();
+}
+
+Result<VmInfo> LibvirtHost::InfoOf(virDomainPtr dom, std::string_view id) {
+  VmInfo info;
+  info.id = std::string(id);
+  WARREN_ASSIGN_OR_RETURN(info.state, StateOf(dom));
+  virDomainInfo di{};
+  if (virDomainGetInfo(dom, &di) < 0) return LibvirtError("reading vm " + info.id);
+  info.cpus = di.nrVirtCpu;
+  info.memory_mib = static_cast<int64_t>(di.maxMem / 1024);
+  std::string meta = Metadata(dom, kWarrenVmNamespace, 0);
+  info.name = ElementText(meta, "name");
+  info.image = ElementText(meta, "image");
+  if (info.name.empty()) info.name = info.id;
+  if (info.state == VmState::kRunning || info.state == VmState::kPaused) {
+    std::string run = Metadata(dom, kWarrenRunNamespace, VIR_DOMAIN_AFFECT_LIVE);
+    info.started_at = std::strtoll(AttributeValue(run, "started").c_str(), nullptr, 10);
+  }
+  virDomainBlockInfo bi{};
+  if (virDomainGetBlockInfo(dom, "vda", &bi, 0) == 0) {
+    info.disk_gib = static_cast<int64_t>((bi.capacity + kGiB - 1) / kGiB);
+  } else {
+    virResetLastError();  // a domain without our disk (not made by Create): size unknown
+  }
+  return info;
+}
+
+Status LibvirtHost::Create(const VmSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, spec.image));
+  if (spec.disk_gib * kGiB < image.rootfs_bytes) {
+    return InvalidArgument("disk must be at least " +
+                           std::to_string((image.rootfs_bytes + kGiB - 1) / kGiB) +
+                           " GiB for image " + image.ref);
+  }
+  auto vm_lock = VmLock(spec.id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  Result<DomainHandle> existing = LookupDomain(conn, spec.id);
+  if (existing.ok()) return Conflict("vm " + spec.id + " already exists");
+  if (existing.status().code() != Code::kNotFound) return existing.status();
+
+  // Files without a domain are what a Create cut short (warren died mid-way) leaves: no
+  // VM uses them, and they would stand in the way.
+  WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
+  Rollback rollback;
+  rollback.Add([this, conn, id = spec.id] {
+    Status st = RemoveFiles(conn, id);
+    if (!st.ok()) LogWarn("cleaning up after a failed create: " + st.ToString());
+  });
+
+  // QEMU runs as another user: DATA/vms must be traversable (never listable) by it.
+  std::error_code ec;
+  fs::path vms = fs::path(options_.data_dir) / "vms";
+  fs::create_directories(vms, ec);
+  if (ec) return Internal("creating " + vms.string() + ": " + ec.message());
+  for (const fs::path& p : {fs::path(options_.data_dir), vms}) {
+    fs::permissions(p, fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add, ec);
+  }
+
+  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn, spec.id, /*build=*/true));
+
+  std::string disk_xml =
+      "<volume>\n  <name>disk.qcow2</name>\n  <capacity unit='bytes'>" +
+      std::to_string(spec.disk_gib * kGiB) +
+      "</capacity>\n  <target>\n    <format type='qcow2'/>\n    <permissions>\n"
+      "      <mode>0600</mode>\n    </permissions>\n  </target>\n  <backingStore>\n    <path>" +
+      XmlEscape(image.rootfs) +
+      "</path>\n    <format type='qcow2'/>\n  </backingStore>\n</volume>\n";
+  StorageVolHandle disk(virStorageVolCreateXML(pool.get(), disk_xml.c_str(), 0));
+  if (!disk) return LibvirtError("creating the disk of vm " + spec.id);
+
+  SeedContents seed;
+  seed.instance_id = spec.id;
+  seed.hostname = spec.name.empty() ? spec.id : spec.name;
+  seed.authorized_keys = spec.authorized_keys;
+  seed.env = spec.env;
+  seed.setup_script = spec.setup_script;
+  WARREN_ASSIGN_OR_RETURN(
+      std::string seed_bytes,
+      BuildSeedImage(seed, (fs::path(options_.data_dir) / "tmp").string(), options_.mkfs));
+  std::string seed_xml = "<volume>\n  <name>seed.img</name>\n  <capacity unit='bytes'>" +
+                         std::to_string(seed_bytes.size()) +
+                         "</capacity>\n  <target>\n    <format type='raw'/>\n"
+                         "    <permissions>\n      <mode>0600</mode>\n    </permissions>\n"
+                         "  </target>\n</volume>\n";
+  StorageVolHandle seed_vol(virStorageVolCreateXML(pool.get(), seed_xml.c_str(), 0));
+  if (!seed_vol) return LibvirtError("creating the seed of vm " + spec.id);
+  {
+    StreamHandle st(virStreamNew(conn.get(), 0));
+    if (!st) return LibvirtError("opening a stream");
+    if (virStorageVolUpload(seed_vol.get(), st.get(), 0, seed_bytes.size(), 0) < 0) {
+      return LibvirtError("uploading the seed of vm " + spec.id);
+    }
+    size_t off = 0;
+    while (off < seed_bytes.size()) {
+      int n = virStreamSend(st.get(), seed_bytes.data() + off,
+                            std::min<size_t>(seed_bytes.size() - off, 256 * 1024));
+      if (n < 0) return LibvirtError("uploading the seed of vm " + spec.id);
+      off += static_cast<size_t>(n);
+    }
+    if (virStreamFinish(st.get()) < 0) return LibvirtError("uploading the seed of vm " + spec.id);
+  }
+
+  LibvirtString disk_path(virStorageVolGetPath(disk.get()));
+  LibvirtString seed_path(virStorageVolGetPath(seed_vol.get()));
+  if (!disk_path || !seed_path) return LibvirtError("reading volume paths");
+  DomainConfig config;
+  config.id = spec.id;
+  config.name = seed.hostname;
+  config.uuid = NewUuid();
+  config.image = image.ref;
+  config.kvm = options_.accel == Accel::kKvm;
+  config.cpus = spec.cpus;
+  config.memory_mib = spec.memory_mib;
+  config.kernel = image.kernel;
+  config.initrd = image.initrd;
+  config.cmdline = image.cmdline;
+  config.disk = disk_path.get();
+  config.seed = seed_path.get();
+  config.console_log = (fs::path(VmDir(spec.id)) / "console.log").string();
+  config.control_socket = (fs::path(VmDir(spec.id)) / "control.sock").string();
+  config.egress = spec.egress;
+  std::string xml = DomainXml(config);
+
+  DomainHandle dom(virDomainDefineXML(conn.get(), xml.c_str()));
+  if (!dom) return LibvirtError("defining vm " + spec.id);
+  virDomainPtr raw = dom.get();
+  rollback.Add([raw] {
+    if (IsActive(raw)) virDomainDestroy(raw);
+    if (virDomainUndefineFlags(raw, VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+                                        VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+                                        VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA) < 0) {
+      LogWarn(LibvirtError("undefining after a failed create").ToString());
+    }
+  });
+  WARREN_RETURN_IF_ERROR(StartDomain(raw).Annotate("vm " + spec.id));
+  rollback.Commit();
+  return Status::Ok();
+}
+
+Status LibvirtHost::Start(std::string_view id) {
+  auto vm_lock = VmLock(id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
+  if (state != VmState::kStopped && state != VmState::kCrashed) return WrongState("start", state);
+  return StartDomain(dom.get());
+}
+
+Status LibvirtHost::Stop(std::string_view id) {
+  auto vm_lock = VmLock(id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
+  if (state == VmState::kStopped) return WrongState("stop", state);
+  if (!IsActive(dom.get())) return Status::Ok();  // crashed: its QEMU is already gone
+  if (state == VmState::kPaused && virDomainResume(dom.get()) < 0) {
+    // A paused guest cannot hear the power button; without a resume it is powered off.
+    LogDebug(LibvirtError("resuming before a stop").ToString());
+  }
+  return ShutDown(dom.get());
+}
+
+Status LibvirtHost::Pause(std::string_view id) {
+  auto vm_lock = VmLock(id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
+  if (state != VmState::kRunning) return WrongState("pause", state);
+  if (virDomainSuspend(dom.get()) < 0) return LibvirtError("pausing vm " + std::string(id));
+  return Status::Ok();
+}
+
+Status LibvirtHost::Resume(std::string_view id) {
+  auto vm_lock = VmLock(id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
+  if (state != VmState::kPaused) return WrongState("resume", state);
+  if (virDomainResume(dom.get()) < 0) return LibvirtError("resuming vm " + std::string(id));
+  return Status::Ok();
+}
+
+Status LibvirtHost::Restart(std::string_view id) {
+  auto vm_lock = VmLock(id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
+  if (state != VmState::kRunning) return WrongState("restart", state);
+  // A power cycle rather than a guest reboot: a fresh QEMU process, which also picks up a
+  // changed definition (new name, resized memory).
+  WARREN_RETURN_IF_ERROR(ShutDown(dom.get()));
+  return StartDomain(dom.get());
+}
+
+Status LibvirtHost::Destroy(std::string_view id) {
+  auto vm_lock = VmLock(id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  if (IsActive(dom.get()) && virDomainDestroy(dom.get()) < 0 && IsActive(dom.get())) {
+    return LibvirtError("powering off vm " + std::string(id));
+  }
+  if (virDomainUndefineFlags(dom.get(), VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+                                            VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+                                            VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA) < 0) {
+    return LibvirtError("undefining vm " + std::string(id));
+  }
+  return RemoveFiles(conn, id);
+}
+
+Status LibvirtHost::Rename(std::string_view id, std::string_view name) {
+  WARREN_RETURN_IF_ERROR(ValidateVmName(name));
+  auto vm_lock = VmLock(id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  std::string image = ElementText(Metadata(dom.get(), kWarrenVmNamespace, 0), "image");
+  unsigned int flags = VIR_DOMAIN_AFFECT_CONFIG;
+  if (IsActive(dom.get())) flags |= VIR_DOMAIN_AFFECT_LIVE;
+  std::string meta = UnprefixedVmMetadata(id, name, image);
+  std::string name_str(name);
+  if (virDomainSetMetadata(dom.get(), VIR_DOMAIN_METADATA_ELEMENT, meta.c_str(),
+                           std::string(kWarrenVmPrefix).c_str(),
+                           std::string(kWarrenVmNamespace).c_str(), flags) < 0 ||
+      virDomainSetMetadata(dom.get(), VIR_DOMAIN_METADATA_TITLE, name_str.c_str(), nullptr, nullptr,
+                           flags) < 0) {
+    return LibvirtError("renaming vm " + std::string(id));
+  }
+  // The guest learns its hostname from the kernel command line: rewrite it in the
+  // persistent definition so the next boot carries the new name.
+  LibvirtString xml(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
+  if (!xml) return LibvirtError("reading the definition of vm " + std::string(id));
+  std::string def = xml.get();
+  size_t cmd = def.find("<cmdline>");
+  size_t end = def.find("</cmdline>");
+  size_t host = def.find("warren.hostname=", cmd);
+  if (cmd != std::string::npos && end != std::string::npos && host != std::string::npos &&
+      host < end) {
+    host += std::strlen("warren.hostname=");
+    size_t stop = def.find_first_of(" <", host);
+    def.replace(host, stop - host, name_str);  // a validated hostname: nothing to escape
+    DomainHandle redefined(virDomainDefineXML(conn.get(), def.c_str()));
+    if (!redefined) return LibvirtError("redefining vm " + std::string(id));
+  }
+  return Status::Ok();
+}
+
+Result<VmInfo> LibvirtHost::Inspect(std::string_view id) {
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  return InfoOf(dom.get(), id);
+}
+
+Result<std::vector<VmInfo>> LibvirtHost::List() {
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  virDomainPtr* doms = nullptr;
+  int n = virConnectListAllDomains(conn.get(), &doms, 0);
+  if (n < 0) return LibvirtError("listing vms");
+  std::vector<DomainHandle> owned;
+  for (int i = 0; i < n; ++i) owned.emplace_back(doms[i]);
+  free(doms);  // NOLINT: allocated by libvirt
+  std::vector<VmInfo> out;
+  for (const DomainHandle& dom : owned) {
+    const char* name = virDomainGetName(dom.get());
+    if (name == nullptr) continue;
+    std::string_view sv(name);
+    if (sv.substr(0, kDomainPrefix.size()) != kDomainPrefix) continue;
+    Result<VmInfo> info = InfoOf(dom.get(), sv.substr(kDomainPrefix.size()));
+    // A VM destroyed while we listed is simply not there any more.
+    if (!info.ok() && info.status().code() == Code::kNotFound) continue;
+    if (!info.ok()) return info.status();
+    out.push_back(std::move(info).value());
+  }
+  std::sort(out.begin(), out.end(), [](const VmInfo& a, const VmInfo& b) { return a.id < b.id; });
+  return out;
+}
+
+Result<std::string> LibvirtHost::Console(std::string_view id, int max_lines) {
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  Result<StoragePoolHandle> pool = OpenPool(conn, id, /*build=*/false);
+  if (!pool.ok()) return std::string();  // no files: never booted
+  if (virStoragePoolRefresh(pool->get(), 0) < 0) return LibvirtError("reading vm files");
+  StorageVolHandle vol(virStorageVolLookupByName(pool->get(), "console.log"));
+  if (!vol) {
+    Status st = LibvirtError("opening the console log");
+    if (st.code() == Code::kNotFound) return std::string();
+    return st;
+  }
+  virStorageVolInfo vi{};
+  if (virStorageVolGetInfo(vol.get(), &vi) < 0) return LibvirtError("sizing the console log");
+  int64_t size = static_cast<int64_t>(vi.capacity);
+  int64_t length = std::min(size, kConsoleWindow);
+  if (length <= 0) return std::string();
+  StreamHandle st(virStreamNew(conn.get(), 0));
+  if (!st) return LibvirtError("opening a stream");
+  if (virStorageVolDownload(vol.get(), st.get(), size - length, length, 0) < 0) {
+    return LibvirtError("reading the console log");
+  }
+  std::string data;
+  char buf[64 * 1024];
+  while (static_cast<int64_t>(data.size()) < length) {
+    int n = virStreamRecv(st.get(), buf, sizeof(buf));
+    if (n < 0) return LibvirtError("reading the console log");
+    if (n == 0) break;
+    data.append(buf, std::min<size_t>(n, length - data.size()));
+  }
+  if (virStreamFinish(st.get()) < 0) virResetLastError();
+  return LastLines(data, max_lines, /*cut_at_start=*/size > length);
+}
+
+}  // namespace warren

@@ -1,0 +1,133 @@
+#include "vmhost/libvirtd_launcher.h"
+
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "lobby/base/log.h"
+#include "vmhost/libvirt_handles.h"
+#include "vmhost/subprocess.h"
+
+namespace warren {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Runs in the forked child before exec (async-signal-safe syscalls only). rslave rather
+// than private: mounts the host makes later still reach the daemon, while our mask never
+// leaks out to the host.
+int MaskDevKvm() {
+  if (unshare(CLONE_NEWNS) != 0) return 1;
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return 2;
+  if (mount("/dev/null", "/dev/kvm", nullptr, MS_BIND, nullptr) != 0) return 3;
+  return 0;
+}
+
+bool UnixSocketAnswers(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    close(fd);
+    return false;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string MountNamespace(const std::string& pid) {
+  std::error_code ec;
+  fs::path link = fs::read_symlink("/proc/" + pid + "/ns/mnt", ec);
+  return ec ? "" : link.string();
+}
+
+// Whether a running libvirtd shares our view of /dev/kvm (then every start may stall).
+bool DaemonSeesDevKvm(const LibvirtdOptions& o) {
+  std::ifstream in(o.libvirtd_pid_file);
+  std::string pid;
+  if (!(in >> pid)) return false;
+  std::string theirs = MountNamespace(pid);
+  return !theirs.empty() && theirs == MountNamespace("self");
+}
+
+Status StartDaemon(const std::string& program, const LibvirtdOptions& o, bool mask) {
+  ProcessOptions po;
+  po.timeout = o.timeout;
+  po.new_session = true;
+  if (mask) po.child_setup = MaskDevKvm;
+  std::string name = fs::path(program).filename();
+  std::error_code ec;
+  fs::create_directories(o.log_dir, ec);
+  // Respect an operator's own logging setup.
+  if (std::getenv("LIBVIRT_LOG_OUTPUTS") == nullptr) {
+    po.env.push_back("LIBVIRT_LOG_OUTPUTS=3:file:" + o.log_dir + "/" + name + ".log");
+  }
+  // --daemon returns once the daemon is initialised (or has failed), with its exit status.
+  Result<ProcessResult> r = RunProcess({program, "--daemon"}, po);
+  if (!r.ok()) return Unavailable("starting " + name + ": " + r.status().message());
+  if (r->timed_out) return Unavailable(name + " did not daemonise in time");
+  if (r->exit_code != 0) {
+    std::string why = r->output.empty() ? "exit " + std::to_string(r->exit_code) : r->output;
+    if (mask && r->exit_code == 127 && r->output.empty()) {
+      why = "could not mask /dev/kvm in a private mount namespace (needs root)";
+    }
+    return Unavailable("starting " + name + ": " + why);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<LibvirtdStatus> EnsureLibvirtd(const LibvirtdOptions& o) {
+  LibvirtdStatus status;
+  auto start = Clock::now();
+  std::error_code ec;
+  bool have_kvm = fs::exists("/dev/kvm", ec);
+  if (OpenLibvirt(o.uri).ok()) {
+    if (o.mask_dev_kvm && have_kvm && DaemonSeesDevKvm(o)) {
+      status.warning =
+          "the running libvirtd sees /dev/kvm, which KVM cannot use here: each domain start may "
+          "stall ~48 s in libvirt's capability probe; stop it and let warren start it";
+    }
+    return status;
+  }
+  if (o.uri != "qemu:///system") {
+    return Unavailable("no libvirt daemon answers at " + o.uri +
+                       " (warren starts only the local "
+                       "qemu:///system daemon)");
+  }
+  bool mask = o.mask_dev_kvm && have_kvm;
+  if (!UnixSocketAnswers(o.virtlogd_socket)) {
+    WARREN_RETURN_IF_ERROR(StartDaemon(o.virtlogd, o, false));
+  }
+  WARREN_RETURN_IF_ERROR(StartDaemon(o.libvirtd, o, mask));
+  auto deadline = start + o.timeout;
+  Status last = Unavailable("libvirtd did not answer");
+  while (Clock::now() < deadline) {
+    Result<ConnectHandle> conn = OpenLibvirt(o.uri);
+    if (conn.ok()) {
+      status.started = true;
+      status.masked = mask;
+      status.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      return status;
+    }
+    last = conn.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Unavailable("started libvirtd but it did not answer within " +
+                     std::to_string(o.timeout.count()) + " ms: " + last.message());
+}
+
+}  // namespace warren

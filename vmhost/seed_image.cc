@@ -1,0 +1,106 @@
+#include "vmhost/seed_image.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "vmhost/subprocess.h"
+
+namespace warren {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status WriteFile(const fs::path& path, const std::string& data, fs::perms perms) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  out.close();
+  if (!out) return Internal("writing " + path.string());
+  std::error_code ec;
+  fs::permissions(path, perms, ec);
+  if (ec) return Internal("chmod " + path.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+// Removes the temporary directory whatever happens.
+struct ScratchDir {
+  fs::path path;
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& scratch_dir,
+                                   const std::string& mkfs) {
+  std::error_code ec;
+  fs::create_directories(scratch_dir, ec);
+  std::string tmpl = (fs::path(scratch_dir) / "seed.XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) return Internal("mkdtemp in " + scratch_dir);
+  ScratchDir scratch{tmpl};
+  fs::path root = scratch.path / "root";
+  fs::create_directory(root, ec);
+  if (ec) return Internal("mkdir " + root.string() + ": " + ec.message());
+
+  const auto file = fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                    fs::perms::others_read;
+  std::string env;
+  for (const auto& [key, value] : seed.env) env += key + "=" + value + "\n";
+  WARREN_RETURN_IF_ERROR(WriteFile(root / "instance-id", seed.instance_id + "\n", file));
+  WARREN_RETURN_IF_ERROR(WriteFile(root / "hostname", seed.hostname + "\n", file));
+  WARREN_RETURN_IF_ERROR(WriteFile(root / "authorized_keys", seed.authorized_keys, file));
+  WARREN_RETURN_IF_ERROR(WriteFile(root / "env", env, file));
+  if (!seed.setup_script.empty()) {
+    WARREN_RETURN_IF_ERROR(
+        WriteFile(root / "setup-script", seed.setup_script,
+                  file | fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec));
+  }
+
+  // Room for the files plus ext4's own metadata, in whole MiB.
+  size_t content = seed.instance_id.size() + seed.hostname.size() + seed.authorized_keys.size() +
+                   env.size() + seed.setup_script.size();
+  size_t mib = 1 + (content + 512 * 1024) / (1024 * 1024);
+  fs::path image = scratch.path / "seed.img";
+  {
+    std::ofstream out(image, std::ios::binary);
+    out.close();
+    fs::resize_file(image, mib * 1024 * 1024, ec);
+    if (ec) return Internal("sizing " + image.string() + ": " + ec.message());
+  }
+  // 1 KiB blocks and no journal: the image is tiny and never written by the guest.
+  // root_owner pins ownership so the image does not depend on who runs warren.
+  Result<ProcessResult> r = RunProcess({mkfs,
+                                        "-q",
+                                        "-F",
+                                        "-t",
+                                        "ext4",
+                                        "-L",
+                                        kSeedLabel,
+                                        "-b",
+                                        "1024",
+                                        "-N",
+                                        "64",
+                                        "-m",
+                                        "0",
+                                        "-O",
+                                        "^has_journal",
+                                        "-E",
+                                        "root_owner=0:0",
+                                        "-d",
+                                        root.string(),
+                                        image.string()});
+  if (!r.ok()) return r.status().Annotate("building seed image");
+  if (r->exit_code != 0) return Internal("mkfs.ext4 for the seed failed: " + r->output);
+
+  std::ifstream in(image, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() != mib * 1024 * 1024) return Internal("reading back the seed image");
+  return bytes;
+}
+
+}  // namespace warren
