@@ -1,0 +1,284 @@
+// warren: the server binary. `warren serve` wires the store, the interpreter and the SSH
+// lobby (and, through the hook below, the HTTP bridge) together and runs in the foreground
+// until SIGTERM or SIGINT; `warren version` prints the version.
+//
+// Threads: main parses flags, starts the servers, then only waits for a signal. SIGINT and
+// SIGTERM are blocked in every thread (the mask is set before any thread starts and is
+// inherited), so sigwait() in main is the one place they are handled.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "keys/lmdb_store.h"
+#include "keys/public_key.h"
+#include "keys/store.h"
+#include "lobby/base/clock.h"
+#include "lobby/base/log.h"
+#include "lobby/base/status.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/key_input.h"
+#include "lobby/commands/session.h"
+#include "lobby/ssh/ssh_server.h"
+
+#ifndef WARREN_VERSION
+#define WARREN_VERSION "0.0.0"
+#endif
+
+namespace warren {
+namespace {
+
+struct ServeFlags {
+  std::string data_dir = "/var/lib/warren";
+  std::string ssh = "127.0.0.1:2222";
+  std::string http = "127.0.0.1:8080";
+  std::string admin_key_file;
+  std::string admin_name = "admin";
+  std::string domain = "warren.localhost";
+};
+
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
+// "ADDR:PORT" or "[V6ADDR]:PORT"; port 0 asks for a free one.
+Result<HostPort> ParseHostPort(std::string_view flag, const std::string& text) {
+  auto bad = [&](std::string why) {
+    return InvalidArgument(std::string(flag) + " " + text + ": " + why +
+                           " (expected ADDR:PORT, e.g. 127.0.0.1:2222 or [::1]:2222)");
+  };
+  HostPort hp;
+  std::string port_text;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return bad("malformed IPv6 address");
+    }
+    hp.host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string::npos) return bad("no port");
+    hp.host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+    if (hp.host.find(':') != std::string::npos) return bad("put an IPv6 address in brackets");
+  }
+  if (hp.host.empty()) return bad("no address");
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos) {
+    return bad("the port must be a number");
+  }
+  hp.port = std::stoi(port_text);
+  if (hp.port > 65535) return bad("the port must be at most 65535");
+  return hp;
+}
+
+// The host name users should type: loopback binds are reached as "localhost", wildcard
+// binds by the machine's name.
+std::string PublicHostFor(const std::string& bind_host) {
+  if (bind_host == "127.0.0.1" || bind_host == "::1" || bind_host == "localhost") {
+    return "localhost";
+  }
+  if (bind_host == "0.0.0.0" || bind_host == "::") {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') return name;
+    return "localhost";
+  }
+  return bind_host;
+}
+
+Status EnsureDir(const std::string& dir) {
+  std::string path;
+  std::stringstream parts(dir);
+  std::string part;
+  if (!dir.empty() && dir.front() == '/') path = "/";
+  while (std::getline(parts, part, '/')) {
+    if (part.empty()) continue;
+    path += part;
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Unavailable("cannot create " + path + ": " + std::strerror(errno));
+    }
+    path += "/";
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadSmallFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read " + path + ": " + std::strerror(errno));
+  std::string data;
+  char buf[4096];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    data.append(buf, static_cast<size_t>(in.gcount()));
+    if (data.size() > kMaxKeyInputBytes) return TooLarge(path + " is too large for a public key");
+  }
+  return data;
+}
+
+// Makes sure the key in `key_file` belongs to an admin called `admin_name`. Idempotent: a
+// key already registered is left as it is; an existing user gets the key added.
+Status BootstrapAdmin(Store& store, const Clock& clock, const std::string& key_file,
+                      const std::string& admin_name) {
+  WARREN_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(key_file));
+  EmptyInput no_stdin;
+  Result<PublicKey> parsed = ReadPublicKey(text, no_stdin);
+  if (!parsed.ok()) return parsed.status().Annotate("--admin-key " + key_file);
+  const PublicKey& pk = *parsed;
+
+  if (Result<SshKey> known = store.GetKey(pk.fingerprint); known.ok()) {
+    if (known->user != admin_name) {
+      LogWarn("admin key " + pk.fingerprint + " already belongs to user " + known->user +
+              "; leaving it there");
+    }
+    return Status::Ok();
+  }
+  int64_t now = clock.NowUnix();
+  SshKey key;
+  key.fingerprint = pk.fingerprint;
+  key.user = admin_name;
+  key.algorithm = pk.algorithm;
+  key.blob_base64 = pk.blob_base64;
+  key.comment = pk.comment;
+  key.added_at = now;
+
+  Result<User> user = store.GetUser(admin_name);
+  if (user.ok()) {
+    if (!user->admin) LogWarn("user " + admin_name + " exists but is not an admin");
+    WARREN_ASSIGN_OR_RETURN(std::vector<SshKey> existing, store.ListKeys(admin_name));
+    key.name = DefaultKeyName(pk.comment, existing);
+    WARREN_RETURN_IF_ERROR(store.AddKey(key));
+    LogInfo("added key " + pk.fingerprint + " to user " + admin_name);
+    return Status::Ok();
+  }
+  if (user.status().code() != Code::kNotFound) return user.status();
+  key.name = DefaultKeyName(pk.comment, {});
+  User admin{admin_name, /*admin=*/true, now};
+  // The store checks the name.
+  WARREN_RETURN_IF_ERROR(store.CreateUser(admin, {key}).Annotate("--admin-name"));
+  LogInfo("created admin " + admin_name + " with key " + pk.fingerprint);
+  return Status::Ok();
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "warren: %s\n", st.ToString().c_str());
+  return 1;
+}
+
+int Serve(const ServeFlags& flags) {
+  // Before any thread exists, so every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a vanished peer is an error return, not a death
+
+  Result<HostPort> ssh_addr = ParseHostPort("--ssh", flags.ssh);
+  if (!ssh_addr.ok()) return Fail(ssh_addr.status());
+  Result<HostPort> http_addr = ParseHostPort("--http", flags.http);
+  if (!http_addr.ok()) return Fail(http_addr.status());
+
+  if (Status st = EnsureDir(flags.data_dir); !st.ok()) return Fail(st);
+  Result<std::unique_ptr<LmdbStore>> opened = LmdbStore::Open(flags.data_dir + "/store");
+  if (!opened.ok()) return Fail(opened.status().Annotate("opening the store"));
+  std::unique_ptr<LmdbStore> store = std::move(opened).value();
+  const Clock& clock = SystemClock::Get();
+
+  if (!flags.admin_key_file.empty()) {
+    if (Status st = BootstrapAdmin(*store, clock, flags.admin_key_file, flags.admin_name);
+        !st.ok()) {
+      return Fail(st);
+    }
+  }
+  Result<std::vector<User>> users = store->ListUsers();
+  if (!users.ok()) return Fail(users.status().Annotate("reading users"));
+  if (users->empty()) {
+    return Fail(InvalidArgument(
+        "the store in " + flags.data_dir +
+        " has no users yet: start with --admin-key FILE.pub (your SSH public key) to create "
+        "the first admin"));
+  }
+
+  Services services;
+  services.store = store.get();
+  services.clock = &clock;
+  services.info.ssh_host = PublicHostFor(ssh_addr->host);
+  services.info.ssh_port = ssh_addr->port;
+  services.info.domain = flags.domain;
+  Interpreter interpreter(services);
+
+  ssh::SshServerOptions ssh_options;
+  ssh_options.address = ssh_addr->host;
+  ssh_options.port = ssh_addr->port;
+  ssh_options.data_dir = flags.data_dir;
+  ssh_options.on_listening = [&interpreter](int port) {
+    interpreter.services().info.ssh_port = port;
+  };
+  ssh::SshServer ssh_server(ssh_options, interpreter, *store, clock);
+  if (Status st = ssh_server.Start(); !st.ok()) return Fail(st.Annotate("starting SSH"));
+
+  // bridge: started here — the HTTP listener on http_addr->host:http_addr->port, sharing
+  // `interpreter` and `*store`; stop it below, before the SSH server.
+  (void)http_addr;
+
+  LogInfo("warren " WARREN_VERSION " serving; data in " + flags.data_dir);
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  LogInfo(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+
+  bool clean = ssh_server.Stop();
+  if (!clean) {
+    // A command ignored cancellation; its thread still uses the store and interpreter, so
+    // leave without destructors rather than pull them away under it.
+    LogWarn("exiting with commands still running");
+    std::_Exit(0);
+  }
+  LogInfo("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace warren
+
+int main(int argc, char** argv) {
+  CLI::App app{"warren: Linux VMs for people and AI agents, SSH-first"};
+  app.require_subcommand(1);
+
+  warren::ServeFlags flags;
+  CLI::App* serve = app.add_subcommand("serve", "Run the server in the foreground");
+  serve->add_option("--data-dir", flags.data_dir, "State directory (store, host key)")
+      ->capture_default_str();
+  serve->add_option("--ssh", flags.ssh, "SSH lobby address, ADDR:PORT (port 0: any free port)")
+      ->capture_default_str();
+  serve->add_option("--http", flags.http, "HTTP bridge address, ADDR:PORT")->capture_default_str();
+  serve->add_option("--admin-key", flags.admin_key_file,
+                    "Public key file (FILE.pub) of the first admin; added if not known yet");
+  serve->add_option("--admin-name", flags.admin_name, "User name for --admin-key")
+      ->capture_default_str();
+  serve->add_option("--domain", flags.domain, "Domain under which VMs are served")
+      ->capture_default_str();
+  CLI::App* version = app.add_subcommand("version", "Print the version");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (version->parsed()) {
+    std::printf("warren %s\n", WARREN_VERSION);
+    return 0;
+  }
+  return warren::Serve(flags);
+}

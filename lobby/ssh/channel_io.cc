@@ -1,0 +1,189 @@
+#include "lobby/ssh/channel_io.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+namespace warren::ssh {
+
+Waker::Waker() { fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+Waker::~Waker() { Close(); }
+
+void Waker::Wake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) return;
+  uint64_t one = 1;
+  // EAGAIN means the counter is saturated: the loop is certainly going to wake.
+  ssize_t ignored = ::write(fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+void Waker::Drain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) return;
+  uint64_t value;
+  ssize_t ignored = ::read(fd_, &value, sizeof value);
+  (void)ignored;
+}
+
+void Waker::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+ChannelIo::ChannelIo(std::shared_ptr<Waker> waker) : waker_(std::move(waker)) {}
+
+size_t ChannelIo::PushStdin(const char* data, size_t len) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) return len;  // nobody will read it; let the client's window move on
+  // Compact lazily so the buffer never holds more than the capacity.
+  if (stdin_pos_ > 0 && stdin_pos_ == stdin_.size()) {
+    stdin_.clear();
+    stdin_pos_ = 0;
+  } else if (stdin_pos_ > kStdinCapacity / 2) {
+    stdin_.erase(0, stdin_pos_);
+    stdin_pos_ = 0;
+  }
+  size_t buffered = stdin_.size() - stdin_pos_;
+  size_t room = buffered >= kStdinCapacity ? 0 : kStdinCapacity - buffered;
+  size_t n = std::min(room, len);
+  stdin_.append(data, n);
+  owner_wants_room_ = n < len;
+  if (n > 0) stdin_cv_.notify_all();
+  return n;
+}
+
+size_t ChannelIo::StdinSpace() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t buffered = stdin_.size() - stdin_pos_;
+  return buffered >= kStdinCapacity ? 0 : kStdinCapacity - buffered;
+}
+
+void ChannelIo::SetStdinEof() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stdin_eof_ = true;
+  stdin_cv_.notify_all();
+}
+
+void ChannelIo::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) return;
+    cancelled_ = true;
+    output_.clear();
+    output_bytes_ = 0;
+  }
+  cancel_->Cancel();
+  stdin_cv_.notify_all();
+  output_cv_.notify_all();
+}
+
+bool ChannelIo::PeekOutput(size_t max, std::string* bytes, bool* is_stderr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (output_.empty()) return false;
+  const Chunk& front = output_.front();
+  *is_stderr = front.is_stderr;
+  bytes->assign(front.data, 0, std::min(max, front.data.size()));
+  return true;
+}
+
+void ChannelIo::ConsumeOutput(size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (n > 0 && !output_.empty()) {
+    Chunk& front = output_.front();
+    size_t k = std::min(n, front.data.size());
+    front.data.erase(0, k);
+    output_bytes_ -= k;
+    n -= k;
+    if (front.data.empty()) output_.pop_front();
+  }
+  output_cv_.notify_all();
+}
+
+bool ChannelIo::Drained(int* exit_status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!done_ || !output_.empty()) return false;
+  *exit_status = exit_status_;
+  return true;
+}
+
+bool ChannelIo::worker_done() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+Result<size_t> ChannelIo::ReadStdin(char* buf, size_t len) {
+  if (len == 0) return size_t{0};
+  bool wake_owner = false;
+  size_t n = 0;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    stdin_cv_.wait(lock, [&] { return cancelled_ || stdin_pos_ < stdin_.size() || stdin_eof_; });
+    if (cancelled_) return Cancelled("the client closed the channel");
+    if (stdin_pos_ == stdin_.size()) return size_t{0};  // EOF
+    n = std::min(len, stdin_.size() - stdin_pos_);
+    std::memcpy(buf, stdin_.data() + stdin_pos_, n);
+    stdin_pos_ += n;
+    if (owner_wants_room_) {
+      owner_wants_room_ = false;
+      wake_owner = true;
+    }
+  }
+  if (wake_owner) waker_->Wake();
+  return n;
+}
+
+void ChannelIo::WriteOutput(bool is_stderr, std::string_view bytes) {
+  while (!bytes.empty()) {
+    bool was_empty;
+    size_t n;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      output_cv_.wait(lock, [&] { return cancelled_ || output_bytes_ < kOutputCapacity; });
+      if (cancelled_) return;
+      n = std::min(bytes.size(), kOutputCapacity - output_bytes_);
+      was_empty = output_.empty();
+      if (!output_.empty() && output_.back().is_stderr == is_stderr) {
+        output_.back().data.append(bytes.data(), n);
+      } else {
+        output_.push_back(Chunk{is_stderr, std::string(bytes.substr(0, n))});
+      }
+      output_bytes_ += n;
+    }
+    bytes.remove_prefix(n);
+    if (was_empty) waker_->Wake();
+  }
+}
+
+void ChannelIo::Finish(int exit_status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    exit_status_ = exit_status;
+  }
+  waker_->Wake();
+}
+
+void ChannelOutput::Write(std::string_view bytes) {
+  if (!crlf_) {
+    io_.WriteOutput(is_stderr_, bytes);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string converted;
+  converted.reserve(bytes.size() + bytes.size() / 16 + 2);
+  for (char c : bytes) {
+    if (c == '\n' && !last_was_cr_) converted.push_back('\r');
+    converted.push_back(c);
+    last_was_cr_ = (c == '\r');
+  }
+  io_.WriteOutput(is_stderr_, converted);
+}
+
+}  // namespace warren::ssh
