@@ -17,8 +17,8 @@ struct Caller {
   // The SSH key in use, when the credential is a key (for whoami, and so a caller cannot
   // remove the key it is using). Empty otherwise.
   std::string key_fingerprint;
-  Scope scope;           // the credential's limits
-  std::string surface;   // "ssh", "repl", "exec", "mcp": for the audit line
+  Scope scope;          // the credential's limits
+  std::string surface;  // "ssh", "repl", "exec", "mcp": for the audit line
 };
 
 }  // namespace warren

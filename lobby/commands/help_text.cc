@@ -9,6 +9,8 @@ namespace warren {
 namespace {
 
 constexpr size_t kMaxGutter = 24;
+// Narrow enough for a phone's terminal and for a model's context to stay readable.
+constexpr size_t kWrapColumns = 80;
 
 struct ArgInfo {
   std::string name;
@@ -58,6 +60,42 @@ Declared Describe(const CommandSpec& spec) {
   return out;
 }
 
+// Wraps prose at `width` columns so authors can write descriptions as plain sentences.
+// Lines that start with a blank are examples and are kept as they are.
+std::string Wrap(const std::string& text, size_t width) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    std::string line = text.substr(start, nl == std::string::npos ? nl : nl - start);
+    start = nl == std::string::npos ? text.size() : nl + 1;
+    if (line.empty() || line[0] == ' ') {
+      out += line + "\n";
+      continue;
+    }
+    size_t col = 0;
+    size_t pos = 0;
+    while (pos < line.size()) {
+      size_t sp = line.find(' ', pos);
+      std::string word = line.substr(pos, sp == std::string::npos ? sp : sp - pos);
+      pos = sp == std::string::npos ? line.size() : sp + 1;
+      if (word.empty()) continue;
+      if (col > 0 && col + 1 + word.size() > width) {
+        out += "\n";
+        col = 0;
+      }
+      if (col > 0) {
+        out += ' ';
+        ++col;
+      }
+      out += word;
+      col += word.size();
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 std::string FlagLabel(const FlagInfo& f) {
   std::string label;
   for (const std::string& n : f.names) {
@@ -97,8 +135,7 @@ std::string CommandHelpText(const CommandSpec& spec) {
   if (spec.admin_only) out += " (admins only)";
   out += "\n";
   if (!spec.description.empty()) {
-    out += "\n" + spec.description;
-    if (out.back() != '\n') out += "\n";
+    out += "\n" + Wrap(spec.description, kWrapColumns);
   }
   if (!d.args.empty()) {
     std::vector<std::pair<std::string, std::string>> rows;

@@ -1,5 +1,6 @@
 #include "lobby/commands/interpreter.h"
 
+#include <cctype>
 #include <chrono>
 #include <exception>
 
@@ -103,11 +104,14 @@ Status RefreshCaller(Caller& caller, Store& store, int64_t now) {
 Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
                                CommandSession& session, bool json, AuditFacts& audit) {
   if (session.argv.empty()) return InvalidArgument("no command given; try help");
+  std::vector<std::string> argv = session.argv;
+  CommandTable::Match match = table.Lookup(argv);
+  // Named in the audit line even when the credential is refused below.
+  if (match.spec != nullptr) audit.path = match.spec->path;
+
   const int64_t now = services.clock->NowUnix();
   WARREN_RETURN_IF_ERROR(RefreshCaller(session.caller, *services.store, now));
 
-  std::vector<std::string> argv = session.argv;
-  CommandTable::Match match = table.Lookup(argv);
   if (match.spec == nullptr) {
     size_t group_words = table.GroupWords(argv);
     if (group_words == 0 || !OnlyHelpFlags(argv, group_words)) {
@@ -135,7 +139,15 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
     help.data = CommandHelpJson(spec);
     return help;
   } catch (const CLI::ParseError& e) {
-    return InvalidArgument(std::string(e.what()) + " (see \"" + spec.path + " --help\")");
+    // CLI11 writes sentences ("The following argument was not expected: x"); ours are
+    // lowercase fragments after "error: ".
+    std::string message = e.what();
+    // Only a capitalised word: "KEY is required" names a placeholder and stays as it is.
+    if (message.size() > 1 && std::isupper(static_cast<unsigned char>(message[0])) &&
+        std::islower(static_cast<unsigned char>(message[1]))) {
+      message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
+    }
+    return InvalidArgument(message + " (see \"" + spec.path + " --help\")");
   }
   if (session.cancel != nullptr && session.cancel->cancelled()) {
     return Cancelled("cancelled before it started");
@@ -212,6 +224,11 @@ Interpreter::Interpreter(Services services)
     : services_(std::move(services)), table_(std::make_unique<CommandTable>()) {
   if (services_.clock == nullptr) services_.clock = &SystemClock::Get();
   RegisterBuiltinCommands(*table_);
+}
+
+Interpreter::Interpreter(Services services, std::unique_ptr<CommandTable> table)
+    : services_(std::move(services)), table_(std::move(table)) {
+  if (services_.clock == nullptr) services_.clock = &SystemClock::Get();
 }
 
 Interpreter::~Interpreter() = default;

@@ -33,7 +33,11 @@ class CommandTable;
 
 class Interpreter {
  public:
+  // With the built-in commands (commands.h).
   explicit Interpreter(Services services);
+  // With the commands in `table` instead: tests and test-only builds register fixture
+  // commands this way. The table must not change afterwards.
+  Interpreter(Services services, std::unique_ptr<CommandTable> table);
   ~Interpreter();
 
   // Runs session.argv. Sets session.status and session.exit_status; writes the command's
