@@ -121,6 +121,13 @@ std::set<std::string>& OpenDirs() {
   return *dirs;
 }
 
+// An identifier from the caller, cut short for a message: lookups take untrusted text of
+// any length.
+std::string Shown(std::string_view id) {
+  constexpr size_t kMax = 80;
+  return id.size() <= kMax ? std::string(id) : std::string(id.substr(0, kMax)) + "...";
+}
+
 // The index key of a key name: user NUL name. Neither part can hold NUL (both validated).
 std::string NameIndexKey(std::string_view user, std::string_view name) {
   std::string k(user);
@@ -151,8 +158,7 @@ Status ValidateUserName(std::string_view name) {
   for (char c : name) ok = ok && (IsLower(c) || IsDigit(c) || c == '_' || c == '-');
   if (ok) return Status::Ok();
   return InvalidArgument(
-      "user name is not valid: 1-32 of a-z, 0-9, _ and -, starting with a "
-      "letter");
+      "user name is not valid: 1-32 of a-z, 0-9, _ and -, starting with a letter");
 }
 
 // ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
@@ -161,8 +167,8 @@ Status ValidateKeyName(std::string_view name) {
   for (char c : name) ok = ok && (IsAlnum(c) || c == '.' || c == '_' || c == '@' || c == '-');
   if (ok) return Status::Ok();
   return InvalidArgument(
-      "key name is not valid: 1-64 of letters, digits and . _ @ -, starting "
-      "with a letter or digit");
+      "key name is not valid: 1-64 of letters, digits and . _ @ -, starting with a letter or "
+      "digit");
 }
 
 // What every stored key must satisfy.
@@ -171,8 +177,8 @@ Status ValidateKeyRecord(const SshKey& key) {
   if (!key.fingerprint.starts_with("SHA256:") || key.fingerprint.size() > 128) {
     return InvalidArgument("key fingerprint must be \"SHA256:...\"");
   }
-  // The fingerprint is the key's identity at login; one that disagrees with the blob
-  // would make the key unusable (or, worse, let another key's holder in).
+  // The fingerprint is the key's identity at login: one that disagrees with the blob would
+  // make this key unusable and admit whoever holds the key the fingerprint really names.
   if (!key.blob_base64.empty()) {
     WARREN_ASSIGN_OR_RETURN(std::string fp, FingerprintOfBase64Blob(key.blob_base64));
     if (fp != key.fingerprint) {
@@ -189,6 +195,10 @@ Status CreateDirectory(const std::string& dir) {
   fs::file_status st = fs::status(dir, ec);
   if (fs::exists(st)) {
     if (!fs::is_directory(st)) return InvalidArgument(dir + " exists and is not a directory");
+    // An existing directory is the operator's choice; say so when others can read it.
+    if ((st.permissions() & (fs::perms::group_all | fs::perms::others_all)) != fs::perms::none) {
+      LogWarn("store: " + dir + " is accessible to other users; chmod 700 it");
+    }
     return Status::Ok();
   }
   fs::create_directories(dir, ec);
@@ -245,7 +255,7 @@ struct LmdbStore::State {
   Result<SshKey> OwnedKey(lmdb::Txn& txn, std::string_view user, std::string_view fingerprint) {
     WARREN_ASSIGN_OR_RETURN(std::optional<SshKey> key, keys.Get(txn, fingerprint));
     if (!key || key->user != user) {
-      return NotFound(std::string(user) + " has no key " + std::string(fingerprint));
+      return NotFound(Shown(user) + " has no key " + Shown(fingerprint));
     }
     return std::move(*key);
   }
@@ -358,7 +368,7 @@ Status LmdbStore::CreateUser(const User& user, const std::vector<SshKey>& keys) 
 Result<User> LmdbStore::GetUser(std::string_view name) {
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginRead(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(std::optional<User> user, s_->users.Get(txn, name));
-  if (!user) return NotFound("no user named " + std::string(name));
+  if (!user) return NotFound("no user named " + Shown(name));
   return std::move(*user);
 }
 
@@ -376,7 +386,7 @@ Result<std::vector<User>> LmdbStore::ListUsers() {
 Status LmdbStore::DeleteUser(std::string_view name) {
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(bool deleted, s_->users.Delete(txn, name));
-  if (!deleted) return NotFound("no user named " + std::string(name));
+  if (!deleted) return NotFound("no user named " + Shown(name));
   if (ValidateUserName(name).ok()) {  // an invalid name cannot have index entries
     WARREN_ASSIGN_OR_RETURN(auto entries, s_->UserKeys(txn, name));
     for (const auto& [index_key, fp] : entries) {
@@ -388,11 +398,11 @@ Status LmdbStore::DeleteUser(std::string_view name) {
 }
 
 Status LmdbStore::AddKey(const SshKey& key) {
-  if (!ValidateUserName(key.user).ok()) return NotFound("no user named " + key.user);
+  if (!ValidateUserName(key.user).ok()) return NotFound("no user named " + Shown(key.user));
   WARREN_RETURN_IF_ERROR(ValidateKeyRecord(key));
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(std::optional<User> user, s_->users.Get(txn, key.user));
-  if (!user) return NotFound("no user named " + key.user);
+  if (!user) return NotFound("no user named " + Shown(key.user));
   WARREN_RETURN_IF_ERROR(s_->InsertKey(txn, key));
   return txn.Commit();
 }
@@ -400,14 +410,14 @@ Status LmdbStore::AddKey(const SshKey& key) {
 Result<SshKey> LmdbStore::GetKey(std::string_view fingerprint) {
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginRead(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(std::optional<SshKey> key, s_->keys.Get(txn, fingerprint));
-  if (!key) return NotFound("no key " + std::string(fingerprint));
+  if (!key) return NotFound("no key " + Shown(fingerprint));
   return std::move(*key);
 }
 
 Result<std::vector<SshKey>> LmdbStore::ListKeys(std::string_view user) {
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginRead(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(std::optional<User> u, s_->users.Get(txn, user));
-  if (!u) return NotFound("no user named " + std::string(user));
+  if (!u) return NotFound("no user named " + Shown(user));
   WARREN_ASSIGN_OR_RETURN(auto entries, s_->UserKeys(txn, user));
   std::vector<SshKey> out;
   out.reserve(entries.size());

@@ -86,6 +86,7 @@ Txn::~Txn() {
 }
 
 Status Txn::Commit() {
+  if (txn_ == nullptr) return Internal("committing a transaction that has already ended");
   // mdb_txn_commit frees the transaction even when it fails.
   int rc = mdb_txn_commit(std::exchange(txn_, nullptr));
   if (rc != 0) return Error(rc, "committing a transaction");
