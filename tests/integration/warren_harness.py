@@ -1,0 +1,286 @@
+"""Loopback harness for warren's integration tests.
+
+Starts the real `warren serve` on 127.0.0.1 port 0 in a temporary data directory, makes
+SSH keys with ssh-keygen, pins the server's host key in a known_hosts file (never trust on
+first use), and drives the server with OpenSSH's `ssh`, paramiko and expect. Every process
+and file it creates is removed again, also when a test fails: servers die with the test
+process (PR_SET_PDEATHSIG) and temp dirs go in class cleanups.
+
+Run tests with Debian's /usr/bin/python3 (it has paramiko). WARREN_BIN names the binary;
+by default build/warren in the source tree.
+"""
+
+import ctypes
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WARREN_BIN = os.environ.get("WARREN_BIN") or os.path.join(SOURCE_DIR, "build", "warren")
+
+# A CTest timeout or Ctrl-C sends SIGTERM/SIGINT: turn both into exceptions so that the
+# cleanups below still run.
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _raise_exit)
+
+
+def _load_exit_statuses():
+    """Code name -> SSH exit status, read from the one mapping in lobby/base/error_map.cc."""
+    path = os.path.join(SOURCE_DIR, "lobby", "base", "error_map.cc")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    table = {}
+    for name, status in re.findall(r"\{Code::k(\w+),\s*(\d+),", text):
+        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+        table[snake] = int(status)
+    if "not_found" not in table:
+        raise RuntimeError("cannot read exit statuses from " + path)
+    return table
+
+
+EXIT = _load_exit_statuses()
+
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    # In the child, before exec: if the test process dies (even by SIGKILL), so does this.
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class Key:
+    """An ed25519 key pair made with ssh-keygen."""
+
+    def __init__(self, directory, name):
+        self.name = name
+        self.path = os.path.join(directory, name)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name + "@test", "-f", self.path],
+            check=True,
+            stdin=subprocess.DEVNULL,
+        )
+        with open(self.path + ".pub", encoding="ascii") as f:
+            self.public_line = f.read().strip()
+        out = subprocess.run(
+            ["ssh-keygen", "-lf", self.path + ".pub"], check=True, capture_output=True, text=True
+        ).stdout
+        # "256 SHA256:... name@test (ED25519)"
+        self.fingerprint = out.split()[1]
+
+
+class Server:
+    """One `warren serve` process on 127.0.0.1, port 0."""
+
+    def __init__(self, data_dir, admin_key=None, extra_args=()):
+        self.data_dir = data_dir
+        self.admin_key = admin_key
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.port = None
+        self.log_path = None
+        self._log = None
+
+    def start(self, timeout=10):
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.log_path = os.path.join(
+            os.path.dirname(self.data_dir), "warren-%d.log" % int(time.time() * 1000)
+        )
+        self._log = open(self.log_path, "wb")
+        args = [
+            WARREN_BIN, "serve",
+            "--ssh", "127.0.0.1:0",
+            "--http", "127.0.0.1:0",
+            "--data-dir", self.data_dir,
+        ]
+        if self.admin_key is not None:
+            args += ["--admin-key", self.admin_key.path + ".pub"]
+        args += self.extra_args
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = re.search(r"ssh listening on 127\.0\.0\.1:(\d+)", self.log())
+            if m:
+                self.port = int(m.group(1))
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError("warren exited with %d:\n%s" % (self.proc.returncode, self.log()))
+            time.sleep(0.02)
+        raise RuntimeError("warren did not start listening:\n" + self.log())
+
+    def log(self):
+        if self.log_path is None:
+            return ""
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def log_tail(self, lines=25):
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    def wait_for_log(self, text, timeout=5):
+        """True once `text` appears in the server's log."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log():
+                return True
+            time.sleep(0.02)
+        return text in self.log()
+
+    def host_public_key(self):
+        with open(os.path.join(self.data_dir, "ssh_host_ed25519_key.pub"), encoding="ascii") as f:
+            return f.read().strip()
+
+    def stop(self, timeout=5):
+        """SIGTERM, then SIGKILL if it lingers. Returns the exit status (None if not started)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return self.proc.returncode
+
+
+class LobbyTestCase(unittest.TestCase):
+    """A test class with its own temp dir, keys and server. Subclasses may list extra key
+    names in KEYS; the admin key is always `admin`."""
+
+    KEYS = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="warren-it-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        cls.keys = {}
+        for name in ("admin",) + tuple(cls.KEYS):
+            cls.keys[name] = Key(cls.tmp, name)
+        cls.admin = cls.keys["admin"]
+        cls.server = cls.start_server()
+
+    @classmethod
+    def start_server(cls, data_dir=None, admin_key="default", extra_args=()):
+        """Starts a server (stopped again in the class cleanup) and pins its host key."""
+        if admin_key == "default":
+            admin_key = cls.admin
+        server = Server(data_dir or os.path.join(cls.tmp, "data"), admin_key, extra_args)
+        cls.addClassCleanup(server.stop)
+        server.start()
+        cls.pin_host_key(server)
+        return server
+
+    @classmethod
+    def pin_host_key(cls, server):
+        cls.known_hosts = os.path.join(cls.tmp, "known_hosts")
+        with open(cls.known_hosts, "w", encoding="ascii") as f:
+            f.write("[127.0.0.1]:%d %s\n" % (server.port, server.host_public_key()))
+
+    # ---- OpenSSH ----
+
+    def ssh_args(self, key, *command, user="lobby", port=None, options=(), tty=False):
+        args = [
+            "ssh", "-F", "none",
+            "-o", "BatchMode=yes",
+            "-o", "IdentitiesOnly=yes",
+            "-o", "UserKnownHostsFile=" + self.known_hosts,
+            "-o", "GlobalKnownHostsFile=/dev/null",
+            "-o", "StrictHostKeyChecking=yes",
+            "-o", "ConnectTimeout=10",
+            "-p", str(port or self.server.port),
+        ]
+        if key is not None:
+            args += ["-i", key.path]
+        else:
+            args += ["-o", "IdentityFile=none"]
+        args += ["-tt"] if tty else []
+        args += list(options)
+        args.append(user + "@127.0.0.1")
+        args += list(command)
+        return args
+
+    def ssh(self, key, *command, input=None, user="lobby", port=None, options=(), timeout=30):
+        """Runs `ssh ... user@127.0.0.1 COMMAND...`; returns CompletedProcess (text)."""
+        return subprocess.run(
+            self.ssh_args(key, *command, user=user, port=port, options=options),
+            input=input if input is not None else "",
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def ssh_ok(self, key, *command, **kwargs):
+        r = self.ssh(key, *command, **kwargs)
+        self.assertEqual(
+            r.returncode, 0, "ssh %s failed: %d\nstdout: %s\nstderr: %s"
+            % (" ".join(command), r.returncode, r.stdout, r.stderr)
+        )
+        return r
+
+    def ssh_json(self, key, *command, **kwargs):
+        r = self.ssh_ok(key, *command, "--json", **kwargs)
+        return json.loads(r.stdout)
+
+    def assert_log(self, text, timeout=5, server=None):
+        server = server or self.server
+        if not server.wait_for_log(text, timeout):
+            self.fail("%r not in the server log; its end:\n%s" % (text, server.log_tail()))
+
+    def assert_status(self, result, code_name, msg=None):
+        self.assertEqual(
+            result.returncode, EXIT[code_name],
+            (msg or "") + "\nexpected %s (%d), got %d\nstdout: %s\nstderr: %s"
+            % (code_name, EXIT[code_name], result.returncode, result.stdout, result.stderr),
+        )
+
+    # ---- paramiko ----
+
+    def paramiko_client(self, key, user="lobby", port=None):
+        import paramiko
+
+        client = paramiko.SSHClient()
+        client.load_host_keys(self.known_hosts)
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.connect(
+            "127.0.0.1",
+            port=port or self.server.port,
+            username=user,
+            key_filename=key.path if key else None,
+            look_for_keys=False,
+            allow_agent=False,
+            timeout=10,
+            banner_timeout=10,
+            auth_timeout=10,
+        )
+        return client
+
+    def make_user(self, name, key, admin=False):
+        """Creates a user with its first key, as the admin."""
+        args = ["user", "add", name, "--key", "'%s'" % key.public_line]
+        if admin:
+            args.append("--admin")
+        self.ssh_ok(self.admin, *args)
+
+
+def main():
+    unittest.main(verbosity=2)
