@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# build-tiny.sh OUT_DIR [VERSION]: builds the "tiny" guest image into OUT_DIR/tiny@VERSION/
+# (vmlinuz, initrd.img, rootfs.qcow2, image.json) for fast tests: Debian's cloud kernel, a
+# busybox initrd that loads the virtio modules, and a small ext4 root with busybox, OpenSSH
+# (sshd, sftp-server, ssh-keygen), sudo and the control-port launcher. Everything comes from
+# Debian's packages (extracted, never installed); no loop mounts.
+#
+# Idempotent: an existing OUT_DIR/tiny@VERSION is left alone (VMs may be using it as their
+# base) unless WARREN_IMAGE_FORCE=1. Downloaded .debs are kept in OUT_DIR/.cache/debs.
+set -euo pipefail
+# shellcheck source=packaging/images/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+[[ $# -ge 1 && $# -le 2 ]] || die "usage: $0 OUT_DIR [VERSION]"
+OUT=$(mkdir -p "$1" && cd "$1" && pwd)
+VERSION=${2:-$(date -u +%Y%m%d)}
+NAME=tiny
+DEST=$OUT/$NAME@$VERSION
+CMDLINE="console=ttyS0 root=/dev/vda rw quiet"
+# Loaded by the initrd, in dependency order. ext4 is built into the cloud kernel.
+MODULES=(virtio_pci virtio_blk virtio_console virtio_net virtio_rng virtio_balloon button evdev)
+
+require_root
+if image_dir_ready "$DEST" && [[ ${WARREN_IMAGE_FORCE:-0} != 1 ]]; then
+  log "$DEST exists; leaving it alone (WARREN_IMAGE_FORCE=1 rebuilds)"
+  exit 0
+fi
+timed "deps" ensure_deps
+
+T0=$EPOCHREALTIME
+WORK=$(mktemp -d "$OUT/.work-$NAME.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+DONOR=$WORK/donor
+ROOT=$WORK/root
+INITRD=$WORK/initrd
+IMG=$WORK/image
+mkdir -p "$ROOT" "$INITRD" "$IMG"
+
+# 1. Every package the image takes files from, extracted (not installed) into a donor tree.
+timed "download+extract debs" mmdebstrap_cached "$OUT/.cache/debs" "$DONOR" \
+  --variant=extract \
+  --include=busybox-static,openssh-server,openssh-sftp-server,openssh-client,sudo,libpam-modules,e2fsprogs,linux-image-cloud-amd64
+
+kvers=("$DONOR"/lib/modules/*)
+((${#kvers[@]} == 1)) || die "expected one kernel in the donor, found ${#kvers[@]}"
+KVER=$(basename "${kvers[0]}")
+MODDIR=$DONOR/lib/modules/$KVER
+log "kernel $KVER"
+
+# 2. The root file system tree (merged /usr, like Debian 12).
+make_root() {
+  cd "$ROOT"
+  mkdir -p usr/bin usr/sbin usr/lib usr/lib64 etc/warren etc/ssh etc/pam.d etc/acpi/PWRF \
+    dev proc sys run tmp mnt root home/dev var/log var/lib/warren var/tmp usr/share/udhcpc \
+    usr/lib/warren/tiny usr/local/bin
+  ln -s usr/bin bin
+  ln -s usr/sbin sbin
+  ln -s usr/lib lib
+  ln -s usr/lib64 lib64
+  chmod 1777 tmp var/tmp
+  chmod 0700 root
+
+  # busybox and its applets (the applets never shadow a real program we copy in).
+  cp "$DONOR/bin/busybox" usr/bin/busybox
+  local a dst
+  while read -r a; do
+    dst=.$(usr_path "/$a")
+    [[ -e $dst || -L $dst ]] || ln -s /usr/bin/busybox "$dst"
+  done < <("$DONOR/bin/busybox" --list-full)
+
+  # OpenSSH, sudo, resize2fs with their libraries; PAM modules for sudo's PAM calls.
+  install_from_donor "$DONOR" "$ROOT" \
+    /usr/sbin/sshd /usr/bin/ssh-keygen /usr/lib/openssh/sftp-server \
+    /usr/bin/sudo /usr/libexec/sudo/sudoers.so /sbin/resize2fs \
+    /lib/x86_64-linux-gnu/security/pam_permit.so /lib/x86_64-linux-gnu/security/pam_deny.so
+
+  build_launcher usr/sbin/warren-launcher
+  cp "$GUEST_DIR"/common/{apply-seed,hostkeys,run-setup,setup-as-dev} usr/lib/warren/
+  cp "$GUEST_DIR"/tiny/{rc.sysinit,rc.firstboot,rc.shutdown,control} usr/lib/warren/tiny/
+  cp "$GUEST_DIR/tiny/inittab" etc/inittab
+  cp "$GUEST_DIR/tiny/udhcpc.script" usr/share/udhcpc/default.script
+  sed 's/@USE_PAM@/no/' "$GUEST_DIR/common/sshd_config.in" >etc/warren/sshd_config
+  echo "# Generated at boot from /etc/warren/env by apply-seed." >etc/warren/sshd_env.conf
+
+  cat >etc/passwd <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+sshd:x:100:65534::/run/sshd:/usr/sbin/nologin
+dev:x:1000:1000:dev:/home/dev:/bin/sh
+nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
+EOF
+  # "*": no password, but not locked (sshd without PAM refuses locked accounts, even by key).
+  cat >etc/shadow <<'EOF'
+root:*:19700:0:99999:7:::
+sshd:*:19700:0:99999:7:::
+dev:*:19700:0:99999:7:::
+nobody:*:19700:0:99999:7:::
+EOF
+  cat >etc/group <<'EOF'
+root:x:0:
+tty:x:5:
+sudo:x:27:dev
+shadow:x:42:
+dev:x:1000:
+nogroup:x:65534:
+EOF
+  chmod 0640 etc/shadow
+  chgrp 42 etc/shadow
+  printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' >etc/nsswitch.conf
+  printf '/bin/sh\n/bin/ash\n' >etc/shells
+  echo warren >etc/hostname
+  printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >etc/hosts
+  cat >etc/profile <<'EOF'
+export PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin
+PS1='\u@\h:\w\$ '
+EOF
+  cat >etc/os-release <<EOF
+PRETTY_NAME="warren tiny $VERSION (Debian $DEBIAN_SUITE packages)"
+NAME="warren tiny"
+ID=warren-tiny
+ID_LIKE=debian
+VERSION_ID="$VERSION"
+EOF
+  # sudo: dev may do anything without a password. PAM is only asked for its account and
+  # session steps, which are switched off; the auth stack denies, so no other path exists.
+  cat >etc/sudoers <<'EOF'
+Defaults !pam_session, !pam_setcred, !pam_acct_mgmt, !lecture
+Defaults secure_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+root ALL=(ALL:ALL) ALL
+dev ALL=(ALL:ALL) NOPASSWD: ALL
+EOF
+  chmod 0440 etc/sudoers
+  printf 'auth required pam_deny.so\naccount required pam_permit.so\nsession required pam_permit.so\npassword required pam_deny.so\n' >etc/pam.d/sudo
+  printf 'auth required pam_deny.so\naccount required pam_deny.so\nsession required pam_deny.so\npassword required pam_deny.so\n' >etc/pam.d/other
+  # ACPI power button (virsh shutdown) -> clean poweroff, through busybox acpid.
+  printf '#!/bin/sh\nexec /sbin/poweroff\n' >etc/acpi/PWRF/00000080
+  chmod 0755 etc/acpi/PWRF/00000080
+  echo "PWRF PWRF/00000080" >etc/acpid.conf
+
+  chown -R 0:0 .
+  chown 1000:1000 home/dev
+  chmod 0755 home/dev
+  chmod 4755 usr/bin/sudo # after the chown, which clears set-uid bits
+  cd - >/dev/null
+}
+timed "root tree" make_root
+
+# 3. The initrd: static busybox, the modules and /init.
+make_initrd() {
+  cd "$INITRD"
+  mkdir -p bin dev proc sys newroot lib/modules
+  cp "$DONOR/bin/busybox" bin/busybox
+  local a m
+  for a in sh mount umount insmod mkdir sleep cat echo switch_root; do ln -s busybox "bin/$a"; done
+  module_load_order "$MODDIR" "${MODULES[@]}" >"$WORK/modules.order"
+  : >lib/modules/load-order
+  while read -r m; do
+    cp "$MODDIR/$m" lib/modules/
+    basename "$m" >>lib/modules/load-order
+  done <"$WORK/modules.order"
+  cp "$GUEST_DIR/tiny/init" init
+  chmod 0755 init
+  find . -print0 | sort -z | cpio --null -o -H newc -R 0:0 --quiet >"$IMG/initrd.img"
+  cd - >/dev/null
+}
+timed "initrd" make_initrd
+log "initrd modules: $(tr '\n' ' ' <"$INITRD/lib/modules/load-order")"
+
+# 4. ext4 from the tree (no mounts), then the read-only qcow2 base.
+make_disk() {
+  local used size
+  used=$(du -sm "$ROOT" | cut -f1)
+  size=$((used * 3 / 2 + 64))
+  ((size >= 128)) || size=128
+  make_ext4 "$ROOT" "$WORK/rootfs.raw" "${size}M" warren-root
+  qemu-img convert -q -O qcow2 "$WORK/rootfs.raw" "$IMG/rootfs.qcow2"
+  rm -f "$WORK/rootfs.raw"
+}
+timed "rootfs.qcow2" make_disk
+
+cp "$DONOR/boot/vmlinuz-$KVER" "$IMG/vmlinuz"
+chmod 0644 "$IMG"/*
+write_image_json "$IMG" "$NAME" "$VERSION" "$CMDLINE"
+
+# 5. Publish atomically: a half-built directory never carries the final name.
+if [[ -e $DEST ]]; then rm -rf "$DEST.old" && mv "$DEST" "$DEST.old"; fi
+mv "$IMG" "$DEST"
+rm -rf "$DEST.old"
+log "built $DEST ($(du -sh "$DEST" | cut -f1)) in $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}')s"
