@@ -7,7 +7,9 @@ int RunExecCommand(ChannelIo& io, Interpreter& interpreter, const Caller& caller
                    const std::string& command_line, bool pty) {
   ChannelInput in(io);
   ChannelOutput out(io, /*is_stderr=*/false, pty);
-  ChannelOutput err(io, /*is_stderr=*/true, pty);
+  // A pty has a single stream (as under sshd, where stderr is the same tty): keeping
+  // errors in order with the output matters more there than telling them apart.
+  ChannelOutput err(io, /*is_stderr=*/!pty, pty);
   CommandSession session;
   session.caller = caller;
   session.caller.surface = "ssh";

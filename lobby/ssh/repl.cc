@@ -24,7 +24,7 @@ class Repl {
         caller_(caller),
         pty_(pty),
         out_(io, /*is_stderr=*/false, pty),
-        err_(io, /*is_stderr=*/true, pty) {
+        err_(io, /*is_stderr=*/!pty, pty) {  // one stream on a pty, as under sshd
     caller_.surface = "repl";
   }
 

@@ -1,1 +1,16 @@
-# filled in by the module's owner
+# Loopback integration tests of the SSH lobby: each starts the real `warren serve` on
+# 127.0.0.1 port 0 in a temp dir and drives it with OpenSSH, paramiko and expect
+# (openssh-client, python3-paramiko, expect). Each cleans up its processes and files.
+function(warren_ssh_test name script)
+  add_test(NAME ${name}
+           COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/${script})
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+    TIMEOUT 120
+    LABELS "integration;ssh")
+endfunction()
+
+warren_ssh_test(ssh_lobby test_ssh_lobby.py)
+warren_ssh_test(ssh_auth test_ssh_auth.py)
+warren_ssh_test(ssh_channels test_ssh_channels.py)
+warren_ssh_test(ssh_repl test_repl.py)
