@@ -75,8 +75,8 @@ make_root() {
     /lib/x86_64-linux-gnu/security/pam_permit.so /lib/x86_64-linux-gnu/security/pam_deny.so
 
   build_launcher usr/sbin/warren-launcher
-  cp "$GUEST_DIR"/common/{apply-seed,hostkeys,run-setup,setup-as-dev} usr/lib/warren/
-  cp "$GUEST_DIR"/tiny/{rc.sysinit,rc.firstboot,rc.shutdown,control} usr/lib/warren/tiny/
+  cp "$GUEST_DIR"/common/{apply-seed,hostkeys,run-setup,setup-as-dev,control} usr/lib/warren/
+  cp "$GUEST_DIR"/tiny/{rc.sysinit,rc.firstboot,rc.shutdown} usr/lib/warren/tiny/
   cp "$GUEST_DIR/tiny/inittab" etc/inittab
   cp "$GUEST_DIR/tiny/udhcpc.script" usr/share/udhcpc/default.script
   sed 's/@USE_PAM@/no/' "$GUEST_DIR/common/sshd_config.in" >etc/warren/sshd_config
