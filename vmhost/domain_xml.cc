@@ -65,7 +65,7 @@ std::string DomainXml(const DomainConfig& c) {
 
   std::ostringstream x;
   x << "<domain type='" << (c.kvm ? "kvm" : "qemu") << "'>\n";
-  x << "  <name>warren-" << XmlEscape(c.id) << "</name>\n";
+  x << "  <name>" << XmlEscape(c.prefix) << XmlEscape(c.id) << "</name>\n";
   x << "  <uuid>" << XmlEscape(c.uuid) << "</uuid>\n";
   // The title is what `virsh list --title` shows an operator; the metadata is what warren reads.
   x << "  <title>" << XmlEscape(c.name) << "</title>\n";

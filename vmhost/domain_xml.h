@@ -23,7 +23,8 @@ inline constexpr std::string_view kWarrenRunPrefix = "warrenrun";
 inline constexpr std::string_view kControlChannelName = "warren.control";
 
 struct DomainConfig {
-  std::string id;    // warren's id; the domain is "warren-<id>"
+  std::string id;  // warren's id; the domain is "<prefix><id>", "warren-<id>" in production
+  std::string prefix = "warren-";
   std::string name;  // the user's VM name, kept in metadata and used as the hostname
   std::string uuid;  // fixed by the caller so the XML is reproducible
   std::string image;

@@ -62,10 +62,15 @@ Result<GuestImage> OpenGuestImage(const std::string& images_dir, std::string_vie
     if (j.is_discarded() || !j.is_object()) {
       return InvalidArgument("image " + img.ref + ": image.json is not a JSON object");
     }
-    auto it = j.find("cmdline");
-    if (it != j.end()) {
-      if (!it->is_string()) return InvalidArgument("image " + img.ref + ": cmdline not a string");
+    // "kernel_cmdline" is what packaging/images writes; "cmdline" is accepted too.
+    for (const char* key : {"kernel_cmdline", "cmdline"}) {
+      auto it = j.find(key);
+      if (it == j.end()) continue;
+      if (!it->is_string()) {
+        return InvalidArgument("image " + img.ref + ": " + key + " is not a string");
+      }
       img.cmdline = it->get<std::string>();
+      break;
     }
   }
   return img;

@@ -18,11 +18,11 @@ struct GuestImage {
   std::string kernel;
   std::string initrd;
   std::string rootfs;
-  std::string cmdline;       // image.json "cmdline", else a default for our images
+  std::string cmdline;       // image.json "kernel_cmdline", else a default for our images
   int64_t rootfs_bytes = 0;  // the virtual size of rootfs.qcow2: the smallest possible disk
 };
 
-// The default kernel command line when image.json names none.
+// The kernel command line when image.json names none.
 inline constexpr std::string_view kDefaultCmdline = "console=ttyS0 root=/dev/vda rw";
 
 // Checks `ref` (NAME@VERSION, each [A-Za-z0-9._-], no "..") and that the image's files are

@@ -22,13 +22,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kDomainPrefix = "warren-";
 constexpr int64_t kGiB = int64_t{1} << 30;
 // Console reads look at most this far back: virtlogd rotates the log at 2 MiB anyway, and
 // a caller asking for N lines wants the end of it.
 constexpr int64_t kConsoleWindow = 256 * 1024;
-
-std::string DomainName(std::string_view id) { return std::string(kDomainPrefix) + std::string(id); }
 
 std::string NewUuid() {
   std::random_device rd;
@@ -162,6 +159,22 @@ std::string Metadata(virDomainPtr dom, std::string_view ns, unsigned int flags) 
 
 bool IsActive(virDomainPtr dom) { return virDomainIsActive(dom) == 1; }
 
+// Forgets a domain with everything libvirt keeps beside it. Drivers that do not know a
+// flag (the test driver, older daemons) reject it, so fall back to fewer.
+Status Undefine(virDomainPtr dom, std::string_view id) {
+  const unsigned int all = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+                           VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+                           VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA | VIR_DOMAIN_UNDEFINE_NVRAM;
+  for (unsigned int flags : {all, 0u}) {
+    if (virDomainUndefineFlags(dom, flags) == 0) return Status::Ok();
+    virErrorPtr err = virGetLastError();
+    bool unsupported =
+        err != nullptr && (err->code == VIR_ERR_INVALID_ARG || err->code == VIR_ERR_NO_SUPPORT);
+    if (!unsupported || flags == 0) break;
+  }
+  return LibvirtError("undefining vm " + std::string(id));
+}
+
 // The <warren:vm> element's children without the prefix, as virDomainSetMetadata wants
 // them (it adds the prefix itself).
 std::string UnprefixedVmMetadata(std::string_view id, std::string_view name,
@@ -183,6 +196,10 @@ LibvirtHost::LibvirtHost(LibvirtHostOptions options, ConnectHandle conn)
 }
 
 LibvirtHost::~LibvirtHost() = default;
+
+std::string LibvirtHost::DomainName(std::string_view id) const {
+  return options_.domain_prefix + std::string(id);
+}
 
 std::string LibvirtHost::VmDir(std::string_view id) const {
   return (fs::path(options_.data_dir) / "vms" / std::string(id)).string();
@@ -385,7 +402,6 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   if (!disk) return LibvirtError("creating the disk of vm " + spec.id);
 
   SeedContents seed;
-  seed.instance_id = spec.id;
   seed.hostname = spec.name.empty() ? spec.id : spec.name;
   seed.authorized_keys = spec.authorized_keys;
   seed.env = spec.env;
@@ -421,6 +437,7 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   if (!disk_path || !seed_path) return LibvirtError("reading volume paths");
   DomainConfig config;
   config.id = spec.id;
+  config.prefix = options_.domain_prefix;
   config.name = seed.hostname;
   config.uuid = NewUuid();
   config.image = image.ref;
@@ -437,18 +454,15 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   config.egress = spec.egress;
   std::string xml = DomainXml(config);
 
-  DomainHandle dom(virDomainDefineXML(conn.get(), xml.c_str()));
+  // Shared with the undo step, which may run after this scope's handles are gone.
+  std::shared_ptr<virDomain> dom(virDomainDefineXML(conn.get(), xml.c_str()), DomainDeleter());
   if (!dom) return LibvirtError("defining vm " + spec.id);
-  virDomainPtr raw = dom.get();
-  rollback.Add([raw] {
-    if (IsActive(raw)) virDomainDestroy(raw);
-    if (virDomainUndefineFlags(raw, VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
-                                        VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
-                                        VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA) < 0) {
-      LogWarn(LibvirtError("undefining after a failed create").ToString());
-    }
+  rollback.Add([dom] {
+    if (IsActive(dom.get())) virDomainDestroy(dom.get());
+    Status st = Undefine(dom.get(), virDomainGetName(dom.get()));
+    if (!st.ok()) LogWarn("cleaning up after a failed create: " + st.ToString());
   });
-  WARREN_RETURN_IF_ERROR(StartDomain(raw).Annotate("vm " + spec.id));
+  WARREN_RETURN_IF_ERROR(StartDomain(dom.get()).Annotate("vm " + spec.id));
   rollback.Commit();
   return Status::Ok();
 }
@@ -521,11 +535,7 @@ Status LibvirtHost::Destroy(std::string_view id) {
   if (IsActive(dom.get()) && virDomainDestroy(dom.get()) < 0 && IsActive(dom.get())) {
     return LibvirtError("powering off vm " + std::string(id));
   }
-  if (virDomainUndefineFlags(dom.get(), VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
-                                            VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
-                                            VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA) < 0) {
-    return LibvirtError("undefining vm " + std::string(id));
-  }
+  WARREN_RETURN_IF_ERROR(Undefine(dom.get(), id));
   return RemoveFiles(conn, id);
 }
 
@@ -585,8 +595,9 @@ Result<std::vector<VmInfo>> LibvirtHost::List() {
     const char* name = virDomainGetName(dom.get());
     if (name == nullptr) continue;
     std::string_view sv(name);
-    if (sv.substr(0, kDomainPrefix.size()) != kDomainPrefix) continue;
-    Result<VmInfo> info = InfoOf(dom.get(), sv.substr(kDomainPrefix.size()));
+    const std::string& prefix = options_.domain_prefix;
+    if (sv.size() <= prefix.size() || sv.substr(0, prefix.size()) != prefix) continue;
+    Result<VmInfo> info = InfoOf(dom.get(), sv.substr(prefix.size()));
     // A VM destroyed while we listed is simply not there any more.
     if (!info.ok() && info.status().code() == Code::kNotFound) continue;
     if (!info.ok()) return info.status();

@@ -34,6 +34,9 @@ struct LibvirtHostOptions {
   // How long Stop and Restart wait for a guest to power off by itself before pulling the plug.
   std::chrono::milliseconds stop_timeout{30000};
   std::string mkfs = "mkfs.ext4";
+  // Domains (and their pools) are "<prefix><id>"; List sees only this prefix. Tests use
+  // their own so they never touch, or count, anyone else's VMs.
+  std::string domain_prefix = "warren-";
 };
 
 class LibvirtHost final : public VmHost {
@@ -65,6 +68,7 @@ class LibvirtHost final : public VmHost {
   using Conn = std::shared_ptr<virConnect>;
   Result<Conn> Connect();
   std::shared_ptr<std::mutex> VmLock(std::string_view id);
+  std::string DomainName(std::string_view id) const;
   Result<DomainHandle> LookupDomain(const Conn& conn, std::string_view id);
   Result<VmInfo> InfoOf(virDomainPtr dom, std::string_view id);
   // The VM's pool, started over its directory if libvirt does not know it (a restarted

@@ -4,9 +4,11 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,11 +27,30 @@ using Clock = std::chrono::steady_clock;
 // Runs in the forked child before exec (async-signal-safe syscalls only). rslave rather
 // than private: mounts the host makes later still reach the daemon, while our mask never
 // leaks out to the host.
-int MaskDevKvm() {
+int MaskDevKvm(const char* mask_file) {
   if (unshare(CLONE_NEWNS) != 0) return 1;
   if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return 2;
-  if (mount("/dev/null", "/dev/kvm", nullptr, MS_BIND, nullptr) != 0) return 3;
+  if (mount(mask_file, "/dev/kvm", nullptr, MS_BIND, nullptr) != 0) return 3;
   return 0;
+}
+
+// A private character-device node with /dev/null's numbers and mode 0: only root can
+// open it, so libvirt finds KVM unusable for libvirt-qemu and probes TCG only; and unlike
+// /dev/null itself, nothing ever writes to this inode, so its ctime, the key of libvirt's
+// capability cache, stays put. A regular file would do the former but not survive libvirt's
+// per-domain /dev namespace, which can only carry device nodes mounted under /dev.
+Status MakeMaskNode(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) return Status::Ok();
+    unlink(path.c_str());
+  }
+  if (mknod(path.c_str(), S_IFCHR | 0, makedev(1, 3)) != 0) {
+    return Unavailable("mknod " + path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
 }
 
 bool UnixSocketAnswers(const std::string& path) {
@@ -66,7 +87,11 @@ Status StartDaemon(const std::string& program, const LibvirtdOptions& o, bool ma
   ProcessOptions po;
   po.timeout = o.timeout;
   po.new_session = true;
-  if (mask) po.child_setup = MaskDevKvm;
+  if (mask) {
+    WARREN_RETURN_IF_ERROR(MakeMaskNode(o.kvm_mask_file));
+    const char* mask_file = o.kvm_mask_file.c_str();
+    po.child_setup = [mask_file] { return MaskDevKvm(mask_file); };
+  }
   std::string name = fs::path(program).filename();
   std::error_code ec;
   fs::create_directories(o.log_dir, ec);

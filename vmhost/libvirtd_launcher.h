@@ -1,9 +1,12 @@
 // Makes sure a libvirt daemon answers at qemu:///system, starting virtlogd and libvirtd
 // when none does (hosts without systemd, containers, CI). When the probe chose TCG but a
-// /dev/kvm is visible, libvirtd starts in a private mount namespace with /dev/kvm masked by
-// /dev/null: with the broken /dev/kvm of kvm_pvm visible, libvirt's capability probe stalls
-// about 48 s on every domain start. The daemons outlive warren on purpose, so running VMs
-// survive a warren restart. Thread-safe, but meant to be called once at startup.
+// /dev/kvm is visible, libvirtd starts in a private mount namespace where /dev/kvm is an
+// empty file nobody but root may open: with the broken /dev/kvm of kvm_pvm visible,
+// libvirt's capability probe stalls on every domain start. Not /dev/null: libvirt keys its
+// capability cache on /dev/kvm's ctime, and /dev/null's changes all the time, so every
+// define would probe QEMU afresh (measured: 50 s per define). The daemons outlive warren on
+// purpose, so running VMs survive a warren restart. Thread-safe, but meant to be called
+// once at startup.
 #pragma once
 
 #include <chrono>
@@ -21,6 +24,8 @@ struct LibvirtdOptions {
   std::string virtlogd = "/usr/sbin/virtlogd";
   std::string virtlogd_socket = "/run/libvirt/virtlogd-sock";
   std::string libvirtd_pid_file = "/run/libvirtd.pid";
+  // The mode-0 device node bound over /dev/kvm (see above); created when missing.
+  std::string kvm_mask_file = "/run/warren/kvm-masked";
   // Where the daemons we start log (their default, syslog, may not exist here).
   std::string log_dir = "/var/log/libvirt";
   // How long the daemon may take to answer once started.

@@ -51,7 +51,6 @@ Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& 
                     fs::perms::others_read;
   std::string env;
   for (const auto& [key, value] : seed.env) env += key + "=" + value + "\n";
-  WARREN_RETURN_IF_ERROR(WriteFile(root / "instance-id", seed.instance_id + "\n", file));
   WARREN_RETURN_IF_ERROR(WriteFile(root / "hostname", seed.hostname + "\n", file));
   WARREN_RETURN_IF_ERROR(WriteFile(root / "authorized_keys", seed.authorized_keys, file));
   WARREN_RETURN_IF_ERROR(WriteFile(root / "env", env, file));
@@ -62,8 +61,8 @@ Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& 
   }
 
   // Room for the files plus ext4's own metadata, in whole MiB.
-  size_t content = seed.instance_id.size() + seed.hostname.size() + seed.authorized_keys.size() +
-                   env.size() + seed.setup_script.size();
+  size_t content =
+      seed.hostname.size() + seed.authorized_keys.size() + env.size() + seed.setup_script.size();
   size_t mib = 1 + (content + 512 * 1024) / (1024 * 1024);
   fs::path image = scratch.path / "seed.img";
   {

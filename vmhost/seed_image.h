@@ -1,10 +1,10 @@
 // The per-VM seed: a small ext4 image, attached read-only as the guest's second disk
-// (/dev/vdb, label "warren-seed"), that gives a fresh guest its identity at first boot. The
-// guest side lives in packaging/images. Files at the root of the file system:
-//   instance-id      the VM's warren id (a changed id means "first boot" again, e.g. a copy)
-//   hostname         the VM's name
+// (label "warren-seed"), that gives a guest its identity; the guest applies it at every
+// boot (packaging/images/guest/common/apply-seed, layout in packaging/images/README.md).
+// Files at the root of the file system:
+//   hostname         the VM's name (the kernel's warren.hostname= wins when present)
 //   authorized_keys  OpenSSH keys for the VM's default user
-//   env              KEY=VALUE lines for the VM user's environment
+//   env              KEY=VALUE lines for the VM user's sessions
 //   setup-script     run once at first boot as the VM user (mode 0755; absent when empty)
 // Thread-safe: each call works in its own temporary directory.
 #pragma once
@@ -20,7 +20,6 @@ namespace warren {
 inline constexpr char kSeedLabel[] = "warren-seed";
 
 struct SeedContents {
-  std::string instance_id;
   std::string hostname;
   std::string authorized_keys;
   std::vector<std::pair<std::string, std::string>> env;

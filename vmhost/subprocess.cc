@@ -61,7 +61,7 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (options.child_setup != nullptr && options.child_setup() != 0) _exit(127);
+    if (options.child_setup && options.child_setup() != 0) _exit(127);
     execvpe(args[0], args.data(), envp.data());
     _exit(127);
   }

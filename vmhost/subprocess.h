@@ -23,8 +23,9 @@ struct ProcessOptions {
   // (the child's process group is killed and `stopped_early` is set).
   std::function<bool(std::string_view output)> stop_when;
   // Runs in the child between fork and exec; a non-zero return aborts the exec (the child
-  // exits 127). Must be async-signal-safe: plain syscalls only, no allocation.
-  int (*child_setup)() = nullptr;
+  // exits 127). Must be async-signal-safe: plain syscalls only, no allocation (capture
+  // only what fits std::function's small buffer, e.g. one pointer).
+  std::function<int()> child_setup;
   // A new session for the child, so it outlives us cleanly (daemons).
   bool new_session = false;
 };

@@ -1,1 +1,639 @@
+// vmhost's parts around LibvirtHost: the subprocess runner, the KVM probe, the seed image,
+// guest images, the libvirtd launcher and the error mapping run everywhere; LibvirtHost's
+// lifecycle runs on libvirt's in-process test:///default driver everywhere, and on real
+// libvirtd + QEMU with the tiny image when the test environment has them
+// (tests/fakes/libvirt_test_env.h).
+#include "vmhost/libvirt_host.h"
+
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/fakes/libvirt_test_env.h"
+#include "vmhost/domain_xml.h"
+#include "vmhost/guest_image.h"
+#include "vmhost/kvm_probe.h"
+#include "vmhost/libvirt_handles.h"
+#include "vmhost/libvirtd_launcher.h"
+#include "vmhost/seed_image.h"
+#include "vmhost/subprocess.h"
+
+namespace warren {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+// A temporary directory removed with the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vmhost_test.XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name, const std::string& content, int mode = 0644) const {
+    std::string p = path_ + "/" + name;
+    fs::create_directories(fs::path(p).parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+    chmod(p.c_str(), mode);
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// --- subprocess -------------------------------------------------------------------------
+
+TEST(RunProcessTest, ExitCodeAndOutput) {
+  Result<ProcessResult> r = RunProcess({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_NE(r->output.find("out\n"), std::string::npos);
+  EXPECT_NE(r->output.find("err\n"), std::string::npos);
+}
+
+TEST(RunProcessTest, TimeoutKillsTheWholeGroup) {
+  ProcessOptions o;
+  o.timeout = milliseconds(300);
+  auto start = std::chrono::steady_clock::now();
+  Result<ProcessResult> r = RunProcess({"/bin/sh", "-c", "sleep 30 & sleep 30"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(r->exit_code, -1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(RunProcessTest, StopWhenEndsEarly) {
+  ProcessOptions o;
+  o.stop_when = [](std::string_view out) { return out.find("ready") != std::string_view::npos; };
+  Result<ProcessResult> r = RunProcess({"/bin/sh", "-c", "echo ready; sleep 30"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stopped_early);
+  EXPECT_FALSE(r->timed_out);
+}
+
+TEST(RunProcessTest, EnvAndBoundedOutput) {
+  ProcessOptions o;
+  o.env = {"WARREN_X=hello"};
+  o.max_output = 10;
+  Result<ProcessResult> r =
+      RunProcess({"/bin/sh", "-c", "echo $WARREN_X; yes | head -c 100000"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->output, "hello\ny\ny\n");  // the first 10 bytes, the rest dropped
+}
+
+TEST(RunProcessTest, MissingProgramExits127) {
+  Result<ProcessResult> r = RunProcess({"/nonexistent/program"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 127);
+}
+
+TEST(RunProcessTest, ChildSetupFailureAbortsTheExec) {
+  ProcessOptions o;
+  o.child_setup = [] { return 1; };
+  Result<ProcessResult> r = RunProcess({"/bin/echo", "never"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 127);
+  EXPECT_EQ(r->output, "");
+}
+
+// --- KVM probe --------------------------------------------------------------------------
+
+class KvmProbeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    unsetenv("WARREN_ACCEL");
+    o_.data_dir = dir_.path() + "/data";
+    o_.dev_kvm = dir_.File("kvm", "");  // a file we may open read-write
+    o_.sys_module = dir_.path() + "/module";
+    fs::create_directories(o_.sys_module);
+    o_.kernel = dir_.File("vmlinuz", "not really a kernel");
+    o_.timeout = milliseconds(500);
+  }
+  void TearDown() override { unsetenv("WARREN_ACCEL"); }
+  // A stand-in for qemu-system that runs `script`.
+  void FakeQemu(const std::string& script) {
+    o_.qemu = dir_.File("qemu", "#!/bin/sh\n" + script + "\n", 0755);
+  }
+  TempDir dir_;
+  KvmProbeOptions o_;
+};
+
+TEST_F(KvmProbeTest, ForcedByOptionThenEnv) {
+  o_.force = "kvm";
+  EXPECT_EQ(ProbeAccel(o_).accel, Accel::kKvm);
+  o_.force = "";
+  setenv("WARREN_ACCEL", "tcg", 1);
+  AccelChoice c = ProbeAccel(o_);
+  EXPECT_EQ(c.accel, Accel::kTcg);
+  EXPECT_NE(c.reason.find("WARREN_ACCEL"), std::string::npos);
+  setenv("WARREN_ACCEL", "bogus", 1);
+  EXPECT_EQ(ProbeAccel(o_).accel, Accel::kTcg);
+}
+
+TEST_F(KvmProbeTest, NoDevKvmMeansTcg) {
+  o_.dev_kvm = dir_.path() + "/absent";
+  AccelChoice c = ProbeAccel(o_);
+  EXPECT_EQ(c.accel, Accel::kTcg);
+  EXPECT_NE(c.reason.find("no "), std::string::npos);
+}
+
+TEST_F(KvmProbeTest, KvmPvmMeansTcgAtOnce) {
+  fs::create_directories(o_.sys_module + "/kvm_pvm");
+  FakeQemu("echo 'Linux version x'; echo 'Run /init'");  // would say KVM works
+  AccelChoice c = ProbeAccel(o_);
+  EXPECT_EQ(c.accel, Accel::kTcg);
+  EXPECT_NE(c.reason.find("kvm_pvm"), std::string::npos);
+}
+
+TEST_F(KvmProbeTest, AKernelThatBootsMeansKvmAndIsCached) {
+  FakeQemu("echo 'Linux version 6.1'; echo 'Run /init as init process'; sleep 30");
+  AccelChoice c = ProbeAccel(o_);
+  EXPECT_EQ(c.accel, Accel::kKvm) << c.reason;
+  EXPECT_FALSE(c.cached);
+  EXPECT_LT(c.seconds, 5);
+  FakeQemu("exit 1");  // the cache answers now
+  AccelChoice again = ProbeAccel(o_);
+  EXPECT_EQ(again.accel, Accel::kKvm);
+  EXPECT_TRUE(again.cached);
+}
+
+TEST_F(KvmProbeTest, AKernelThatHangsMeansTcgAndIsCached) {
+  // kvm_pvm's behaviour under another name: the BIOS prints, the kernel never does.
+  FakeQemu("echo SeaBIOS; echo 'Booting from ROM...'; sleep 30");
+  AccelChoice c = ProbeAccel(o_);
+  EXPECT_EQ(c.accel, Accel::kTcg);
+  EXPECT_NE(c.reason.find("did not boot"), std::string::npos);
+  EXPECT_TRUE(ProbeAccel(o_).cached);
+}
+
+TEST_F(KvmProbeTest, QemuRefusingKvmIsNotCached) {
+  FakeQemu("echo 'failed to initialize kvm: No such device' >&2; exit 1");
+  AccelChoice c = ProbeAccel(o_);
+  EXPECT_EQ(c.accel, Accel::kTcg);
+  EXPECT_NE(c.reason.find("failed to initialize kvm"), std::string::npos);
+  EXPECT_FALSE(ProbeAccel(o_).cached);
+}
+
+TEST_F(KvmProbeTest, NoKernelToTestWith) {
+  o_.kernel = "";
+  AccelChoice c = ProbeAccel(o_);
+  EXPECT_EQ(c.accel, Accel::kTcg);
+  EXPECT_FALSE(ProbeAccel(o_).cached);
+}
+
+TEST(ParseAccelTest, Names) {
+  EXPECT_EQ(*ParseAccel("kvm"), Accel::kKvm);
+  EXPECT_EQ(*ParseAccel("tcg"), Accel::kTcg);
+  EXPECT_EQ(*ParseAccel("qemu"), Accel::kTcg);
+  EXPECT_EQ(ParseAccel("xen").status().code(), Code::kInvalidArgument);
+}
+
+// --- seed image -------------------------------------------------------------------------
+
+// A file's contents inside an ext4 image, read with debugfs (no mount needed).
+std::string Ext4Cat(const std::string& image, const std::string& file) {
+  ProcessOptions o;
+  Result<ProcessResult> r = RunProcess({"debugfs", "-R", "cat /" + file, image}, o);
+  if (!r.ok() || r->exit_code != 0) return "<debugfs failed>";
+  // debugfs prints its version banner on stderr first.
+  std::string out = r->output;
+  size_t banner = out.find('\n');
+  return out.rfind("debugfs ", 0) == 0 ? out.substr(banner + 1) : out;
+}
+
+TEST(SeedImageTest, HoldsTheDocumentedFiles) {
+  TempDir dir;
+  SeedContents seed;
+  seed.hostname = "web-1";
+  seed.authorized_keys = "ssh-ed25519 AAAAC3Nza test@host\n";
+  seed.env = {{"A", "1"}, {"B", "two words"}};
+  seed.setup_script = "#!/bin/sh\necho hi\n";
+  Result<std::string> bytes = BuildSeedImage(seed, dir.path());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  ASSERT_EQ(bytes->size() % (1024 * 1024), 0u);
+  // ext4 superblock magic 0xEF53 at 1024 + 56, and our label at 1024 + 120.
+  EXPECT_EQ(static_cast<unsigned char>((*bytes)[1024 + 56]), 0x53);
+  EXPECT_EQ(static_cast<unsigned char>((*bytes)[1024 + 57]), 0xEF);
+  EXPECT_EQ(std::string(bytes->data() + 1024 + 120), kSeedLabel);
+  std::string image = dir.File("seed.img", *bytes);
+  EXPECT_EQ(Ext4Cat(image, "hostname"), "web-1\n");
+  EXPECT_EQ(Ext4Cat(image, "authorized_keys"), seed.authorized_keys);
+  EXPECT_EQ(Ext4Cat(image, "env"), "A=1\nB=two words\n");
+  EXPECT_EQ(Ext4Cat(image, "setup-script"), seed.setup_script);
+  // The scratch directory is gone again.
+  EXPECT_TRUE(fs::is_empty(dir.path()) || fs::directory_iterator(dir.path())->path() == image);
+}
+
+TEST(SeedImageTest, NoSetupScriptNoFile) {
+  TempDir dir;
+  SeedContents seed;
+  seed.hostname = "x";
+  Result<std::string> bytes = BuildSeedImage(seed, dir.path());
+  ASSERT_TRUE(bytes.ok());
+  std::string image = dir.File("seed.img", *bytes);
+  EXPECT_NE(Ext4Cat(image, "setup-script").find("not found"), std::string::npos);
+}
+
+TEST(SeedImageTest, LargeContentGrowsTheImage) {
+  TempDir dir;
+  SeedContents seed;
+  seed.hostname = "x";
+  for (int i = 0; i < 256; ++i)
+    seed.env.push_back({"K" + std::to_string(i), std::string(4000, 'v')});
+  Result<std::string> bytes = BuildSeedImage(seed, dir.path());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_GT(bytes->size(), 1024u * 1024);
+}
+
+TEST(SeedImageTest, MissingMkfsIsAnError) {
+  TempDir dir;
+  Result<std::string> bytes = BuildSeedImage({}, dir.path(), "/nonexistent/mkfs.ext4");
+  EXPECT_EQ(bytes.status().code(), Code::kInternal);
+}
+
+// --- guest images -----------------------------------------------------------------------
+
+// A qcow2 header is all OpenGuestImage reads.
+std::string Qcow2Header(uint64_t size) {
+  std::string h = "QFI\xfb";
+  h += std::string(20, '\0');
+  for (int i = 7; i >= 0; --i) h += static_cast<char>((size >> (8 * i)) & 0xff);
+  return h;
+}
+
+TEST(GuestImageTest, OpensAnImageDirectory) {
+  TempDir dir;
+  dir.File("tiny@1/vmlinuz", "k");
+  dir.File("tiny@1/initrd.img", "i");
+  dir.File("tiny@1/rootfs.qcow2", Qcow2Header(3ull << 30));
+  dir.File("tiny@1/image.json", R"({"name":"tiny","kernel_cmdline":"console=ttyS0 quiet"})");
+  Result<GuestImage> img = OpenGuestImage(dir.path(), "tiny@1");
+  ASSERT_TRUE(img.ok()) << img.status().ToString();
+  EXPECT_EQ(img->cmdline, "console=ttyS0 quiet");
+  EXPECT_EQ(img->rootfs_bytes, 3ll << 30);
+  EXPECT_EQ(img->kernel, dir.path() + "/tiny@1/vmlinuz");
+}
+
+TEST(GuestImageTest, DefaultsAndFailures) {
+  TempDir dir;
+  dir.File("tiny@1/vmlinuz", "k");
+  dir.File("tiny@1/initrd.img", "i");
+  dir.File("tiny@1/rootfs.qcow2", Qcow2Header(1 << 20));
+  Result<GuestImage> img = OpenGuestImage(dir.path(), "tiny@1");
+  ASSERT_TRUE(img.ok());
+  EXPECT_EQ(img->cmdline, kDefaultCmdline);
+
+  EXPECT_EQ(OpenGuestImage(dir.path(), "tiny@2").status().code(), Code::kNotFound);
+  EXPECT_EQ(OpenGuestImage(dir.path(), "tiny").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(OpenGuestImage(dir.path(), "../x@1").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(OpenGuestImage(dir.path(), "x@..").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(OpenGuestImage(dir.path(), "a/b@1").status().code(), Code::kInvalidArgument);
+
+  dir.File("bad@1/vmlinuz", "k");
+  dir.File("bad@1/initrd.img", "i");
+  dir.File("bad@1/rootfs.qcow2", "raw bytes, not qcow2 at all......");
+  EXPECT_EQ(OpenGuestImage(dir.path(), "bad@1").status().code(), Code::kInvalidArgument);
+  dir.File("json@1/vmlinuz", "k");
+  dir.File("json@1/initrd.img", "i");
+  dir.File("json@1/rootfs.qcow2", Qcow2Header(1 << 20));
+  dir.File("json@1/image.json", "{not json");
+  EXPECT_EQ(OpenGuestImage(dir.path(), "json@1").status().code(), Code::kInvalidArgument);
+  dir.File("noinitrd@1/vmlinuz", "k");
+  dir.File("noinitrd@1/rootfs.qcow2", Qcow2Header(1 << 20));
+  EXPECT_EQ(OpenGuestImage(dir.path(), "noinitrd@1").status().code(), Code::kNotFound);
+}
+
+// --- libvirt errors and the launcher ----------------------------------------------------
+
+TEST(LibvirtErrorTest, Mapping) {
+  EXPECT_EQ(LibvirtErrorCode(VIR_ERR_NO_DOMAIN), Code::kNotFound);
+  EXPECT_EQ(LibvirtErrorCode(VIR_ERR_NO_STORAGE_VOL), Code::kNotFound);
+  EXPECT_EQ(LibvirtErrorCode(VIR_ERR_OPERATION_INVALID), Code::kConflict);
+  EXPECT_EQ(LibvirtErrorCode(VIR_ERR_DOM_EXIST), Code::kConflict);
+  EXPECT_EQ(LibvirtErrorCode(VIR_ERR_NO_CONNECT), Code::kUnavailable);
+  EXPECT_EQ(LibvirtErrorCode(VIR_ERR_RPC), Code::kUnavailable);
+  EXPECT_EQ(LibvirtErrorCode(VIR_ERR_OPERATION_TIMEOUT), Code::kTimeout);
+  EXPECT_EQ(LibvirtErrorCode(VIR_ERR_XML_ERROR), Code::kInternal);
+}
+
+TEST(LibvirtErrorTest, FromARealCall) {
+  Result<ConnectHandle> conn = OpenLibvirt("test:///default");
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  EXPECT_EQ(virDomainLookupByName(conn->get(), "no-such-domain"), nullptr);
+  Status st = LibvirtError("looking up");
+  EXPECT_EQ(st.code(), Code::kNotFound);
+  EXPECT_EQ(st.message().rfind("looking up: ", 0), 0u) << st.message();
+  // The error was consumed: the next report does not repeat it.
+  EXPECT_EQ(LibvirtError("again").code(), Code::kInternal);
+}
+
+TEST(LibvirtdLauncherTest, AnAnsweringDaemonIsLeftAlone) {
+  LibvirtdOptions o;
+  o.uri = "test:///default";
+  Result<LibvirtdStatus> st = EnsureLibvirtd(o);
+  ASSERT_TRUE(st.ok());
+  EXPECT_FALSE(st->started);
+}
+
+TEST(LibvirtdLauncherTest, OnlyTheLocalSystemDaemonIsStarted) {
+  LibvirtdOptions o;
+  o.uri = "qemu+unix:///system?socket=/nonexistent/libvirt-sock";
+  o.libvirtd = "/nonexistent/libvirtd";  // must never be run
+  Result<LibvirtdStatus> st = EnsureLibvirtd(o);
+  EXPECT_EQ(st.status().code(), Code::kUnavailable);
+}
+
+// --- LibvirtHost on libvirt's in-process test driver ------------------------------------
+
+// Each test:///default connection is a private hypervisor, so the test defines domains on
+// the very connection the host uses.
+class TestDriverHostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<ConnectHandle> conn = OpenLibvirt("test:///default");
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    conn_ = conn->get();
+    virConnectRef(conn_);  // one reference for us, one for the host
+    LibvirtHostOptions o;
+    o.uri = "test:///default";
+    o.data_dir = dir_.path();
+    o.stop_timeout = milliseconds(2000);
+    host_ = std::make_unique<LibvirtHost>(o, std::move(conn).value());
+  }
+  void TearDown() override {
+    host_.reset();
+    if (conn_ != nullptr) virConnectClose(conn_);
+  }
+  // A shut-off domain shaped like one Create makes.
+  void Define(const std::string& id, const std::string& name) {
+    DomainConfig c;
+    c.id = id;
+    c.name = name;
+    c.uuid = "";
+    c.image = "tiny@1";
+    c.cpus = 2;
+    c.memory_mib = 512;
+    std::string xml = DomainXml(c);
+    // The test driver runs only its own domain type and knows none of our devices.
+    xml.replace(xml.find("type='qemu'"), 11, "type='test'");
+    xml.erase(xml.find("  <uuid></uuid>\n"), 16);
+    xml.erase(xml.find("  <devices>"), xml.find("</devices>") + 11 - xml.find("  <devices>"));
+    DomainHandle dom(virDomainDefineXML(conn_, xml.c_str()));
+    ASSERT_TRUE(dom) << LibvirtError("define").ToString();
+  }
+  TempDir dir_;
+  virConnectPtr conn_ = nullptr;
+  std::unique_ptr<LibvirtHost> host_;
+};
+
+TEST_F(TestDriverHostTest, LifecycleAndStates) {
+  Define("abcd0001", "web-1");
+  Result<VmInfo> info = host_->Inspect("abcd0001");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->state, VmState::kStopped);
+  EXPECT_EQ(info->name, "web-1");
+  EXPECT_EQ(info->image, "tiny@1");
+  EXPECT_EQ(info->cpus, 2);
+  EXPECT_EQ(info->memory_mib, 512);
+  EXPECT_EQ(info->started_at, 0);
+
+  EXPECT_EQ(host_->Stop("abcd0001").code(), Code::kConflict);
+  EXPECT_EQ(host_->Pause("abcd0001").code(), Code::kConflict);
+  ASSERT_TRUE(host_->Start("abcd0001").ok());
+  info = host_->Inspect("abcd0001");
+  EXPECT_EQ(info->state, VmState::kRunning);
+  EXPECT_GT(info->started_at, 0);
+  EXPECT_EQ(host_->Start("abcd0001").code(), Code::kConflict);
+  ASSERT_TRUE(host_->Pause("abcd0001").ok());
+  EXPECT_EQ(host_->Inspect("abcd0001")->state, VmState::kPaused);
+  EXPECT_EQ(host_->Restart("abcd0001").code(), Code::kConflict);
+  ASSERT_TRUE(host_->Resume("abcd0001").ok());
+  ASSERT_TRUE(host_->Restart("abcd0001").ok());
+  EXPECT_EQ(host_->Inspect("abcd0001")->state, VmState::kRunning);
+  ASSERT_TRUE(host_->Pause("abcd0001").ok());
+  ASSERT_TRUE(host_->Stop("abcd0001").ok());  // paused -> stopped
+  info = host_->Inspect("abcd0001");
+  EXPECT_EQ(info->state, VmState::kStopped);
+  EXPECT_EQ(info->started_at, 0);
+
+  Status destroyed = host_->Destroy("abcd0001");
+  ASSERT_TRUE(destroyed.ok()) << destroyed.ToString();
+  EXPECT_EQ(host_->Inspect("abcd0001").status().code(), Code::kNotFound);
+  EXPECT_EQ(host_->Destroy("abcd0001").code(), Code::kNotFound);
+}
+
+TEST_F(TestDriverHostTest, ListSeesOnlyWarrenDomains) {
+  // test:///default comes with a domain named "test"; it is not ours.
+  Define("abcd0002", "b");
+  Define("abcd0001", "a");
+  Result<std::vector<VmInfo>> all = host_->List();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, "abcd0001");
+  EXPECT_EQ((*all)[1].name, "b");
+}
+
+TEST_F(TestDriverHostTest, RenameRewritesMetadataTitleAndNextBootHostname) {
+  Define("abcd0003", "old-name");
+  ASSERT_TRUE(host_->Start("abcd0003").ok());
+  ASSERT_TRUE(host_->Rename("abcd0003", "new-name").ok());
+  EXPECT_EQ(host_->Inspect("abcd0003")->name, "new-name");
+  EXPECT_EQ(host_->Inspect("abcd0003")->image, "tiny@1");  // the rest of the metadata stays
+  DomainHandle dom(virDomainLookupByName(conn_, "warren-abcd0003"));
+  ASSERT_TRUE(dom);
+  LibvirtString xml(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
+  std::string def = xml.get();
+  EXPECT_NE(def.find("warren.hostname=new-name</cmdline>"), std::string::npos) << def;
+  EXPECT_NE(def.find("<title>new-name</title>"), std::string::npos);
+  EXPECT_EQ(def.find("old-name"), std::string::npos);
+}
+
+TEST_F(TestDriverHostTest, UnknownIdsAreNotFound) {
+  EXPECT_EQ(host_->Start("nosuchvm").code(), Code::kNotFound);
+  EXPECT_EQ(host_->Stop("nosuchvm").code(), Code::kNotFound);
+  EXPECT_EQ(host_->Pause("nosuchvm").code(), Code::kNotFound);
+  EXPECT_EQ(host_->Resume("nosuchvm").code(), Code::kNotFound);
+  EXPECT_EQ(host_->Restart("nosuchvm").code(), Code::kNotFound);
+  EXPECT_EQ(host_->Rename("nosuchvm", "x").code(), Code::kNotFound);
+  EXPECT_EQ(host_->Inspect("nosuchvm").status().code(), Code::kNotFound);
+  EXPECT_EQ(host_->Console("nosuchvm", 5).status().code(), Code::kNotFound);
+}
+
+TEST_F(TestDriverHostTest, CreateChecksBeforeTouchingAnything) {
+  VmSpec s;
+  s.id = "abcd0004";
+  s.image = "missing@1";
+  EXPECT_EQ(host_->Create(s).code(), Code::kNotFound);
+  s.id = "BAD";
+  EXPECT_EQ(host_->Create(s).code(), Code::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(dir_.path() + "/vms"));
+}
+
+TEST(LibvirtHostTest, UnreachableDaemonIsUnavailable) {
+  LibvirtHostOptions o;
+  o.uri = "qemu+unix:///system?socket=/nonexistent/libvirt-sock";
+  LibvirtHost host(o);
+  EXPECT_EQ(host.Inspect("abcd0001").status().code(), Code::kUnavailable);
+  EXPECT_EQ(host.List().status().code(), Code::kUnavailable);
+}
+
+// --- LibvirtHost on real libvirtd + QEMU ------------------------------------------------
+
+class RealHostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const LibvirtTestEnv& env = GetLibvirtTestEnv();
+    if (!env.available) GTEST_SKIP() << env.skip_reason;
+    options_ = env.HostOptions();
+    host_ = std::make_unique<LibvirtHost>(options_);
+    image_ = env.image;
+  }
+  void TearDown() override {
+    if (!host_) return;
+    Result<std::vector<VmInfo>> vms = host_->List();
+    if (vms.ok()) {
+      for (const VmInfo& vm : *vms) (void)host_->Destroy(vm.id);
+    }
+  }
+  VmSpec Spec(const std::string& id) {
+    VmSpec s;
+    s.id = id;
+    s.image = image_;
+    s.cpus = 1;
+    s.memory_mib = 256;
+    s.disk_gib = 1;
+    s.egress = Egress::kNone;
+    return s;
+  }
+  // Polls the console until it shows `text`; returns the console then.
+  std::string WaitForConsole(const std::string& id, const std::string& text, int seconds) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    std::string last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      Result<std::string> c = host_->Console(id, 500);
+      if (c.ok()) last = *c;
+      if (last.find(text) != std::string::npos) return last;
+      std::this_thread::sleep_for(milliseconds(250));
+    }
+    ADD_FAILURE() << "console of " << id << " never showed '" << text << "':\n" << last;
+    return last;
+  }
+  LibvirtHostOptions options_;
+  std::unique_ptr<LibvirtHost> host_;
+  std::string image_;
+};
+
+// One boot covers what needs a live guest: the kernel boots from the image, the seed
+// reaches the guest (hostname, setup script), egress on, the files are where the README says, a
+// second host object (a restarted warren) sees the VM, and Destroy leaves nothing.
+TEST_F(RealHostTest, BootsWithSeedAndCleansUp) {
+  VmSpec s = Spec("real0001");
+  s.name = "tiny-one";
+  s.egress = Egress::kFull;
+  s.authorized_keys = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests test\n";
+  s.env = {{"WARREN_TEST", "1"}};
+  s.setup_script = "#!/bin/sh\necho setup ran\n";
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = host_->Create(s);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  double create_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string dir = host_->VmDir("real0001");
+  EXPECT_TRUE(fs::exists(dir + "/disk.qcow2"));
+  EXPECT_TRUE(fs::exists(dir + "/seed.img"));
+
+  // The guest names itself from the kernel command line and applies the seed.
+  WaitForConsole("real0001", "warren: tiny-one ready", 120);
+  double boot_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cerr << "[timing] create " << create_s << " s, guest ready after " << boot_s << " s\n";
+  std::string console = WaitForConsole("real0001", "setup-script exited with status 0", 60);
+  EXPECT_NE(console.find("applied seed"), std::string::npos) << console;
+  EXPECT_TRUE(fs::exists(dir + "/control.sock"));
+  // Console lines are bounded.
+  Result<std::string> two = host_->Console("real0001", 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_LE(std::count(two->begin(), two->end(), '\n'), 2);
+
+  // A fresh host object (warren restarted) finds the VM by its domain alone.
+  LibvirtHost again(options_);
+  Result<std::vector<VmInfo>> all = again.List();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].id, "real0001");
+  EXPECT_EQ((*all)[0].name, "tiny-one");
+  EXPECT_EQ((*all)[0].image, image_);
+  EXPECT_EQ((*all)[0].state, VmState::kRunning);
+
+  ASSERT_TRUE(again.Destroy("real0001").ok());
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_EQ(host_->Inspect("real0001").status().code(), Code::kNotFound);
+}
+
+// A Create that fails after the disk and the domain exist (QEMU cannot load the kernel)
+// leaves no domain, no pool and no directory.
+TEST_F(RealHostTest, FailedCreateLeavesNothing) {
+  const LibvirtTestEnv& env = GetLibvirtTestEnv();
+  // An image whose kernel is garbage, next to the test's data (reachable by libvirt-qemu).
+  std::string images = env.data_dir + "/bad-images";
+  std::string bad = images + "/broken@1";
+  fs::create_directories(bad);
+  std::string good = env.images_dir + "/" + env.image;
+  fs::copy_file(good + "/initrd.img", bad + "/initrd.img");
+  fs::copy_file(good + "/rootfs.qcow2", bad + "/rootfs.qcow2");
+  std::ofstream(bad + "/vmlinuz") << "this is not a kernel";
+  for (const auto& p : {fs::path(images), fs::path(bad)}) {
+    fs::permissions(p, fs::perms::others_exec | fs::perms::others_read, fs::perm_options::add);
+  }
+  for (const auto& f : fs::directory_iterator(bad)) {
+    fs::permissions(f.path(), fs::perms::others_read, fs::perm_options::add);
+  }
+  LibvirtHostOptions o = options_;
+  o.images_dir = images;
+  LibvirtHost host(o);
+  VmSpec s = Spec("real0002");
+  s.image = "broken@1";
+  Status st = host.Create(s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(host.Inspect("real0002").status().code(), Code::kNotFound);
+  EXPECT_FALSE(fs::exists(host.VmDir("real0002")));
+  Result<ConnectHandle> conn = OpenLibvirt(o.uri);
+  ASSERT_TRUE(conn.ok());
+  StoragePoolHandle pool(
+      virStoragePoolLookupByName(conn->get(), (o.domain_prefix + "real0002").c_str()));
+  EXPECT_FALSE(pool) << "the VM's storage pool outlived the failed create";
+  virResetLastError();
+  fs::remove_all(images);
+}
+
+TEST_F(RealHostTest, DiskSmallerThanTheImageIsRefused) {
+  Result<GuestImage> img = OpenGuestImage(options_.images_dir, image_);
+  ASSERT_TRUE(img.ok());
+  if (img->rootfs_bytes <= (int64_t{1} << 30)) GTEST_SKIP() << "the image fits any disk";
+  VmSpec s = Spec("real0003");
+  EXPECT_EQ(host_->Create(s).code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace warren
