@@ -1,4 +1,5 @@
 // The shell side of a session channel: the lobby REPL.
+#include <atomic>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,24 @@ std::string_view Trim(std::string_view s) {
   size_t e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
 }
+
+// Forwards to a channel stream and remembers whether the REPL's output (both streams: a
+// pty shows them as one) last ended a line, so the prompt never lands after a command's
+// unterminated last line.
+class LineTrackingSink final : public OutputSink {
+ public:
+  LineTrackingSink(OutputSink& inner, std::atomic<bool>* at_line_start)
+      : inner_(inner), at_line_start_(at_line_start) {}
+  void Write(std::string_view bytes) override {
+    if (bytes.empty()) return;
+    inner_.Write(bytes);
+    *at_line_start_ = bytes.back() == '\n';
+  }
+
+ private:
+  OutputSink& inner_;
+  std::atomic<bool>* at_line_start_;
+};
 
 class Repl {
  public:
@@ -40,14 +59,18 @@ class Repl {
       return false;
     }
     EmptyInput no_stdin;  // the REPL's own input is the keyboard, not the command's
+    std::atomic<bool> at_line_start{true};
+    LineTrackingSink out(out_, &at_line_start);
+    LineTrackingSink err(err_, &at_line_start);
     CommandSession session;
     session.caller = caller_;
     session.in = &no_stdin;
-    session.out = &out_;
-    session.err = &err_;
+    session.out = &out;
+    session.err = &err;
     session.cancel = io_.cancel();
     interpreter_.ExecuteLine(session, line);
     last_status_ = session.exit_status;
+    if (pty_ && !at_line_start) out_.Write("\n");
     return !io_.cancel()->cancelled();
   }
 

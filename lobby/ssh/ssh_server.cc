@@ -26,12 +26,11 @@
 namespace warren::ssh {
 namespace {
 
-// Modern algorithms only (what ssh-audit calls clean): no SHA-1, no CBC, no small DH
-// groups, no encrypt-and-MAC. Every current OpenSSH, PuTTY, dropbear and paramiko
-// negotiates one of these.
+// Modern algorithms only (what `ssh-audit` passes): no SHA-1, no CBC, no NIST-curve or
+// small-group key exchange, no encrypt-and-MAC, no compression. Every current OpenSSH,
+// PuTTY, dropbear and paramiko negotiates one of these.
 constexpr char kKeyExchange[] =
     "curve25519-sha256,curve25519-sha256@libssh.org,"
-    "ecdh-sha2-nistp256,ecdh-sha2-nistp384,ecdh-sha2-nistp521,"
     "diffie-hellman-group18-sha512,diffie-hellman-group16-sha512";
 constexpr char kCiphers[] =
     "chacha20-poly1305@openssh.com,aes256-gcm@openssh.com,aes128-gcm@openssh.com,"
@@ -43,6 +42,9 @@ constexpr char kUserKeyAlgorithms[] =
     "ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,"
     "sk-ecdsa-sha2-nistp256@openssh.com,rsa-sha2-512,rsa-sha2-256";
 constexpr int kRsaMinBits = 2048;
+constexpr char kCompression[] = "none";
+// "SSH-2.0-warren": the identification string names the product, not the library version.
+constexpr char kIdentification[] = "warren";
 
 std::string FormatAddress(const sockaddr_storage& ss) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -182,6 +184,8 @@ Status SshServer::State::ConfigureBind(HostKey host_key) {
       SetBindOption(b, SSH_BIND_OPTIONS_HOSTKEY_ALGORITHMS, kHostKeyAlgorithms, "host key algs"));
   WARREN_RETURN_IF_ERROR(SetBindOption(b, SSH_BIND_OPTIONS_PUBKEY_ACCEPTED_KEY_TYPES,
                                        kUserKeyAlgorithms, "user key algs"));
+  WARREN_RETURN_IF_ERROR(
+      SetBindOption(b, SSH_BIND_OPTIONS_BANNER, kIdentification, "identification"));
   int rsa_min = kRsaMinBits;
   WARREN_RETURN_IF_ERROR(SetBindOption(b, SSH_BIND_OPTIONS_RSA_MIN_SIZE, &rsa_min, "RSA size"));
   // The bind takes ownership of the key on success.
@@ -260,6 +264,9 @@ void SshServer::State::Accepted(int fd, const sockaddr_storage& peer_addr) {
     if (ssh_get_fd(session.get()) != fd) ::close(fd);
     return;
   }
+  // No compression: the bind has no option for it, the session does.
+  ssh_options_set(session.get(), SSH_OPTIONS_COMPRESSION_C_S, kCompression);
+  ssh_options_set(session.get(), SSH_OPTIONS_COMPRESSION_S_C, kCompression);
   auto conn = std::make_shared<SshConnection>(config, std::move(session), peer);
   std::lock_guard<std::mutex> lock(mu_);
   entries_.emplace_back();

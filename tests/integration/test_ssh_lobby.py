@@ -131,6 +131,51 @@ class LobbyCommandsTest(h.LobbyTestCase):
         self.assert_status(self.ssh(narrower, "ssh-key", "add", "x"), "permission_denied")
 
 
+class IndependentClientsTest(h.LobbyTestCase):
+    """Clients nobody on this team wrote: dropbear's dbclient and PuTTY's plink."""
+
+    @unittest.skipUnless(shutil.which("dbclient") and shutil.which("dropbearconvert"),
+                         "dropbear-bin is not installed")
+    def test_dbclient(self):
+        home = os.path.join(self.tmp, "dbhome")
+        os.makedirs(os.path.join(home, ".ssh"), exist_ok=True)
+        # dropbear pins by host name alone, and refuses unknown hosts without a tty.
+        with open(os.path.join(home, ".ssh", "known_hosts"), "w", encoding="ascii") as f:
+            f.write("127.0.0.1 %s\n" % self.server.host_public_key())
+        key = os.path.join(self.tmp, "admin.dropbear")
+        subprocess.run(["dropbearconvert", "openssh", "dropbear", self.admin.path, key],
+                       check=True, capture_output=True)
+        base = ["dbclient", "-i", key, "-p", str(self.server.port), "lobby@127.0.0.1"]
+        env = dict(os.environ, HOME=home)
+        r = subprocess.run(base + ["whoami", "--json"], capture_output=True, text=True,
+                           timeout=30, env=env, stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["user"], "admin")
+        r = subprocess.run(base + ["no-such-command"], capture_output=True, text=True,
+                           timeout=30, env=env, stdin=subprocess.DEVNULL)
+        self.assert_status(r, "not_found")
+
+    @unittest.skipUnless(shutil.which("plink") and shutil.which("puttygen"),
+                         "putty-tools is not installed")
+    def test_plink(self):
+        ppk = os.path.join(self.tmp, "admin.ppk")
+        subprocess.run(["puttygen", self.admin.path, "-O", "private", "-o", ppk],
+                       check=True, capture_output=True)
+        host_fp = subprocess.run(
+            ["ssh-keygen", "-lf", os.path.join(self.server.data_dir, "ssh_host_ed25519_key.pub")],
+            check=True, capture_output=True, text=True).stdout.split()[1]
+        base = ["plink", "-batch", "-ssh", "-P", str(self.server.port), "-i", ppk,
+                "-hostkey", host_fp, "lobby@127.0.0.1"]
+        env = dict(os.environ, HOME=self.tmp)
+        r = subprocess.run(base + ["whoami", "--json"], capture_output=True, text=True,
+                           timeout=30, env=env, stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["user"], "admin")
+        r = subprocess.run(base + ["no-such-command"], capture_output=True, text=True,
+                           timeout=30, env=env, stdin=subprocess.DEVNULL)
+        self.assert_status(r, "not_found")
+
+
 class RestartTest(h.LobbyTestCase):
     KEYS = ("erin",)
 
