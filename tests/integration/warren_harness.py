@@ -160,6 +160,12 @@ class Server:
         if self._log is not None:
             self._log.close()
             self._log = None
+        # Under a sanitizer build (cmake -DWARREN_SANITIZE=ON) any report fails the test.
+        log = self.log()
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            if marker in log:
+                start = log.index(marker)
+                raise AssertionError("sanitizer report from warren:\n" + log[start:start + 4000])
         return self.proc.returncode
 
 
