@@ -79,6 +79,26 @@ class ChannelsTest(h.LobbyTestCase):
             if command == "help":
                 self.assertIn("ssh-key", out)
 
+    def test_output_respects_a_small_window_and_a_stalled_reader(self):
+        t = self.connect()
+        expected = run_channel(t, "help --json")[1]
+        self.assertGreater(len(expected), 8 * 1024)
+        # A 1 KiB window: the server may send only that much until the client reads.
+        slow = t.open_session(window_size=1024, max_packet_size=512, timeout=10)
+        slow.settimeout(20)
+        slow.exec_command("help --json")
+        time.sleep(0.3)  # the server is now blocked on slow's window, not on anything else
+        for _ in range(3):
+            self.assertEqual(run_channel(t, "whoami")[0], 0)
+        out = b""
+        while True:
+            data = slow.recv(300)
+            if not data:
+                break
+            out += data
+        self.assertEqual(slow.recv_exit_status(), 0)
+        self.assertEqual(out.decode(), expected)
+
     def test_parallel_threads_on_one_connection(self):
         t = self.connect()
         results = []
