@@ -15,6 +15,7 @@
 #include "lobby/base/log.h"
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
+#include "vmhost/libvirtd_launcher.h"
 #include "vmhost/seed_image.h"
 
 namespace warren {
@@ -612,8 +613,14 @@ Result<std::string> LibvirtHost::Console(std::string_view id, int max_lines) {
   WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
   Result<StoragePoolHandle> pool = OpenPool(conn, id, /*build=*/false);
   if (!pool.ok()) return std::string();  // no files: never booted
-  if (virStoragePoolRefresh(pool->get(), 0) < 0) return LibvirtError("reading vm files");
   StorageVolHandle vol(virStorageVolLookupByName(pool->get(), "console.log"));
+  if (!vol) {
+    // The log appears with the first boot, after the pool last looked. Refresh only then:
+    // a refresh rescans the directory (and libvirtd logs the socket it skips each time).
+    virResetLastError();
+    if (virStoragePoolRefresh(pool->get(), 0) < 0) return LibvirtError("reading vm files");
+    vol.reset(virStorageVolLookupByName(pool->get(), "console.log"));
+  }
   if (!vol) {
     Status st = LibvirtError("opening the console log");
     if (st.code() == Code::kNotFound) return std::string();
@@ -639,6 +646,50 @@ Result<std::string> LibvirtHost::Console(std::string_view id, int max_lines) {
   }
   if (virStreamFinish(st.get()) < 0) virResetLastError();
   return LastLines(data, max_lines, /*cut_at_start=*/size > length);
+}
+
+namespace {
+
+// Any image's kernel will do for the probe; the newest is the likeliest to be used.
+std::string AnyImageKernel(const std::string& images_dir) {
+  std::error_code ec;
+  std::string best;
+  for (const auto& entry : fs::directory_iterator(images_dir, ec)) {
+    std::string base = entry.path().filename();
+    if (base.find('@') == std::string::npos || base.front() == '.') continue;
+    if (!fs::exists(entry.path() / "vmlinuz", ec)) continue;
+    if (best.empty() || fs::last_write_time(entry.path(), ec) >
+                            fs::last_write_time(fs::path(images_dir) / best, ec)) {
+      best = base;
+    }
+  }
+  return best.empty() ? "" : (fs::path(images_dir) / best / "vmlinuz").string();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LibvirtHost>> StartLibvirtHost(LibvirtHostOptions options,
+                                                      std::string_view force_accel) {
+  KvmProbeOptions probe;
+  probe.data_dir = options.data_dir;
+  probe.kernel = AnyImageKernel(options.images_dir);
+  probe.force = std::string(force_accel);
+  AccelChoice accel = ProbeAccel(probe);
+  LogInfo("vmhost: accel=" + std::string(AccelName(accel.accel)) + " reason=" +
+          LogQuote(accel.reason) + " probe_ms=" + std::to_string(int(accel.seconds * 1000)));
+  options.accel = accel.accel;
+
+  LibvirtdOptions daemon;
+  daemon.uri = options.uri;
+  daemon.mask_dev_kvm = accel.accel == Accel::kTcg;
+  WARREN_ASSIGN_OR_RETURN(LibvirtdStatus up, EnsureLibvirtd(daemon));
+  if (up.started) {
+    LogInfo("vmhost: started libvirtd uri=" + options.uri + " kvm_masked=" +
+            (up.masked ? "yes" : "no") + " ms=" + std::to_string(int(up.seconds * 1000)));
+  }
+  if (!up.warning.empty()) LogWarn("vmhost: " + up.warning);
+  WARREN_ASSIGN_OR_RETURN(ConnectHandle conn, OpenLibvirt(options.uri));
+  return std::make_unique<LibvirtHost>(std::move(options), std::move(conn));
 }
 
 }  // namespace warren

@@ -87,4 +87,11 @@ class LibvirtHost final : public VmHost {
   std::map<std::string, std::weak_ptr<std::mutex>, std::less<>> locks_;
 };
 
+// warren's startup in one call: decides kvm or TCG (ProbeAccel with a kernel from the
+// newest image under images_dir; `force_accel` or WARREN_ACCEL override), makes sure the
+// daemon answers (EnsureLibvirtd, /dev/kvm masked for TCG), and returns a connected host
+// with options.accel set. Logs each decision. Unavailable when no daemon can be had.
+Result<std::unique_ptr<LibvirtHost>> StartLibvirtHost(LibvirtHostOptions options,
+                                                      std::string_view force_accel = "");
+
 }  // namespace warren

@@ -123,8 +123,9 @@ Result<LibvirtdStatus> EnsureLibvirtd(const LibvirtdOptions& o) {
   if (OpenLibvirt(o.uri).ok()) {
     if (o.mask_dev_kvm && have_kvm && DaemonSeesDevKvm(o)) {
       status.warning =
-          "the running libvirtd sees /dev/kvm, which KVM cannot use here: each domain start may "
-          "stall ~48 s in libvirt's capability probe; stop it and let warren start it";
+          "the running libvirtd sees /dev/kvm, which cannot run our guests here; libvirt may "
+          "probe it on domain starts (recorded stalling ~48 s); warren masks it in daemons it "
+          "starts itself";
     }
     return status;
   }

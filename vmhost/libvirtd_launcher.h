@@ -1,12 +1,12 @@
 // Makes sure a libvirt daemon answers at qemu:///system, starting virtlogd and libvirtd
 // when none does (hosts without systemd, containers, CI). When the probe chose TCG but a
-// /dev/kvm is visible, libvirtd starts in a private mount namespace where /dev/kvm is an
-// empty file nobody but root may open: with the broken /dev/kvm of kvm_pvm visible,
-// libvirt's capability probe stalls on every domain start. Not /dev/null: libvirt keys its
-// capability cache on /dev/kvm's ctime, and /dev/null's changes all the time, so every
-// define would probe QEMU afresh (measured: 50 s per define). The daemons outlive warren on
-// purpose, so running VMs survive a warren restart. Thread-safe, but meant to be called
-// once at startup.
+// /dev/kvm is visible (kvm_pvm), libvirtd starts in a private mount namespace where
+// /dev/kvm is a mode-0 device node of our own: libvirt then never touches the broken KVM
+// (its capability probe was recorded stalling ~48 s per domain start with it visible).
+// Not /dev/null, the obvious mask: libvirt keys its capability cache on /dev/kvm's ctime,
+// /dev/null's changes with every write, and every define re-probed QEMU (measured: 50 s per
+// define). The daemons outlive warren on purpose, so running VMs survive a warren restart.
+// Thread-safe, but meant to be called once at startup.
 #pragma once
 
 #include <chrono>

@@ -21,6 +21,9 @@ struct HostCase {
   std::function<std::string()> image;  // an image the host can boot
 };
 
+// Test names and failure messages show the implementation's name, not the struct's bytes.
+void PrintTo(const HostCase& c, std::ostream* os) { *os << c.name; }
+
 class VmHostContractTest : public ::testing::TestWithParam<HostCase> {
  protected:
   void SetUp() override {
