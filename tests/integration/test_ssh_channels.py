@@ -99,6 +99,40 @@ class ChannelsTest(h.LobbyTestCase):
         self.assertEqual(slow.recv_exit_status(), 0)
         self.assertEqual(out.decode(), expected)
 
+    def test_both_directions_stall_and_recover(self):
+        # The REPL without a pty reads stdin as fast as its commands finish. With the
+        # client not reading stdout (16 KiB window), the commands block on output, stdin
+        # backs up into libssh and the client's window; once the client reads, everything
+        # held back must still arrive, in order.
+        t = self.connect()
+        chan = t.open_session(window_size=16 * 1024, max_packet_size=8 * 1024, timeout=10)
+        chan.settimeout(30)
+        chan.invoke_shell()  # no pty: the REPL reads a script
+        script = b"help --json\n" * 60 + b"\n" * (1536 * 1024) + b"whoami\n"
+
+        def feed():
+            try:
+                chan.sendall(script)
+                chan.shutdown_write()
+            except (OSError, EOFError, paramiko.SSHException):
+                pass
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        time.sleep(1.0)
+        out = b""
+        while True:
+            data = chan.recv(65536)
+            if not data:
+                break
+            out += data
+        feeder.join(30)
+        self.assertEqual(chan.recv_exit_status(), 0)
+        text = out.decode()
+        self.assertEqual(text.count('"commands"'), 60)
+        self.assertEqual(text.count("using:  key"), 1)
+        self.assertTrue(text.rstrip().endswith("the key you are using"), text[-300:])
+
     def test_parallel_threads_on_one_connection(self):
         t = self.connect()
         results = []
