@@ -162,7 +162,8 @@ class Server:
             self._log = None
         # Under a sanitizer build (cmake -DWARREN_SANITIZE=ON) any report fails the test.
         log = self.log()
-        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                       "WARNING: ThreadSanitizer"):
             if marker in log:
                 start = log.index(marker)
                 raise AssertionError("sanitizer report from warren:\n" + log[start:start + 4000])
