@@ -319,9 +319,16 @@ Status LibvirtHost::ShutDown(virDomainPtr dom) {
     if (!IsActive(dom)) return Status::Ok();
     LogDebug(st.ToString());
   } else {
+    // The power button is an edge: a guest that was still booting (no acpid yet) misses
+    // it, so press again now and then until the deadline.
     auto deadline = Clock::now() + options_.stop_timeout;
+    auto next_press = Clock::now() + std::chrono::seconds(2);
     while (IsActive(dom) && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (Clock::now() >= next_press) {
+        if (virDomainShutdown(dom) < 0) virResetLastError();
+        next_press = Clock::now() + std::chrono::seconds(2);
+      }
     }
   }
   if (!IsActive(dom)) return Status::Ok();

@@ -163,7 +163,7 @@ LibvirtHostOptions LibvirtTestEnv::HostOptions() const {
   o.images_dir = images_dir;
   o.accel = accel.accel;
   o.domain_prefix = prefix;
-  o.stop_timeout = std::chrono::milliseconds(5000);
+  o.stop_timeout = std::chrono::milliseconds(3000);
   return o;
 }
 
