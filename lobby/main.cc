@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -54,7 +55,7 @@ struct HostPort {
 
 // "ADDR:PORT" or "[V6ADDR]:PORT"; port 0 asks for a free one.
 Result<HostPort> ParseHostPort(std::string_view flag, const std::string& text) {
-  auto bad = [&](std::string why) {
+  auto bad = [&](const std::string& why) {
     return InvalidArgument(std::string(flag) + " " + text + ": " + why +
                            " (expected ADDR:PORT, e.g. 127.0.0.1:2222 or [::1]:2222)");
   };
@@ -280,5 +281,11 @@ int main(int argc, char** argv) {
     std::printf("warren %s\n", WARREN_VERSION);
     return 0;
   }
-  return warren::Serve(flags);
+  try {
+    return warren::Serve(flags);
+  } catch (const std::exception& e) {
+    // Errors are Status values; an exception here is a bug or resource exhaustion.
+    std::fprintf(stderr, "warren: internal error: %s\n", e.what());
+    return 1;
+  }
 }

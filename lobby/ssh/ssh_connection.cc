@@ -120,7 +120,7 @@ struct ConnectionCallbacks {
 
 namespace {
 
-constexpr size_t kMaxWriteChunk = 32 * 1024;
+constexpr size_t kMaxWriteChunk = size_t{32} * 1024;
 
 std::string KeyLine(ssh_key key) {
   char* b64_raw = nullptr;
