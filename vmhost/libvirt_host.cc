@@ -1,7 +1,5 @@
 #include "vmhost/libvirt_host.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -176,6 +174,17 @@ Status Undefine(virDomainPtr dom, std::string_view id) {
   return LibvirtError("undefining vm " + std::string(id));
 }
 
+// Recorded in the live definition only: it vanishes with the QEMU process, so a stopped
+// VM cannot show a stale start time, and survives a warren restart while it runs.
+void RecordStart(virDomainPtr dom, int64_t started_at) {
+  std::string run = "<run started='" + std::to_string(started_at) + "'/>";
+  if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, run.c_str(),
+                           std::string(kWarrenRunPrefix).c_str(),
+                           std::string(kWarrenRunNamespace).c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    LogWarn(LibvirtError("recording the start time").ToString());
+  }
+}
+
 // The <warren:vm> element's children without the prefix, as virDomainSetMetadata wants
 // them (it adds the prefix itself).
 std::string UnprefixedVmMetadata(std::string_view id, std::string_view name,
@@ -300,14 +309,12 @@ Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
 
 Status LibvirtHost::StartDomain(virDomainPtr dom) {
   if (virDomainCreate(dom) < 0) return LibvirtError("starting vm");
-  // Recorded in the live definition only: it vanishes with the QEMU process, so a stopped
-  // VM cannot show a stale start time, and survives a warren restart while it runs.
-  std::string run = "<run started='" + std::to_string(SystemClock::Get().NowUnix()) + "'/>";
-  if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, run.c_str(),
-                           std::string(kWarrenRunPrefix).c_str(),
-                           std::string(kWarrenRunNamespace).c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
-    LogWarn(LibvirtError("recording the start time").ToString());
+  // Autostart marks "the user wants this VM running": libvirtd brings such VMs back when
+  // it starts again (host reboot, or warren starting the daemon). Stop clears it.
+  if (virDomainSetAutostart(dom, 1) < 0) {
+    LogWarn(LibvirtError("marking the vm to come back after a restart").ToString());
   }
+  RecordStart(dom, SystemClock::Get().NowUnix());
   return Status::Ok();
 }
 
@@ -354,6 +361,12 @@ Result<VmInfo> LibvirtHost::InfoOf(virDomainPtr dom, std::string_view id) {
   if (info.state == VmState::kRunning || info.state == VmState::kPaused) {
     std::string run = Metadata(dom, kWarrenRunNamespace, VIR_DOMAIN_AFFECT_LIVE);
     info.started_at = std::strtoll(AttributeValue(run, "started").c_str(), nullptr, 10);
+    if (info.started_at == 0) {
+      // Started without us (libvirtd's autostart after a host reboot): count from now,
+      // the first time anyone looks, and remember it.
+      info.started_at = SystemClock::Get().NowUnix();
+      RecordStart(dom, info.started_at);
+    }
   }
   virDomainBlockInfo bi{};
   if (virDomainGetBlockInfo(dom, "vda", &bi, 0) == 0) {
@@ -492,12 +505,19 @@ Status LibvirtHost::Stop(std::string_view id) {
   WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
   WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
   if (state == VmState::kStopped) return WrongState("stop", state);
-  if (!IsActive(dom.get())) return Status::Ok();  // crashed: its QEMU is already gone
+  if (!IsActive(dom.get())) {  // crashed: its QEMU is already gone; it stays down now
+    if (virDomainSetAutostart(dom.get(), 0) < 0) return LibvirtError("stopping a crashed vm");
+    return Status::Ok();
+  }
   if (state == VmState::kPaused && virDomainResume(dom.get()) < 0) {
     // A paused guest cannot hear the power button; without a resume it is powered off.
     LogDebug(LibvirtError("resuming before a stop").ToString());
   }
-  return ShutDown(dom.get());
+  WARREN_RETURN_IF_ERROR(ShutDown(dom.get()));
+  if (virDomainSetAutostart(dom.get(), 0) < 0) {
+    return LibvirtError("keeping vm " + std::string(id) + " stopped across restarts");
+  }
+  return Status::Ok();
 }
 
 Status LibvirtHost::Pause(std::string_view id) {

@@ -82,6 +82,7 @@ LibvirtTestEnv Discover() {
                       ", or point WARREN_TEST_IMAGES at one)";
     return env;
   }
+  env.debian_image = EnvOr("WARREN_TEST_DEBIAN_IMAGE", NewestImage(env.images_dir, "debian"));
   std::string parent = DataParent();
   std::string pid = std::to_string(getpid());
   env.prefix = "wt" + pid + "-";

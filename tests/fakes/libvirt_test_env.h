@@ -6,6 +6,8 @@
 //
 //   WARREN_TEST_IMAGES      directory holding NAME@VERSION image dirs (build-tiny.sh's OUT)
 //   WARREN_TEST_IMAGE       NAME@VERSION to boot (default: the newest tiny@* there)
+//   WARREN_TEST_DEBIAN_IMAGE  the Debian image for the one end-to-end boot (default: the
+//                           newest debian@* there; none: that test skips)
 //   WARREN_TEST_LIBVIRT_URI default qemu:///system
 //   WARREN_TEST_DATA_DIR    parent of the per-process data dir (default /var/lib/warren-test)
 //
@@ -26,7 +28,8 @@ struct LibvirtTestEnv {
   std::string skip_reason;  // why not, when !available
   std::string uri;
   std::string images_dir;
-  std::string image;  // NAME@VERSION
+  std::string image;         // NAME@VERSION
+  std::string debian_image;  // empty when there is none
   std::string data_dir;
   std::string prefix;
   AccelChoice accel;

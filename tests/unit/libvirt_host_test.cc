@@ -397,6 +397,12 @@ class TestDriverHostTest : public ::testing::Test {
     DomainHandle dom(virDomainDefineXML(conn_, xml.c_str()));
     ASSERT_TRUE(dom) << LibvirtError("define").ToString();
   }
+  int Autostart(const std::string& id) {
+    DomainHandle dom(virDomainLookupByName(conn_, ("warren-" + id).c_str()));
+    int on = -1;
+    if (!dom || virDomainGetAutostart(dom.get(), &on) < 0) return -1;
+    return on;
+  }
   TempDir dir_;
   virConnectPtr conn_ = nullptr;
   std::unique_ptr<LibvirtHost> host_;
@@ -426,8 +432,11 @@ TEST_F(TestDriverHostTest, LifecycleAndStates) {
   ASSERT_TRUE(host_->Resume("abcd0001").ok());
   ASSERT_TRUE(host_->Restart("abcd0001").ok());
   EXPECT_EQ(host_->Inspect("abcd0001")->state, VmState::kRunning);
+  // Running VMs come back after a restart of the daemon or the host; stopped ones do not.
+  EXPECT_EQ(Autostart("abcd0001"), 1);
   ASSERT_TRUE(host_->Pause("abcd0001").ok());
   ASSERT_TRUE(host_->Stop("abcd0001").ok());  // paused -> stopped
+  EXPECT_EQ(Autostart("abcd0001"), 0);
   info = host_->Inspect("abcd0001");
   EXPECT_EQ(info->state, VmState::kStopped);
   EXPECT_EQ(info->started_at, 0);
@@ -634,6 +643,42 @@ TEST_F(RealHostTest, BootsWithSeedAndCleansUp) {
   ASSERT_TRUE(again.Destroy("real0001").ok());
   EXPECT_FALSE(fs::exists(dir));
   EXPECT_EQ(host_->Inspect("real0001").status().code(), Code::kNotFound);
+}
+
+// The default image, end to end at the host level: systemd boots it from the overlay,
+// applies the seed and starts the control launcher; a graceful Stop powers it off.
+TEST_F(RealHostTest, DebianImageBootsAndStopsGracefully) {
+  const LibvirtTestEnv& env = GetLibvirtTestEnv();
+  if (env.debian_image.empty()) {
+    GTEST_SKIP() << "no debian@* image in " << env.images_dir
+                 << " (packaging/images/build-debian.sh " << env.images_dir << ")";
+  }
+  Result<GuestImage> img = OpenGuestImage(env.images_dir, env.debian_image);
+  ASSERT_TRUE(img.ok()) << img.status().ToString();
+  VmSpec s = Spec("real0004");
+  s.image = env.debian_image;
+  s.name = "deb-one";
+  s.memory_mib = 1024;
+  s.disk_gib = std::max<int64_t>(2, (img->rootfs_bytes >> 30) + 1);
+  s.egress = Egress::kFull;
+  s.authorized_keys = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests test\n";
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = host_->Create(s);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  WaitForConsole("real0004", "applied seed", 180);
+  double boot_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto t1 = std::chrono::steady_clock::now();
+  // Systemd must get the power button: give it far more than its usual few seconds.
+  LibvirtHostOptions patient = options_;
+  patient.stop_timeout = std::chrono::seconds(60);
+  LibvirtHost host(patient);
+  ASSERT_TRUE(host.Stop("real0004").ok());
+  double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  std::cerr << "[timing] debian: seed applied " << boot_s << " s after create, graceful stop "
+            << stop_s << " s\n";
+  EXPECT_LT(stop_s, 60) << "the guest ignored the power button";
+  EXPECT_EQ(host.Inspect("real0004")->state, VmState::kStopped);
+  ASSERT_TRUE(host.Destroy("real0004").ok());
 }
 
 // A Create that fails after the disk and the domain exist (QEMU cannot load the kernel)
