@@ -16,11 +16,18 @@ OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 VERSION=${2:-$(date -u +%Y%m%d)}
 NAME=debian
 DEST=$OUT/$NAME@$VERSION
-# ro: the initramfs mounts the root read-only, systemd checks it and remounts it (fstab).
-CMDLINE="console=ttyS0 root=/dev/vda ro quiet"
+# rw: the initramfs mounts the root read-write; no fsck at boot (see customize-hook.sh).
+CMDLINE="console=ttyS0 root=/dev/vda rw quiet"
+# The initrd warren boots with: "warren" (default; guest/common/initrd-init with busybox,
+# about 2-3 s faster to systemd under TCG) or "initramfs-tools" (the one Debian built in the
+# tree, which is kept there either way, configured by guest/debian/essential-hook.sh).
+INITRD_KIND=${WARREN_DEBIAN_INITRD:-warren}
+# Loaded by warren's initrd: what the root disk and the control port need; udev loads the
+# rest (virtio_net, virtio_rng, ...) from the real root.
+INITRD_MODULES=(virtio_pci virtio_blk virtio_console)
 PACKAGES=(
   systemd systemd-sysv systemd-resolved udev kmod dbus libpam-systemd
-  linux-image-cloud-amd64 initramfs-tools zstd e2fsprogs
+  linux-image-cloud-amd64 initramfs-tools zstd e2fsprogs busybox-static
   openssh-server sudo python3 curl git ca-certificates iproute2 procps less netbase
   docker.io
 )
@@ -51,14 +58,23 @@ timed "mmdebstrap" mmdebstrap_cached "$OUT/.cache/debs" "$ROOT" \
   --essential-hook="$GUEST_DIR/debian/essential-hook.sh \"\$1\"" \
   --customize-hook="$GUEST_DIR/debian/customize-hook.sh \"\$1\" $GUEST_DIR $WORK/warren-launcher"
 
-# 2. Kernel and initrd, as Debian built them inside the tree.
+# 2. Kernel and initrd from the tree.
 kernels=("$ROOT"/boot/vmlinuz-*)
 ((${#kernels[@]} == 1)) || die "expected one kernel in the tree, found ${#kernels[@]}"
 KVER=${kernels[0]##*/vmlinuz-}
-[[ -f $ROOT/boot/initrd.img-$KVER ]] || die "no initrd for $KVER in the tree"
 cp "$ROOT/boot/vmlinuz-$KVER" "$IMG/vmlinuz"
-cp "$ROOT/boot/initrd.img-$KVER" "$IMG/initrd.img"
-log "kernel $KVER, initrd $(du -h "$IMG/initrd.img" | cut -f1)"
+case $INITRD_KIND in
+  warren)
+    timed "initrd" make_initrd "$ROOT/lib/modules/$KVER" "$ROOT/bin/busybox" "$IMG/initrd.img" \
+      "${INITRD_MODULES[@]}"
+    ;;
+  initramfs-tools)
+    [[ -f $ROOT/boot/initrd.img-$KVER ]] || die "no initrd for $KVER in the tree"
+    cp "$ROOT/boot/initrd.img-$KVER" "$IMG/initrd.img"
+    ;;
+  *) die "WARREN_DEBIAN_INITRD must be warren or initramfs-tools, not $INITRD_KIND" ;;
+esac
+log "kernel $KVER, $INITRD_KIND initrd $(du -h "$IMG/initrd.img" | cut -f1)"
 
 # 3. ext4 from the tree (no mounts), then the read-only qcow2 base. Some headroom only:
 # each VM's overlay is larger and systemd-growfs grows the file system to fit at boot.

@@ -32,9 +32,8 @@ WORK=$(mktemp -d "$OUT/.work-$NAME.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 DONOR=$WORK/donor
 ROOT=$WORK/root
-INITRD=$WORK/initrd
 IMG=$WORK/image
-mkdir -p "$ROOT" "$INITRD" "$IMG"
+mkdir -p "$ROOT" "$IMG"
 
 # 1. Every package the image takes files from, extracted (not installed) into a donor tree.
 timed "download+extract debs" mmdebstrap_cached "$OUT/.cache/debs" "$DONOR" \
@@ -145,25 +144,7 @@ EOF
 timed "root tree" make_root
 
 # 3. The initrd: static busybox, the modules and /init.
-make_initrd() {
-  cd "$INITRD"
-  mkdir -p bin dev proc sys newroot lib/modules
-  cp "$DONOR/bin/busybox" bin/busybox
-  local a m
-  for a in sh mount umount insmod mkdir sleep cat echo switch_root; do ln -s busybox "bin/$a"; done
-  module_load_order "$MODDIR" "${MODULES[@]}" >"$WORK/modules.order"
-  : >lib/modules/load-order
-  while read -r m; do
-    cp "$MODDIR/$m" lib/modules/
-    basename "$m" >>lib/modules/load-order
-  done <"$WORK/modules.order"
-  cp "$GUEST_DIR/tiny/init" init
-  chmod 0755 init
-  find . -print0 | sort -z | cpio --null -o -H newc -R 0:0 --quiet >"$IMG/initrd.img"
-  cd - >/dev/null
-}
-timed "initrd" make_initrd
-log "initrd modules: $(tr '\n' ' ' <"$INITRD/lib/modules/load-order")"
+timed "initrd" make_initrd "$MODDIR" "$DONOR/bin/busybox" "$IMG/initrd.img" "${MODULES[@]}"
 
 # 4. ext4 from the tree (no mounts), then the read-only qcow2 base.
 make_disk() {

@@ -146,6 +146,31 @@ module_load_order() {
   printf '%s\n' "${order[@]}"
 }
 
+# make_initrd MODDIR BUSYBOX OUT MODULE...: warren's small initrd: a static busybox,
+# MODULE... and their dependencies from MODDIR (a kernel's /lib/modules/VERSION) and
+# guest/common/initrd-init as /init, which loads them in order and mounts root=. An
+# uncompressed cpio: nothing to unpack but the archive itself.
+make_initrd() {
+  local moddir=$1 busybox=$2 out=$3
+  shift 3
+  local dir a m
+  dir=$(mktemp -d)
+  mkdir -p "$dir"/{bin,dev,proc,sys,newroot,lib/modules}
+  cp "$busybox" "$dir/bin/busybox"
+  for a in sh mount umount insmod mkdir sleep cat echo switch_root; do ln -s busybox "$dir/bin/$a"; done
+  module_load_order "$moddir" "$@" >"$dir/order"
+  : >"$dir/lib/modules/load-order"
+  while read -r m; do
+    cp "$moddir/$m" "$dir/lib/modules/"
+    basename "$m" >>"$dir/lib/modules/load-order"
+  done <"$dir/order"
+  rm "$dir/order"
+  install -m 0755 "$GUEST_DIR/common/initrd-init" "$dir/init"
+  (cd "$dir" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R 0:0 --quiet) >"$out"
+  log "initrd modules: $(tr '\n' ' ' <"$dir/lib/modules/load-order")"
+  rm -rf "$dir"
+}
+
 # build_launcher OUT: the control-port launcher, static so one binary serves every image.
 build_launcher() {
   gcc -static -O2 -Wall -Wextra -Werror -o "$1" "$IMAGES_DIR/launcher/warren-launcher.c"

@@ -23,11 +23,14 @@ for f in apply-seed hostkeys run-setup setup-as-dev control; do
   install -m 0755 "$guest/common/$f" "$root/usr/lib/warren/$f"
 done
 sed 's/@USE_PAM@/yes/' "$guest/common/sshd_config.in" >"$root/etc/warren/sshd_config"
+# Its own PAM service (see pam-warren-sshd) through its own program name.
+ln -sf sshd "$root/usr/sbin/warren-sshd"
+install -m 0644 "$guest/debian/pam-warren-sshd" "$root/etc/pam.d/warren-sshd"
 echo "# Generated at boot from /etc/warren/env by apply-seed." >"$root/etc/warren/sshd_env.conf"
 for u in warren-seed.service warren-control.service warren-setup.service; do
   install -m 0644 "$guest/debian/$u" "$root/etc/systemd/system/$u"
 done
-in_root systemctl enable warren-seed.service warren-control.service warren-setup.service
+in_root systemctl -q enable warren-seed.service warren-control.service warren-setup.service
 
 # Networking: systemd-networkd + resolved, DHCP on any NIC, quiet when idle.
 install -m 0644 "$guest/debian/80-warren-dhcp.network" "$root/etc/systemd/network/80-warren-dhcp.network"
@@ -37,26 +40,36 @@ install -m 0644 "$guest/debian/resolved-warren.conf" "$root/etc/systemd/resolved
 install -m 0644 "$guest/debian/journald-warren.conf" "$root/etc/systemd/journald.conf.d/warren.conf"
 install -m 0644 "$guest/debian/wait-online-warren.conf" \
   "$root/etc/systemd/system/systemd-networkd-wait-online.service.d/warren.conf"
-in_root systemctl enable systemd-networkd.service systemd-resolved.service
+in_root systemctl -q enable systemd-networkd.service systemd-resolved.service
 ln -sf ../run/systemd/resolve/stub-resolv.conf "$root/etc/resolv.conf"
 
 # No background jobs that touch the network or the disk on their own.
-in_root systemctl mask apt-daily.timer apt-daily-upgrade.timer apt-daily.service \
+in_root systemctl -q mask apt-daily.timer apt-daily-upgrade.timer apt-daily.service \
   apt-daily-upgrade.service man-db.timer e2scrub_all.timer e2scrub_reap.service \
   fstrim.timer dpkg-db-backup.timer systemd-timesyncd.service
+# Boot work a VM without graphics, EFI or device mapper does not need; each is seconds of
+# CPU under TCG. The modules still load on demand (modprobe, udev, autoload on open).
+in_root systemctl -q mask modprobe@drm.service modprobe@efi_pstore.service \
+  modprobe@dm_mod.service modprobe@loop.service modprobe@fuse.service \
+  modprobe@configfs.service sys-kernel-config.mount systemd-pstore.service \
+  systemd-binfmt.service
+# No VGA console: the serial console (console=ttyS0) gets its getty from the generator.
+in_root systemctl -q disable getty@tty1.service
 # Docker starts on first use (docker.socket), not at boot; containerd comes with it.
-in_root systemctl disable docker.service containerd.service
-in_root systemctl enable docker.socket
+in_root systemctl -q disable docker.service containerd.service 2>/dev/null
+in_root systemctl -q enable docker.socket
 # The only way in is the control port; the stock sshd on port 22 stays off (enable it with
 # `systemctl enable --now ssh` if wanted). Its host keys were made at package install time,
 # i.e. shared by every VM: gone, each VM makes its own at first boot.
-in_root systemctl disable ssh.service
+in_root systemctl -q disable ssh.service 2>/dev/null
 rm -f "$root"/etc/ssh/ssh_host_*
 
-# Root on the first virtio disk, grown at boot to whatever size the VM's disk has.
+# Root on the first virtio disk, mounted read-write by the initramfs (rw on the kernel
+# command line; no fsck pass at boot: the journal covers crashes and a check costs seconds
+# under TCG), grown at boot to whatever size the VM's disk has.
 cat >"$root/etc/fstab" <<'FSTAB'
 # <file system> <mount point> <type> <options> <dump> <pass>
-/dev/vda / ext4 defaults,x-systemd.growfs 0 1
+/dev/vda / ext4 defaults,x-systemd.growfs 0 0
 FSTAB
 
 # Per-VM identity is made at first boot: machine-id (systemd), hostname (apply-seed).
