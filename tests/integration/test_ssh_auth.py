@@ -2,6 +2,7 @@
 """Authentication on the SSH lobby: public keys only, unknown keys get a banner."""
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -100,6 +101,22 @@ class AuthTest(h.LobbyTestCase):
         self.assert_log("too many auth failures")
         # And it keeps serving everyone else.
         self.ssh_ok(self.admin, "whoami")
+
+    def test_unauthenticated_connections_are_dropped_after_20s(self):
+        started = time.monotonic()
+        # One peer finishes the key exchange and then never authenticates...
+        t = self.transport()
+        # ... another opens TCP, reads the server's banner and says nothing.
+        raw = socket.create_connection(("127.0.0.1", self.server.port), timeout=40)
+        self.addCleanup(raw.close)
+        self.assertTrue(raw.recv(256).startswith(b"SSH-2.0-"))
+        while raw.recv(4096):  # the server may say goodbye (SSH_MSG_DISCONNECT) first
+            pass
+        while t.is_active() and time.monotonic() - started < 40:
+            time.sleep(0.1)
+        self.assertFalse(t.is_active(), "the unauthenticated peer was not dropped")
+        self.assertGreater(time.monotonic() - started, 15)
+        self.assert_log("ssh auth timeout")
 
     def test_paramiko_publickey_with_pinned_host_key(self):
         client = self.paramiko_client(self.admin)
