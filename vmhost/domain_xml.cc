@@ -125,6 +125,9 @@ std::string DomainXml(const DomainConfig& c) {
   x << "      <backend model='random'>/dev/urandom</backend>\n";
   x << "    </rng>\n";
   x << "    <video>\n      <model type='none'/>\n    </video>\n";
+  // A guest kernel panic is reported (pvpanic) and ends the VM as crashed, rather than a
+  // reboot loop nobody sees.
+  x << "    <panic model='isa'/>\n";
   x << "    <memballoon model='none'/>\n";
   x << "  </devices>\n";
   x << "</domain>\n";

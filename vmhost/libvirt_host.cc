@@ -134,8 +134,14 @@ Result<VmState> StateOf(virDomainPtr dom) {
       return VmState::kPaused;
     case VIR_DOMAIN_CRASHED:
       return VmState::kCrashed;
-    case VIR_DOMAIN_SHUTOFF:
-      return reason == VIR_DOMAIN_SHUTOFF_CRASHED ? VmState::kCrashed : VmState::kStopped;
+    case VIR_DOMAIN_SHUTOFF: {
+      if (reason != VIR_DOMAIN_SHUTOFF_CRASHED) return VmState::kStopped;
+      // libvirt remembers the crash until the next start; a Stop since (autostart cleared)
+      // means the user has seen it, and the VM is simply stopped.
+      int autostart = 1;
+      if (virDomainGetAutostart(dom, &autostart) < 0) virResetLastError();
+      return autostart == 0 ? VmState::kStopped : VmState::kCrashed;
+    }
     default:
       return VmState::kStopped;
   }

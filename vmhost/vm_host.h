@@ -1,7 +1,8 @@
-// VmHost: one machine that runs warren's VMs. The libvirt + QEMU implementation arrives
-// with the VM issue; a host is an object with a libvirt URI from the start so one lobby can
-// later drive several hosts. The fake used by tests lives in tests/fakes, never here.
-// Implementations are thread-safe: any thread may call any method.
+// VmHost: one machine that runs warren's VMs. LibvirtHost (libvirt_host.h) is the real one;
+// a host is an object with a libvirt URI from the start so one lobby can later drive
+// several hosts. The fake used by tests lives in tests/fakes, never here; both pass
+// tests/unit/vm_host_contract_test.cc. Implementations are thread-safe: any thread may call
+// any method.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,7 @@ std::string_view EgressName(Egress egress);  // "full", "none"
 
 // What to build. The domain is named by `id`, never by the user's name: the name is a
 // label (the store's, mirrored into the domain's metadata and the guest's hostname), so a
-// rename never redefines a domain and a copied domain never clashes.
+// rename never changes a domain's identity and a copied domain never clashes.
 struct VmSpec {
   std::string id;     // warren's stable id, [a-z0-9]{8,32}; the domain is "warren-<id>"
   std::string image;  // "NAME@VERSION": VMs keep booting from the version they were made with
@@ -36,7 +37,8 @@ struct VmSpec {
   // The user's VM name; empty means "use the id". A hostname label: [a-z0-9-], 1..63.
   std::string name;
   Egress egress = Egress::kFull;
-  // First-boot identity, handed to the guest in a read-only seed disk.
+  // The guest's identity, in a read-only seed disk it applies at every boot (the setup
+  // script runs once, at the first).
   std::string authorized_keys;                           // OpenSSH format, <= 64 KiB
   std::vector<std::pair<std::string, std::string>> env;  // KEY=VALUE, no newlines
   std::string setup_script;                              // runs once at first boot, <= 10 KiB
@@ -73,7 +75,7 @@ class VmHost {
   // Removes the domain and its disk whatever the state. NotFound if absent.
   virtual Status Destroy(std::string_view id) = 0;
   // Relabels a VM in any state (running included) without touching the guest: the new name
-  // shows in Inspect/List at once; the guest's hostname follows at its next first boot.
+  // shows in Inspect/List at once; the guest takes it as its hostname at its next boot.
   virtual Status Rename(std::string_view id, std::string_view name) = 0;
 
   virtual Result<VmInfo> Inspect(std::string_view id) = 0;

@@ -6,6 +6,7 @@
 #include "vmhost/libvirt_host.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -679,6 +680,30 @@ TEST_F(RealHostTest, DebianImageBootsAndStopsGracefully) {
   EXPECT_LT(stop_s, 60) << "the guest ignored the power button";
   EXPECT_EQ(host.Inspect("real0004")->state, VmState::kStopped);
   ASSERT_TRUE(host.Destroy("real0004").ok());
+}
+
+// A VM whose QEMU died (OOM killer, a QEMU bug) is crashed; Stop acknowledges it and Start
+// boots it again.
+TEST_F(RealHostTest, DeadQemuIsACrash) {
+  ASSERT_TRUE(host_->Create(Spec("real0005")).ok());
+  std::string pid_file = "/run/libvirt/qemu/" + options_.domain_prefix + "real0005.pid";
+  std::ifstream in(pid_file);
+  pid_t pid = 0;
+  if (!(in >> pid) || pid <= 0) GTEST_SKIP() << "cannot read " << pid_file;
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  VmState state = VmState::kRunning;
+  for (int i = 0; i < 100 && state == VmState::kRunning; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+    state = host_->Inspect("real0005")->state;
+  }
+  EXPECT_EQ(state, VmState::kCrashed);
+  EXPECT_EQ(host_->Inspect("real0005")->started_at, 0);
+  ASSERT_TRUE(host_->Stop("real0005").ok());
+  EXPECT_EQ(host_->Inspect("real0005")->state, VmState::kStopped);
+  EXPECT_EQ(host_->Stop("real0005").code(), Code::kConflict);
+  ASSERT_TRUE(host_->Start("real0005").ok());
+  EXPECT_EQ(host_->Inspect("real0005")->state, VmState::kRunning);
+  EXPECT_TRUE(host_->Destroy("real0005").ok());
 }
 
 // A Create that fails after the disk and the domain exist (QEMU cannot load the kernel)
