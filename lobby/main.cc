@@ -21,6 +21,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bridge/http_server.h"
+
 #include "keys/lmdb_store.h"
 #include "keys/public_key.h"
 #include "keys/store.h"
@@ -229,9 +231,15 @@ int Serve(const ServeFlags& flags) {
   ssh::SshServer ssh_server(ssh_options, interpreter, *store, clock);
   if (Status st = ssh_server.Start(); !st.ok()) return Fail(st.Annotate("starting SSH"));
 
-  // bridge: started here — the HTTP listener on http_addr->host:http_addr->port, sharing
-  // `interpreter` and `*store`; stop it below, before the SSH server.
-  (void)http_addr;
+  // The HTTP bridge. It will share `interpreter` and `*store` when it grows /exec and MCP.
+  HttpServerOptions http_options;
+  http_options.address = http_addr->host;
+  http_options.port = http_addr->port;
+  HttpServer http_server(http_options);
+  if (Status st = http_server.Start(); !st.ok()) {
+    ssh_server.Stop();
+    return Fail(st.Annotate("starting HTTP"));
+  }
 
   LogInfo("warren " WARREN_VERSION " serving; data in " + flags.data_dir);
   int sig = 0;
@@ -239,6 +247,7 @@ int Serve(const ServeFlags& flags) {
   }
   LogInfo(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
 
+  http_server.Stop();
   bool clean = ssh_server.Stop();
   if (!clean) {
     // A command ignored cancellation; its thread still uses the store and interpreter, so

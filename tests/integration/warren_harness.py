@@ -88,6 +88,7 @@ class Server:
         self.extra_args = list(extra_args)
         self.proc = None
         self.port = None
+        self.http_port = None
         self.log_path = None
         self._log = None
 
@@ -115,9 +116,12 @@ class Server:
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            m = re.search(r"ssh listening on 127\.0\.0\.1:(\d+)", self.log())
-            if m:
+            log = self.log()
+            m = re.search(r"ssh listening on 127\.0\.0\.1:(\d+)", log)
+            h = re.search(r"http listening on 127\.0\.0\.1:(\d+)", log)
+            if m and h:
                 self.port = int(m.group(1))
+                self.http_port = int(h.group(1))
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError("warren exited with %d:\n%s" % (self.proc.returncode, self.log()))
