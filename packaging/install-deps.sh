@@ -5,6 +5,7 @@
 set -euo pipefail
 
 if [[ $EUID -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "$0: run this as root" >&2; exit 1; }
   exec sudo -E bash "$0" "$@"
 fi
 

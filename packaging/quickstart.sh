@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 if [[ $EUID -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "$0: run this as root" >&2; exit 1; }
   exec sudo -E bash "$0" "$@"
 fi
 
@@ -42,8 +43,10 @@ for k in id_ed25519 id_ecdsa id_rsa; do
 done
 if [[ -z $pub ]]; then
   echo "quickstart: no SSH key for $person; making $home/.ssh/id_ed25519"
-  sudo -u "$person" mkdir -p "$home/.ssh"
-  sudo -u "$person" ssh-keygen -q -t ed25519 -N '' -C "$person@$(hostname)" -f "$home/.ssh/id_ed25519"
+  # runuser (util-linux) is on every Debian system; sudo may not be.
+  runuser -u "$person" -- mkdir -p -m 0700 "$home/.ssh"
+  runuser -u "$person" -- ssh-keygen -q -t ed25519 -N '' -C "$person@$(hostname)" \
+    -f "$home/.ssh/id_ed25519"
   pub=$home/.ssh/id_ed25519.pub
 fi
 
