@@ -433,6 +433,8 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   seed.authorized_keys = spec.authorized_keys;
   seed.env = spec.env;
   seed.setup_script = spec.setup_script;
+  seed.ssh_host_key = spec.ssh_host_key;
+  seed.ssh_host_key_pub = spec.ssh_host_key_pub;
   WARREN_ASSIGN_OR_RETURN(
       std::string seed_bytes,
       BuildSeedImage(seed, (fs::path(options_.data_dir) / "tmp").string(), options_.mkfs));

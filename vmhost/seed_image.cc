@@ -60,9 +60,17 @@ Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& 
                   file | fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec));
   }
 
+  if (!seed.ssh_host_key.empty()) {
+    WARREN_RETURN_IF_ERROR(WriteFile(root / "ssh_host_ed25519_key", seed.ssh_host_key,
+                                     fs::perms::owner_read | fs::perms::owner_write));
+    WARREN_RETURN_IF_ERROR(
+        WriteFile(root / "ssh_host_ed25519_key.pub", seed.ssh_host_key_pub, file));
+  }
+
   // Room for the files plus ext4's own metadata, in whole MiB.
-  size_t content =
-      seed.hostname.size() + seed.authorized_keys.size() + env.size() + seed.setup_script.size();
+  size_t content = seed.hostname.size() + seed.authorized_keys.size() + env.size() +
+                   seed.setup_script.size() + seed.ssh_host_key.size() +
+                   seed.ssh_host_key_pub.size();
   size_t mib = 1 + (content + 512 * 1024) / (1024 * 1024);
   fs::path image = scratch.path / "seed.img";
   {

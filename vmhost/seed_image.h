@@ -3,9 +3,10 @@
 // boot (packaging/images/guest/common/apply-seed, layout in packaging/images/README.md).
 // Files at the root of the file system:
 //   hostname         the VM's name (the kernel's warren.hostname= wins when present)
-//   authorized_keys  OpenSSH keys for the VM's default user
+//   authorized_keys  keys the guest's control sshd accepts (warren's control key)
 //   env              KEY=VALUE lines for the VM user's sessions
 //   setup-script     run once at first boot as the VM user (mode 0755; absent when empty)
+//   ssh_host_ed25519_key, ssh_host_ed25519_key.pub  the guest's host key (absent when empty)
 // Thread-safe: each call works in its own temporary directory.
 #pragma once
 
@@ -24,6 +25,8 @@ struct SeedContents {
   std::string authorized_keys;
   std::vector<std::pair<std::string, std::string>> env;
   std::string setup_script;
+  std::string ssh_host_key;  // private key file; with ssh_host_key_pub, or neither
+  std::string ssh_host_key_pub;
 };
 
 // The image's bytes, built with `mkfs.ext4 -d` (no mount, no root needed) in a temporary

@@ -80,6 +80,12 @@ Status ValidateVmSpec(const VmSpec& spec) {
   if (spec.setup_script.size() > 10 * 1024) {
     return InvalidArgument("setup script must be at most 10 KiB");
   }
+  if (spec.ssh_host_key.empty() != spec.ssh_host_key_pub.empty()) {
+    return InvalidArgument("ssh host key needs both its private and public part");
+  }
+  if (spec.ssh_host_key.size() > 16 * 1024 || spec.ssh_host_key_pub.size() > 4096) {
+    return InvalidArgument("ssh host key too large");
+  }
   if (spec.env.size() > 256) return InvalidArgument("at most 256 env variables");
   for (const auto& [key, value] : spec.env) {
     if (!IsEnvKey(key)) return InvalidArgument("env name must match [A-Za-z_][A-Za-z0-9_]*");

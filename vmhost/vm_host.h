@@ -38,10 +38,16 @@ struct VmSpec {
   std::string name;
   Egress egress = Egress::kFull;
   // The guest's identity, in a read-only seed disk it applies at every boot (the setup
-  // script runs once, at the first).
-  std::string authorized_keys;                           // OpenSSH format, <= 64 KiB
+  // script runs once, at the first). Layout: packaging/images/README.md.
+  // Keys the guest's control sshd accepts for its user: warren's own control key, since
+  // users reach a VM through warren, never directly. OpenSSH format, <= 64 KiB.
+  std::string authorized_keys;
   std::vector<std::pair<std::string, std::string>> env;  // KEY=VALUE, no newlines
   std::string setup_script;                              // runs once at first boot, <= 10 KiB
+  // The guest's SSH host key chosen by warren, so it is pinned before first contact
+  // (OpenSSH private key file and its .pub line). Both or neither; a secret, never logged.
+  std::string ssh_host_key;
+  std::string ssh_host_key_pub;
 };
 
 struct VmInfo {

@@ -155,6 +155,11 @@ TEST(ValidateVmSpecTest, NameEnvAndSeedLimits) {
   s = GoodSpec();
   s.authorized_keys = std::string(64 * 1024 + 1, 'x');
   EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+  s = GoodSpec();
+  s.ssh_host_key = "private";
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);  // no public half
+  s.ssh_host_key_pub = "ssh-ed25519 AAAA";
+  EXPECT_TRUE(ValidateVmSpec(s).ok());
 }
 
 TEST(EgressNameTest, Names) {

@@ -225,6 +225,9 @@ TEST(SeedImageTest, HoldsTheDocumentedFiles) {
   seed.authorized_keys = "ssh-ed25519 AAAAC3Nza test@host\n";
   seed.env = {{"A", "1"}, {"B", "two words"}};
   seed.setup_script = "#!/bin/sh\necho hi\n";
+  seed.ssh_host_key =
+      "-----BEGIN OPENSSH PRIVATE KEY-----\nxx\n-----END OPENSSH PRIVATE KEY-----\n";
+  seed.ssh_host_key_pub = "ssh-ed25519 AAAAhostkey root@vm\n";
   Result<std::string> bytes = BuildSeedImage(seed, dir.path());
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   ASSERT_EQ(bytes->size() % (1024 * 1024), 0u);
@@ -237,6 +240,8 @@ TEST(SeedImageTest, HoldsTheDocumentedFiles) {
   EXPECT_EQ(Ext4Cat(image, "authorized_keys"), seed.authorized_keys);
   EXPECT_EQ(Ext4Cat(image, "env"), "A=1\nB=two words\n");
   EXPECT_EQ(Ext4Cat(image, "setup-script"), seed.setup_script);
+  EXPECT_EQ(Ext4Cat(image, "ssh_host_ed25519_key"), seed.ssh_host_key);
+  EXPECT_EQ(Ext4Cat(image, "ssh_host_ed25519_key.pub"), seed.ssh_host_key_pub);
   // The scratch directory is gone again.
   EXPECT_TRUE(fs::is_empty(dir.path()) || fs::directory_iterator(dir.path())->path() == image);
 }
@@ -249,6 +254,7 @@ TEST(SeedImageTest, NoSetupScriptNoFile) {
   ASSERT_TRUE(bytes.ok());
   std::string image = dir.File("seed.img", *bytes);
   EXPECT_NE(Ext4Cat(image, "setup-script").find("not found"), std::string::npos);
+  EXPECT_NE(Ext4Cat(image, "ssh_host_ed25519_key").find("not found"), std::string::npos);
 }
 
 TEST(SeedImageTest, LargeContentGrowsTheImage) {
