@@ -1,4 +1,4 @@
-#include "lobby/commands/session.h"
+#include "lobby/base/streams.h"
 
 #include <algorithm>
 #include <chrono>
