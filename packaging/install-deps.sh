@@ -12,14 +12,20 @@ fi
 BUILD_PKGS=(
   build-essential cmake ninja-build pkg-config clang-format
   libssh-dev liblmdb-dev libssl-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev libboost1.81-dev
+  libgtest-dev libgmock-dev libboost1.81-dev libvirt-dev
 )
+# What runs VMs: libvirt's daemons (warren starts them itself) and QEMU.
+RUN_PKGS=(
+  libvirt-daemon-system qemu-system-x86 qemu-utils e2fsprogs
+)
+# What builds the guest images (packaging/images/deps.txt, one package a line).
+mapfile -t IMAGE_PKGS < <(grep -v '^\s*\(#\|$\)' "$(dirname "$0")/images/deps.txt")
 TEST_PKGS=(
   openssh-client openssh-server python3 python3-paramiko expect curl
 )
 
 missing=()
-for p in "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"; do
+for p in "${BUILD_PKGS[@]}" "${RUN_PKGS[@]}" "${IMAGE_PKGS[@]}" "${TEST_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then

@@ -4,7 +4,7 @@ target_link_libraries(warren_test_fakes PUBLIC warren_vmhost)
 
 # Finds (or starts) libvirtd, the tiny image and a data dir for the real-QEMU tests.
 add_library(warren_test_libvirt_env STATIC fakes/libvirt_test_env.cc)
-target_link_libraries(warren_test_libvirt_env PUBLIC warren_vmhost GTest::gtest)
+target_link_libraries(warren_test_libvirt_env PUBLIC warren_libvirt GTest::gtest)
 
 # Unit tests always run; the real-QEMU cases inside skip (saying why) unless a tiny image
 # is found (WARREN_TEST_IMAGES, default /var/lib/warren-test/images) and libvirtd answers
