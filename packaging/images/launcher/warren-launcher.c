@@ -5,28 +5,34 @@
 // Why it exists: a virtio-serial port is a byte pipe without connection boundaries. The host
 // end (QEMU's chardev socket) connects and disconnects; the guest driver reports that only as
 // POLLHUP on the port while the host end is closed. Measured on this project's machines, a
-// plain `while :; do sshd -i; done` fails every other back-to-back connection, for three
-// reasons, each handled here:
+// plain `while :; do sshd -i; done` fails every other back-to-back connection, and a launcher
+// that trusts the connect/disconnect notices still failed about one in seven, because:
 //   - bytes a finished client sent after its sshd stopped reading stay queued for the next
 //     reader (they would be the next sshd's "banner");
 //   - bytes an old sshd writes while the host end is closed are held and delivered to the
 //     *next* client;
-//   - the driver's connect/disconnect notices travel on a control queue handled later than
-//     data, so a new client's first bytes can be readable while the port still reports the
-//     host end closed, and a disconnect followed by a quick reconnect can go unseen.
-// So the launcher keeps the port to itself (it is opened once; a second open answers EBUSY)
-// and gives the command a socket instead:
-//   - A session starts when the client's identification string ("SSH-", which RFC 4253 makes
-//     the first bytes a client sends) arrives; anything before it between sessions is stale
-//     and dropped. A host that connects and stays silent for IDLE ms gets a session anyway
-//     (then sshd speaks first), so a client that waits for the server's banner still works.
-//     OpenSSH, libssh and paramiko clients all send their banner at once.
-//   - A session ends when the host end closes (the command's socket is closed and its
+//   - the driver handles connect/disconnect notices on a work queue, data at interrupt time,
+//     so a new client's first bytes can be readable before the old client's disconnect
+//     notice, let alone the new one's connect notice.
+// So the launcher keeps the port to itself (it is opened once; a second open answers EBUSY),
+// gives the command a socket instead, and tells connections apart by their content too:
+//   - Each read() of the port returns bytes of one virtqueue buffer, which QEMU fills from
+//     one read of one client's socket; a client's first bytes are its identification string
+//     ("SSH-2.0-", RFC 4253 makes it the first thing a client sends). So a chunk that starts
+//     with it opens a new session, ending the current one whatever the notices say.
+//   - Between sessions, anything before a client's "SSH-" is stale and dropped. A host that
+//     connects and stays silent for IDLE ms gets a session anyway (sshd speaks first), so a
+//     client that waits for the server's banner still works; OpenSSH, libssh and paramiko
+//     clients all send theirs at once.
+//   - A session also ends when the host end closes (the command's socket is closed and its
 //     process group sent SIGTERM, SIGKILL 5 s later) or when the command closes its side
 //     (its last bytes are flushed to the host first). Late writes of an old sshd go to its
 //     dead socket, never to the port.
 //   - SIGIO (the driver raises it on data and on host connect/disconnect) wakes the loop
 //     while the host end is closed, because poll() on the port then reports POLLHUP at once.
+// What no guest can fix: if a new client connects at the very moment the old one leaves,
+// bytes the old sshd writes before the guest learns of it reach the new client. Hosts keep one
+// connection per VM and leave a short pause (~200 ms) before reconnecting.
 //
 // Usage: warren-launcher [-p PORT_NAME] [-i IDLE_MS] [-v] -- COMMAND [ARG...]
 //   PORT_NAME defaults to "warren.control" (/dev/virtio-ports/NAME, or found through
@@ -165,6 +171,7 @@ struct session {
   pid_t pid;            // the command, 0 once reaped
   bool seen_connected;  // the host end was seen open during this session
   bool command_done;    // the command closed its side; flushing its last bytes
+  bool got_data;        // the session has received bytes from the host
   struct queue to_cmd;  // port -> command
   struct queue to_host; // command -> port
 };
@@ -214,6 +221,7 @@ static bool start_session(char** cmd, const char* why) {
   s.pid = pid;
   s.seen_connected = false;
   s.command_done = false;
+  s.got_data = false;
   s.to_cmd.len = 0;
   s.to_host.len = 0;
   sessions++;
@@ -256,8 +264,34 @@ static void scan_between(char** cmd) {
   if (start_session(cmd, "client banner")) {
     memcpy(s.to_cmd.data, between.data, between.len);
     s.to_cmd.len = between.len;
+    s.got_data = true;
     between.len = 0;
   }
+}
+
+// Reads the host end's state and ends a session whose host went away. What the port still
+// holds then is either that client's leftovers or a new client's first bytes (they can beat
+// the connect notice): the between-sessions scanner sorts them out, nothing is drained here.
+static void check_host(int port, bool* closed, bool* was_closed, long long* idle_since) {
+  *closed = host_closed(port);
+  if (*closed != *was_closed) {
+    if (verbose) logmsg("host %s", *closed ? "disconnected" : "connected");
+    *was_closed = *closed;
+    *idle_since = now_ms();
+  }
+  if (s.active && !*closed) s.seen_connected = true;
+  if (s.active && *closed && s.seen_connected) {
+    end_session("host disconnected");
+    *idle_since = now_ms();
+  }
+}
+
+// Whether a chunk read from the port opens a new connection. Every read returns bytes of one
+// virtqueue buffer, and QEMU fills a buffer from one read of one client's socket, so a new
+// client's first chunk starts with its identification string. Inside an established session
+// the bytes are encrypted: a chunk starting with these 8 bytes is a 2^-64 accident.
+static bool is_client_banner(const char* p, size_t n) {
+  return (n >= 8 && memcmp(p, "SSH-2.0-", 8) == 0) || (n >= 9 && memcmp(p, "SSH-1.99-", 9) == 0);
 }
 
 static void usage(void) {
@@ -312,24 +346,11 @@ int main(int argc, char** argv) {
   bool stopping = false;
   long long idle_since = now_ms();  // host connected, no session, nothing received
   bool was_closed = true;
+  bool closed = true;
   while (!stopping) {
-    bool closed = host_closed(port);
-    if (closed != was_closed) {
-      if (verbose) logmsg("host %s", closed ? "disconnected" : "connected");
-      was_closed = closed;
-      idle_since = now_ms();
-    }
-    if (s.active && !closed) s.seen_connected = true;
-
-    // A session whose host went away is over; so is one whose command finished and whose
-    // last bytes reached the host.
-    if (s.active && closed && s.seen_connected) {
-      // What the port still holds is either this dead client's leftovers or a new client's
-      // first bytes (they can beat the connect notice): the between-sessions scanner sorts
-      // them out, so nothing is drained blindly here.
-      end_session("host disconnected");
-      idle_since = now_ms();
-    } else if (s.active && s.command_done && s.to_host.len == 0) {
+    check_host(port, &closed, &was_closed, &idle_since);
+    if (s.active && s.command_done && s.to_host.len == 0) {
+      // The command finished and its last bytes reached the host.
       end_session("command finished");
       idle_since = now_ms();
     }
@@ -393,19 +414,35 @@ int main(int argc, char** argv) {
     }
     if (port_i >= 0 && (fds[port_i].revents & (POLLIN | POLLHUP | POLLERR))) try_port_read = true;
 
+    // Look again before reading: if the host end closed while we slept, what the port holds
+    // now may already be the next client's first bytes, which must not reach this session.
+    check_host(port, &closed, &was_closed, &idle_since);
+    in_q = s.active ? &s.to_cmd : &between;
+
     // Port -> command (or the between-sessions scanner).
     if (try_port_read && in_q->len < kBufSize) {
-      ssize_t r = read(port, in_q->data + in_q->len, kBufSize - in_q->len);
+      static char chunk[kBufSize];
+      ssize_t r = read(port, chunk, kBufSize - in_q->len);
       if (r > 0) {
+        if (s.active && s.got_data && is_client_banner(chunk, (size_t)r)) {
+          // A new client (see is_client_banner): the old one is gone even though its
+          // disconnect notice has not arrived yet.
+          end_session("a new client's banner arrived");
+          in_q = &between;
+        }
+        memcpy(in_q->data + in_q->len, chunk, (size_t)r);
         in_q->len += (size_t)r;
-        if (!s.active) {
+        if (s.active) {
+          s.got_data = true;
+        } else {
           idle_since = now_ms();
           scan_between(cmd);
         }
       }
     }
     // Command -> port, and the command's end.
-    if (sock_i >= 0 && (fds[sock_i].revents & (POLLIN | POLLHUP | POLLERR))) {
+    if (sock_i >= 0 && s.active && s.sock >= 0 &&
+        (fds[sock_i].revents & (POLLIN | POLLHUP | POLLERR))) {
       ssize_t r = read(s.sock, s.to_host.data + s.to_host.len, kBufSize - s.to_host.len);
       if (r > 0) {
         s.to_host.len += (size_t)r;
