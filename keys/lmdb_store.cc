@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "keys/lmdb_store_state.h"
 #include "keys/lmdb_table.h"
 #include "keys/public_key.h"
 #include "lobby/base/log.h"
@@ -19,66 +20,53 @@ namespace warren {
 
 namespace lmdb {
 
-template <>
-struct Codec<User> {
-  static nlohmann::json Encode(const User& u) {
-    return {{"name", u.name}, {"admin", u.admin}, {"created_at", u.created_at}};
-  }
-  static Result<User> Decode(const nlohmann::json& j) {
-    try {
-      User u;
-      u.name = j.at("name").get<std::string>();
-      u.admin = j.value("admin", false);
-      u.created_at = j.value("created_at", int64_t{0});
-      return u;
-    } catch (const nlohmann::json::exception& e) {
-      return Internal(e.what());
-    }
-  }
-};
+nlohmann::json Codec<User>::Encode(const User& u) {
+  return {{"name", u.name}, {"admin", u.admin}, {"created_at", u.created_at}};
+}
 
-template <>
-struct Codec<SshKey> {
-  static nlohmann::json Encode(const SshKey& k) {
-    return {{"fingerprint", k.fingerprint},
-            {"user", k.user},
-            {"name", k.name},
-            {"algorithm", k.algorithm},
-            {"blob", k.blob_base64},
-            {"comment", k.comment},
-            {"added_at", k.added_at},
-            {"last_used_at", k.last_used_at},
-            {"scope", k.scope.ToJson()}};
+Result<User> Codec<User>::Decode(const nlohmann::json& j) {
+  try {
+    User u;
+    u.name = j.at("name").get<std::string>();
+    u.admin = j.value("admin", false);
+    u.created_at = j.value("created_at", int64_t{0});
+    return u;
+  } catch (const nlohmann::json::exception& e) {
+    return Internal(e.what());
   }
-  static Result<SshKey> Decode(const nlohmann::json& j) {
-    try {
-      SshKey k;
-      k.fingerprint = j.at("fingerprint").get<std::string>();
-      k.user = j.at("user").get<std::string>();
-      k.name = j.at("name").get<std::string>();
-      k.algorithm = j.value("algorithm", "");
-      k.blob_base64 = j.value("blob", "");
-      k.comment = j.value("comment", "");
-      k.added_at = j.value("added_at", int64_t{0});
-      k.last_used_at = j.value("last_used_at", int64_t{0});
-      if (auto it = j.find("scope"); it != j.end()) {
-        WARREN_ASSIGN_OR_RETURN(k.scope, Scope::FromJson(*it));
-      }
-      return k;
-    } catch (const nlohmann::json::exception& e) {
-      return Internal(e.what());
-    }
-  }
-};
+}
 
-template <>
-struct Codec<std::string> {
-  static nlohmann::json Encode(const std::string& s) { return s; }
-  static Result<std::string> Decode(const nlohmann::json& j) {
-    if (!j.is_string()) return Internal("expected a JSON string");
-    return j.get<std::string>();
+nlohmann::json Codec<SshKey>::Encode(const SshKey& k) {
+  return {{"fingerprint", k.fingerprint},
+          {"user", k.user},
+          {"name", k.name},
+          {"algorithm", k.algorithm},
+          {"blob", k.blob_base64},
+          {"comment", k.comment},
+          {"added_at", k.added_at},
+          {"last_used_at", k.last_used_at},
+          {"scope", k.scope.ToJson()}};
+}
+
+Result<SshKey> Codec<SshKey>::Decode(const nlohmann::json& j) {
+  try {
+    SshKey k;
+    k.fingerprint = j.at("fingerprint").get<std::string>();
+    k.user = j.at("user").get<std::string>();
+    k.name = j.at("name").get<std::string>();
+    k.algorithm = j.value("algorithm", "");
+    k.blob_base64 = j.value("blob", "");
+    k.comment = j.value("comment", "");
+    k.added_at = j.value("added_at", int64_t{0});
+    k.last_used_at = j.value("last_used_at", int64_t{0});
+    if (auto it = j.find("scope"); it != j.end()) {
+      WARREN_ASSIGN_OR_RETURN(k.scope, Scope::FromJson(*it));
+    }
+    return k;
+  } catch (const nlohmann::json::exception& e) {
+    return Internal(e.what());
   }
-};
+}
 
 }  // namespace lmdb
 
@@ -108,6 +96,7 @@ Status CreateInitialTables(lmdb::Txn& txn) {
 
 constexpr UpgradeStep kUpgrades[] = {
     {1, "create tables users, keys, key_names", &CreateInitialTables},
+    {2, "create tables vms, vm_names, jobs", &store_internal::CreateVmTables},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,
@@ -121,12 +110,7 @@ std::set<std::string>& OpenDirs() {
   return *dirs;
 }
 
-// An identifier from the caller, cut short for a message: lookups take untrusted text of
-// any length.
-std::string Shown(std::string_view id) {
-  constexpr size_t kMax = 80;
-  return id.size() <= kMax ? std::string(id) : std::string(id.substr(0, kMax)) + "...";
-}
+using store_internal::Shown;
 
 // The index key of a key name: user NUL name. Neither part can hold NUL (both validated).
 std::string NameIndexKey(std::string_view user, std::string_view name) {
@@ -212,56 +196,54 @@ Status CreateDirectory(const std::string& dir) {
 
 }  // namespace
 
-struct LmdbStore::State {
-  std::string dir;
-  std::string canonical_dir;  // the entry in OpenDirs()
-  lmdb::EnvPtr env;
-  lmdb::JsonTable meta;
-  lmdb::Table<User> users;
-  lmdb::Table<SshKey> keys;
-  lmdb::Table<std::string> key_names;
+namespace store_internal {
 
-  ~State() {
-    // Tables hold only dbi numbers; closing the environment releases them.
-    env.reset();
-    if (!canonical_dir.empty()) {
-      std::lock_guard lock(open_dirs_mu);
-      OpenDirs().erase(canonical_dir);
-    }
+std::string Shown(std::string_view id) {
+  constexpr size_t kMax = 80;
+  return id.size() <= kMax ? std::string(id) : std::string(id.substr(0, kMax)) + "...";
+}
+
+}  // namespace store_internal
+
+LmdbStoreState::~LmdbStoreState() {
+  // Tables hold only dbi numbers; closing the environment releases them.
+  env.reset();
+  if (!canonical_dir.empty()) {
+    std::lock_guard lock(open_dirs_mu);
+    OpenDirs().erase(canonical_dir);
   }
+}
 
-  // Fingerprints of `user`'s keys, with their index keys, in name order.
-  Result<std::vector<std::pair<std::string, std::string>>> UserKeys(lmdb::Txn& txn,
-                                                                    std::string_view user) {
-    std::vector<std::pair<std::string, std::string>> out;
-    WARREN_RETURN_IF_ERROR(key_names.Scan(
-        txn, UserPrefix(user), [&](std::string_view k, std::string&& fp) -> Result<bool> {
-          out.emplace_back(std::string(k), std::move(fp));
-          return true;
-        }));
-    return out;
+Result<std::vector<std::pair<std::string, std::string>>> LmdbStoreState::UserKeys(
+    lmdb::Txn& txn, std::string_view user) {
+  std::vector<std::pair<std::string, std::string>> out;
+  WARREN_RETURN_IF_ERROR(key_names.Scan(txn, UserPrefix(user),
+                                        [&](std::string_view k, std::string&& fp) -> Result<bool> {
+                                          out.emplace_back(std::string(k), std::move(fp));
+                                          return true;
+                                        }));
+  return out;
+}
+
+Status LmdbStoreState::InsertKey(lmdb::Txn& txn, const SshKey& key) {
+  WARREN_ASSIGN_OR_RETURN(bool added, keys.Insert(txn, key.fingerprint, key));
+  if (!added) return Conflict("key " + key.fingerprint + " is already registered");
+  WARREN_ASSIGN_OR_RETURN(added,
+                          key_names.Insert(txn, NameIndexKey(key.user, key.name), key.fingerprint));
+  if (!added) return Conflict(key.user + " already has a key named " + key.name);
+  return Status::Ok();
+}
+
+Result<SshKey> LmdbStoreState::OwnedKey(lmdb::Txn& txn, std::string_view user,
+                                        std::string_view fingerprint) {
+  WARREN_ASSIGN_OR_RETURN(std::optional<SshKey> key, keys.Get(txn, fingerprint));
+  if (!key || key->user != user) {
+    return NotFound(Shown(user) + " has no key " + Shown(fingerprint));
   }
+  return std::move(*key);
+}
 
-  Status InsertKey(lmdb::Txn& txn, const SshKey& key) {
-    WARREN_ASSIGN_OR_RETURN(bool added, keys.Insert(txn, key.fingerprint, key));
-    if (!added) return Conflict("key " + key.fingerprint + " is already registered");
-    WARREN_ASSIGN_OR_RETURN(
-        added, key_names.Insert(txn, NameIndexKey(key.user, key.name), key.fingerprint));
-    if (!added) return Conflict(key.user + " already has a key named " + key.name);
-    return Status::Ok();
-  }
-
-  // The key `fingerprint` if it belongs to `user`, else NotFound.
-  Result<SshKey> OwnedKey(lmdb::Txn& txn, std::string_view user, std::string_view fingerprint) {
-    WARREN_ASSIGN_OR_RETURN(std::optional<SshKey> key, keys.Get(txn, fingerprint));
-    if (!key || key->user != user) {
-      return NotFound(Shown(user) + " has no key " + Shown(fingerprint));
-    }
-    return std::move(*key);
-  }
-};
-
-LmdbStore::LmdbStore(std::unique_ptr<State> state) : s_(std::move(state)) {}
+LmdbStore::LmdbStore(std::unique_ptr<LmdbStoreState> state) : s_(std::move(state)) {}
 LmdbStore::~LmdbStore() = default;
 
 const std::string& LmdbStore::dir() const { return s_->dir; }
@@ -274,7 +256,7 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
   if (dir.empty()) return InvalidArgument("store directory is empty");
   WARREN_RETURN_IF_ERROR(CreateDirectory(dir).Annotate("opening store"));
 
-  auto state = std::make_unique<State>();
+  auto state = std::make_unique<LmdbStoreState>();
   state->dir = dir;
   {
     std::error_code ec;
@@ -336,6 +318,9 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
   WARREN_ASSIGN_OR_RETURN(state->keys, lmdb::Table<SshKey>::Open(txn, "keys", false));
   WARREN_ASSIGN_OR_RETURN(state->key_names,
                           lmdb::Table<std::string>::Open(txn, "key_names", false));
+  WARREN_ASSIGN_OR_RETURN(state->vms, lmdb::Table<VmRecord>::Open(txn, "vms", false));
+  WARREN_ASSIGN_OR_RETURN(state->vm_names, lmdb::Table<std::string>::Open(txn, "vm_names", false));
+  WARREN_ASSIGN_OR_RETURN(state->jobs, lmdb::Table<JobRecord>::Open(txn, "jobs", false));
   // Table handles opened in this transaction become usable by others once it commits.
   WARREN_RETURN_IF_ERROR(txn.Commit().Annotate("opening store in " + dir));
   return std::unique_ptr<LmdbStore>(new LmdbStore(std::move(state)));

@@ -3,11 +3,14 @@
 // all or nothing), durable commits (sync on). Thread-safe: readers run concurrently with
 // each other and with the one writer LMDB admits at a time.
 //
-// Layout (schema version 1):
-//   meta       "schema_version" -> 1
+// Layout (schema version 2):
+//   meta       "schema_version" -> 2
 //   users      name -> User JSON
 //   keys       fingerprint -> SshKey JSON
 //   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
+//   vms        id -> VmRecord JSON                              (since version 2)
+//   vm_names   name -> id      (index: server-wide name uniqueness, lookup by name)
+//   jobs       vm_id NUL job -> JobRecord JSON   (a VM's jobs are one prefix scan)
 #pragma once
 
 #include <cstddef>
@@ -20,11 +23,13 @@
 
 namespace warren {
 
+struct LmdbStoreState;
+
 class LmdbStore final : public Store {
  public:
   // The newest schema this binary reads and writes. Opening an older store upgrades it in
   // one transaction; a newer one is refused.
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   struct Options {
     // Upper bound of the database file; LMDB reserves address space, not disk. Writes past
@@ -56,17 +61,30 @@ class LmdbStore final : public Store {
                    std::string_view new_name) override;
   Status TouchKey(std::string_view fingerprint, int64_t when_unix) override;
 
+  Status CreateVm(const VmRecord& vm) override;
+  Result<VmRecord> GetVm(std::string_view id) override;
+  Result<VmRecord> GetVmByName(std::string_view name) override;
+  Result<std::vector<VmRecord>> ListVms() override;
+  Status UpdateVm(std::string_view id, const std::function<Status(VmRecord&)>& change) override;
+  Status RenameVm(std::string_view id, std::string_view new_name) override;
+  Status DeleteVm(std::string_view id) override;
+
+  Status PutJob(const JobRecord& job) override;
+  Result<JobRecord> GetJob(std::string_view vm_id, std::string_view job) override;
+  Result<std::vector<JobRecord>> ListJobs(std::string_view vm_id) override;
+  Status UpdateJob(std::string_view vm_id, std::string_view job,
+                   const std::function<Status(JobRecord&)>& change) override;
+  Status DeleteJob(std::string_view vm_id, std::string_view job) override;
+
   // The data directory, as given to Open.
   const std::string& dir() const;
 
  private:
-  // The environment and table handles; defined in lmdb_store.cc so that only keys/ sees
-  // LMDB's headers.
-  struct State;
+  // The environment and table handles (lmdb_store_state.h, internal to keys/), so that
+  // only keys/ sees LMDB's headers.
+  explicit LmdbStore(std::unique_ptr<LmdbStoreState> state);
 
-  explicit LmdbStore(std::unique_ptr<State> state);
-
-  std::unique_ptr<State> s_;
+  std::unique_ptr<LmdbStoreState> s_;
 };
 
 }  // namespace warren

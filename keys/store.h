@@ -1,12 +1,16 @@
-// Store: warren's durable records — users and their SSH keys now; API tokens, VMs, shares,
-// jobs and usage in later issues. LmdbStore (lmdb_store.h) is the implementation; tests use
-// it on a temp dir rather than a fake. Implementations are thread-safe: any thread may call
-// any method; each method is one transaction, so a multi-record change is all or nothing.
+// Store: warren's durable records — users and their SSH keys, VMs and the jobs running in
+// them; API tokens, shares and usage in later issues. LmdbStore (lmdb_store.h) is the
+// implementation; tests use it on a temp dir rather than a fake. Implementations are thread-safe:
+// any thread may call any method; each method is one transaction, so a multi-record change is all
+// or nothing.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "keys/scope.h"
@@ -34,6 +38,54 @@ struct SshKey {
   Scope scope;               // restrictions; Unrestricted() for a plain key
 };
 
+// What the user asked a VM to be; reconcile brings the hypervisor back to it after a
+// restart of warren or the host.
+enum class DesiredState { kRunning, kStopped, kPaused };
+std::string_view DesiredStateName(DesiredState s);  // "running", "stopped", "paused"
+
+// How far a VM's creation got. A record is written (kCreating) before the hypervisor is
+// asked for anything, so a crash half-way leaves a record that reconcile can clean up
+// rather than a domain nobody knows about.
+enum class VmPhase { kCreating, kReady };
+std::string_view VmPhaseName(VmPhase p);  // "creating", "ready"
+
+struct VmRecord {
+  std::string id;     // [a-z0-9]{12}, random, never reused: the domain is "warren-<id>"
+  std::string name;   // unique server-wide; see CheckVmName (vm_rules.h)
+  std::string owner;  // user name
+  std::string image;  // "NAME@VERSION"
+  int cpus = 0;
+  int64_t memory_mib = 0;
+  int64_t disk_gib = 0;
+  std::vector<std::string> tags;  // sorted, no duplicates
+  std::string comment;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string egress = "full";  // vmhost's EgressName: "full" or "none"
+  int64_t created_at = 0;
+  DesiredState desired_state = DesiredState::kRunning;
+  VmPhase phase = VmPhase::kCreating;
+};
+
+// A command in a VM that outlived the call that started it (`ssh VM CMD` past its
+// wait). The guest's runner holds the process and its output; this record holds who may
+// see it and how far `wait` has read.
+struct JobRecord {
+  std::string job;    // the runner's id, [0-9a-f]{8}; unique within its VM
+  std::string vm_id;  // shown to users as "<current VM name>/<job>"
+  std::string owner;
+  std::string command;  // as started, cut to kMaxJobCommandBytes
+  int64_t started_at = 0;
+  // Where the next `wait` resumes reading.
+  uint64_t stdout_offset = 0;
+  uint64_t stderr_offset = 0;
+  bool finished = false;
+  std::optional<int> exit_code;  // when finished: nullopt when it ended without one
+  int signal = 0;                // when finished by a signal
+  int64_t ended_at = 0;          // when warren learned it finished
+};
+
+inline constexpr size_t kMaxJobCommandBytes = 1024;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -58,6 +110,34 @@ class Store {
                            std::string_view new_name) = 0;
   // Records a successful login; a missing key is not an error (it may have just been removed).
   virtual Status TouchKey(std::string_view fingerprint, int64_t when_unix) = 0;
+
+  // ---- VMs. Names are unique server-wide (an index maps name -> id).
+  // Conflict if the id or the name is taken; NotFound if the owner does not exist;
+  // InvalidArgument for a malformed id, name or tag.
+  virtual Status CreateVm(const VmRecord& vm) = 0;
+  virtual Result<VmRecord> GetVm(std::string_view id) = 0;          // NotFound
+  virtual Result<VmRecord> GetVmByName(std::string_view name) = 0;  // NotFound
+  virtual Result<std::vector<VmRecord>> ListVms() = 0;              // sorted by name
+  // Read-modify-write of one record in one transaction, so concurrent commands (a tag and
+  // a comment at once) never lose each other's change. `change` runs inside the write
+  // transaction: it must not call the store, and may not change id, name or owner
+  // (InvalidArgument). A non-OK status from `change` abandons the update and is returned.
+  virtual Status UpdateVm(std::string_view id, const std::function<Status(VmRecord&)>& change) = 0;
+  // Conflict if `new_name` is taken; NotFound for an unknown id.
+  virtual Status RenameVm(std::string_view id, std::string_view new_name) = 0;
+  // Removes the VM, its name and all of its jobs. NotFound for an unknown id.
+  virtual Status DeleteVm(std::string_view id) = 0;
+
+  // ---- Jobs, keyed by (vm_id, job).
+  // Inserts or replaces. NotFound if the VM does not exist.
+  virtual Status PutJob(const JobRecord& job) = 0;
+  virtual Result<JobRecord> GetJob(std::string_view vm_id, std::string_view job) = 0;
+  // One VM's jobs, or every job when vm_id is empty; oldest first.
+  virtual Result<std::vector<JobRecord>> ListJobs(std::string_view vm_id) = 0;
+  // As UpdateVm: `change` may not change job or vm_id.
+  virtual Status UpdateJob(std::string_view vm_id, std::string_view job,
+                           const std::function<Status(JobRecord&)>& change) = 0;
+  virtual Status DeleteJob(std::string_view vm_id, std::string_view job) = 0;  // NotFound
 };
 
 }  // namespace warren

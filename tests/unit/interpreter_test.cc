@@ -77,6 +77,31 @@ class FaultyStore final : public Store {
     return real_->RenameKey(u, fp, n);
   }
   Status TouchKey(std::string_view fp, int64_t t) override { return real_->TouchKey(fp, t); }
+  Status CreateVm(const VmRecord& vm) override { return real_->CreateVm(vm); }
+  Result<VmRecord> GetVm(std::string_view id) override { return real_->GetVm(id); }
+  Result<VmRecord> GetVmByName(std::string_view n) override { return real_->GetVmByName(n); }
+  Result<std::vector<VmRecord>> ListVms() override { return real_->ListVms(); }
+  Status UpdateVm(std::string_view id, const std::function<Status(VmRecord&)>& f) override {
+    return real_->UpdateVm(id, f);
+  }
+  Status RenameVm(std::string_view id, std::string_view n) override {
+    return real_->RenameVm(id, n);
+  }
+  Status DeleteVm(std::string_view id) override { return real_->DeleteVm(id); }
+  Status PutJob(const JobRecord& j) override { return real_->PutJob(j); }
+  Result<JobRecord> GetJob(std::string_view vm, std::string_view j) override {
+    return real_->GetJob(vm, j);
+  }
+  Result<std::vector<JobRecord>> ListJobs(std::string_view vm) override {
+    return real_->ListJobs(vm);
+  }
+  Status UpdateJob(std::string_view vm, std::string_view j,
+                   const std::function<Status(JobRecord&)>& f) override {
+    return real_->UpdateJob(vm, j, f);
+  }
+  Status DeleteJob(std::string_view vm, std::string_view j) override {
+    return real_->DeleteJob(vm, j);
+  }
 
  private:
   Store* real_;

@@ -1,0 +1,89 @@
+// Internal to keys/: LmdbStore's environment and table handles, shared by the .cc files
+// that implement it (lmdb_store.cc for users and keys, lmdb_store_vms.cc for VMs and jobs).
+// Table handles are immutable after Open, so State may be used from any thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "keys/lmdb_table.h"
+#include "keys/store.h"
+
+namespace warren {
+
+namespace lmdb {
+
+// Index values: a plain JSON string.
+template <>
+struct Codec<std::string> {
+  static nlohmann::json Encode(const std::string& s) { return s; }
+  static Result<std::string> Decode(const nlohmann::json& j) {
+    if (!j.is_string()) return Internal("expected a JSON string");
+    return j.get<std::string>();
+  }
+};
+
+// The record codecs, defined in lmdb_store.cc (users, keys) and lmdb_store_vms.cc (VMs,
+// jobs); declared here so every use sees the specialisation.
+template <>
+struct Codec<User> {
+  static nlohmann::json Encode(const User& u);
+  static Result<User> Decode(const nlohmann::json& j);
+};
+
+template <>
+struct Codec<SshKey> {
+  static nlohmann::json Encode(const SshKey& k);
+  static Result<SshKey> Decode(const nlohmann::json& j);
+};
+
+template <>
+struct Codec<VmRecord> {
+  static nlohmann::json Encode(const VmRecord& vm);
+  static Result<VmRecord> Decode(const nlohmann::json& j);
+};
+
+template <>
+struct Codec<JobRecord> {
+  static nlohmann::json Encode(const JobRecord& job);
+  static Result<JobRecord> Decode(const nlohmann::json& j);
+};
+
+}  // namespace lmdb
+
+namespace store_internal {
+
+// An identifier from the caller, cut short for a message: lookups take untrusted text of
+// any length.
+std::string Shown(std::string_view id);
+
+// Creates the VM and job tables (schema version 2).
+Status CreateVmTables(lmdb::Txn& txn);
+
+}  // namespace store_internal
+
+struct LmdbStoreState {
+  std::string dir;
+  std::string canonical_dir;  // the entry in the set of open directories
+  lmdb::EnvPtr env;
+  lmdb::JsonTable meta;
+  lmdb::Table<User> users;
+  lmdb::Table<SshKey> keys;
+  lmdb::Table<std::string> key_names;  // user NUL key name -> fingerprint
+  lmdb::Table<VmRecord> vms;           // id -> VmRecord
+  lmdb::Table<std::string> vm_names;   // name -> id
+  lmdb::Table<JobRecord> jobs;         // vm_id NUL job -> JobRecord
+
+  ~LmdbStoreState();
+
+  // Fingerprints of `user`'s keys, with their index keys, in name order.
+  Result<std::vector<std::pair<std::string, std::string>>> UserKeys(lmdb::Txn& txn,
+                                                                    std::string_view user);
+  Status InsertKey(lmdb::Txn& txn, const SshKey& key);
+  // The key `fingerprint` if it belongs to `user`, else NotFound.
+  Result<SshKey> OwnedKey(lmdb::Txn& txn, std::string_view user, std::string_view fingerprint);
+};
+
+}  // namespace warren

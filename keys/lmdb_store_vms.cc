@@ -1,0 +1,345 @@
+// LmdbStore's VM and job records: tables vms, vm_names and jobs (schema version 2).
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "keys/lmdb_store.h"
+#include "keys/lmdb_store_state.h"
+#include "keys/scope.h"
+#include "keys/vm_rules.h"
+
+namespace warren {
+
+std::string_view DesiredStateName(DesiredState s) {
+  switch (s) {
+    case DesiredState::kRunning:
+      return "running";
+    case DesiredState::kStopped:
+      return "stopped";
+    case DesiredState::kPaused:
+      return "paused";
+  }
+  return "running";
+}
+
+std::string_view VmPhaseName(VmPhase p) {
+  switch (p) {
+    case VmPhase::kCreating:
+      return "creating";
+    case VmPhase::kReady:
+      return "ready";
+  }
+  return "creating";
+}
+
+namespace {
+
+Result<DesiredState> ParseDesiredState(std::string_view s) {
+  for (DesiredState d : {DesiredState::kRunning, DesiredState::kStopped, DesiredState::kPaused}) {
+    if (DesiredStateName(d) == s) return d;
+  }
+  return Internal("unknown desired_state \"" + std::string(s) + "\"");
+}
+
+Result<VmPhase> ParsePhase(std::string_view s) {
+  for (VmPhase p : {VmPhase::kCreating, VmPhase::kReady}) {
+    if (VmPhaseName(p) == s) return p;
+  }
+  return Internal("unknown phase \"" + std::string(s) + "\"");
+}
+
+}  // namespace
+
+// ---- Codecs. Field names are the on-disk format: renaming one needs an upgrade step.
+
+namespace lmdb {
+
+nlohmann::json Codec<VmRecord>::Encode(const VmRecord& vm) {
+  nlohmann::json env = nlohmann::json::array();
+  for (const auto& [k, v] : vm.env) env.push_back({k, v});
+  return {{"id", vm.id},
+          {"name", vm.name},
+          {"owner", vm.owner},
+          {"image", vm.image},
+          {"cpus", vm.cpus},
+          {"memory_mib", vm.memory_mib},
+          {"disk_gib", vm.disk_gib},
+          {"tags", vm.tags},
+          {"comment", vm.comment},
+          {"env", std::move(env)},
+          {"egress", vm.egress},
+          {"created_at", vm.created_at},
+          {"desired_state", DesiredStateName(vm.desired_state)},
+          {"phase", VmPhaseName(vm.phase)}};
+}
+
+Result<VmRecord> Codec<VmRecord>::Decode(const nlohmann::json& j) {
+  try {
+    VmRecord vm;
+    vm.id = j.at("id").get<std::string>();
+    vm.name = j.at("name").get<std::string>();
+    vm.owner = j.at("owner").get<std::string>();
+    vm.image = j.value("image", "");
+    vm.cpus = j.value("cpus", 0);
+    vm.memory_mib = j.value("memory_mib", int64_t{0});
+    vm.disk_gib = j.value("disk_gib", int64_t{0});
+    vm.tags = j.value("tags", std::vector<std::string>{});
+    vm.comment = j.value("comment", "");
+    if (auto it = j.find("env"); it != j.end()) {
+      for (const auto& kv : *it) {
+        vm.env.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+      }
+    }
+    vm.egress = j.value("egress", "full");
+    vm.created_at = j.value("created_at", int64_t{0});
+    WARREN_ASSIGN_OR_RETURN(vm.desired_state,
+                            ParseDesiredState(j.value("desired_state", "running")));
+    WARREN_ASSIGN_OR_RETURN(vm.phase, ParsePhase(j.value("phase", "ready")));
+    return vm;
+  } catch (const nlohmann::json::exception& e) {
+    return Internal(e.what());
+  }
+}
+
+nlohmann::json Codec<JobRecord>::Encode(const JobRecord& job) {
+  return {{"job", job.job},
+          {"vm_id", job.vm_id},
+          {"owner", job.owner},
+          {"command", job.command},
+          {"started_at", job.started_at},
+          {"stdout_offset", job.stdout_offset},
+          {"stderr_offset", job.stderr_offset},
+          {"finished", job.finished},
+          {"exit_code", job.exit_code ? nlohmann::json(*job.exit_code) : nlohmann::json()},
+          {"signal", job.signal},
+          {"ended_at", job.ended_at}};
+}
+
+Result<JobRecord> Codec<JobRecord>::Decode(const nlohmann::json& j) {
+  try {
+    JobRecord job;
+    job.job = j.at("job").get<std::string>();
+    job.vm_id = j.at("vm_id").get<std::string>();
+    job.owner = j.value("owner", "");
+    job.command = j.value("command", "");
+    job.started_at = j.value("started_at", int64_t{0});
+    job.stdout_offset = j.value("stdout_offset", uint64_t{0});
+    job.stderr_offset = j.value("stderr_offset", uint64_t{0});
+    job.finished = j.value("finished", false);
+    if (auto it = j.find("exit_code"); it != j.end() && !it->is_null()) {
+      job.exit_code = it->get<int>();
+    }
+    job.signal = j.value("signal", 0);
+    job.ended_at = j.value("ended_at", int64_t{0});
+    return job;
+  } catch (const nlohmann::json::exception& e) {
+    return Internal(e.what());
+  }
+}
+
+}  // namespace lmdb
+
+namespace store_internal {
+
+Status CreateVmTables(lmdb::Txn& txn) {
+  for (const char* name : {"vms", "vm_names", "jobs"}) {
+    WARREN_RETURN_IF_ERROR(lmdb::JsonTable::Open(txn, name, /*create=*/true).status());
+  }
+  return Status::Ok();
+}
+
+}  // namespace store_internal
+
+namespace {
+
+using store_internal::Shown;
+
+// The jobs table key: vm_id NUL job. Both parts are validated, so neither holds NUL.
+std::string JobKey(std::string_view vm_id, std::string_view job) {
+  std::string k(vm_id);
+  k.push_back('\0');
+  k.append(job);
+  return k;
+}
+
+std::string JobPrefix(std::string_view vm_id) {
+  if (vm_id.empty()) return "";
+  std::string k(vm_id);
+  k.push_back('\0');
+  return k;
+}
+
+Status ValidateVmRecord(const VmRecord& vm) {
+  WARREN_RETURN_IF_ERROR(CheckVmId(vm.id));
+  WARREN_RETURN_IF_ERROR(CheckVmName(vm.name));
+  if (vm.owner.empty()) return InvalidArgument("VM " + vm.name + " has no owner");
+  for (const std::string& t : vm.tags) WARREN_RETURN_IF_ERROR(ValidateTag(t));
+  if (!std::is_sorted(vm.tags.begin(), vm.tags.end()) ||
+      std::adjacent_find(vm.tags.begin(), vm.tags.end()) != vm.tags.end()) {
+    return InvalidArgument("VM " + vm.name + ": tags must be sorted and unique");
+  }
+  return Status::Ok();
+}
+
+Status ValidateJobRecord(const JobRecord& job) {
+  WARREN_RETURN_IF_ERROR(CheckVmId(job.vm_id));
+  WARREN_RETURN_IF_ERROR(CheckJobId(job.job));
+  if (job.command.size() > kMaxJobCommandBytes) {
+    return InvalidArgument("job command is longer than " + std::to_string(kMaxJobCommandBytes) +
+                           " bytes");
+  }
+  return Status::Ok();
+}
+
+Result<VmRecord> ExistingVm(LmdbStoreState& s, lmdb::Txn& txn, std::string_view id) {
+  WARREN_ASSIGN_OR_RETURN(std::optional<VmRecord> vm, s.vms.Get(txn, id));
+  if (!vm) return NotFound("no VM with id " + Shown(id));
+  return std::move(*vm);
+}
+
+Result<JobRecord> ExistingJob(LmdbStoreState& s, lmdb::Txn& txn, std::string_view vm_id,
+                              std::string_view job) {
+  WARREN_ASSIGN_OR_RETURN(std::optional<JobRecord> rec, s.jobs.Get(txn, JobKey(vm_id, job)));
+  if (!rec) return NotFound("no job " + Shown(job) + " in VM " + Shown(vm_id));
+  return std::move(*rec);
+}
+
+}  // namespace
+
+Status LmdbStore::CreateVm(const VmRecord& vm) {
+  WARREN_RETURN_IF_ERROR(ValidateVmRecord(vm));
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
+  WARREN_ASSIGN_OR_RETURN(std::optional<User> owner, s_->users.Get(txn, vm.owner));
+  if (!owner) return NotFound("no user named " + Shown(vm.owner));
+  WARREN_ASSIGN_OR_RETURN(bool added, s_->vm_names.Insert(txn, vm.name, vm.id));
+  if (!added) return Conflict("a VM named " + vm.name + " already exists");
+  WARREN_ASSIGN_OR_RETURN(added, s_->vms.Insert(txn, vm.id, vm));
+  if (!added) return Conflict("a VM with id " + vm.id + " already exists");
+  return txn.Commit();
+}
+
+Result<VmRecord> LmdbStore::GetVm(std::string_view id) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginRead(s_->env.get()));
+  return ExistingVm(*s_, txn, id);
+}
+
+Result<VmRecord> LmdbStore::GetVmByName(std::string_view name) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginRead(s_->env.get()));
+  WARREN_ASSIGN_OR_RETURN(std::optional<std::string> id, s_->vm_names.Get(txn, name));
+  if (!id) return NotFound("no VM named " + Shown(name));
+  WARREN_ASSIGN_OR_RETURN(std::optional<VmRecord> vm, s_->vms.Get(txn, *id));
+  if (!vm) {
+    return Internal("store index vm_names/" + lmdb::PrintableKey(name) + " points at missing VM " +
+                    *id);
+  }
+  return std::move(*vm);
+}
+
+Result<std::vector<VmRecord>> LmdbStore::ListVms() {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginRead(s_->env.get()));
+  std::vector<VmRecord> out;
+  WARREN_RETURN_IF_ERROR(
+      s_->vms.Scan(txn, "", [&](std::string_view, VmRecord&& vm) -> Result<bool> {
+        out.push_back(std::move(vm));
+        return true;
+      }));
+  std::sort(out.begin(), out.end(),
+            [](const VmRecord& a, const VmRecord& b) { return a.name < b.name; });
+  return out;
+}
+
+Status LmdbStore::UpdateVm(std::string_view id, const std::function<Status(VmRecord&)>& change) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
+  WARREN_ASSIGN_OR_RETURN(VmRecord vm, ExistingVm(*s_, txn, id));
+  VmRecord updated = vm;
+  WARREN_RETURN_IF_ERROR(change(updated));
+  if (updated.id != vm.id || updated.name != vm.name || updated.owner != vm.owner) {
+    return InvalidArgument("UpdateVm may not change a VM's id, name or owner");
+  }
+  WARREN_RETURN_IF_ERROR(ValidateVmRecord(updated));
+  WARREN_RETURN_IF_ERROR(s_->vms.Put(txn, updated.id, updated));
+  return txn.Commit();
+}
+
+Status LmdbStore::RenameVm(std::string_view id, std::string_view new_name) {
+  WARREN_RETURN_IF_ERROR(CheckVmName(new_name));
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
+  WARREN_ASSIGN_OR_RETURN(VmRecord vm, ExistingVm(*s_, txn, id));
+  if (vm.name == new_name) return Status::Ok();
+  WARREN_ASSIGN_OR_RETURN(bool added, s_->vm_names.Insert(txn, new_name, vm.id));
+  if (!added) return Conflict("a VM named " + std::string(new_name) + " already exists");
+  WARREN_RETURN_IF_ERROR(s_->vm_names.Delete(txn, vm.name).status());
+  vm.name = std::string(new_name);
+  WARREN_RETURN_IF_ERROR(s_->vms.Put(txn, vm.id, vm));
+  return txn.Commit();
+}
+
+Status LmdbStore::DeleteVm(std::string_view id) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
+  WARREN_ASSIGN_OR_RETURN(VmRecord vm, ExistingVm(*s_, txn, id));
+  WARREN_RETURN_IF_ERROR(s_->vms.Delete(txn, vm.id).status());
+  // Only this VM's own index entry: never another VM's that took the name.
+  WARREN_ASSIGN_OR_RETURN(std::optional<std::string> named, s_->vm_names.Get(txn, vm.name));
+  if (named && *named == vm.id) {
+    WARREN_RETURN_IF_ERROR(s_->vm_names.Delete(txn, vm.name).status());
+  }
+  // Keys first: a scan must not see its own table change under it.
+  std::vector<std::string> job_keys;
+  WARREN_RETURN_IF_ERROR(
+      s_->jobs.Scan(txn, JobPrefix(vm.id), [&](std::string_view k, JobRecord&&) -> Result<bool> {
+        job_keys.emplace_back(k);
+        return true;
+      }));
+  for (const std::string& k : job_keys) WARREN_RETURN_IF_ERROR(s_->jobs.Delete(txn, k).status());
+  return txn.Commit();
+}
+
+Status LmdbStore::PutJob(const JobRecord& job) {
+  WARREN_RETURN_IF_ERROR(ValidateJobRecord(job));
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
+  WARREN_RETURN_IF_ERROR(ExistingVm(*s_, txn, job.vm_id).status());
+  WARREN_RETURN_IF_ERROR(s_->jobs.Put(txn, JobKey(job.vm_id, job.job), job));
+  return txn.Commit();
+}
+
+Result<JobRecord> LmdbStore::GetJob(std::string_view vm_id, std::string_view job) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginRead(s_->env.get()));
+  return ExistingJob(*s_, txn, vm_id, job);
+}
+
+Result<std::vector<JobRecord>> LmdbStore::ListJobs(std::string_view vm_id) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginRead(s_->env.get()));
+  std::vector<JobRecord> out;
+  WARREN_RETURN_IF_ERROR(
+      s_->jobs.Scan(txn, JobPrefix(vm_id), [&](std::string_view, JobRecord&& job) -> Result<bool> {
+        out.push_back(std::move(job));
+        return true;
+      }));
+  std::stable_sort(out.begin(), out.end(), [](const JobRecord& a, const JobRecord& b) {
+    return a.started_at < b.started_at;
+  });
+  return out;
+}
+
+Status LmdbStore::UpdateJob(std::string_view vm_id, std::string_view job,
+                            const std::function<Status(JobRecord&)>& change) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
+  WARREN_ASSIGN_OR_RETURN(JobRecord rec, ExistingJob(*s_, txn, vm_id, job));
+  JobRecord updated = rec;
+  WARREN_RETURN_IF_ERROR(change(updated));
+  if (updated.job != rec.job || updated.vm_id != rec.vm_id) {
+    return InvalidArgument("UpdateJob may not change a job's id or VM");
+  }
+  WARREN_RETURN_IF_ERROR(ValidateJobRecord(updated));
+  WARREN_RETURN_IF_ERROR(s_->jobs.Put(txn, JobKey(rec.vm_id, rec.job), updated));
+  return txn.Commit();
+}
+
+Status LmdbStore::DeleteJob(std::string_view vm_id, std::string_view job) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
+  WARREN_ASSIGN_OR_RETURN(bool deleted, s_->jobs.Delete(txn, JobKey(vm_id, job)));
+  if (!deleted) return NotFound("no job " + Shown(job) + " in VM " + Shown(vm_id));
+  return txn.Commit();
+}
+
+}  // namespace warren
