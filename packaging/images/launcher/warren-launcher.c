@@ -167,13 +167,13 @@ static bool queue_flush(struct queue* q, int fd) {
 
 struct session {
   bool active;
-  int sock;             // our end of the command's socket pair, -1 when closed
-  pid_t pid;            // the command, 0 once reaped
-  bool seen_connected;  // the host end was seen open during this session
-  bool command_done;    // the command closed its side; flushing its last bytes
-  bool got_data;        // the session has received bytes from the host
-  struct queue to_cmd;  // port -> command
-  struct queue to_host; // command -> port
+  int sock;              // our end of the command's socket pair, -1 when closed
+  pid_t pid;             // the command, 0 once reaped
+  bool seen_connected;   // the host end was seen open during this session
+  bool command_done;     // the command closed its side; flushing its last bytes
+  bool got_data;         // the session has received bytes from the host
+  struct queue to_cmd;   // port -> command
+  struct queue to_host;  // command -> port
 };
 
 static struct session s;
