@@ -1,0 +1,113 @@
+#include "vmhost/guest/control_key.h"
+
+#include <fcntl.h>
+#include <libssh/libssh.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
+#include "vmhost/guest/libssh_handles.h"
+
+namespace warren::guest {
+namespace {
+
+constexpr char kComment[] = "warren-control";
+
+std::string Errno(std::string_view what, const std::string& path) {
+  return std::string(what) + " " + path + ": " + std::strerror(errno);
+}
+
+// Temp file created with O_EXCL and the final mode, fsync, rename: the private key is never
+// visible under its name half-written or with looser permissions.
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) return Internal(Errno("creating", tmp));
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status st = Internal(Errno("writing", tmp));
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return st;
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0) {
+    Status st = Internal(Errno("syncing", tmp));
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Status st = Internal(Errno("renaming into", path));
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  return Status::Ok();
+}
+
+Result<std::string> PublicLine(ssh_key key) {
+  char* raw = nullptr;
+  if (ssh_pki_export_pubkey_base64(key, &raw) != SSH_OK || raw == nullptr) {
+    return Internal("cannot export the control public key");
+  }
+  SshCharPtr b64(raw);
+  return std::string(ssh_key_type_to_char(ssh_key_type(key))) + " " + b64.get() + " " + kComment;
+}
+
+}  // namespace
+
+Result<std::string> EnsureControlKey(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if ((st.st_mode & 077) != 0) {
+      return PermissionDenied("control key " + path +
+                              " is readable by other users; run: chmod 600 " + path);
+    }
+    ssh_key raw = nullptr;
+    if (ssh_pki_import_privkey_file(path.c_str(), nullptr, nullptr, nullptr, &raw) != SSH_OK ||
+        raw == nullptr) {
+      return Internal("cannot read the control key " + path);
+    }
+    SshKeyPtr key(raw);
+    if (ssh_key_type(key.get()) != SSH_KEYTYPE_ED25519) {
+      return InvalidArgument("control key " + path + " is not an ed25519 key");
+    }
+    WARREN_ASSIGN_OR_RETURN(std::string line, PublicLine(key.get()));
+    if (::access((path + ".pub").c_str(), F_OK) != 0) {
+      WARREN_RETURN_IF_ERROR(WriteFileAtomic(path + ".pub", line + "\n", 0644));
+    }
+    return line;
+  }
+  if (errno != ENOENT) return Internal(Errno("checking", path));
+
+  ssh_key raw = nullptr;
+  if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &raw) != SSH_OK || raw == nullptr) {
+    return Internal("cannot generate an ed25519 control key");
+  }
+  SshKeyPtr key(raw);
+  char* pem_raw = nullptr;
+  if (ssh_pki_export_privkey_base64(key.get(), nullptr, nullptr, nullptr, &pem_raw) != SSH_OK ||
+      pem_raw == nullptr) {
+    return Internal("cannot encode the new control key");
+  }
+  SshCharPtr pem(pem_raw);
+  std::string text = pem.get();
+  if (text.empty() || text.back() != '\n') text.push_back('\n');
+  WARREN_ASSIGN_OR_RETURN(std::string line, PublicLine(key.get()));
+  // Public half first: a crash between the two writes leaves no private key, so the next
+  // start simply makes a fresh pair.
+  WARREN_RETURN_IF_ERROR(WriteFileAtomic(path + ".pub", line + "\n", 0644));
+  WARREN_RETURN_IF_ERROR(WriteFileAtomic(path, text, 0600));
+  return line;
+}
+
+}  // namespace warren::guest

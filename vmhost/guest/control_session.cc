@@ -1,0 +1,529 @@
+#include "vmhost/guest/control_session.h"
+
+#include <libssh/callbacks.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "lobby/base/log.h"
+
+namespace warren::guest {
+
+namespace {
+
+constexpr size_t kMaxWriteChunk = size_t{32} * 1024;
+
+long long MillisSince(ControlSession::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(ControlSession::Clock::now() - t)
+      .count();
+}
+
+Result<std::string> Fingerprint(ssh_key key) {
+  unsigned char* raw = nullptr;
+  size_t len = 0;
+  if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &raw, &len) != 0 || raw == nullptr) {
+    return Internal("cannot hash the guest's host key");
+  }
+  SshHashPtr hash(raw);
+  SshCharPtr text(ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash.get(), len));
+  if (text == nullptr) return Internal("cannot format the guest's host key fingerprint");
+  return std::string(text.get());
+}
+
+}  // namespace
+
+// One exec channel, seen from the owner thread. Callbacks only record what happened;
+// ServiceChannel acts on it.
+struct ControlSession::Channel {
+  enum class Phase { kNew, kOpening, kExec, kRunning, kDone };
+
+  uint64_t id = 0;
+  std::shared_ptr<GuestChannel> io;
+  ssh_channel ch = nullptr;
+  ssh_channel_callbacks_struct callbacks{};
+  Phase phase = Phase::kNew;
+  Clock::time_point since;
+  size_t backlog = 0;  // stdout bytes libssh still holds because the caller's buffer was full
+  bool remote_eof = false;
+  bool eof_delivered = false;
+  bool remote_closed = false;
+  bool closed_delivered = false;
+  bool eof_sent = false;
+};
+
+// The static trampolines libssh calls.
+struct ControlSessionCallbacks {
+  using Channel = ControlSession::Channel;
+  static int Data(ssh_session, ssh_channel, void* data, uint32_t len, int is_stderr, void* ud) {
+    auto* c = static_cast<Channel*>(ud);
+    if (is_stderr) {
+      c->io->PushStderr(static_cast<const char*>(data), len);
+      return static_cast<int>(len);
+    }
+    // libssh hands over everything it holds for the channel (earlier leftovers included), so
+    // what stays unconsumed is exactly len - n. While it stays, libssh stops widening the
+    // guest's window for this channel: that is the per-channel flow control.
+    size_t n = c->io->PushStdout(static_cast<const char*>(data), len, 0);
+    c->backlog = len - n;
+    return static_cast<int>(n);
+  }
+  static void Eof(ssh_session, ssh_channel, void* ud) {
+    static_cast<Channel*>(ud)->remote_eof = true;
+  }
+  static void Close(ssh_session, ssh_channel, void* ud) {
+    auto* c = static_cast<Channel*>(ud);
+    c->remote_closed = true;
+    c->remote_eof = true;
+  }
+  static void ExitStatus(ssh_session, ssh_channel, int status, void* ud) {
+    static_cast<Channel*>(ud)->io->SetExitStatus(status);
+  }
+  static void ExitSignal(ssh_session, ssh_channel, const char* signal, int, const char*,
+                         const char*, void* ud) {
+    static_cast<Channel*>(ud)->io->SetExitSignal(signal == nullptr ? "?" : signal);
+  }
+  static int Wake(socket_t, int, void* ud) {
+    static_cast<EventWaker*>(ud)->Drain();
+    return 0;
+  }
+};
+
+ControlSession::ControlSession(ControlSessionOptions options) : options_(std::move(options)) {
+  owner_ = std::thread([this] { Run(); });
+}
+
+ControlSession::~ControlSession() { Shutdown(); }
+
+Result<std::shared_ptr<GuestChannel>> ControlSession::OpenExec(std::string command_line,
+                                                               Clock::time_point deadline) {
+  auto io = std::make_shared<GuestChannel>(std::move(command_line), waker_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return Unavailable("the control connection to VM " + options_.vm_id + " is closed");
+    incoming_.push_back(Request{io, deadline});
+  }
+  waker_->Wake();
+  // A little past the deadline, so that the owner's reason (the last connection error)
+  // usually wins over a bare timeout.
+  Status st = io->WaitOpen(deadline + std::chrono::milliseconds(300));
+  if (!st.ok()) {
+    io->Close();
+    if (st.code() == Code::kTimeout) {
+      return Unavailable("VM " + options_.vm_id + " did not answer on its control connection");
+    }
+    return st;
+  }
+  return io;
+}
+
+void ControlSession::DropConnection() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop_ = true;
+    if (connecting_fd_ >= 0) ::shutdown(connecting_fd_, SHUT_RDWR);
+  }
+  waker_->Wake();
+}
+
+void ControlSession::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    // A handshake blocks inside libssh, deaf to the waker: cutting the socket ends it.
+    if (connecting_fd_ >= 0) ::shutdown(connecting_fd_, SHUT_RDWR);
+  }
+  waker_->Wake();
+  if (owner_.joinable() && owner_.get_id() != std::this_thread::get_id()) owner_.join();
+}
+
+std::string ControlSession::host_key_fingerprint() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pinned_fingerprint_;
+}
+
+void ControlSession::Run() {
+  std::deque<Request> waiting;
+  auto backoff = options_.retry_first;
+  Clock::time_point next_attempt{};
+  Status last_error = Unavailable("not connected");
+  for (;;) {
+    bool drop = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) break;
+      while (!incoming_.empty()) {
+        waiting.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+      drop = drop_;
+      drop_ = false;
+    }
+    if (drop && session_ != nullptr) {
+      TearDown(Unavailable("the control connection to VM " + options_.vm_id + " was dropped"));
+    }
+    auto now = Clock::now();
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (it->io->caller_closed()) {
+        it = waiting.erase(it);
+      } else if (now > it->deadline) {
+        it->io->Fail(Unavailable("cannot reach VM " + options_.vm_id +
+                                 " over its control connection: " + last_error.message()));
+        it = waiting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+
+    if (session_ == nullptr) {
+      if (waiting.empty()) {
+        waker_->WaitFor(1000);
+        continue;
+      }
+      if (now < next_attempt) {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next_attempt - now).count();
+        waker_->WaitFor(static_cast<int>(std::min<long long>(ms + 1, 1000)));
+        continue;
+      }
+      Clock::time_point latest = now;
+      for (const Request& r : waiting) latest = std::max(latest, r.deadline);
+      Status st = Connect(std::min(latest, now + options_.connect_timeout));
+      if (!st.ok()) {
+        last_error = st;
+        LogInfo("guest control connect failed vm=" + LogQuote(options_.vm_id) + " error=" +
+                LogQuote(st.message()) + " retry_ms=" + std::to_string(backoff.count()));
+        next_attempt = Clock::now() + backoff;
+        backoff = std::min(backoff * 2, options_.retry_max);
+        continue;
+      }
+      backoff = options_.retry_first;
+    }
+
+    StartChannels(waiting);
+    Service();
+    if (Alive()) {
+      ssh_event_dopoll(event_.get(), 1000);
+      if (Alive()) Service();
+    }
+    if (!Alive()) {
+      const char* err = ssh_get_error(session_.get());
+      last_error = Unavailable("the control connection to VM " + options_.vm_id +
+                               " was lost: " + (err == nullptr ? "" : err));
+      TearDown(last_error);
+    }
+  }
+  Status bye = Unavailable("the control connection to VM " + options_.vm_id + " is closed");
+  TearDown(bye);
+  for (Request& r : waiting) r.io->Fail(bye);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Request& r : incoming_) r.io->Fail(bye);
+  incoming_.clear();
+}
+
+Status ControlSession::Connect(Clock::time_point deadline) {
+  auto t0 = Clock::now();
+  Result<std::string> path = options_.resolve_socket(options_.vm_id);
+  if (!path.ok()) return Unavailable(path.status().message());
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path->empty() || path->size() >= sizeof addr.sun_path) {
+    return Unavailable("bad control socket path for VM " + options_.vm_id);
+  }
+  std::memcpy(addr.sun_path, path->data(), path->size());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Unavailable("cannot connect to " + *path + ": " + std::strerror(e));
+  }
+
+  SshSessionPtr session(ssh_new());
+  if (session == nullptr) {
+    ::close(fd);
+    return Internal("ssh_new failed");
+  }
+  ssh_session s = session.get();
+  auto left = std::max<long long>(
+      1, std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count());
+  long secs = static_cast<long>(left / 1000000);
+  long usecs = static_cast<long>(left % 1000000);
+  int no = 0;
+  bool ok = ssh_options_set(s, SSH_OPTIONS_HOST, "warren-guest") == 0 &&
+            ssh_options_set(s, SSH_OPTIONS_USER, options_.user.c_str()) == 0 &&
+            ssh_options_set(s, SSH_OPTIONS_PROCESS_CONFIG, &no) == 0 &&
+            // Nothing of the host user's ~/.ssh is consulted: the guest key is checked here.
+            ssh_options_set(s, SSH_OPTIONS_KNOWNHOSTS, "/dev/null") == 0 &&
+            ssh_options_set(s, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null") == 0 &&
+            ssh_options_set(s, SSH_OPTIONS_HOSTKEYS, "ssh-ed25519") == 0 &&
+            ssh_options_set(s, SSH_OPTIONS_KEY_EXCHANGE,
+                            "curve25519-sha256,curve25519-sha256@libssh.org") == 0 &&
+            ssh_options_set(s, SSH_OPTIONS_COMPRESSION, "no") == 0 &&
+            ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &secs) == 0 &&
+            ssh_options_set(s, SSH_OPTIONS_TIMEOUT_USEC, &usecs) == 0;
+  if (!ok || ssh_options_set(s, SSH_OPTIONS_FD, &fd) != 0) {
+    ::close(fd);
+    return Internal("cannot configure the SSH client session");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) {
+      ::close(fd);
+      return Unavailable("shutting down");
+    }
+    connecting_fd_ = fd;
+  }
+  // From ssh_connect on, the session owns the fd (ssh_free closes it).
+  Status st;
+  if (ssh_connect(s) != SSH_OK) {
+    st = Unavailable(std::string("SSH handshake with the guest failed: ") + ssh_get_error(s));
+  } else {
+    st = Authenticate(s);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    connecting_fd_ = -1;  // before the session (and with it the fd) can go away
+  }
+  if (!st.ok()) return st;
+
+  ssh_set_blocking(s, 0);  // from here on no libssh call may wait on the guest
+  SshEventPtr event(ssh_event_new());
+  if (event == nullptr || !waker_->ok() || ssh_event_add_session(event.get(), s) != SSH_OK ||
+      ssh_event_add_fd(event.get(), waker_->fd(), POLLIN, &ControlSessionCallbacks::Wake,
+                       waker_.get()) != SSH_OK) {
+    if (event != nullptr) ssh_event_remove_session(event.get(), s);
+    return Internal("cannot set up the control session's event loop");
+  }
+  session_ = std::move(session);
+  event_ = std::move(event);
+  uint64_t gen = generation_.fetch_add(1) + 1;
+  LogInfo("guest control connected vm=" + LogQuote(options_.vm_id) +
+          " hostkey=" + host_key_fingerprint() + " generation=" + std::to_string(gen) +
+          " dur_ms=" + std::to_string(MillisSince(t0)));
+  return Status::Ok();
+}
+
+Status ControlSession::Authenticate(ssh_session s) {
+  // The guest's host key: the socket can only lead to this VM's port, so any key is
+  // accepted the first time, logged, and then pinned for the life of this object (a
+  // different key on a reconnect means something else answers there).
+  ssh_key raw = nullptr;
+  if (ssh_get_server_publickey(s, &raw) != SSH_OK || raw == nullptr) {
+    return Unavailable("the guest sent no host key");
+  }
+  SshKeyPtr host_key(raw);
+  WARREN_ASSIGN_OR_RETURN(std::string fingerprint, Fingerprint(host_key.get()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pinned_fingerprint_.empty()) {
+      pinned_fingerprint_ = fingerprint;
+      LogInfo("guest host key vm=" + LogQuote(options_.vm_id) + " hostkey=" + fingerprint);
+    } else if (pinned_fingerprint_ != fingerprint) {
+      LogWarn("guest host key changed vm=" + LogQuote(options_.vm_id) +
+              " pinned=" + pinned_fingerprint_ + " got=" + fingerprint);
+      return Unavailable("VM " + options_.vm_id + " presented a different host key (" +
+                         fingerprint + ", pinned " + pinned_fingerprint_ + ")");
+    }
+  }
+  ssh_key key_raw = nullptr;
+  if (ssh_pki_import_privkey_file(options_.key_path.c_str(), nullptr, nullptr, nullptr, &key_raw) !=
+          SSH_OK ||
+      key_raw == nullptr) {
+    return Internal("cannot read the control key " + options_.key_path);
+  }
+  SshKeyPtr key(key_raw);
+  int rc = ssh_userauth_publickey(s, nullptr, key.get());
+  if (rc != SSH_AUTH_SUCCESS) {
+    return Unavailable(std::string("the guest refused the control key: ") + ssh_get_error(s));
+  }
+  return Status::Ok();
+}
+
+void ControlSession::TearDown(const Status& why) {
+  for (auto& [id, c] : channels_) {
+    c->io->Fail(why);
+    if (c->ch != nullptr) ssh_remove_channel_callbacks(c->ch, &c->callbacks);
+  }
+  if (event_ != nullptr) {
+    ssh_event_remove_fd(event_.get(), waker_->fd());
+    if (session_ != nullptr) ssh_event_remove_session(event_.get(), session_.get());
+    event_.reset();
+  }
+  if (session_ != nullptr) {
+    ssh_disconnect(session_.get());  // frees the channels too
+    session_.reset();
+  }
+  channels_.clear();
+}
+
+void ControlSession::StartChannels(std::deque<Request>& waiting) {
+  while (!waiting.empty() && static_cast<int>(channels_.size()) < options_.max_channels) {
+    Request r = std::move(waiting.front());
+    waiting.pop_front();
+    if (r.io->caller_closed()) continue;
+    auto c = std::make_unique<Channel>();
+    c->id = next_channel_id_++;
+    c->io = std::move(r.io);
+    c->since = Clock::now();
+    channels_.emplace(c->id, std::move(c));
+  }
+}
+
+bool ControlSession::Alive() {
+  if (session_ == nullptr) return false;
+  ssh_session s = session_.get();
+  if ((ssh_get_status(s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0) return false;
+  return ssh_is_connected(s) != 0;
+}
+
+void ControlSession::Service() {
+  std::vector<Channel*> snapshot;
+  snapshot.reserve(channels_.size());
+  for (auto& [id, c] : channels_) snapshot.push_back(c.get());
+  // Channels are freed only in ReapChannels, so these pointers stay valid even when a
+  // libssh call below runs callbacks.
+  bool hung = false;
+  for (Channel* c : snapshot) {
+    ServiceChannel(*c);
+    if ((c->phase == Channel::Phase::kOpening || c->phase == Channel::Phase::kExec) &&
+        Clock::now() - c->since > options_.channel_open_timeout) {
+      hung = true;
+    }
+  }
+  ReapChannels();
+  if (hung) {
+    LogWarn("guest control connection hung vm=" + LogQuote(options_.vm_id) +
+            " reason=\"a channel open was not answered\"");
+    TearDown(Unavailable("VM " + options_.vm_id + " stopped answering on its control connection"));
+  }
+}
+
+void ControlSession::ServiceChannel(Channel& c) {
+  using Phase = Channel::Phase;
+  ssh_session s = session_.get();
+  if (c.phase == Phase::kNew) {
+    c.ch = ssh_channel_new(s);
+    if (c.ch == nullptr) {
+      c.io->Fail(Internal("cannot create an SSH channel"));
+      c.phase = Phase::kDone;
+      return;
+    }
+    ssh_channel_callbacks_struct& cb = c.callbacks;
+    cb.userdata = &c;
+    cb.channel_data_function = &ControlSessionCallbacks::Data;
+    cb.channel_eof_function = &ControlSessionCallbacks::Eof;
+    cb.channel_close_function = &ControlSessionCallbacks::Close;
+    cb.channel_exit_status_function = &ControlSessionCallbacks::ExitStatus;
+    cb.channel_exit_signal_function = &ControlSessionCallbacks::ExitSignal;
+    ssh_callbacks_init(&cb);
+    if (ssh_set_channel_callbacks(c.ch, &cb) != SSH_OK) {
+      c.io->Fail(Internal("cannot set SSH channel callbacks"));
+      c.phase = Phase::kDone;
+      return;
+    }
+    c.phase = Phase::kOpening;
+  }
+  if (c.phase == Phase::kOpening) {
+    int rc = ssh_channel_open_session(c.ch);
+    if (rc == SSH_AGAIN) return;
+    if (rc != SSH_OK) {
+      c.io->Fail(Unavailable(std::string("the guest refused a channel: ") + ssh_get_error(s)));
+      c.phase = Phase::kDone;
+      return;
+    }
+    c.phase = Phase::kExec;
+  }
+  if (c.phase == Phase::kExec) {
+    int rc = ssh_channel_request_exec(c.ch, c.io->command().c_str());
+    if (rc == SSH_AGAIN) return;
+    if (rc != SSH_OK) {
+      c.io->Fail(
+          Unavailable(std::string("the guest refused to run a command: ") + ssh_get_error(s)));
+      c.phase = Phase::kDone;
+      return;
+    }
+    c.io->SetOpen(generation_.load());
+    c.phase = Phase::kRunning;
+  }
+  if (c.phase != Phase::kRunning) return;
+
+  if (c.io->caller_closed()) {
+    ssh_channel_close(c.ch);  // EOF and close; the guest's side sees its pipes go
+    c.phase = Phase::kDone;
+    return;
+  }
+  // Stdout: move what libssh kept back into the buffer the caller has since made room in.
+  // Reading never more than the backlog keeps libssh from polling the socket (and so from
+  // running callbacks) inside ssh_channel_read_nonblocking.
+  if (c.backlog > 0) {
+    char buf[16 * 1024];
+    size_t room = c.io->StdoutSpace();
+    while (c.backlog > 0 && room > 0) {
+      size_t want = std::min({c.backlog, room, sizeof buf});
+      int n = ssh_channel_read_nonblocking(c.ch, buf, static_cast<uint32_t>(want), 0);
+      if (n <= 0) {
+        c.backlog = 0;
+        break;
+      }
+      size_t got = static_cast<size_t>(n);
+      c.backlog -= std::min(c.backlog, got);
+      c.io->PushStdout(buf, got, c.backlog);
+      room -= std::min(room, got);
+    }
+  }
+  if (c.remote_closed && c.backlog == 0 && !c.closed_delivered) {
+    c.io->SetRemoteClosed();
+    c.closed_delivered = true;
+  } else if (c.remote_eof && c.backlog == 0 && !c.eof_delivered) {
+    c.io->SetStdoutEof();
+    c.eof_delivered = true;
+  }
+  if (!c.remote_closed) FlushStdin(c);
+}
+
+void ControlSession::FlushStdin(Channel& c) {
+  if (c.eof_sent) return;
+  std::string bytes;
+  for (;;) {
+    if (!ssh_channel_is_open(c.ch)) return;
+    uint32_t window = ssh_channel_window_size(c.ch);
+    if (window == 0) return;  // resumes when the guest's window adjust wakes the loop
+    if (!c.io->PeekStdin(std::min<size_t>(window, kMaxWriteChunk), &bytes)) break;
+    int n = ssh_channel_write(c.ch, bytes.data(), static_cast<uint32_t>(bytes.size()));
+    if (n < 0) {
+      c.io->Fail(Unavailable("writing to the guest failed"));
+      return;
+    }
+    c.io->ConsumeStdin(static_cast<size_t>(n));
+    if (static_cast<size_t>(n) < bytes.size()) return;
+  }
+  if (c.io->StdinEofDue()) {
+    ssh_channel_send_eof(c.ch);
+    c.eof_sent = true;
+  }
+}
+
+void ControlSession::ReapChannels() {
+  for (auto it = channels_.begin(); it != channels_.end();) {
+    Channel& c = *it->second;
+    if (c.phase != Channel::Phase::kDone) {
+      ++it;
+      continue;
+    }
+    if (c.ch != nullptr) {
+      ssh_remove_channel_callbacks(c.ch, &c.callbacks);
+      // Sends our close if not sent yet; libssh frees the channel once the guest's close
+      // has arrived too.
+      ssh_channel_free(c.ch);
+    }
+    it = channels_.erase(it);
+  }
+}
+
+}  // namespace warren::guest

@@ -1,0 +1,130 @@
+// ControlSession: warren's one SSH client connection into one VM, over the VM's control
+// socket (a virtio-serial port that QEMU exposes as a unix socket; the guest runs sshd on
+// it). Many exec channels are multiplexed on it, because an SSH handshake to a TCG guest
+// costs about a second.
+//
+// Threads: libssh sessions are not thread-safe, so one owner thread per session does every
+// libssh call: it connects (lazily, when a channel is wanted; retrying with backoff, since
+// the guest's launcher needs the previous connection gone before it serves the next), runs
+// the event loop over the session socket plus an eventfd, opens channels and moves bytes
+// between them and their GuestChannel objects. Callers on other threads ask for a channel
+// with OpenExec and then talk only to that GuestChannel. libssh callbacks only record facts;
+// Service() acts on them after each poll, and channels are freed only in ReapChannels(),
+// because libssh runs callbacks re-entrantly from inside its own calls.
+//
+// The guest is untrusted: its host key is accepted (the socket can only lead to this VM)
+// but logged and pinned for the life of this object, and nothing it sends is buffered
+// without bound.
+//
+// Thread-safe: every public method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "lobby/base/status.h"
+#include "vmhost/guest/event_waker.h"
+#include "vmhost/guest/guest_channel.h"
+#include "vmhost/guest/libssh_handles.h"
+
+namespace warren::guest {
+
+// Maps a VM id to the path of its control socket.
+using ControlSocketResolver = std::function<Result<std::string>(std::string_view vm_id)>;
+
+struct ControlSessionOptions {
+  std::string vm_id;
+  ControlSocketResolver resolve_socket;
+  std::string key_path;  // the host's control private key (ed25519, OpenSSH format)
+  std::string user = "dev";
+  // One connection attempt: socket connect, SSH handshake and authentication.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(30)};
+  // A channel the guest has not opened (or whose exec it has not answered) by then means
+  // the connection is hung (the guest rebooted under it, say): it is dropped and remade.
+  std::chrono::milliseconds channel_open_timeout{std::chrono::seconds(30)};
+  // Channels at once on the connection; more requests wait for a free slot. The guest's
+  // sshd allows 256 (MaxSessions).
+  int max_channels = 128;
+  // Backoff between failed connection attempts: doubles from first to max.
+  std::chrono::milliseconds retry_first{std::chrono::milliseconds(200)};
+  std::chrono::milliseconds retry_max{std::chrono::seconds(2)};
+};
+
+class ControlSession {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit ControlSession(ControlSessionOptions options);
+  // Shutdown() and join.
+  ~ControlSession();
+  ControlSession(const ControlSession&) = delete;
+  ControlSession& operator=(const ControlSession&) = delete;
+
+  // Opens an exec channel running `command_line` (through the guest user's shell),
+  // connecting first if there is no connection, until `deadline`. Unavailable when the
+  // guest cannot be reached in time (with the last connection error).
+  Result<std::shared_ptr<GuestChannel>> OpenExec(std::string command_line,
+                                                 Clock::time_point deadline);
+  // Drops the current connection (channels on it fail with Unavailable); the next OpenExec
+  // connects again.
+  void DropConnection();
+  // Ends the owner thread: every channel and waiting request fails. Idempotent.
+  void Shutdown();
+
+  // Counts successful connections (0 before the first). Lets callers do something once per
+  // connection, such as checking the runner.
+  uint64_t generation() const { return generation_.load(); }
+  // "SHA256:..." of the guest's host key, once seen.
+  std::string host_key_fingerprint();
+  const std::string& vm_id() const { return options_.vm_id; }
+
+ private:
+  struct Channel;
+  friend struct ControlSessionCallbacks;
+
+  struct Request {
+    std::shared_ptr<GuestChannel> io;
+    Clock::time_point deadline;
+  };
+
+  void Run();
+  Status Connect(Clock::time_point deadline);
+  Status Authenticate(ssh_session s);
+  void TearDown(const Status& why);
+  void StartChannels(std::deque<Request>& waiting);
+  void Service();
+  void ServiceChannel(Channel& c);
+  void FlushStdin(Channel& c);
+  void ReapChannels();
+  bool Alive();
+
+  const ControlSessionOptions options_;
+  const std::shared_ptr<EventWaker> waker_ = std::make_shared<EventWaker>();
+
+  std::mutex mu_;  // guards the fields below
+  std::deque<Request> incoming_;
+  bool stop_ = false;
+  bool drop_ = false;
+  int connecting_fd_ = -1;  // while a blocking connect runs: shut down to interrupt it
+  std::string pinned_fingerprint_;
+  std::atomic<uint64_t> generation_{0};
+
+  // Owner thread only.
+  SshSessionPtr session_;
+  SshEventPtr event_;
+  std::map<uint64_t, std::unique_ptr<Channel>> channels_;
+  uint64_t next_channel_id_ = 1;
+
+  std::thread owner_;
+};
+
+}  // namespace warren::guest

@@ -1,0 +1,114 @@
+// GuestChannel: one exec channel on a VM's control connection, as handed between the
+// control session's owner thread (the only thread that touches libssh) and the caller's
+// thread that runs the command's logic. Bounded buffers both ways give per-channel flow
+// control: a caller that reads slowly leaves bytes in libssh, which then stops widening the
+// guest's window for this channel only; a caller that writes faster than the guest reads
+// blocks in Write. Other channels on the same connection are unaffected either way.
+//
+// Thread-safe: the "caller" methods are for the thread that opened the channel (Write may
+// come from one more thread, e.g. a stdin pump; Close from any), the "owner" methods for
+// the control session's owner thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lobby/base/status.h"
+#include "vmhost/guest/event_waker.h"
+
+namespace warren::guest {
+
+class GuestChannel {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr size_t kStdinCapacity = 256 * 1024;
+  static constexpr size_t kStdoutCapacity = 256 * 1024;
+  // stderr is only diagnostics for us (the runner multiplexes the job's stderr into its
+  // stdout frames): its first bytes are kept, the rest counted and dropped, so it never
+  // stalls the channel.
+  static constexpr size_t kStderrKeep = 16 * 1024;
+
+  GuestChannel(std::string command, std::shared_ptr<EventWaker> waker);
+  GuestChannel(const GuestChannel&) = delete;
+  GuestChannel& operator=(const GuestChannel&) = delete;
+
+  const std::string& command() const { return command_; }
+  // Which connection of its control session the channel was opened on (once open).
+  uint64_t generation();
+
+  // ---- Caller ----
+
+  // Waits until the guest accepted the exec request (OK) or the channel failed; Timeout
+  // at the deadline.
+  Status WaitOpen(Clock::time_point deadline);
+  // Queues bytes for the command's stdin; blocks while the queue is full. Unavailable once
+  // the channel is closed or failed.
+  Status Write(std::string_view bytes);
+  // EOF for the command's stdin, sent once the queued bytes are out.
+  void CloseStdin();
+  // Up to `len` bytes of the command's stdout: > 0 bytes, 0 at EOF, Timeout when nothing
+  // came by the deadline, or the channel's failure (Unavailable when the connection died).
+  Result<size_t> Read(char* buf, size_t len, Clock::time_point deadline);
+  // After stdout's EOF: waits for the command's exit status. Internal when it was killed by
+  // a signal, Unavailable when the connection died first.
+  Result<int> WaitExit(Clock::time_point deadline);
+  // The first kStderrKeep bytes the command wrote to stderr.
+  std::string StderrText();
+  // The caller is done: the owner closes the channel (the command on the other side sees
+  // its output pipe closed). Idempotent; unblocks Write.
+  void Close();
+
+  // ---- Owner ----
+
+  bool caller_closed();
+  void SetOpen(uint64_t generation);
+  // The channel failed (refused, or the connection went): every wait returns `status`.
+  void Fail(Status status);
+  // Appends up to `len` stdout bytes; returns how many fitted. When not all did, or the
+  // owner still holds `held_back` more, the caller wakes the owner once it has made room.
+  size_t PushStdout(const char* data, size_t len, size_t held_back);
+  size_t StdoutSpace();
+  void PushStderr(const char* data, size_t len);
+  void SetStdoutEof();
+  void SetExitStatus(int status);
+  void SetExitSignal(std::string signal);
+  // The guest closed the channel (everything it sent has been pushed).
+  void SetRemoteClosed();
+  // The next queued stdin bytes (at most `max`), left queued until ConsumeStdin.
+  bool PeekStdin(size_t max, std::string* bytes);
+  void ConsumeStdin(size_t n);
+  // The caller closed stdin and every queued byte is out.
+  bool StdinEofDue();
+
+ private:
+  bool failed_or_closed() const { return !failure_.ok() || caller_closed_; }
+
+  const std::string command_;
+  const std::shared_ptr<EventWaker> waker_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // any change a caller may wait for
+  bool open_ = false;
+  uint64_t generation_ = 0;
+  Status failure_;
+  bool caller_closed_ = false;
+  std::string stdin_;
+  size_t stdin_pos_ = 0;
+  bool stdin_closed_ = false;
+  std::string stdout_;
+  size_t stdout_pos_ = 0;
+  bool stdout_eof_ = false;
+  bool owner_wants_room_ = false;
+  std::string stderr_;
+  bool remote_closed_ = false;
+  std::optional<int> exit_status_;
+  std::string exit_signal_;
+};
+
+}  // namespace warren::guest

@@ -1,0 +1,113 @@
+// warren-run's internal interfaces, shared by its C files (warren-run.c, header.c, jobdir.c,
+// attach.c). The runner is a small static program that runs inside the guest as the VM user;
+// the wire protocol it speaks with the host is described in vmhost/guest/README.md and
+// mirrored on the host by vmhost/guest/runner_protocol.h. Single-threaded.
+#ifndef WARREN_RUNNER_H_
+#define WARREN_RUNNER_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifndef WARREN_RUN_VERSION
+#define WARREN_RUN_VERSION "dev"
+#endif
+
+// Bounds on everything the host sends (the host checks them too).
+enum {
+  kMaxCommand = 1024 * 1024,
+  kMaxCwd = 4096,
+  kMaxEnvEntry = 128 * 1024,
+  kMaxEnvCount = 256,
+  kMaxHeader = 4 * 1024 * 1024,
+  kFrameData = 32 * 1024,    // largest data frame payload the runner sends
+  kListCommandBytes = 256,   // command bytes kept in a listing line
+  kKeptCommandBytes = 4096,  // command bytes kept in the job directory
+  kMaxListedJobs = 4096,
+  kKeepFinishedSeconds = 24 * 60 * 60,
+};
+
+// Exit statuses of the runner itself (not of the job).
+enum {
+  kExitOk = 0,
+  kExitInternal = 1,
+  kExitInvalid = 2,
+  kExitNotFound = 3,
+  kExitExists = 4,
+};
+
+// ---- header.c: the start header the host writes on stdin ----
+
+struct env_entry {
+  char* name;   // NUL-terminated, [A-Za-z_][A-Za-z0-9_]*
+  char* value;  // NUL-terminated (NUL bytes are refused)
+};
+
+struct start_header {
+  char* command;  // NUL-terminated
+  size_t command_len;
+  char* cwd;  // NUL-terminated; empty: $HOME
+  struct env_entry env[kMaxEnvCount];
+  int env_count;
+  bool has_stdin;
+  bool complete;  // the "end" record was seen
+};
+
+// Parses records from buf[*pos..len). Returns 1 when the header is complete (*pos is then
+// just past it: what follows is the job's stdin), 0 when more bytes are needed, -1 on a
+// malformed header (message in err). Records already parsed are not parsed again.
+int header_parse(struct start_header* h, const char* buf, size_t len, size_t* pos, char* err,
+                 size_t err_len);
+void header_free(struct start_header* h);
+bool valid_env_name(const char* name);
+bool valid_job_id(const char* id);
+
+// ---- frames (attach.c writes them) ----
+
+enum {
+  kFrameStarted = 'S',  // payload: the job id; the job runs (start only)
+  kFrameStdout = 'o',
+  kFrameStderr = 'e',
+  kFrameEnd = 'x',    // payload: "exit N" | "signal N" | "lost"; the last frame
+  kFrameError = 'E',  // payload: "notfound|invalid|exists|internal MESSAGE"; the last frame
+};
+// Writes the 5-byte frame head (type, big-endian u32 length) into out.
+void frame_head(char out[5], char type, uint32_t len);
+
+// ---- jobdir.c: the job directory ~/.warren/jobs/ID ----
+
+enum job_state { kJobRunning, kJobExited, kJobSignaled, kJobLost };
+
+struct job_info {
+  enum job_state state;
+  int code;  // exit status or signal number
+  int64_t started_at;
+  int64_t ended_at;
+};
+
+// $HOME/.warren/jobs (created 0700 on demand when create is set). Returns false on error.
+bool jobs_root(char* out, size_t len, bool create);
+bool job_dir(const char* id, char* out, size_t len);
+// Reads a small file into buf (NUL-terminated, at most len-1 bytes). Returns bytes or -1.
+ssize_t read_small(const char* dir, const char* name, char* buf, size_t len);
+// Writes a small file atomically (temp file + rename) so a reader never sees half of it.
+bool write_atomic(const char* dir, const char* name, const char* data, size_t len);
+// The current boot's id (/proc/sys/kernel/random/boot_id), "" when unknown.
+void current_boot_id(char* out, size_t len);
+// This process's start time in clock ticks since boot (/proc/PID/stat field 22), 0 if unknown.
+unsigned long long process_start_time(pid_t pid);
+// Where the job stands. Returns false when the directory is not a job.
+bool job_status(const char* dir, struct job_info* info);
+
+// ---- attach.c ----
+
+// Streams the job's output from the offsets as frames on stdout until it ends (then an End
+// frame) or the host goes away. stdin_src/stdin_dst >= 0: forwards bytes from stdin_src
+// (after `pending` bytes already read) to the job's stdin pipe, closing it at EOF.
+int attach_loop(const char* id, uint64_t out_from, uint64_t err_from, int stdin_src, int stdin_dst,
+                const char* pending, size_t pending_len, bool send_started);
+// Sends one Error frame (and nothing else) on stdout, best effort.
+void send_error(const char* kind, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif  // WARREN_RUNNER_H_

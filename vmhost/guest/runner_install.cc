@@ -1,0 +1,154 @@
+#include "vmhost/guest/runner_install.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <string_view>
+
+#include "lobby/base/log.h"
+#include "vmhost/guest/runner_protocol.h"
+
+#ifndef WARREN_RUN_VERSION
+#error "WARREN_RUN_VERSION must be defined by the build (vmhost/guest/CMakeLists.txt)"
+#endif
+
+namespace warren::guest {
+namespace {
+
+constexpr size_t kMaxRunnerBytes = 16 * 1024 * 1024;
+constexpr size_t kMaxReplyBytes = 4096;
+
+// Every script below is run by `/bin/sh -c '...'` so that it does not depend on the user's
+// login shell; none of them contains a single quote.
+std::string ShellScript(std::string_view script) {
+  return "/bin/sh -c '" + std::string(script) + "'";
+}
+
+std::string CheckScript() {
+  return ShellScript(
+      "r=\"$HOME/.warren/bin/warren-run\"; "
+      "if [ \"$(\"$r\" --version 2>/dev/null)\" = \"warren-run " WARREN_RUN_VERSION
+      "\" ]; then echo current; (\"$r\" gc </dev/null >/dev/null 2>&1 &); "
+      "else echo missing; fi");
+}
+
+std::string InstallScript() {
+  return ShellScript(
+      "umask 077; d=\"$HOME/.warren/bin\"; t=\"$d/.warren-run.$$\"; "
+      "mkdir -p \"$d\" && cat >\"$t\" && chmod 700 \"$t\" && mv -f \"$t\" \"$d/warren-run\" "
+      "&& exec \"$d/warren-run\" --version; rm -f \"$t\"; exit 1");
+}
+
+// Runs a channel to its end: its stdout (bounded) and exit status.
+Result<std::string> RunToEnd(GuestChannel& ch, ControlSession::Clock::time_point deadline,
+                             int* exit_status) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    Result<size_t> n = ch.Read(buf, sizeof buf, deadline);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    if (out.size() < kMaxReplyBytes) out.append(buf, std::min(*n, kMaxReplyBytes - out.size()));
+  }
+  WARREN_ASSIGN_OR_RETURN(*exit_status, ch.WaitExit(deadline));
+  return out;
+}
+
+}  // namespace
+
+const char* RunnerVersion() { return WARREN_RUN_VERSION; }
+
+std::string DefaultRunnerPath() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "warren-run";
+  std::string exe(buf, static_cast<size_t>(n));
+  size_t slash = exe.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/warren-run";
+}
+
+Result<RunnerBinary> LoadRunnerBinary(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Internal("cannot open the guest runner " + path + ": " + std::strerror(errno));
+  }
+  RunnerBinary r;
+  r.path = path;
+  char buf[64 * 1024];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      return Internal("cannot read the guest runner " + path + ": " + std::strerror(e));
+    }
+    if (n == 0) break;
+    r.bytes.append(buf, static_cast<size_t>(n));
+    if (r.bytes.size() > kMaxRunnerBytes) {
+      ::close(fd);
+      return Internal("the guest runner " + path + " is implausibly large");
+    }
+  }
+  ::close(fd);
+  // The binary prints its version from a string constant, so a stale or foreign binary is
+  // caught here rather than in every guest.
+  if (r.bytes.size() < 4 ||
+      r.bytes.compare(0, 4,
+                      "\x7f"
+                      "ELF") != 0 ||
+      r.bytes.find(WARREN_RUN_VERSION) == std::string::npos) {
+    return Internal("the guest runner " + path + " is not warren-run version " +
+                    WARREN_RUN_VERSION + "; rebuild it with warren");
+  }
+  return r;
+}
+
+Status EnsureRunner(ControlSession& session, const RunnerBinary& runner,
+                    uint64_t* checked_generation, ControlSession::Clock::time_point deadline) {
+  uint64_t gen = session.generation();
+  if (gen != 0 && gen == *checked_generation) return Status::Ok();
+  auto t0 = ControlSession::Clock::now();
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> check,
+                          session.OpenExec(CheckScript(), deadline));
+  uint64_t used = check->generation();
+  int exit_status = 0;
+  Result<std::string> reply = RunToEnd(*check, deadline, &exit_status);
+  std::string err = check->StderrText();
+  check->Close();
+  if (!reply.ok()) return reply.status().Annotate("checking the guest runner");
+  if (*reply == "current\n") {
+    *checked_generation = used;
+    return Status::Ok();
+  }
+  if (*reply != "missing\n") {
+    return Internal("checking the guest runner: unexpected reply \"" +
+                    SanitizeGuestText(*reply + err, 200) + "\"");
+  }
+
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> install,
+                          session.OpenExec(InstallScript(), deadline));
+  Status wrote = install->Write(runner.bytes);
+  install->CloseStdin();
+  reply = RunToEnd(*install, deadline, &exit_status);
+  err = install->StderrText();
+  install->Close();
+  if (!wrote.ok()) return wrote.Annotate("uploading the guest runner");
+  if (!reply.ok()) return reply.status().Annotate("uploading the guest runner");
+  if (exit_status != 0 || *reply != std::string("warren-run ") + WARREN_RUN_VERSION + "\n") {
+    return Internal("installing the guest runner failed (exit " + std::to_string(exit_status) +
+                    "): " + SanitizeGuestText(*reply + err, 300));
+  }
+  *checked_generation = used;
+  LogInfo("guest runner installed vm=" + LogQuote(session.vm_id()) + " version=" +
+          WARREN_RUN_VERSION + " bytes=" + std::to_string(runner.bytes.size()) + " dur_ms=" +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             ControlSession::Clock::now() - t0)
+                             .count()));
+  return Status::Ok();
+}
+
+}  // namespace warren::guest

@@ -1,0 +1,34 @@
+// Installing the guest runner: the host carries the runner binary (built with warren, so
+// runner upgrades never wait for new images) and, once per control connection, checks the
+// guest's ~/.warren/bin/warren-run --version, uploading the binary over the connection when
+// it is missing or another version. The same check starts the runner's `gc` in the
+// background, so finished jobs' output is dropped after a day without a timer in the guest.
+// Thread-safe: RunnerBinary is immutable; EnsureRunner serializes on the caller's mutex.
+#pragma once
+
+#include <string>
+
+#include "lobby/base/status.h"
+#include "vmhost/guest/control_session.h"
+
+namespace warren::guest {
+
+// The version this warren was built with (what `warren-run --version` must say).
+const char* RunnerVersion();
+
+struct RunnerBinary {
+  std::string path;
+  std::string bytes;
+};
+
+// `warren-run` next to the running executable (/proc/self/exe).
+std::string DefaultRunnerPath();
+// Reads the binary and checks that it is the version this warren speaks.
+Result<RunnerBinary> LoadRunnerBinary(const std::string& path);
+
+// Makes sure the runner in the guest behind `session` is this version, once per connection:
+// `*checked_generation` remembers the connection it was last checked on.
+Status EnsureRunner(ControlSession& session, const RunnerBinary& runner,
+                    uint64_t* checked_generation, ControlSession::Clock::time_point deadline);
+
+}  // namespace warren::guest

@@ -1,0 +1,310 @@
+#include "vmhost/guest/ssh_guest_control.h"
+
+#include <thread>
+#include <utility>
+
+#include "lobby/base/log.h"
+#include "vmhost/guest/job_stream.h"
+#include "vmhost/guest/runner_protocol.h"
+
+namespace warren::guest {
+namespace {
+
+using Stop = JobStream::Stop;
+
+// A job's start answer, after the caller cancelled, is awaited this long before giving up.
+constexpr auto kStartAfterCancel = std::chrono::seconds(10);
+// Re-attaching after a lost channel, at most this often per call.
+constexpr int kMaxReattach = 3;
+constexpr int kMaxIdCollisions = 3;
+
+// Closes a channel when the call is done with it, whatever path it takes.
+class ChannelCloser {
+ public:
+  explicit ChannelCloser(std::shared_ptr<GuestChannel>& ch) : ch_(ch) {}
+  ~ChannelCloser() {
+    if (ch_ != nullptr) ch_->Close();
+  }
+
+ private:
+  std::shared_ptr<GuestChannel>& ch_;
+};
+
+// Forwards the caller's stdin into the start channel on its own thread, because
+// InputStream::Read blocks. Stops at EOF, a read error, or when the channel refuses bytes
+// (it was closed: the job ended or was handed back).
+class StdinPump {
+ public:
+  StdinPump(InputStream* in, std::shared_ptr<GuestChannel> ch) {
+    if (in == nullptr) {
+      ch->CloseStdin();
+      return;
+    }
+    thread_ = std::thread([in, ch = std::move(ch)] {
+      char buf[32 * 1024];
+      for (;;) {
+        Result<size_t> n = in->Read(buf, sizeof buf);
+        if (!n.ok() || *n == 0) break;
+        if (!ch->Write(std::string_view(buf, *n)).ok()) break;
+      }
+      ch->CloseStdin();
+    });
+  }
+  ~StdinPump() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::thread thread_;
+};
+
+std::string RunnerFailure(GuestChannel& ch, const Status& why) {
+  std::string err = SanitizeGuestText(ch.StderrText(), 300);
+  return why.message() + (err.empty() ? "" : " (" + err + ")");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SshGuestControl>> SshGuestControl::Create(SshGuestControlOptions options) {
+  if (!options.resolve_socket) return InvalidArgument("no control socket resolver");
+  std::string path = options.runner_path.empty() ? DefaultRunnerPath() : options.runner_path;
+  WARREN_ASSIGN_OR_RETURN(RunnerBinary runner, LoadRunnerBinary(path));
+  return std::unique_ptr<SshGuestControl>(
+      new SshGuestControl(std::move(options), std::move(runner)));
+}
+
+SshGuestControl::SshGuestControl(SshGuestControlOptions options, RunnerBinary runner)
+    : options_(std::move(options)), runner_(std::move(runner)) {}
+
+SshGuestControl::~SshGuestControl() {
+  std::map<std::string, std::shared_ptr<Vm>, std::less<>> vms;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    vms.swap(vms_);
+  }
+  for (auto& [id, vm] : vms) vm->session->Shutdown();
+}
+
+std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = vms_.find(vm_id);
+  if (it != vms_.end()) return it->second;
+  ControlSessionOptions so;
+  so.vm_id = std::string(vm_id);
+  so.resolve_socket = options_.resolve_socket;
+  so.key_path = options_.key_path;
+  so.user = options_.user;
+  so.connect_timeout = options_.connect_timeout;
+  auto vm = std::make_shared<Vm>();
+  vm->session = std::make_shared<ControlSession>(std::move(so));
+  vms_.emplace(std::string(vm_id), vm);
+  return vm;
+}
+
+Result<std::shared_ptr<GuestChannel>> SshGuestControl::OpenRunner(Vm& vm, const std::string& args,
+                                                                  Clock::time_point deadline) {
+  {
+    std::lock_guard<std::mutex> lock(vm.install_mu);
+    WARREN_RETURN_IF_ERROR(EnsureRunner(*vm.session, runner_, &vm.checked_generation, deadline));
+  }
+  return vm.session->OpenExec(RunnerCommandLine(args), deadline);
+}
+
+Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestCommand& command,
+                                            const GuestStreams& streams) {
+  if (streams.out == nullptr || streams.err == nullptr) {
+    return InvalidArgument("Exec needs stdout and stderr sinks");
+  }
+  WARREN_ASSIGN_OR_RETURN(std::string header, EncodeStartHeader(command, streams.in != nullptr));
+  auto t0 = Clock::now();
+  auto hand_back = streams.wait_ms < 0 ? Clock::time_point::max()
+                                       : t0 + std::chrono::milliseconds(streams.wait_ms);
+  const CancelSignal* cancel = streams.cancel.get();
+  std::shared_ptr<Vm> vm = VmFor(vm_id);
+
+  for (int attempt = 0;; ++attempt) {
+    std::string id = NewJobId();
+    auto reach = Clock::now() + options_.reach_timeout;
+    WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch,
+                            OpenRunner(*vm, "start " + id, reach));
+    ChannelCloser closer(ch);
+    std::shared_ptr<GuestChannel> start_channel = ch;
+    WARREN_RETURN_IF_ERROR(ch->Write(header).Annotate("starting the command"));
+    DiscardSink discard;
+    JobStream job(id, 0, 0, /*expect_start=*/true);
+    Stop stop = job.Follow(*ch, discard, discard, cancel, reach, /*stop_at_start=*/true);
+    if (stop == Stop::kRunnerError && job.error().code() == Code::kConflict &&
+        attempt + 1 < kMaxIdCollisions) {
+      continue;  // the id was taken in this guest: draw another
+    }
+    StdinPump pump(stop == Stop::kStarted ? streams.in : nullptr, ch);
+    // Destroyed before the pump: closing the start channel releases a pump blocked in Write
+    // (and gives the job EOF on stdin) before the pump is joined.
+    struct PumpStopper {
+      std::shared_ptr<GuestChannel> ch;
+      ~PumpStopper() { ch->Close(); }
+    } stopper{start_channel};
+
+    switch (stop) {
+      case Stop::kStarted:
+        break;
+      case Stop::kCancelled: {
+        // The runner may be starting the job right now: wait for its answer, then kill it.
+        ch->CloseStdin();
+        Stop late = job.Follow(*ch, discard, discard, nullptr, Clock::now() + kStartAfterCancel,
+                               /*stop_at_start=*/true);
+        if (late == Stop::kStarted) {
+          Status killed = Kill(vm_id, id);
+          if (!killed.ok())
+            LogWarn("guest cancel: kill failed job=" + id + " " + killed.ToString());
+        }
+        return Cancelled("the command was cancelled before it started");
+      }
+      case Stop::kRunnerError:
+        return job.error();
+      case Stop::kChannelEnded:
+        if (job.error().code() == Code::kUnavailable && ch->StderrText().empty())
+          return job.error();
+        return Internal("the guest runner failed to start the command: " +
+                        RunnerFailure(*ch, job.error()));
+      default:
+        (void)Kill(vm_id, id);  // it may still start; it must not run unseen
+        return Unavailable("VM " + std::string(vm_id) + " did not start the command in time");
+    }
+
+    int reattached = 0;
+    for (;;) {
+      stop = job.Follow(*ch, *streams.out, *streams.err, cancel, hand_back, false);
+      switch (stop) {
+        case Stop::kEnded:
+        case Stop::kHandBack:
+          return job.Progress();
+        case Stop::kCancelled: {
+          Status killed = Kill(vm_id, id);
+          if (!killed.ok())
+            LogWarn("guest cancel: kill failed job=" + id + " " + killed.ToString());
+          return Cancelled("the command was cancelled and killed");
+        }
+        case Stop::kRunnerError:
+          return job.error();
+        default:
+          break;
+      }
+      // The channel ended without an end of job: the connection went, or the runner did.
+      // The job keeps running in the guest, so follow it again from what was delivered.
+      if (++reattached > kMaxReattach) return job.error();
+      LogInfo("guest job reattach vm=" + LogQuote(vm_id) + " job=" + id +
+              " reason=" + LogQuote(job.error().message()));
+      ch->Close();
+      WARREN_ASSIGN_OR_RETURN(
+          ch, OpenRunner(*vm,
+                         "attach " + id + " " + std::to_string(job.stdout_offset()) + " " +
+                             std::to_string(job.stderr_offset()),
+                         Clock::now() + options_.reach_timeout));
+      ch->CloseStdin();
+      job.Reattach();
+    }
+  }
+}
+
+Result<GuestProgress> SshGuestControl::Wait(std::string_view vm_id, std::string_view job_id,
+                                            uint64_t stdout_from, uint64_t stderr_from,
+                                            const GuestStreams& streams) {
+  if (streams.out == nullptr || streams.err == nullptr) {
+    return InvalidArgument("Wait needs stdout and stderr sinks");
+  }
+  if (!ValidJobId(job_id)) return NotFound("no job " + SanitizeGuestText(job_id, 32));
+  auto hand_back = streams.wait_ms < 0 ? Clock::time_point::max()
+                                       : Clock::now() + std::chrono::milliseconds(streams.wait_ms);
+  std::shared_ptr<Vm> vm = VmFor(vm_id);
+  std::string id(job_id);
+  JobStream job(id, stdout_from, stderr_from, /*expect_start=*/false);
+  int reattached = 0;
+  for (;;) {
+    WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch,
+                            OpenRunner(*vm,
+                                       "attach " + id + " " + std::to_string(job.stdout_offset()) +
+                                           " " + std::to_string(job.stderr_offset()),
+                                       Clock::now() + options_.reach_timeout));
+    ChannelCloser closer(ch);
+    ch->CloseStdin();
+    Stop stop = job.Follow(*ch, *streams.out, *streams.err, streams.cancel.get(), hand_back, false);
+    switch (stop) {
+      case Stop::kEnded:
+      case Stop::kHandBack:
+        return job.Progress();
+      case Stop::kCancelled:
+        return Cancelled("stopped waiting; the job keeps running");
+      case Stop::kRunnerError:
+        return job.error();
+      default:
+        break;
+    }
+    if (++reattached > kMaxReattach) return job.error();
+    job.Reattach();
+  }
+}
+
+Result<SshGuestControl::Reply> SshGuestControl::RunRunner(std::string_view vm_id,
+                                                          const std::string& args, size_t limit) {
+  std::shared_ptr<Vm> vm = VmFor(vm_id);
+  auto deadline = Clock::now() + options_.reach_timeout;
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch, OpenRunner(*vm, args, deadline));
+  ChannelCloser closer(ch);
+  ch->CloseStdin();
+  deadline = Clock::now() + options_.reply_timeout;
+  Reply reply;
+  char buf[32 * 1024];
+  for (;;) {
+    WARREN_ASSIGN_OR_RETURN(size_t n, ch->Read(buf, sizeof buf, deadline));
+    if (n == 0) break;
+    if (reply.out.size() + n > limit)
+      return Internal("the guest's reply to " + args + " is too large");
+    reply.out.append(buf, n);
+  }
+  WARREN_ASSIGN_OR_RETURN(reply.exit_status, ch->WaitExit(deadline));
+  reply.err = ch->StderrText();
+  return reply;
+}
+
+Status SshGuestControl::Kill(std::string_view vm_id, std::string_view job) {
+  if (!ValidJobId(job)) return NotFound("no job " + SanitizeGuestText(job, 32));
+  WARREN_ASSIGN_OR_RETURN(Reply r, RunRunner(vm_id, "kill " + std::string(job), 4096));
+  switch (r.exit_status) {
+    case 0:
+      return Status::Ok();
+    case 3:
+      return NotFound("no job " + std::string(job) + " in VM " + std::string(vm_id));
+    default:
+      return Internal("killing job " + std::string(job) +
+                      " failed: " + SanitizeGuestText(r.err, 300));
+  }
+}
+
+Result<std::vector<GuestJob>> SshGuestControl::Jobs(std::string_view vm_id) {
+  WARREN_ASSIGN_OR_RETURN(Reply r, RunRunner(vm_id, "list", kMaxListBytes));
+  if (r.exit_status != 0) {
+    return Internal("listing jobs failed: " + SanitizeGuestText(r.err, 300));
+  }
+  return ParseJobList(r.out);
+}
+
+void SshGuestControl::Disconnect(std::string_view vm_id) {
+  std::shared_ptr<Vm> vm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = vms_.find(vm_id);
+    if (it == vms_.end()) return;
+    vm = it->second;
+    vms_.erase(it);
+  }
+  vm->session->Shutdown();
+}
+
+std::string SshGuestControl::HostKeyFingerprint(std::string_view vm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = vms_.find(vm_id);
+  return it == vms_.end() ? "" : it->second->session->host_key_fingerprint();
+}
+
+}  // namespace warren::guest

@@ -1,0 +1,91 @@
+// SshGuestControl: the GuestControl that reaches each VM over its control connection (one
+// ControlSession per VM, made on first use) and runs every command under the guest runner
+// (runner/warren-run.c), which it installs in the guest itself. Exec is `warren-run start`
+// on one channel: the start header and the caller's stdin go in, output frames come back
+// until the job ends or is handed back; Wait is `attach` from offsets; Kill, Jobs are `kill`
+// and `list`. A channel lost while following a started job is re-attached from the offsets
+// already delivered, so a dropped connection costs no output.
+//
+// Thread-safe: any number of calls, for any VMs, may run at once; calls for one VM share its
+// connection. Each call blocks its thread (and, when streams.in is set, one more for stdin).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "lobby/base/status.h"
+#include "vmhost/guest/control_session.h"
+#include "vmhost/guest/runner_install.h"
+#include "vmhost/guest_control.h"
+
+namespace warren::guest {
+
+struct SshGuestControlOptions {
+  ControlSocketResolver resolve_socket;  // VM id -> its control socket path
+  std::string key_path;                  // DATA/control_ed25519 (EnsureControlKey)
+  std::string user = "dev";
+  std::string runner_path;  // the warren-run binary; empty: next to the running executable
+  // How long a call waits for the guest to be reachable (connection attempts with backoff,
+  // the runner check) before it fails with Unavailable.
+  std::chrono::milliseconds reach_timeout{std::chrono::seconds(60)};
+  // One connection attempt (socket, handshake, authentication).
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(30)};
+  // Replies of `kill` (which waits up to ~6 s for a stubborn job) and `list`.
+  std::chrono::milliseconds reply_timeout{std::chrono::seconds(30)};
+};
+
+class SshGuestControl final : public GuestControl {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Loads the runner binary (and checks its version); fails when it is missing.
+  static Result<std::unique_ptr<SshGuestControl>> Create(SshGuestControlOptions options);
+  // Closes every VM's connection; jobs keep running in the guests.
+  ~SshGuestControl() override;
+
+  // stdin (streams.in) is forwarded only while Exec streams: at the hand-back the job's
+  // stdin gets EOF. Exec returns only after its last streams.in->Read returned.
+  Result<GuestProgress> Exec(std::string_view vm_id, const GuestCommand& command,
+                             const GuestStreams& streams) override;
+  // streams.in is not used: a job's stdin ended when its Exec did.
+  Result<GuestProgress> Wait(std::string_view vm_id, std::string_view job, uint64_t stdout_from,
+                             uint64_t stderr_from, const GuestStreams& streams) override;
+  Status Kill(std::string_view vm_id, std::string_view job) override;
+  Result<std::vector<GuestJob>> Jobs(std::string_view vm_id) override;
+  void Disconnect(std::string_view vm_id) override;
+
+  // The guest's host key fingerprint as pinned by the VM's connection ("" before one).
+  std::string HostKeyFingerprint(std::string_view vm_id);
+
+ private:
+  struct Vm {
+    std::shared_ptr<ControlSession> session;
+    std::mutex install_mu;  // one runner check or upload per VM at a time
+    uint64_t checked_generation = 0;
+  };
+
+  SshGuestControl(SshGuestControlOptions options, RunnerBinary runner);
+
+  std::shared_ptr<Vm> VmFor(std::string_view vm_id);
+  Result<std::shared_ptr<GuestChannel>> OpenRunner(Vm& vm, const std::string& args,
+                                                   Clock::time_point deadline);
+  // Runs a runner verb whose reply is plain text: stdout (up to `limit`), exit status and
+  // the first bytes of stderr.
+  struct Reply {
+    std::string out;
+    int exit_status = 0;
+    std::string err;
+  };
+  Result<Reply> RunRunner(std::string_view vm_id, const std::string& args, size_t limit);
+
+  const SshGuestControlOptions options_;
+  const RunnerBinary runner_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Vm>, std::less<>> vms_;
+};
+
+}  // namespace warren::guest
