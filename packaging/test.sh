@@ -6,5 +6,11 @@ cd "$(dirname "$0")/.."
 
 bash packaging/install-deps.sh
 bash packaging/build.sh
+
+# Guest images for the real-QEMU tests. Idempotent: an image of today's version is kept, and
+# downloaded packages are cached, so reruns on the same machine are quick.
+export WARREN_TEST_IMAGES=${WARREN_TEST_IMAGES:-/var/lib/warren-test/images}
+bash packaging/images/build-tiny.sh "$WARREN_TEST_IMAGES"
+bash packaging/images/build-debian.sh "$WARREN_TEST_IMAGES"
 # Integration tests start their own servers on port 0; 2 parallel jobs fit a 2-core box.
 ctest --test-dir build --output-on-failure -j2 --timeout 600
