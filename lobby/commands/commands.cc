@@ -6,6 +6,12 @@ void RegisterBuiltinCommands(CommandTable& table) {
   // Registration order is the order `help` lists them in.
   RegisterHelpCommand(table);
   RegisterWhoamiCommand(table);
+  RegisterVmListCommands(table);
+  RegisterNewCommand(table);
+  RegisterVmStateCommands(table);
+  RegisterVmMetaCommands(table);
+  RegisterVmSshCommand(table);
+  RegisterJobCommands(table);
   RegisterSshKeyCommands(table);
   RegisterUserCommands(table);
 }

@@ -33,7 +33,9 @@ struct AuditFacts {
 };
 
 // --json among the arguments, before any "--" (after which words belong to the command).
-// Scanned before parsing so that even a parse error is reported in the JSON shape.
+// Scanned before parsing so that even a parse error is reported in the JSON shape; once
+// parsing succeeds the parser's own answer replaces it, because a command may hand words to
+// something else ("ssh VM prog --json" runs prog with --json, and is not our --json).
 bool WantsJson(const std::vector<std::string>& argv) {
   for (const std::string& a : argv) {
     if (a == "--") return false;
@@ -102,7 +104,7 @@ Status RefreshCaller(Caller& caller, Store& store, int64_t now) {
 }
 
 Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
-                               CommandSession& session, bool json, AuditFacts& audit) {
+                               CommandSession& session, bool& json, AuditFacts& audit) {
   if (session.argv.empty()) return InvalidArgument("no command given; try help");
   std::vector<std::string> argv = session.argv;
   CommandTable::Match match = table.Lookup(argv);
@@ -149,11 +151,12 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
     }
     return InvalidArgument(message + " (see \"" + spec.path + " --help\")");
   }
+  json = json_flag;
   if (session.cancel != nullptr && session.cancel->cancelled()) {
     return Cancelled("cancelled before it started");
   }
 
-  CommandContext ctx{session, services, table, spec.path, now, json || json_flag};
+  CommandContext ctx{session, services, table, spec.path, now, json};
   Result<CommandResult> result = handler->Run(ctx);
   audit.vm = ctx.audit_vm;
   return result;
@@ -236,7 +239,7 @@ Interpreter::~Interpreter() = default;
 void Interpreter::Execute(CommandSession& session) {
   const auto start = std::chrono::steady_clock::now();
   WithStreams(session, [&] {
-    const bool json = WantsJson(session.argv);
+    bool json = WantsJson(session.argv);
     AuditFacts audit;
     Result<CommandResult> result = Internal("not run");
     // The handler boundary: nothing a command (or CLI11, or nlohmann::json) throws may

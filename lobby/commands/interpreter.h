@@ -4,9 +4,12 @@
 // Thread-safe: many sessions may Execute concurrently on one Interpreter.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "keys/store.h"
 #include "lobby/base/clock.h"
@@ -23,10 +26,53 @@ struct ServerInfo {
   std::string domain = "warren.localhost";
 };
 
+class VmHost;
+class GuestControl;
+struct VmSpec;
+
+// What `new` gives a VM when the command line does not say, and the most it may ask for.
+struct VmDefaults {
+  std::string image = "debian";  // a name (newest version) or NAME@VERSION
+  int cpus = 2;
+  int64_t memory_mib = 2048;
+  int64_t disk_gib = 10;
+  int max_cpus = 16;
+  int64_t max_memory_mib = 64 * 1024;
+  int64_t max_disk_gib = 1024;
+};
+
+// The guest images VMs are made from, kept apart from how they are stored (image_catalog.h
+// has the one over packaging/images' directory layout), so the commands never see libvirt
+// or file paths. Both functions must be thread-safe.
+struct ImageCatalog {
+  // "debian" -> its newest "debian@VERSION"; "debian@VERSION" -> itself if present.
+  // NotFound (naming the images there are) or InvalidArgument for a malformed name.
+  std::function<Result<std::string>(std::string_view name)> resolve;
+  // Every "NAME@VERSION" available, for help and error messages; may be empty.
+  std::function<std::vector<std::string>()> list;
+};
+
 struct Services {
   Store* store = nullptr;
   const Clock* clock = nullptr;
   ServerInfo info;
+
+  // ---- VMs. When `vms` or `guests` is null this server runs no VMs and the VM commands
+  // answer Unavailable; the other commands work as before.
+  VmHost* vms = nullptr;
+  GuestControl* guests = nullptr;
+  VmDefaults vm_defaults;
+  // When `resolve` is empty, an image name is taken as given ("debian" stays "debian").
+  ImageCatalog images;
+  // The OpenSSH public key line of warren's own control key, seeded into every new VM as
+  // its user's authorized key (users reach VMs through warren, never directly).
+  std::string control_authorized_key;
+  // How long `new` waits for a fresh guest to run a command before giving up on it.
+  int ready_timeout_ms = 180'000;
+  // Optional: completes a VmSpec just before `new` creates it with what the command layer
+  // does not know (e.g. a pinned SSH host key the guest control connection will expect).
+  // Called without locks; an error aborts the creation.
+  std::function<Status(VmSpec& spec)> prepare_vm;
 };
 
 class CommandTable;

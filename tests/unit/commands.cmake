@@ -1,5 +1,15 @@
 # The command interpreter: tokenizer, dispatch and the built-in commands, against a real
-# LmdbStore in a temp dir.
-add_executable(commands_test unit/tokenizer_test.cc unit/interpreter_test.cc)
-target_link_libraries(commands_test PRIVATE warren_commands warren_keys GTest::gtest_main)
+# LmdbStore in a temp dir; the VM commands and reconcile against FakeVmHost and
+# FakeGuestControl.
+add_library(warren_test_guest_fake STATIC fakes/fake_guest_control.cc)
+target_link_libraries(warren_test_guest_fake PUBLIC warren_vmhost)
+
+add_executable(commands_test
+  unit/tokenizer_test.cc
+  unit/interpreter_test.cc
+  unit/vm_commands_test.cc
+  unit/job_commands_test.cc
+  unit/reconcile_test.cc)
+target_link_libraries(commands_test PRIVATE
+  warren_commands warren_keys warren_test_fakes warren_test_guest_fake GTest::gtest_main)
 gtest_discover_tests(commands_test DISCOVERY_MODE PRE_TEST)

@@ -1,0 +1,332 @@
+// new: makes a VM and waits until it answers. The record is written first (phase
+// "creating"), then the hypervisor makes the disk and domain and boots it, then the guest is
+// asked to run `true` until it does; only then is the VM "ready". Any failure on the way
+// destroys the domain and deletes the record, so nothing is left half-made; should even
+// that fail, the record stays "creating" and the daemon's reconcile finishes the cleanup.
+#include <chrono>
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "keys/vm_rules.h"
+#include "lobby/base/log.h"
+#include "lobby/commands/command_table.h"
+#include "lobby/commands/commands.h"
+#include "lobby/commands/vm_access.h"
+#include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_view.h"
+#include "vmhost/guest_control.h"
+#include "vmhost/vm_host.h"
+
+namespace warren {
+namespace {
+
+constexpr size_t kMaxSetupScriptBytes = 10 * 1024;
+constexpr int kReadyPollMs = 250;
+constexpr int kConsoleLinesOnFailure = 20;
+constexpr int kNameAttempts = 20;
+
+class DiscardSink final : public OutputSink {
+ public:
+  void Write(std::string_view) override {}
+};
+
+std::string Seconds(std::chrono::steady_clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs",
+                std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 1000.0);
+  return buf;
+}
+
+class NewCommand final : public Command {
+ public:
+  void DeclareFlags(CLI::App& app) override {
+    name_opt_ = app.add_option("--name", name_,
+                               "the VM's name: 5-52 of a-z, 0-9 and '-', starting with a letter "
+                               "(default: made up, like calm-otter-42)")
+                    ->type_name("NAME");
+    image_opt_ =
+        app.add_option("--image", image_, "the guest image (default: debian)")->type_name("IMAGE");
+    cpu_opt_ = app.add_option("--cpu", cpus_, "virtual CPUs (default 2)")->type_name("N");
+    memory_opt_ = app.add_option("--memory", memory_, "memory: 2048 (MiB), 512M, 2G (default 2G)")
+                      ->type_name("SIZE");
+    disk_opt_ =
+        app.add_option("--disk", disk_, "disk: 10 (GiB), 20G, 1T (default 10G)")->type_name("SIZE");
+    app.add_option("--tag", tags_, "tags, comma-separated (repeatable)")->type_name("TAGS");
+    app.add_option("--comment", comment_, "a note shown by ls -l (at most 200 bytes)")
+        ->type_name("TEXT");
+    app.add_option("--env", env_, "KEY=VALUE in the VM user's environment (repeatable)")
+        ->type_name("K=V");
+    app.add_option("--setup-script", setup_script_,
+                   "/dev/stdin: a script read from your stdin (at most 10 KiB) that runs once, "
+                   "at first boot, as the VM user")
+        ->type_name("FILE");
+  }
+
+  Result<CommandResult> Run(CommandContext& ctx) override {
+    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    WARREN_ASSIGN_OR_RETURN(GuestControl * guests, RequireGuests(ctx));
+    WARREN_ASSIGN_OR_RETURN(VmRecord vm, Plan(ctx));
+    VmSpec spec = SpecFor(ctx, vm);
+    // Checked with stand-in id and name before anything is written.
+    WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+
+    const auto start = std::chrono::steady_clock::now();
+    WARREN_RETURN_IF_ERROR(Record(ctx, vm));
+    spec.id = vm.id;
+    spec.name = vm.name;
+    ctx.audit_vm = vm.name;
+    if (ctx.services.prepare_vm) {
+      if (Status st = ctx.services.prepare_vm(spec); !st.ok()) {
+        Abandon(ctx, vm, /*domain_made=*/false);
+        return st.Annotate("preparing " + vm.name);
+      }
+    }
+    Progress(ctx, "creating " + vm.name + " (" + vm.image + ", " + std::to_string(vm.cpus) +
+                      " vCPU, " + FormatMib(vm.memory_mib) + " memory, " +
+                      std::to_string(vm.disk_gib) + " GiB disk)…");
+    if (Status st = host->Create(spec); !st.ok()) {
+      Abandon(ctx, vm, /*domain_made=*/false);
+      return st.Annotate("creating " + vm.name);
+    }
+    Progress(ctx, "booting…");
+    if (Status st = AwaitReady(ctx, *host, *guests, vm); !st.ok()) {
+      Abandon(ctx, vm, /*domain_made=*/true);
+      return st;
+    }
+    Status ready = ctx.store().UpdateVm(vm.id, [](VmRecord& r) {
+      r.phase = VmPhase::kReady;
+      return Status::Ok();
+    });
+    if (!ready.ok()) {
+      // Removed meanwhile (`rm` from another session), or the store failed: either way
+      // this VM is not the caller's to keep.
+      Abandon(ctx, vm, /*domain_made=*/true);
+      return ready.Annotate("recording " + vm.name + " as ready");
+    }
+    vm.phase = VmPhase::kReady;
+
+    const std::string took = Seconds(std::chrono::steady_clock::now() - start);
+    const ServerInfo& info = ctx.services.info;
+    CommandResult r;
+    r.data = VmJson(vm, "running", info);
+    r.data["ready_seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.text = "Ready in " + took + "\n" + VmSshCommand(info, vm.name) + "\n" + VmUrl(info, vm.name) +
+             "\n";
+    return r;
+  }
+
+ private:
+  // Checks every flag and settles every value, before anything is written.
+  Result<VmRecord> Plan(CommandContext& ctx) {
+    const VmDefaults& d = ctx.services.vm_defaults;
+    VmRecord vm;
+    vm.owner = ctx.caller().user;
+    vm.created_at = ctx.now;
+    vm.desired_state = DesiredState::kRunning;
+    vm.phase = VmPhase::kCreating;
+    if (name_opt_->count() > 0) {
+      WARREN_RETURN_IF_ERROR(CheckVmName(name_));
+      vm.name = name_;
+    }
+    vm.cpus = cpu_opt_->count() > 0 ? cpus_ : d.cpus;
+    if (vm.cpus < 1 || vm.cpus > d.max_cpus) {
+      return InvalidArgument("--cpu must be 1 to " + std::to_string(d.max_cpus));
+    }
+    vm.memory_mib = d.memory_mib;
+    if (memory_opt_->count() > 0) {
+      WARREN_ASSIGN_OR_RETURN(vm.memory_mib, ParseMemoryMib(memory_));
+    }
+    if (vm.memory_mib < 256 || vm.memory_mib > d.max_memory_mib) {
+      return InvalidArgument("--memory must be 256M to " + FormatMib(d.max_memory_mib));
+    }
+    vm.disk_gib = d.disk_gib;
+    if (disk_opt_->count() > 0) {
+      WARREN_ASSIGN_OR_RETURN(vm.disk_gib, ParseDiskGib(disk_));
+    }
+    if (vm.disk_gib < 1 || vm.disk_gib > d.max_disk_gib) {
+      return InvalidArgument("--disk must be 1G to " + std::to_string(d.max_disk_gib) + "G");
+    }
+    WARREN_ASSIGN_OR_RETURN(vm.tags, ParseTags(tags_));
+    // A credential limited to a tag makes VMs it can see.
+    if (!ctx.caller().scope.tag.empty()) MergeTags(vm.tags, {ctx.caller().scope.tag});
+    if (vm.tags.size() > kMaxTagsPerVm) {
+      return InvalidArgument("a VM may carry at most " + std::to_string(kMaxTagsPerVm) + " tags");
+    }
+    WARREN_RETURN_IF_ERROR(CheckComment(comment_));
+    vm.comment = comment_;
+    if (env_.size() > kMaxEnvEntries) {
+      return InvalidArgument("at most " + std::to_string(kMaxEnvEntries) + " --env entries");
+    }
+    for (const std::string& e : env_) {
+      WARREN_ASSIGN_OR_RETURN(auto kv, ParseEnvEntry(e));
+      vm.env.push_back(std::move(kv));
+    }
+    const std::string image = image_opt_->count() > 0 ? image_ : d.image;
+    if (ctx.services.images.resolve) {
+      WARREN_ASSIGN_OR_RETURN(vm.image, ctx.services.images.resolve(image));
+    } else {
+      vm.image = image;
+    }
+    // Last: it may wait on stdin.
+    WARREN_RETURN_IF_ERROR(ReadSetupScript(ctx));
+    return vm;
+  }
+
+  Status ReadSetupScript(CommandContext& ctx) {
+    if (setup_script_.empty()) return Status::Ok();
+    if (setup_script_ != "/dev/stdin" && setup_script_ != "-") {
+      return InvalidArgument(
+          "--setup-script takes /dev/stdin: the server cannot read \"" +
+          setup_script_.substr(0, 64) +
+          "\" on your machine (over SSH only the command line arrives); send the file as "
+          "stdin instead: ssh HOST new --setup-script /dev/stdin < " +
+          setup_script_.substr(0, 64));
+    }
+    Result<std::string> script = ReadAll(*ctx.session.in, kMaxSetupScriptBytes);
+    if (!script.ok()) {
+      if (script.status().code() == Code::kTooLarge) {
+        return TooLarge("the setup script is larger than 10 KiB");
+      }
+      return script.status().Annotate("reading the setup script from stdin");
+    }
+    if (script->empty()) return InvalidArgument("--setup-script /dev/stdin: stdin was empty");
+    setup_script_text_ = std::move(script).value();
+    return Status::Ok();
+  }
+
+  VmSpec SpecFor(const CommandContext& ctx, const VmRecord& vm) const {
+    VmSpec spec;
+    spec.image = vm.image;
+    spec.cpus = vm.cpus;
+    spec.memory_mib = vm.memory_mib;
+    spec.disk_gib = vm.disk_gib;
+    // Stand-ins until Record settles them.
+    spec.name = vm.name.empty() ? "placeholder" : vm.name;
+    spec.id = "placeholder0";
+    spec.egress = Egress::kFull;
+    spec.authorized_keys = ctx.services.control_authorized_key;
+    spec.env = vm.env;
+    spec.setup_script = setup_script_text_;
+    return spec;
+  }
+
+  // Writes the record, making up a free name when none was asked for.
+  Status Record(CommandContext& ctx, VmRecord& vm) {
+    const bool generated = vm.name.empty();
+    for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
+      if (generated) vm.name = NewVmName();
+      vm.id = NewVmId();
+      Status st = ctx.store().CreateVm(vm);
+      if (st.ok()) return st;
+      if (st.code() != Code::kConflict || !generated) return st;
+    }
+    return Conflict("could not find a free VM name; give one with --name");
+  }
+
+  void Progress(CommandContext& ctx, const std::string& line) {
+    if (!ctx.json) ctx.session.err->Write(line + "\n");
+  }
+
+  // Polls the guest with `true` until it answers, the deadline passes, the VM dies or the
+  // caller goes away.
+  Status AwaitReady(CommandContext& ctx, VmHost& host, GuestControl& guests, const VmRecord& vm) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(ctx.services.ready_timeout_ms);
+    std::shared_ptr<CancelSignal> cancel = ctx.session.cancel;
+    if (cancel == nullptr) cancel = std::make_shared<CancelSignal>();
+    DiscardSink discard;
+    Status last = Unavailable("no answer yet");
+    while (true) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      if (left <= 0) break;
+      GuestStreams streams;
+      streams.out = &discard;
+      streams.err = &discard;
+      streams.cancel = cancel;
+      streams.wait_ms = static_cast<int>(left);
+      Result<GuestProgress> p = guests.Exec(vm.id, GuestCommand{"true", {}, ""}, streams);
+      if (p.ok() && p->finished && p->exit_code == 0) return Status::Ok();
+      if (cancel->cancelled() || (!p.ok() && p.status().code() == Code::kCancelled)) {
+        return Cancelled("cancelled while " + vm.name + " was booting; it was removed");
+      }
+      last = p.ok() ? Unavailable("the guest's `true` did not succeed") : p.status();
+      Result<VmInfo> info = host.Inspect(vm.id);
+      if (info.ok() && info->state != VmState::kRunning) {
+        return Unavailable(vm.name + " " + std::string(VmStateName(info->state)) +
+                           " while booting; it was removed." + ConsoleTail(host, vm));
+      }
+      left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                   std::chrono::steady_clock::now())
+                 .count();
+      if (left <= 0) break;
+      if (cancel->WaitFor(static_cast<int>(std::min<int64_t>(left, kReadyPollMs)))) {
+        return Cancelled("cancelled while " + vm.name + " was booting; it was removed");
+      }
+    }
+    return Timeout(vm.name + " did not answer within " +
+                   std::to_string(ctx.services.ready_timeout_ms / 1000) +
+                   " s (last: " + last.message() + "); it was removed." + ConsoleTail(host, vm));
+  }
+
+  static std::string ConsoleTail(VmHost& host, const VmRecord& vm) {
+    Result<std::string> console = host.Console(vm.id, kConsoleLinesOnFailure);
+    if (!console.ok() || console->empty()) return "";
+    std::string text = *console;
+    if (text.back() != '\n') text += '\n';
+    return " Last console lines:\n" + text;
+  }
+
+  // Undoes a creation that failed: no domain, no record. Should destroying the domain
+  // fail, the record stays (phase "creating") for reconcile to finish the job.
+  static void Abandon(CommandContext& ctx, const VmRecord& vm, bool domain_made) {
+    if (ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
+    if (domain_made) {
+      Status st = ctx.services.vms->Destroy(vm.id);
+      if (!st.ok() && st.code() != Code::kNotFound) {
+        LogError("new: could not remove the domain of failed VM " + LogQuote(vm.name) + " (" +
+                 vm.id + "): " + LogQuote(st.ToString()) + "; reconcile will retry");
+        return;
+      }
+    }
+    Status st = ctx.store().DeleteVm(vm.id);
+    if (!st.ok() && st.code() != Code::kNotFound) {
+      LogError("new: could not delete the record of failed VM " + LogQuote(vm.name) + " (" + vm.id +
+               "): " + LogQuote(st.ToString()));
+    }
+  }
+
+  std::string name_, image_, memory_, disk_, comment_, setup_script_;
+  std::string setup_script_text_;
+  int cpus_ = 0;
+  std::vector<std::string> tags_, env_;
+  CLI::Option* name_opt_ = nullptr;
+  CLI::Option* image_opt_ = nullptr;
+  CLI::Option* cpu_opt_ = nullptr;
+  CLI::Option* memory_opt_ = nullptr;
+  CLI::Option* disk_opt_ = nullptr;
+};
+
+}  // namespace
+
+void RegisterNewCommand(CommandTable& table) {
+  table.Add({
+      .path = "new",
+      .summary = "make a VM",
+      .description =
+          "Makes a VM, boots it and waits until it answers, printing progress; then prints "
+          "how long it took, the ssh command for it and its web address:\n"
+          "  new\n"
+          "  new --name web-1 --cpu 4 --memory 8G --disk 40G --tag prod\n"
+          "  ssh HOST new --setup-script /dev/stdin < setup.sh\n"
+          "Names are 5-52 of a-z, 0-9 and '-', start with a letter, and are unique on this "
+          "server; without --name one is made up. --setup-script reads the script from "
+          "your stdin (/dev/stdin): the server cannot open files on your machine.\n",
+      .make = [] { return std::make_unique<NewCommand>(); },
+  });
+}
+
+}  // namespace warren

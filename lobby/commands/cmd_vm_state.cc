@@ -1,0 +1,207 @@
+// start, stop, restart, pause, resume, rm, rename: changing what a VM is. Each state change
+// asks the hypervisor first (which refuses a wrong state with Conflict) and then records the
+// new desired state, which reconcile restores after a restart of warren or the host.
+#include <set>
+
+#include <CLI/CLI.hpp>
+
+#include "keys/vm_rules.h"
+#include "lobby/base/log.h"
+#include "lobby/commands/command_table.h"
+#include "lobby/commands/commands.h"
+#include "lobby/commands/vm_access.h"
+#include "lobby/commands/vm_view.h"
+#include "vmhost/guest_control.h"
+#include "vmhost/vm_host.h"
+
+namespace warren {
+namespace {
+
+struct Transition {
+  const char* verb;   // "start"
+  const char* done;   // "started"
+  DesiredState then;  // recorded once the hypervisor agreed
+  Status (VmHost::*act)(std::string_view id);
+  bool drops_guest;  // the guest's control connection does not survive it
+};
+
+class StateCommand final : public Command {
+ public:
+  explicit StateCommand(const Transition& t) : t_(t) {}
+
+  void DeclareFlags(CLI::App& app) override { app.add_option("VM", vm_, "the VM")->required(); }
+
+  Result<CommandResult> Run(CommandContext& ctx) override {
+    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
+    WARREN_RETURN_IF_ERROR(RequireReady(vm));
+    if (t_.drops_guest && ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
+    Status st = (host->*t_.act)(vm.id);
+    if (st.code() == Code::kNotFound) {
+      return NotFound(vm.name + "'s domain is missing; rm it and make a new one");
+    }
+    WARREN_RETURN_IF_ERROR(st.Annotate(vm.name));
+    WARREN_RETURN_IF_ERROR(ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
+      r.desired_state = t_.then;
+      return Status::Ok();
+    }));
+    Result<VmInfo> info = host->Inspect(vm.id);
+    vm.desired_state = t_.then;
+    const std::string state = VmStateText(vm, info);
+    CommandResult r;
+    r.data = VmJson(vm, state, ctx.services.info);
+    r.text = std::string(t_.done) + " " + vm.name + "\n";
+    return r;
+  }
+
+ private:
+  const Transition& t_;
+  std::string vm_;
+};
+
+const Transition kStart{"start", "started", DesiredState::kRunning, &VmHost::Start, false};
+const Transition kStop{"stop", "stopped", DesiredState::kStopped, &VmHost::Stop, true};
+const Transition kRestart{"restart", "restarted", DesiredState::kRunning, &VmHost::Restart, true};
+const Transition kPause{"pause", "paused", DesiredState::kPaused, &VmHost::Pause, false};
+const Transition kResume{"resume", "resumed", DesiredState::kRunning, &VmHost::Resume, false};
+
+class RmCommand final : public Command {
+ public:
+  void DeclareFlags(CLI::App& app) override {
+    app.add_option("VM", names_, "the VMs to remove")->required();
+  }
+
+  Result<CommandResult> Run(CommandContext& ctx) override {
+    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    nlohmann::json deleted = nlohmann::json::array();
+    nlohmann::json failed = nlohmann::json::array();
+    std::string text;
+    Status first_error;
+    std::set<std::string> seen;
+    for (const std::string& name : names_) {
+      if (!seen.insert(name).second) continue;
+      Status st = Remove(ctx, *host, name);
+      if (st.ok()) {
+        deleted.push_back(name);
+        text += "removed " + name + "\n";
+      } else {
+        failed.push_back({{"name", name}, {"error", st.message()}});
+        text += "error: " + st.message() + "\n";
+        if (first_error.ok()) first_error = st;
+      }
+    }
+    ctx.audit_vm = names_.size() == 1 ? names_[0] : std::to_string(names_.size()) + " VMs";
+    // Nothing removed: a plain error with its own code (404 for an unknown VM).
+    if (deleted.empty()) {
+      if (failed.size() == 1) return first_error;
+      std::string all;
+      for (const auto& f : failed) all += (all.empty() ? "" : "; ") + f["error"].get<std::string>();
+      return Status(first_error.code(), all);
+    }
+    CommandResult r;
+    r.data = {{"deleted", std::move(deleted)}, {"failed", failed}};
+    r.text = text;
+    // Some removed, some not: the result says which, and the exit status says "not all".
+    if (!failed.empty()) r.exit_status = 1;
+    return r;
+  }
+
+ private:
+  static Status Remove(CommandContext& ctx, VmHost& host, const std::string& name) {
+    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, name));
+    if (ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
+    Status st = host.Destroy(vm.id);
+    // A domain already gone ("missing") is what rm wanted anyway.
+    if (!st.ok() && st.code() != Code::kNotFound) return st.Annotate("removing " + vm.name);
+    st = ctx.store().DeleteVm(vm.id);
+    if (!st.ok() && st.code() != Code::kNotFound) {
+      LogError("rm: domain of " + LogQuote(vm.name) +
+               " destroyed but its record stays: " + LogQuote(st.ToString()));
+      return st.Annotate("removing " + vm.name);
+    }
+    return Status::Ok();
+  }
+
+  std::vector<std::string> names_;
+};
+
+class RenameCommand final : public Command {
+ public:
+  void DeclareFlags(CLI::App& app) override {
+    app.add_option("VM", vm_, "the VM")->required();
+    app.add_option("NEWNAME", new_name_, "its new name")->required();
+  }
+
+  Result<CommandResult> Run(CommandContext& ctx) override {
+    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    WARREN_RETURN_IF_ERROR(CheckVmName(new_name_));
+    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
+    WARREN_RETURN_IF_ERROR(RequireReady(vm));
+    const std::string old_name = vm.name;
+    if (new_name_ != old_name) {
+      // The store first: it decides whether the name is free.
+      WARREN_RETURN_IF_ERROR(ctx.store().RenameVm(vm.id, new_name_));
+      if (Status st = host->Rename(vm.id, new_name_); !st.ok()) {
+        if (Status back = ctx.store().RenameVm(vm.id, old_name); !back.ok()) {
+          LogError("rename: hypervisor refused " + LogQuote(new_name_) +
+                   " and the old name could not be restored: " + LogQuote(back.ToString()));
+        }
+        return st.Annotate("renaming " + old_name);
+      }
+      vm.name = new_name_;
+    }
+    HostView view(host);
+    CommandResult r;
+    r.data = VmJson(vm, VmStateText(vm, view.Find(vm.id)), ctx.services.info);
+    r.data["old_name"] = old_name;
+    r.text = "renamed " + old_name + " to " + vm.name +
+             " (the guest takes the new hostname at its next boot)\n";
+    return r;
+  }
+
+ private:
+  std::string vm_, new_name_;
+};
+
+void AddTransition(CommandTable& table, const Transition& t, std::string summary,
+                   std::string description) {
+  table.Add({
+      .path = t.verb,
+      .summary = std::move(summary),
+      .args = "VM",
+      .description = std::move(description),
+      .make = [&t] { return std::make_unique<StateCommand>(t); },
+  });
+}
+
+}  // namespace
+
+void RegisterVmStateCommands(CommandTable& table) {
+  table.Add({
+      .path = "rm",
+      .summary = "remove VMs and their disks",
+      .args = "VM…",
+      .description = "Destroys each VM with its disk and jobs; there is no undo. Reports "
+                     "{deleted, failed} and exits non-zero when any failed.\n",
+      .make = [] { return std::make_unique<RmCommand>(); },
+  });
+  table.Add({
+      .path = "rename",
+      .summary = "rename a VM",
+      .args = "VM NEWNAME",
+      .description = "Renames a VM in any state; its ssh name and jobs follow at once, the "
+                     "guest's hostname at its next boot.\n",
+      .make = [] { return std::make_unique<RenameCommand>(); },
+  });
+  AddTransition(table, kStart, "start a stopped VM", "Boots a stopped VM.\n");
+  AddTransition(table, kStop, "stop a VM, keeping its disk",
+                "Shuts the VM down: its CPU and memory are freed, its disk is kept. Jobs "
+                "running in it end.\n");
+  AddTransition(table, kRestart, "reboot a running VM",
+                "Reboots the VM. Jobs running in it end without an exit status.\n");
+  AddTransition(table, kPause, "pause a running VM, keeping its memory",
+                "Freezes the VM: its memory and processes are kept, it uses no CPU.\n");
+  AddTransition(table, kResume, "resume a paused VM", "Lets a paused VM run again.\n");
+}
+
+}  // namespace warren

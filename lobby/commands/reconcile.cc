@@ -1,0 +1,174 @@
+#include "lobby/commands/reconcile.h"
+
+#include <map>
+#include <set>
+
+#include "lobby/base/log.h"
+#include "lobby/commands/job_names.h"
+
+namespace warren {
+namespace {
+
+class Reconciler {
+ public:
+  Reconciler(Store& store, VmHost& host, GuestControl* guests, int64_t now, ReconcileReport& r)
+      : store_(store), host_(host), guests_(guests), now_(now), r_(r) {}
+
+  Status Run() {
+    // Both lists first: nothing is touched unless warren can see the whole picture.
+    WARREN_ASSIGN_OR_RETURN(std::vector<VmRecord> records, store_.ListVms());
+    WARREN_ASSIGN_OR_RETURN(std::vector<VmInfo> domains, host_.List());
+    std::map<std::string, VmInfo> by_id;
+    for (VmInfo& d : domains) by_id.emplace(d.id, std::move(d));
+    std::set<std::string> recorded;
+
+    for (const VmRecord& vm : records) {
+      recorded.insert(vm.id);
+      auto it = by_id.find(vm.id);
+      const VmInfo* domain = it == by_id.end() ? nullptr : &it->second;
+      if (vm.phase == VmPhase::kCreating) {
+        RemoveUnfinished(vm, domain != nullptr);
+      } else if (domain == nullptr) {
+        LogWarn("reconcile: VM " + LogQuote(vm.name) + " (" + vm.id + ", owner " +
+                LogQuote(vm.owner) + ") has no domain; its record is kept and shows as missing");
+        r_.missing.push_back(vm.name);
+      } else {
+        Converge(vm, *domain);
+      }
+    }
+    for (const auto& [id, domain] : by_id) {
+      if (recorded.count(id) == 0) DestroyOrphan(domain);
+    }
+    ExpireJobs();
+    return first_error_;
+  }
+
+ private:
+  void Fail(const std::string& what, const Status& st) {
+    std::string line = what + ": " + st.ToString();
+    LogError("reconcile: " + LogQuote(line));
+    r_.errors.push_back(line);
+    if (first_error_.ok()) first_error_ = st.Annotate(what);
+  }
+
+  void RemoveUnfinished(const VmRecord& vm, bool has_domain) {
+    LogWarn("reconcile: VM " + LogQuote(vm.name) + " (" + vm.id +
+            ") was still being created when warren stopped; removing it");
+    if (guests_ != nullptr) guests_->Disconnect(vm.id);
+    if (has_domain) {
+      Status st = host_.Destroy(vm.id);
+      if (!st.ok() && st.code() != Code::kNotFound) {
+        // Keep the record so the next start tries again.
+        return Fail("destroying the domain of unfinished VM " + vm.name, st);
+      }
+    }
+    Status st = store_.DeleteVm(vm.id);
+    if (!st.ok() && st.code() != Code::kNotFound) {
+      return Fail("deleting the record of unfinished VM " + vm.name, st);
+    }
+    r_.unfinished_removed.push_back(vm.name);
+  }
+
+  void DestroyOrphan(const VmInfo& domain) {
+    LogWarn("reconcile: domain warren-" + domain.id + " (named " + LogQuote(domain.name) +
+            ") has no record; destroying it and its disk");
+    if (guests_ != nullptr) guests_->Disconnect(domain.id);
+    Status st = host_.Destroy(domain.id);
+    if (!st.ok() && st.code() != Code::kNotFound) {
+      return Fail("destroying orphan domain " + domain.id, st);
+    }
+    r_.orphans_destroyed.push_back(domain.id);
+  }
+
+  // Brings one VM to its desired state.
+  void Converge(const VmRecord& vm, const VmInfo& domain) {
+    const VmState state = domain.state;
+    const bool down = state == VmState::kStopped || state == VmState::kCrashed;
+    switch (vm.desired_state) {
+      case DesiredState::kRunning:
+        if (down)
+          Boot(vm, state);
+        else if (state == VmState::kPaused)
+          Act(vm, &VmHost::Resume, "resuming", r_.started);
+        break;
+      case DesiredState::kPaused:
+        // A paused VM's memory did not survive a host restart; the nearest thing to what
+        // was asked is the VM booted and paused again.
+        if (down && Boot(vm, state))
+          Act(vm, &VmHost::Pause, "pausing", r_.paused);
+        else if (state == VmState::kRunning)
+          Act(vm, &VmHost::Pause, "pausing", r_.paused);
+        break;
+      case DesiredState::kStopped:
+        if (state == VmState::kRunning || state == VmState::kPaused || state == VmState::kCrashed) {
+          if (guests_ != nullptr) guests_->Disconnect(vm.id);
+          Act(vm, &VmHost::Stop, "stopping", r_.stopped);
+        }
+        break;
+    }
+  }
+
+  // Starts a stopped or crashed VM (a crashed one is stopped first, as the host requires).
+  bool Boot(const VmRecord& vm, VmState state) {
+    if (guests_ != nullptr) guests_->Disconnect(vm.id);
+    if (state == VmState::kCrashed) {
+      Status st = host_.Stop(vm.id);
+      if (!st.ok()) {
+        Fail("stopping crashed VM " + vm.name, st);
+        return false;
+      }
+    }
+    LogInfo("reconcile: starting " + LogQuote(vm.name) + " (" + vm.id + "), which should run");
+    return Act(vm, &VmHost::Start, "starting", r_.started);
+  }
+
+  bool Act(const VmRecord& vm, Status (VmHost::*act)(std::string_view), const char* doing,
+           std::vector<std::string>& done) {
+    Status st = (host_.*act)(vm.id);
+    if (!st.ok()) {
+      Fail(std::string(doing) + " " + vm.name, st);
+      return false;
+    }
+    done.push_back(vm.name);
+    return true;
+  }
+
+  void ExpireJobs() {
+    Result<std::vector<JobRecord>> jobs = store_.ListJobs("");
+    if (!jobs.ok()) return Fail("listing jobs", jobs.status());
+    for (const JobRecord& job : *jobs) {
+      if (!JobExpired(job, now_)) continue;
+      Status st = store_.DeleteJob(job.vm_id, job.job);
+      if (!st.ok() && st.code() != Code::kNotFound) {
+        Fail("dropping expired job " + job.job, st);
+        continue;
+      }
+      ++r_.jobs_expired;
+    }
+  }
+
+  Store& store_;
+  VmHost& host_;
+  GuestControl* guests_;
+  const int64_t now_;
+  ReconcileReport& r_;
+  Status first_error_;
+};
+
+}  // namespace
+
+Status Reconcile(Store& store, VmHost& host, GuestControl* guests, const Clock& clock,
+                 ReconcileReport* report) {
+  ReconcileReport local;
+  ReconcileReport& r = report != nullptr ? *report : local;
+  Status st = Reconciler(store, host, guests, clock.NowUnix(), r).Run();
+  LogInfo("reconcile: " + std::to_string(r.unfinished_removed.size()) + " unfinished removed, " +
+          std::to_string(r.orphans_destroyed.size()) + " orphans destroyed, " +
+          std::to_string(r.missing.size()) + " missing, " + std::to_string(r.started.size()) +
+          " started, " + std::to_string(r.paused.size()) + " paused, " +
+          std::to_string(r.stopped.size()) + " stopped, " + std::to_string(r.jobs_expired) +
+          " expired jobs, " + std::to_string(r.errors.size()) + " errors");
+  return st;
+}
+
+}  // namespace warren

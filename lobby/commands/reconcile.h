@@ -1,0 +1,45 @@
+// Reconcile: brings the store and the hypervisor back into agreement when the daemon
+// starts, so that warren "restarts from the store plus what libvirt reports":
+//   - a record still "creating" (warren stopped in the middle of `new`): its domain, if
+//     any, is destroyed and the record deleted — that VM was never handed to anyone;
+//   - a domain with no record (an orphan): destroyed, and logged;
+//   - a record whose domain is gone: kept (the user's record is not silently dropped) and
+//     logged; ls and stat show it as "missing" and rm removes it;
+//   - a VM whose desired state is running or paused but whose domain is stopped or crashed:
+//     started again (and paused again); desired stopped but running: stopped;
+//   - job records that finished more than a day ago: dropped.
+// Must run before the interpreter serves commands: a `new` in flight would look like a
+// crashed one. Not thread-safe with itself; the store and host it uses are.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "keys/store.h"
+#include "lobby/base/clock.h"
+#include "lobby/base/status.h"
+#include "vmhost/guest_control.h"
+#include "vmhost/vm_host.h"
+
+namespace warren {
+
+// What Reconcile did, for the daemon's log and for tests. VMs by name, orphans by id.
+struct ReconcileReport {
+  std::vector<std::string> unfinished_removed;
+  std::vector<std::string> orphans_destroyed;
+  std::vector<std::string> missing;
+  std::vector<std::string> started;
+  std::vector<std::string> paused;
+  std::vector<std::string> stopped;
+  size_t jobs_expired = 0;
+  std::vector<std::string> errors;  // each action that failed, with why
+};
+
+// Does everything it can; an action that fails is logged, noted in the report and does not
+// stop the others. Returns the first such failure (or the failure to read the store or the
+// host's list, in which case nothing was changed).
+Status Reconcile(Store& store, VmHost& host, GuestControl* guests,
+                 const Clock& clock = SystemClock::Get(), ReconcileReport* report = nullptr);
+
+}  // namespace warren

@@ -1,0 +1,36 @@
+// Which VMs a caller may see and act on, shared by every VM command. A caller sees only its
+// own VMs, and a credential limited to a tag sees only its own VMs that carry the tag;
+// every other VM answers "not found", exactly like one that does not exist, so a scoped
+// token learns nothing about the rest. Stateless functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "keys/store.h"
+#include "lobby/base/status.h"
+#include "lobby/commands/command.h"
+
+namespace warren {
+
+class VmHost;
+class GuestControl;
+
+bool VmVisibleTo(const Caller& caller, const VmRecord& vm);
+
+// The VM named `name` if the caller may see it; NotFound ("no VM named …") otherwise.
+// Records the name for the audit line.
+Result<VmRecord> FindVisibleVm(CommandContext& ctx, std::string_view name);
+
+// The caller's VMs, by name.
+Result<std::vector<VmRecord>> VisibleVms(CommandContext& ctx);
+
+// The VM host and guest control, or Unavailable when this server runs no VMs.
+Result<VmHost*> RequireVmHost(CommandContext& ctx);
+Result<GuestControl*> RequireGuests(CommandContext& ctx);
+
+// Conflict unless the VM has finished being created.
+Status RequireReady(const VmRecord& vm);
+
+}  // namespace warren

@@ -1,0 +1,164 @@
+#include "lobby/commands/vm_flags.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <random>
+
+#include "keys/scope.h"
+
+namespace warren {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// "2G" -> {2, "g"}; the number must be a whole, positive decimal.
+Result<std::pair<int64_t, std::string>> SplitSize(std::string_view text, std::string_view what,
+                                                  std::string_view examples) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, n);
+  if (digits == 0 || digits > 12 || ec != std::errc() || n <= 0) {
+    return InvalidArgument(std::string(what) + " \"" + std::string(text.substr(0, 32)) +
+                           "\" is not a size; use e.g. " + std::string(examples));
+  }
+  (void)ptr;
+  return std::make_pair(n, Lower(text.substr(digits)));
+}
+
+// For names only, which are checked for clashes anyway; ids come straight from the OS.
+std::mt19937& Rng() {
+  thread_local std::mt19937 rng{std::random_device{}()};
+  return rng;
+}
+
+constexpr std::array<const char*, 32> kAdjectives = {
+    "calm",  "brave", "quiet", "swift", "bright", "gentle", "bold",   "clever",
+    "eager", "happy", "jolly", "kind",  "lively", "merry",  "noble",  "proud",
+    "witty", "zesty", "sunny", "misty", "rapid",  "tidy",   "cozy",   "lucky",
+    "amber", "brisk", "crisp", "fuzzy", "keen",   "mellow", "plucky", "spry"};
+constexpr std::array<const char*, 32> kAnimals = {
+    "otter",  "badger", "heron",  "fox",   "lynx", "panda", "koala",  "gecko",
+    "raven",  "bison",  "crane",  "finch", "hare", "ibis",  "lemur",  "moose",
+    "newt",   "owl",    "puffin", "quail", "seal", "tapir", "wombat", "yak",
+    "marten", "stoat",  "robin",  "wren",  "orca", "dingo", "egret",  "mole"};
+
+}  // namespace
+
+Result<int64_t> ParseMemoryMib(std::string_view text) {
+  constexpr std::string_view kExamples = "2048 (MiB), 512M or 2G";
+  WARREN_ASSIGN_OR_RETURN(auto split, SplitSize(text, "memory", kExamples));
+  auto [n, unit] = split;
+  if (unit.empty() || unit == "m" || unit == "mb" || unit == "mib") return n;
+  if (unit == "g" || unit == "gb" || unit == "gib") return n * 1024;
+  return InvalidArgument("memory \"" + std::string(text.substr(0, 32)) +
+                         "\" has an unknown unit; use e.g. " + std::string(kExamples));
+}
+
+Result<int64_t> ParseDiskGib(std::string_view text) {
+  constexpr std::string_view kExamples = "10 (GiB), 20G or 1T";
+  WARREN_ASSIGN_OR_RETURN(auto split, SplitSize(text, "disk", kExamples));
+  auto [n, unit] = split;
+  if (unit.empty() || unit == "g" || unit == "gb" || unit == "gib") return n;
+  if (unit == "t" || unit == "tb" || unit == "tib") return n * 1024;
+  return InvalidArgument("disk \"" + std::string(text.substr(0, 32)) +
+                         "\" has an unknown unit (disks come in whole GiB); use e.g. " +
+                         std::string(kExamples));
+}
+
+Result<std::vector<std::string>> ParseTags(const std::vector<std::string>& words) {
+  std::vector<std::string> tags;
+  for (const std::string& word : words) {
+    size_t start = 0;
+    while (start <= word.size()) {
+      size_t comma = word.find(',', start);
+      std::string tag = word.substr(start, comma == std::string::npos ? comma : comma - start);
+      if (!tag.empty()) {
+        WARREN_RETURN_IF_ERROR(ValidateTag(tag));
+        tags.push_back(std::move(tag));
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  std::sort(tags.begin(), tags.end());
+  tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+  if (tags.size() > kMaxTagsPerVm) {
+    return InvalidArgument("a VM may carry at most " + std::to_string(kMaxTagsPerVm) + " tags");
+  }
+  return tags;
+}
+
+void MergeTags(std::vector<std::string>& tags, const std::vector<std::string>& more) {
+  tags.insert(tags.end(), more.begin(), more.end());
+  std::sort(tags.begin(), tags.end());
+  tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+}
+
+Result<std::pair<std::string, std::string>> ParseEnvEntry(std::string_view entry) {
+  size_t eq = entry.find('=');
+  std::string_view key = entry.substr(0, eq);
+  bool ok = eq != std::string_view::npos && !key.empty() && key.size() <= 128 &&
+            !std::isdigit(static_cast<unsigned char>(key[0]));
+  for (char c : key) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!ok) {
+    return InvalidArgument("--env \"" + std::string(entry.substr(0, 40)) +
+                           "\" must be KEY=VALUE with KEY of letters, digits and _, not starting "
+                           "with a digit");
+  }
+  std::string_view value = entry.substr(eq + 1);
+  if (value.size() > kMaxEnvValueBytes) {
+    return InvalidArgument("--env " + std::string(key) + ": the value is longer than " +
+                           std::to_string(kMaxEnvValueBytes) + " bytes");
+  }
+  if (value.find_first_of(std::string_view("\n\r\0", 3)) != std::string_view::npos) {
+    return InvalidArgument("--env " + std::string(key) + ": the value may not hold newlines");
+  }
+  return std::make_pair(std::string(key), std::string(value));
+}
+
+Status CheckComment(std::string_view comment) {
+  if (comment.size() > kMaxCommentBytes) {
+    return InvalidArgument("a comment is at most " + std::to_string(kMaxCommentBytes) +
+                           " bytes (this one is " + std::to_string(comment.size()) + ")");
+  }
+  for (size_t i = 0; i < comment.size();) {
+    unsigned char c = static_cast<unsigned char>(comment[i]);
+    if (c < 0x20 || c == 0x7f) return InvalidArgument("a comment may not hold control characters");
+    size_t len = c < 0x80 ? 1 : c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    bool ok = len > 0 && i + len <= comment.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      ok = (static_cast<unsigned char>(comment[i + k]) & 0xC0) == 0x80;
+    }
+    if (!ok) return InvalidArgument("a comment must be valid UTF-8");
+    i += len;
+  }
+  return Status::Ok();
+}
+
+std::string NewVmId() {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  // random_device reads the kernel's generator: ids must not repeat across threads,
+  // processes and restarts, which a seeded PRNG cannot promise.
+  std::random_device os;
+  std::uniform_int_distribution<int> pick(0, 35);
+  std::string id(12, 'a');
+  for (char& c : id) c = kAlphabet[pick(os)];
+  return id;
+}
+
+std::string NewVmName() {
+  std::uniform_int_distribution<size_t> adjective(0, kAdjectives.size() - 1);
+  std::uniform_int_distribution<size_t> animal(0, kAnimals.size() - 1);
+  std::uniform_int_distribution<int> number(1, 99);
+  return std::string(kAdjectives[adjective(Rng())]) + "-" + kAnimals[animal(Rng())] + "-" +
+         std::to_string(number(Rng()));
+}
+
+}  // namespace warren

@@ -1,0 +1,50 @@
+// How VMs are shown by ls, stat, new and friends: one JSON shape, one notion of "state"
+// (the hypervisor's, or what the store knows when the hypervisor has nothing to say), and
+// the ssh line and web address of a VM. Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "keys/store.h"
+#include "lobby/commands/interpreter.h"
+#include "vmhost/vm_host.h"
+
+namespace warren {
+
+// "ssh -p 2222 NAME@HOST", or "ssh NAME@HOST" on port 22.
+std::string VmSshCommand(const ServerInfo& info, std::string_view name);
+// "https://NAME.DOMAIN/".
+std::string VmUrl(const ServerInfo& info, std::string_view name);
+
+// What `ls` and `stat` call a VM's state: "creating" while `new` runs, else the
+// hypervisor's ("running", "paused", "stopped", "crashed"), "missing" when the hypervisor
+// has no such domain, "unknown" when it could not be asked.
+std::string VmStateText(const VmRecord& vm, const Result<VmInfo>& info);
+
+// The hypervisor's view of every VM, by id; on error every lookup reports the error.
+class HostView {
+ public:
+  explicit HostView(VmHost* host);
+  Result<VmInfo> Find(std::string_view id) const;
+
+ private:
+  Status error_;
+  std::map<std::string, VmInfo, std::less<>> by_id_;
+};
+
+// {"name","id","state","desired_state","owner","image","cpus","memory_mib","disk_gib",
+//  "tags","comment","env_keys","egress","created_at","ssh","url"}. Never env values: they
+// may be secrets.
+nlohmann::json VmJson(const VmRecord& vm, std::string_view state, const ServerInfo& info);
+
+// "2 GiB", "512 MiB", "1.5 GiB".
+std::string FormatMib(int64_t mib);
+// "3d 4h", "2h 5m", "42s".
+std::string FormatDuration(int64_t seconds);
+
+}  // namespace warren

@@ -1,0 +1,232 @@
+#include "tests/fakes/fake_guest_control.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace warren {
+namespace {
+
+constexpr int kPollMs = 5;
+
+std::string JobId(int n) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", n);
+  return buf;
+}
+
+}  // namespace
+
+void FakeGuestControl::Deliver(const Job& job, uint64_t& out_off, uint64_t& err_off,
+                               const GuestStreams& s) {
+  if (out_off < job.out.size()) {
+    s.out->Write(std::string_view(job.out).substr(out_off));
+    out_off = job.out.size();
+  }
+  if (err_off < job.err.size()) {
+    s.err->Write(std::string_view(job.err).substr(err_off));
+    err_off = job.err.size();
+  }
+}
+
+bool FakeGuestControl::Block(std::unique_lock<std::mutex>& lock, const Job& job,
+                             const GuestStreams& s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.wait_ms);
+  while (!job.finished) {
+    if (s.cancel != nullptr && s.cancel->cancelled()) return true;
+    if (s.wait_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return false;
+    // Short waits: cancellation arrives on another condition variable.
+    changed_.wait_for(lock, std::chrono::milliseconds(kPollMs));
+  }
+  return false;
+}
+
+GuestProgress FakeGuestControl::ProgressOf(const std::string& id, const Job& job, uint64_t out_off,
+                                           uint64_t err_off) const {
+  GuestProgress p;
+  p.job = id;
+  p.finished = job.finished;
+  p.exit_code = job.exit_code;
+  p.signal = job.signal;
+  p.stdout_offset = out_off;
+  p.stderr_offset = err_off;
+  return p;
+}
+
+Result<GuestProgress> FakeGuestControl::Exec(std::string_view vm_id, const GuestCommand& command,
+                                             const GuestStreams& streams) {
+  std::string stdin_data;
+  if (streams.in != nullptr) {
+    Result<std::string> all = ReadAll(*streams.in, 1 << 20);
+    if (!all.ok()) return all.status();
+    stdin_data = std::move(all).value();
+  }
+  std::unique_lock lock(mu_);
+  commands_.push_back(command.command);
+  if (!reachable_) return Unavailable("fake guest " + std::string(vm_id) + " is not reachable");
+  if (unreachable_for_ > 0) {
+    --unreachable_for_;
+    return Unavailable("fake guest " + std::string(vm_id) + " is still booting");
+  }
+  last_stdin_ = stdin_data;
+
+  Job job;
+  job.vm_id = std::string(vm_id);
+  job.command = command.command;
+  Script script;
+  if (auto it = scripts_.find(command.command); it != scripts_.end()) {
+    script = it->second;
+  } else if (command.command == "false") {
+    script.exit_code = 1;
+  } else if (command.command == "cat") {
+    script.out = stdin_data;
+  }
+  job.out = script.out;
+  job.err = script.err;
+  job.finished = !script.hold;
+  job.exit_code = script.hold ? std::nullopt : script.exit_code;
+  const std::string id = JobId(next_++);
+  Job& stored = jobs_.emplace(id, std::move(job)).first->second;
+
+  uint64_t out_off = 0, err_off = 0;
+  Deliver(stored, out_off, err_off, streams);
+  if (Block(lock, stored, streams)) {
+    // Cancelled before the hand-back: the command dies with its caller.
+    stored.finished = true;
+    stored.exit_code.reset();
+    stored.signal = 9;
+    ++killed_;
+    return Cancelled("cancelled");
+  }
+  Deliver(stored, out_off, err_off, streams);
+  return ProgressOf(id, stored, out_off, err_off);
+}
+
+Result<GuestProgress> FakeGuestControl::Wait(std::string_view vm_id, std::string_view job,
+                                             uint64_t stdout_from, uint64_t stderr_from,
+                                             const GuestStreams& streams) {
+  std::unique_lock lock(mu_);
+  if (!reachable_) return Unavailable("fake guest " + std::string(vm_id) + " is not reachable");
+  auto it = jobs_.find(std::string(job));
+  if (it == jobs_.end() || it->second.vm_id != vm_id) {
+    return NotFound("no job " + std::string(job));
+  }
+  const Job& j = it->second;
+  uint64_t out_off = stdout_from, err_off = stderr_from;
+  Deliver(j, out_off, err_off, streams);
+  // Cancelling a Wait only detaches: the job runs on.
+  if (Block(lock, j, streams)) return Cancelled("cancelled");
+  Deliver(j, out_off, err_off, streams);
+  return ProgressOf(it->first, j, out_off, err_off);
+}
+
+Status FakeGuestControl::Kill(std::string_view vm_id, std::string_view job) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(std::string(job));
+  if (it == jobs_.end() || it->second.vm_id != vm_id) {
+    return NotFound("no job " + std::string(job));
+  }
+  if (!it->second.finished) {
+    it->second.finished = true;
+    it->second.exit_code.reset();
+    it->second.signal = 9;
+    ++killed_;
+    changed_.notify_all();
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<GuestJob>> FakeGuestControl::Jobs(std::string_view vm_id) {
+  std::lock_guard lock(mu_);
+  if (!reachable_) return Unavailable("fake guest " + std::string(vm_id) + " is not reachable");
+  std::vector<GuestJob> out;
+  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {  // newest first
+    if (it->second.vm_id != vm_id) continue;
+    GuestJob g;
+    g.job = it->first;
+    g.command = it->second.command;
+    g.finished = it->second.finished;
+    g.exit_code = it->second.exit_code;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+void FakeGuestControl::Disconnect(std::string_view vm_id) {
+  std::lock_guard lock(mu_);
+  disconnected_.emplace_back(vm_id);
+}
+
+void FakeGuestControl::SetScript(const std::string& command, Script script) {
+  std::lock_guard lock(mu_);
+  scripts_[command] = std::move(script);
+}
+
+void FakeGuestControl::SetReachable(bool reachable) {
+  std::lock_guard lock(mu_);
+  reachable_ = reachable;
+}
+
+void FakeGuestControl::UnreachableFor(int n) {
+  std::lock_guard lock(mu_);
+  unreachable_for_ = n;
+}
+
+void FakeGuestControl::Append(const std::string& job, const std::string& out,
+                              const std::string& err) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  it->second.out += out;
+  it->second.err += err;
+  changed_.notify_all();
+}
+
+void FakeGuestControl::Release(const std::string& job, std::optional<int> exit_code,
+                               const std::string& out) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  it->second.out += out;
+  it->second.finished = true;
+  it->second.exit_code = exit_code;
+  changed_.notify_all();
+}
+
+void FakeGuestControl::Forget(const std::string& job) {
+  std::lock_guard lock(mu_);
+  jobs_.erase(job);
+  changed_.notify_all();
+}
+
+std::vector<std::string> FakeGuestControl::commands() const {
+  std::lock_guard lock(mu_);
+  return commands_;
+}
+
+std::string FakeGuestControl::last_stdin() const {
+  std::lock_guard lock(mu_);
+  return last_stdin_;
+}
+
+std::vector<std::string> FakeGuestControl::disconnected() const {
+  std::lock_guard lock(mu_);
+  return disconnected_;
+}
+
+bool FakeGuestControl::finished(const std::string& job) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(job);
+  return it != jobs_.end() && it->second.finished;
+}
+
+int FakeGuestControl::killed() const {
+  std::lock_guard lock(mu_);
+  return killed_;
+}
+
+std::string FakeGuestControl::next_job() const {
+  std::lock_guard lock(mu_);
+  return JobId(next_);
+}
+
+}  // namespace warren

@@ -1,0 +1,91 @@
+// FakeGuestControl: an in-memory GuestControl for tests of everything above it (the VM
+// commands, jobs, reconcile). Commands run by script: a command line maps to the output it
+// prints and how it ends, or to a job that keeps running until the test releases it. Output
+// offsets, hand-back at the deadline, cancellation and kill behave as the interface
+// promises. Unscripted commands: `true` exits 0, `false` exits 1, `cat` echoes its stdin,
+// anything else exits 0 silently. Thread-safe: a test may release a job from another thread
+// while a command waits on it.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vmhost/guest_control.h"
+
+namespace warren {
+
+class FakeGuestControl final : public GuestControl {
+ public:
+  struct Script {
+    std::string out;  // printed at once
+    std::string err;
+    std::optional<int> exit_code = 0;
+    // Keeps running after printing until Release (or Kill).
+    bool hold = false;
+  };
+
+  Result<GuestProgress> Exec(std::string_view vm_id, const GuestCommand& command,
+                             const GuestStreams& streams) override;
+  Result<GuestProgress> Wait(std::string_view vm_id, std::string_view job, uint64_t stdout_from,
+                             uint64_t stderr_from, const GuestStreams& streams) override;
+  Status Kill(std::string_view vm_id, std::string_view job) override;
+  Result<std::vector<GuestJob>> Jobs(std::string_view vm_id) override;
+  void Disconnect(std::string_view vm_id) override;
+
+  // ---- Scripting.
+  void SetScript(const std::string& command, Script script);
+  // While false, every call answers Unavailable (a guest that has not booted yet).
+  void SetReachable(bool reachable);
+  // The next `n` Execs answer Unavailable, then the guest is reachable.
+  void UnreachableFor(int n);
+  // More output from a running job.
+  void Append(const std::string& job, const std::string& out, const std::string& err = "");
+  // Ends a running job with `exit_code` (nullopt: no status), after printing `out`.
+  void Release(const std::string& job, std::optional<int> exit_code, const std::string& out = "");
+  // Forgets a job, as the runner does when its output expires or its VM restarted.
+  void Forget(const std::string& job);
+
+  // ---- Inspection.
+  std::vector<std::string> commands() const;  // every command Exec'd, in order
+  std::string last_stdin() const;
+  std::vector<std::string> disconnected() const;  // VM ids, in order
+  bool finished(const std::string& job) const;
+  int killed() const;  // jobs ended by Kill or cancellation
+  // The id the next job will get: jobs are numbered 00000001, 00000002...
+  std::string next_job() const;
+
+ private:
+  struct Job {
+    std::string vm_id;
+    std::string command;
+    std::string out, err;
+    bool finished = false;
+    std::optional<int> exit_code;
+    int signal = 0;
+  };
+
+  // Writes job output past the offsets to the sinks, moving the offsets (lock held).
+  void Deliver(const Job& job, uint64_t& out_off, uint64_t& err_off, const GuestStreams& s);
+  // Waits for the job to end, the deadline or cancellation; true when cancelled.
+  bool Block(std::unique_lock<std::mutex>& lock, const Job& job, const GuestStreams& s);
+  GuestProgress ProgressOf(const std::string& id, const Job& job, uint64_t out_off,
+                           uint64_t err_off) const;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, Script> scripts_;
+  std::map<std::string, Job> jobs_;
+  bool reachable_ = true;
+  int unreachable_for_ = 0;
+  int next_ = 1;
+  int killed_ = 0;
+  std::vector<std::string> commands_;
+  std::string last_stdin_;
+  std::vector<std::string> disconnected_;
+};
+
+}  // namespace warren

@@ -1,0 +1,178 @@
+// A test bed for the VM commands: the real interpreter with its built-in commands, a real
+// LmdbStore in a temp dir, FakeVmHost and FakeGuestControl, a settable clock, and three
+// callers — alice, alice through a key limited to the tag "ci", and bob.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "keys/lmdb_store.h"
+#include "keys/public_key.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/session.h"
+#include "tests/fakes/fake_guest_control.h"
+#include "tests/fakes/fake_vm_host.h"
+#include "vmhost/vm_host.h"
+
+namespace warren::vmtest {
+
+// Real keys from ssh-keygen -t ed25519.
+inline constexpr const char* kAliceKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpiw2c40u05jE00mSRp+vT+DI/HeS0e/0O9x2wN8yM9 "
+    "alice@laptop";
+inline constexpr const char* kAliceCiKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDbbPlBfGYaQt+zr9VA/N2mX27hzc2HU3Bzwietym5w5 "
+    "alice@ci";
+inline constexpr const char* kBobKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOmLQ1xSw+ofsSpTrzqQ4rQXs+kAW07GZyFe/Rq0hEl bob@host";
+
+inline constexpr int64_t kStart = 1'700'000'000;
+
+class TestClock final : public Clock {
+ public:
+  int64_t NowUnix() const override { return now.load(); }
+  std::atomic<int64_t> now{kStart};
+};
+
+struct Outcome {
+  std::string out;
+  std::string err;
+  Status status;
+  int exit_status = -1;
+
+  nlohmann::json Json() const {
+    nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "not JSON: " << out;
+    return j;
+  }
+};
+
+inline SshKey KeyRecord(const char* line, const std::string& user, const std::string& name,
+                        Scope scope = {}) {
+  PublicKey pk = ParseAuthorizedKey(line).value();
+  SshKey k;
+  k.fingerprint = pk.fingerprint;
+  k.user = user;
+  k.name = name;
+  k.algorithm = pk.algorithm;
+  k.blob_base64 = pk.blob_base64;
+  k.added_at = kStart;
+  k.scope = std::move(scope);
+  return k;
+}
+
+class VmCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/warren-vmcmd-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    OpenStore();
+    Scope ci;
+    ci.tag = "ci";
+    ASSERT_TRUE(
+        store_
+            ->CreateUser({"alice", false, kStart}, {KeyRecord(kAliceKey, "alice", "laptop"),
+                                                    KeyRecord(kAliceCiKey, "alice", "ci", ci)})
+            .ok());
+    ASSERT_TRUE(store_->CreateUser({"bob", false, kStart}, {KeyRecord(kBobKey, "bob", "b")}).ok());
+    MakeInterpreter();
+  }
+
+  void TearDown() override {
+    interpreter_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void OpenStore() {
+    store_.reset();
+    auto opened = LmdbStore::Open(dir_ + "/store");
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    store_ = std::move(opened).value();
+  }
+
+  // A fresh interpreter over the current store (after a reopen, or changed services).
+  void MakeInterpreter() {
+    Services s;
+    s.store = store_.get();
+    s.clock = &clock_;
+    s.info.ssh_host = "warren.test";
+    s.info.ssh_port = 2222;
+    s.info.domain = "warren.localhost";
+    s.vms = &host_;
+    s.guests = &guests_;
+    s.control_authorized_key = "ssh-ed25519 AAAAcontrol warren-control";
+    s.ready_timeout_ms = ready_timeout_ms_;
+    s.prepare_vm = [this](VmSpec& spec) {
+      last_spec_ = spec;
+      return prepare_status_;
+    };
+    s.images.resolve = [](std::string_view name) -> Result<std::string> {
+      if (name == "debian") return std::string("debian@20261129");
+      if (name == "tiny") return std::string("tiny@3");
+      if (name.find('@') != std::string_view::npos) return std::string(name);
+      return NotFound("no image named " + std::string(name) + "; available: debian, tiny");
+    };
+    interpreter_ = std::make_unique<Interpreter>(s);
+  }
+
+  Caller As(const char* key_line, const std::string& surface = "ssh") {
+    Result<Caller> c =
+        CallerForKey(*store_, clock_, ParseAuthorizedKey(key_line)->fingerprint, surface);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? c.value() : Caller{};
+  }
+  Caller Alice(const std::string& surface = "ssh") { return As(kAliceKey, surface); }
+  Caller AliceCi(const std::string& surface = "ssh") { return As(kAliceCiKey, surface); }
+  Caller Bob(const std::string& surface = "ssh") { return As(kBobKey, surface); }
+
+  Outcome Exec(const Caller& caller, std::vector<std::string> argv, std::string in = "",
+               std::shared_ptr<CancelSignal> cancel = nullptr) {
+    StringInput input(std::move(in));
+    StringSink out, err;
+    CommandSession s;
+    s.caller = caller;
+    s.argv = std::move(argv);
+    s.in = &input;
+    s.out = &out;
+    s.err = &err;
+    if (cancel != nullptr) s.cancel = cancel;
+    interpreter_->Execute(s);
+    return {out.str(), err.str(), s.status, s.exit_status};
+  }
+
+  // Makes a VM through `new`, asserting success.
+  void New(const Caller& caller, std::vector<std::string> flags) {
+    std::vector<std::string> argv = {"new"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    Outcome o = Exec(caller, argv);
+    ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  }
+
+  std::string IdOf(const std::string& name) {
+    Result<VmRecord> vm = store_->GetVmByName(name);
+    EXPECT_TRUE(vm.ok()) << vm.status().ToString();
+    return vm.ok() ? vm->id : "";
+  }
+
+  std::string dir_;
+  TestClock clock_;
+  FakeVmHost host_{clock_};
+  FakeGuestControl guests_;
+  int ready_timeout_ms_ = 2000;
+  VmSpec last_spec_;       // what `new` last handed to prepare_vm
+  Status prepare_status_;  // what prepare_vm answers
+  std::unique_ptr<LmdbStore> store_;
+  std::unique_ptr<Interpreter> interpreter_;
+};
+
+}  // namespace warren::vmtest
