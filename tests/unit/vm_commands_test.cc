@@ -2,11 +2,14 @@
 // setup script, failure and timeout cleanup), ls/stat/console, rm, state changes, rename,
 // tag, comment, and tag-scoped callers — on a real LmdbStore with FakeVmHost and
 // FakeGuestControl.
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <thread>
 
 #include "keys/vm_rules.h"
 #include "lobby/base/error_map.h"
+#include "lobby/commands/image_catalog.h"
 #include "tests/unit/vm_test_fixture.h"
 
 namespace warren::vmtest {
@@ -519,3 +522,48 @@ TEST_F(VmCommandTest, HelpListsTheVmCommands) {
 
 }  // namespace
 }  // namespace warren::vmtest
+
+namespace warren {
+namespace {
+
+// An image directory as packaging/images lays it out, with a minimal qcow2 header.
+void MakeImage(const std::string& dir, const std::string& ref, bool complete = true) {
+  std::filesystem::create_directories(dir + "/" + ref);
+  for (const char* f : {"vmlinuz", "initrd.img"}) {
+    std::ofstream(dir + "/" + ref + "/" + f) << "x";
+  }
+  if (!complete) return;
+  std::string header("QFI\xfb", 4);
+  header.resize(32, '\0');
+  header[29] = 0x40;  // virtual size 0x40000000 = 1 GiB, big-endian at offset 24
+  std::ofstream(dir + "/" + ref + "/rootfs.qcow2", std::ios::binary) << header;
+}
+
+TEST(ImageCatalogTest, ResolvesNamesToTheNewestCompleteVersion) {
+  char tmpl[] = "/tmp/warren-images-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  MakeImage(dir, "debian@20250101");
+  MakeImage(dir, "debian@20261129");
+  MakeImage(dir, "debian@20270101", /*complete=*/false);  // still being built
+  MakeImage(dir, "tiny@9");
+  MakeImage(dir, "tiny@10");
+  std::filesystem::create_directories(dir + "/not-an-image");
+
+  ImageCatalog catalog = DirectoryImageCatalog(dir);
+  EXPECT_EQ(catalog.resolve("debian").value(), "debian@20261129");
+  EXPECT_EQ(catalog.resolve("tiny").value(), "tiny@10");  // 10 is newer than 9
+  EXPECT_EQ(catalog.resolve("debian@20250101").value(), "debian@20250101");
+  Result<std::string> missing = catalog.resolve("alpine");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("debian@20261129"), std::string::npos)
+      << missing.status().message();
+  EXPECT_EQ(catalog.resolve("debian@20270101").status().code(), Code::kNotFound);
+  EXPECT_EQ(catalog.list(),
+            (std::vector<std::string>{"debian@20250101", "debian@20261129", "tiny@9", "tiny@10"}));
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(DirectoryImageCatalog(dir).resolve("debian").status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace warren
