@@ -8,6 +8,7 @@
 #include "lobby/commands/commands.h"
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/text_format.h"
+#include "lobby/commands/vm_access.h"
 
 namespace warren {
 namespace {
@@ -118,12 +119,25 @@ class RemoveCommand final : public Command {
     WARREN_ASSIGN_OR_RETURN(User user, ctx.store().GetUser(name_));
     if (user.admin) WARREN_RETURN_IF_ERROR(RequireUnrestricted(ctx.caller(), "removing an admin"));
     WARREN_ASSIGN_OR_RETURN(std::vector<SshKey> keys, ctx.store().ListKeys(name_));
+    // Their VMs go first, while the account still exists: should one refuse to go, the
+    // user stays and the removal can be run again. Nobody else can see those VMs, so
+    // leaving them would strand them (and their names) forever.
+    WARREN_ASSIGN_OR_RETURN(std::vector<VmRecord> all_vms, ctx.store().ListVms());
+    size_t vms = 0;
+    for (const VmRecord& vm : all_vms) {
+      if (vm.owner != user.name) continue;
+      WARREN_RETURN_IF_ERROR(RemoveVm(ctx.services, vm).Annotate("removing " + user.name));
+      ++vms;
+    }
     // One transaction removes the user and every key, so none of their sessions outlives it.
     WARREN_RETURN_IF_ERROR(ctx.store().DeleteUser(name_));
     CommandResult r;
-    r.data = {{"removed", {{"name", user.name}, {"admin", user.admin}, {"keys", keys.size()}}}};
+    r.data = {{"removed",
+               {{"name", user.name}, {"admin", user.admin}, {"keys", keys.size()}, {"vms", vms}}}};
     r.text = "removed user " + user.name + " and " + std::to_string(keys.size()) +
-             (keys.size() == 1 ? " key\n" : " keys\n");
+             (keys.size() == 1 ? " key" : " keys");
+    if (vms > 0) r.text += " and " + std::to_string(vms) + (vms == 1 ? " VM" : " VMs");
+    r.text += "\n";
     return r;
   }
 
@@ -156,10 +170,11 @@ void RegisterUserCommands(CommandTable& table) {
   });
   table.Add({
       .path = "user rm",
-      .summary = "remove a user and all of their keys",
+      .summary = "remove a user with all of their keys and VMs",
       .args = "NAME",
-      .description = "Removes the user and their keys in one step; their sessions stop "
-                     "working on their next command. You cannot remove yourself.\n",
+      .description = "Removes the user's VMs (with their disks), then the user and their "
+                     "keys in one step; their sessions stop working on their next command. You "
+                     "cannot remove yourself.\n",
       .admin_only = true,
       .make = [] { return std::make_unique<RemoveCommand>(); },
   });

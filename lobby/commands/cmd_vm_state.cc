@@ -72,7 +72,7 @@ class RmCommand final : public Command {
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
-    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    WARREN_RETURN_IF_ERROR(RequireVmHost(ctx).status());
     nlohmann::json deleted = nlohmann::json::array();
     nlohmann::json failed = nlohmann::json::array();
     std::string text;
@@ -80,7 +80,7 @@ class RmCommand final : public Command {
     std::set<std::string> seen;
     for (const std::string& name : names_) {
       if (!seen.insert(name).second) continue;
-      Status st = Remove(ctx, *host, name);
+      Status st = Remove(ctx, name);
       if (st.ok()) {
         deleted.push_back(name);
         text += "removed " + name + "\n";
@@ -107,19 +107,9 @@ class RmCommand final : public Command {
   }
 
  private:
-  static Status Remove(CommandContext& ctx, VmHost& host, const std::string& name) {
+  static Status Remove(CommandContext& ctx, const std::string& name) {
     WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, name));
-    if (ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
-    Status st = host.Destroy(vm.id);
-    // A domain already gone ("missing") is what rm wanted anyway.
-    if (!st.ok() && st.code() != Code::kNotFound) return st.Annotate("removing " + vm.name);
-    st = ctx.store().DeleteVm(vm.id);
-    if (!st.ok() && st.code() != Code::kNotFound) {
-      LogError("rm: domain of " + LogQuote(vm.name) +
-               " destroyed but its record stays: " + LogQuote(st.ToString()));
-      return st.Annotate("removing " + vm.name);
-    }
-    return Status::Ok();
+    return RemoveVm(ctx.services, vm);
   }
 
   std::vector<std::string> names_;

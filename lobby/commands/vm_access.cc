@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lobby/base/log.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
 
@@ -57,6 +58,21 @@ Result<GuestControl*> RequireGuests(CommandContext& ctx) {
     return Unavailable("this server runs no VMs");
   }
   return ctx.services.guests;
+}
+
+Status RemoveVm(Services& services, const VmRecord& vm) {
+  if (services.vms == nullptr) return Unavailable("this server runs no VMs");
+  if (services.guests != nullptr) services.guests->Disconnect(vm.id);
+  Status st = services.vms->Destroy(vm.id);
+  // A domain already gone ("missing") is what removing it wanted anyway.
+  if (!st.ok() && st.code() != Code::kNotFound) return st.Annotate("removing " + vm.name);
+  st = services.store->DeleteVm(vm.id);
+  if (!st.ok() && st.code() != Code::kNotFound) {
+    LogError("removing " + LogQuote(vm.name) + ": its domain is destroyed but its record "
+             "stays: " + LogQuote(st.ToString()));
+    return st.Annotate("removing " + vm.name);
+  }
+  return Status::Ok();
 }
 
 Status RequireReady(const VmRecord& vm) {

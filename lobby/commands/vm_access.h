@@ -33,4 +33,9 @@ Result<GuestControl*> RequireGuests(CommandContext& ctx);
 // Conflict unless the VM has finished being created.
 Status RequireReady(const VmRecord& vm);
 
+// Destroys the VM's domain and disk (one already gone is fine), drops its control
+// connection, then deletes its record and jobs. On a hypervisor error nothing is deleted,
+// so the VM stays listed and can be removed again. Needs services.vms.
+Status RemoveVm(Services& services, const VmRecord& vm);
+
 }  // namespace warren

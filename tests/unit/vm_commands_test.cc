@@ -499,6 +499,25 @@ TEST_F(VmCommandTest, TagAndComment) {
   EXPECT_EQ(store_->GetVmByName("web-one")->comment, "");
 }
 
+TEST_F(VmCommandTest, RemovingAUserRemovesTheirVms) {
+  New(Bob(), {"--name", "bobs-box"});
+  New(Alice(), {"--name", "web-one"});
+  const std::string bobs = IdOf("bobs-box");
+  Outcome o = Exec(Root(), {"user", "rm", "bob"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_EQ(o.out, "removed user bob and 1 key and 1 VM\n");
+  EXPECT_FALSE(host_.Inspect(bobs).ok());
+  EXPECT_FALSE(store_->GetVmByName("bobs-box").ok());
+  EXPECT_TRUE(store_->GetVmByName("web-one").ok());
+  // A VM that will not go keeps the user, so the removal can be run again.
+  host_.FailNext(Unavailable("injected: libvirt down"));
+  o = Exec(Root(), {"user", "rm", "alice"});
+  EXPECT_EQ(o.status.code(), Code::kUnavailable);
+  EXPECT_TRUE(store_->GetUser("alice").ok());
+  EXPECT_TRUE(Exec(Root(), {"user", "rm", "alice"}).status.ok());
+  EXPECT_TRUE(host_.List()->empty());
+}
+
 TEST_F(VmCommandTest, VmsSurviveAStoreRestart) {
   New(Alice(), {"--name", "web-one", "--tag", "prod"});
   interpreter_.reset();

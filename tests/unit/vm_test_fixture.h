@@ -34,6 +34,9 @@ inline constexpr const char* kAliceCiKey =
 inline constexpr const char* kBobKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOmLQ1xSw+ofsSpTrzqQ4rQXs+kAW07GZyFe/Rq0hEl bob@host";
 
+inline constexpr const char* kRootKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMB5w2LyB75lM5WD8EA8f0X/QABdHKB6FqvxdfdV35PT root@host";
+
 inline constexpr int64_t kStart = 1'700'000'000;
 
 class TestClock final : public Clock {
@@ -84,6 +87,8 @@ class VmCommandTest : public ::testing::Test {
                                                     KeyRecord(kAliceCiKey, "alice", "ci", ci)})
             .ok());
     ASSERT_TRUE(store_->CreateUser({"bob", false, kStart}, {KeyRecord(kBobKey, "bob", "b")}).ok());
+    ASSERT_TRUE(
+        store_->CreateUser({"root", true, kStart}, {KeyRecord(kRootKey, "root", "r")}).ok());
     MakeInterpreter();
   }
 
@@ -134,6 +139,7 @@ class VmCommandTest : public ::testing::Test {
   Caller Alice(const std::string& surface = "ssh") { return As(kAliceKey, surface); }
   Caller AliceCi(const std::string& surface = "ssh") { return As(kAliceCiKey, surface); }
   Caller Bob(const std::string& surface = "ssh") { return As(kBobKey, surface); }
+  Caller Root(const std::string& surface = "ssh") { return As(kRootKey, surface); }
 
   Outcome Exec(const Caller& caller, std::vector<std::string> argv, std::string in = "",
                std::shared_ptr<CancelSignal> cancel = nullptr) {
