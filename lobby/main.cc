@@ -33,6 +33,7 @@
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/session.h"
 #include "lobby/ssh/ssh_server.h"
+#include "lobby/vm_runtime.h"
 
 #ifndef WARREN_VERSION
 #define WARREN_VERSION "0.0.0"
@@ -48,6 +49,8 @@ struct ServeFlags {
   std::string admin_key_file;
   std::string admin_name = "admin";
   std::string domain = "warren.localhost";
+  std::string vms = "on";  // "off": a lobby without VMs (VM commands answer unavailable)
+  VmRuntimeOptions vm;
 };
 
 struct HostPort {
@@ -219,6 +222,19 @@ int Serve(const ServeFlags& flags) {
   services.info.ssh_host = PublicHostFor(ssh_addr->host);
   services.info.ssh_port = ssh_addr->port;
   services.info.domain = flags.domain;
+  // VMs come up (and the store is reconciled with libvirt) before any command is served.
+  std::unique_ptr<VmRuntime> vm_runtime;
+  if (flags.vms == "on") {
+    VmRuntimeOptions vm_options = flags.vm;
+    vm_options.data_dir = flags.data_dir;
+    Result<std::unique_ptr<VmRuntime>> started = VmRuntime::Start(vm_options, services);
+    if (!started.ok()) {
+      // The lobby stays useful (keys, users) while the VM host is fixed; say why loudly.
+      LogError("VMs unavailable: " + started.status().ToString());
+    } else {
+      vm_runtime = std::move(started).value();
+    }
+  }
   Interpreter interpreter(services);
 
   ssh::SshServerOptions ssh_options;
@@ -277,6 +293,16 @@ int main(int argc, char** argv) {
                     "Public key file (FILE.pub) of the first admin; added if not known yet");
   serve->add_option("--admin-name", flags.admin_name, "User name for --admin-key")
       ->capture_default_str();
+  serve->add_option("--vms", flags.vms, "Run VMs (on) or only the lobby (off)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  serve->add_option("--images-dir", flags.vm.images_dir, "Guest images (default DATA/images)");
+  serve->add_option("--libvirt-uri", flags.vm.libvirt_uri, "libvirt connection URI")
+      ->capture_default_str();
+  serve->add_option("--accel", flags.vm.accel, "Guest accelerator: kvm or tcg (default: probe)")
+      ->check(CLI::IsMember({"", "kvm", "tcg"}));
+  serve->add_option("--runner", flags.vm.runner_path,
+                    "The guest runner binary (default: warren-run next to warren)");
   serve->add_option("--domain", flags.domain, "Domain under which VMs are served")
       ->capture_default_str();
   CLI::App* version = app.add_subcommand("version", "Print the version");

@@ -1,0 +1,40 @@
+// VmRuntime: what `warren serve` needs to run VMs — the libvirt host, the guest control
+// connections and warren's control key — started together and wired into the interpreter's
+// Services. Lives beside main.cc because it is the one place that joins libvirt, libssh and
+// the interpreter. Start and the destructor run on the main thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "lobby/base/status.h"
+#include "lobby/commands/interpreter.h"
+#include "vmhost/guest/ssh_guest_control.h"
+#include "vmhost/libvirt_host.h"
+
+namespace warren {
+
+struct VmRuntimeOptions {
+  std::string data_dir;
+  std::string images_dir;  // default DATA/images
+  std::string libvirt_uri = "qemu:///system";
+  std::string accel;        // "", "kvm" or "tcg": empty probes
+  std::string runner_path;  // the guest runner; empty: next to the warren binary
+};
+
+class VmRuntime {
+ public:
+  // Starts libvirt (probing the accelerator, launching the daemons when none runs), makes
+  // the control key, opens guest control, reconciles the store with what libvirt reports,
+  // and fills `services` (vms, guests, images, control key).
+  static Result<std::unique_ptr<VmRuntime>> Start(const VmRuntimeOptions& options,
+                                                  Services& services);
+  ~VmRuntime();
+
+ private:
+  VmRuntime() = default;
+  std::unique_ptr<LibvirtHost> host_;
+  std::unique_ptr<guest::SshGuestControl> guests_;
+};
+
+}  // namespace warren
