@@ -49,7 +49,8 @@ struct ServeFlags {
   std::string admin_key_file;
   std::string admin_name = "admin";
   std::string domain = "warren.localhost";
-  std::string vms = "on";  // "off": a lobby without VMs (VM commands answer unavailable)
+  std::string vms = "on";
+  std::string vm_egress = "full";  // "off": a lobby without VMs (VM commands answer unavailable)
   VmRuntimeOptions vm;
 };
 
@@ -222,6 +223,7 @@ int Serve(const ServeFlags& flags) {
   services.info.ssh_host = PublicHostFor(ssh_addr->host);
   services.info.ssh_port = ssh_addr->port;
   services.info.domain = flags.domain;
+  services.vm_defaults.egress = flags.vm_egress;
   // VMs come up (and the store is reconciled with libvirt) before any command is served.
   std::unique_ptr<VmRuntime> vm_runtime;
   if (flags.vms == "on") {
@@ -301,6 +303,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--accel", flags.vm.accel, "Guest accelerator: kvm or tcg (default: probe)")
       ->check(CLI::IsMember({"", "kvm", "tcg"}));
+  serve
+      ->add_option("--vm-egress", flags.vm_egress,
+                   "What new VMs may reach: full (outbound NAT) or none (no network)")
+      ->check(CLI::IsMember({"full", "none"}))
+      ->capture_default_str();
   serve->add_option("--runner", flags.vm.runner_path,
                     "The guest runner binary (default: warren-run next to warren)");
   serve->add_option("--domain", flags.domain, "Domain under which VMs are served")

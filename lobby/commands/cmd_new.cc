@@ -131,6 +131,7 @@ class NewCommand final : public Command {
       vm.name = name_;
     }
     vm.cpus = cpu_opt_->count() > 0 ? cpus_ : d.cpus;
+    vm.egress = d.egress;
     if (vm.cpus < 1 || vm.cpus > d.max_cpus) {
       return InvalidArgument("--cpu must be 1 to " + std::to_string(d.max_cpus));
     }
@@ -205,7 +206,7 @@ class NewCommand final : public Command {
     // Stand-ins until Record settles them.
     spec.name = vm.name.empty() ? "placeholder" : vm.name;
     spec.id = "placeholder0";
-    spec.egress = Egress::kFull;
+    spec.egress = vm.egress == "none" ? Egress::kNone : Egress::kFull;
     spec.authorized_keys = ctx.services.control_authorized_key;
     spec.env = vm.env;
     spec.setup_script = setup_script_text_;
@@ -255,6 +256,9 @@ class NewCommand final : public Command {
       }
       last = p.ok() ? Unavailable("the guest's `true` did not succeed") : p.status();
       Result<VmInfo> info = host.Inspect(vm.id);
+      if (!info.ok() && info.status().code() == Code::kNotFound) {
+        return Conflict(vm.name + " was removed while it was booting");
+      }
       if (info.ok() && info->state != VmState::kRunning) {
         return Unavailable(vm.name + " " + std::string(VmStateName(info->state)) +
                            " while booting; it was removed." + ConsoleTail(host, vm));

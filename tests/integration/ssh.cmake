@@ -15,3 +15,12 @@ warren_ssh_test(ssh_auth test_ssh_auth.py)
 warren_ssh_test(ssh_channels test_ssh_channels.py)
 warren_ssh_test(ssh_repl test_repl.py)
 warren_ssh_test(http_health test_http_health.py)
+
+# VMs end to end on real libvirt + QEMU through the lobby. Serial: guests share 2 cores.
+add_test(NAME vm_e2e
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_e2e.py)
+set_tests_properties(vm_e2e PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 1200
+  RUN_SERIAL TRUE
+  LABELS "integration;vm")

@@ -82,10 +82,11 @@ class Key:
 class Server:
     """One `warren serve` process on 127.0.0.1, port 0."""
 
-    def __init__(self, data_dir, admin_key=None, extra_args=()):
+    def __init__(self, data_dir, admin_key=None, extra_args=(), vms=False):
         self.data_dir = data_dir
         self.admin_key = admin_key
-        self.extra_args = list(extra_args)
+        # Lobby tests run without VMs (no libvirt needed, nothing to probe); VM tests ask.
+        self.extra_args = list(extra_args) + ([] if vms else ["--vms", "off"])
         self.proc = None
         self.port = None
         self.http_port = None

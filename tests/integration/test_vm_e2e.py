@@ -1,0 +1,206 @@
+#!/usr/bin/python3
+"""VMs end to end on real libvirt + QEMU (TCG), driven through the SSH lobby with OpenSSH.
+
+One tiny VM walks the whole life: new -> a command's stdout, stderr and exit status -> a
+stdin round trip -> a job that outlives its wait and is read back after a warren restart ->
+kill of a whole process tree -> stop/start keeps a file -> rm leaves no domain, disk or
+record. A second test boots the default Debian image; a third kills warren with SIGKILL in
+the middle of `new` and checks the restart cleans up. Guests get no network device
+(`--vm-egress none`): they reach nothing at all, not even the host's loopback.
+
+Needs root, libvirt and QEMU, and the images from packaging/images (WARREN_TEST_IMAGES,
+default /var/lib/warren-test/images); skips, saying why, when they are missing.
+"""
+import glob
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import warren_harness as h
+
+IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+# Under qemu:///system QEMU runs as libvirt-qemu: VM files cannot live in a 0700 temp dir.
+DATA_PARENT = os.environ.get("WARREN_TEST_DATA_DIR", "/var/lib/warren-test")
+
+
+def have_image(name):
+    return bool(glob.glob(os.path.join(IMAGES, name + "@*", "rootfs.qcow2")))
+
+
+def domains():
+    """Names of every libvirt domain (virsh is fine in a test: the product never uses it)."""
+    out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+                         capture_output=True, text=True, timeout=30)
+    return {line.strip() for line in out.stdout.splitlines() if line.strip()}
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root for libvirt's system daemon")
+@unittest.skipUnless(shutil.which("virsh") and have_image("tiny"),
+                     "needs libvirt and the tiny image in " + IMAGES)
+class VmEndToEndTest(h.LobbyTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="warren-it-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        os.makedirs(DATA_PARENT, exist_ok=True)
+        cls.data = tempfile.mkdtemp(prefix="e2e-", dir=DATA_PARENT)
+        os.chmod(cls.data, 0o711)
+        cls.addClassCleanup(shutil.rmtree, cls.data, ignore_errors=True)
+        cls.keys = {"admin": h.Key(cls.tmp, "admin")}
+        cls.admin = cls.keys["admin"]
+        cls.server = cls.start_vm_server()
+
+    @classmethod
+    def start_vm_server(cls):
+        server = h.Server(cls.data, cls.admin, vms=True,
+                          extra_args=["--images-dir", IMAGES, "--vm-egress", "none"])
+        cls.addClassCleanup(server.stop)
+        server.start(timeout=120)
+        cls.pin_host_key(server)
+        return server
+
+    @classmethod
+    def restart_server(cls, sig=signal.SIGTERM):
+        if sig == signal.SIGTERM:
+            cls.server.stop()
+        else:
+            cls.server.proc.send_signal(sig)
+            cls.server.proc.wait(timeout=10)
+        cls.server = cls.start_vm_server()
+
+    def vm(self, *command, **kwargs):
+        kwargs.setdefault("timeout", 300)
+        return self.ssh(self.admin, *command, **kwargs)
+
+    def vm_ok(self, *command, **kwargs):
+        kwargs.setdefault("timeout", 300)
+        return self.ssh_ok(self.admin, *command, **kwargs)
+
+    def assert_gone(self, name, vm_id):
+        self.assertNotIn(name, self.vm_ok("ls").stdout)
+        self.assertFalse([d for d in domains() if d.endswith(vm_id)], domains())
+        self.assertFalse(os.path.exists(os.path.join(self.data, "vms", vm_id)))
+
+    def remove_on_exit(self, name):
+        """Removes the VM when the test ends, also when it fails half-way."""
+        self.addCleanup(lambda: self.vm("rm", name))
+
+    def vm_id(self, name):
+        return self.ssh_json(self.admin, "stat", name)["id"]
+
+    def test_tiny_vm_whole_life(self):
+        self.remove_on_exit("e2e-tiny")
+        created = self.ssh_json(self.admin, "new", "--image", "tiny", "--name", "e2e-tiny",
+                                "--cpu", "1", "--memory", "512M", timeout=300)
+        self.assertEqual(created["name"], "e2e-tiny")
+        vm_id = self.vm_id("e2e-tiny")
+        self.assertTrue([d for d in domains() if d.endswith(vm_id)])
+
+        # Output, stderr apart, exit status propagated.
+        r = self.vm("ssh", "e2e-tiny", "echo hi; echo err >&2; exit 3")
+        self.assertEqual((r.stdout, r.stderr, r.returncode), ("hi\n", "err\n", 3))
+
+        # stdin streams in; 1 MiB of random bytes comes back as the same checksum.
+        blob = os.urandom(1 << 20)
+        r = subprocess.run(self.ssh_args(self.admin, "ssh", "e2e-tiny", "sha256sum"),
+                           input=blob, capture_output=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split()[0].decode(), hashlib.sha256(blob).hexdigest())
+
+        # A command still running after --wait-seconds becomes a job...
+        r = self.vm("ssh", "--wait-seconds", "1", "e2e-tiny",
+                    "echo started; sleep 4; echo finished; exit 4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("started", r.stdout)
+        job = json.loads(self.vm_ok("jobs", "--json").stdout)["jobs"][0]
+        self.assertFalse(job["finished"])
+        self.assertTrue(job["job"].startswith("e2e-tiny/"))
+        # ...which outlives a warren restart and is read back with wait.
+        self.restart_server()
+        r = self.vm("wait", job["job"], "--wait-seconds", "30")
+        self.assertIn("finished", r.stdout)
+        self.assertNotIn("started", r.stdout)  # only output not yet delivered
+        self.assertEqual(r.returncode, 4)
+
+        # kill stops the command's whole process tree.
+        r = self.vm_ok("ssh", "--wait-seconds", "1", "e2e-tiny", "sleep 101 & sleep 102")
+        running = [j for j in self.ssh_json(self.admin, "jobs")["jobs"] if not j["finished"]]
+        self.assertEqual(len(running), 1)
+        self.vm_ok("kill", running[0]["job"])
+        ps = self.vm_ok("ssh", "e2e-tiny", "ps").stdout
+        self.assertNotIn("sleep 101", ps)
+        self.assertNotIn("sleep 102", ps)
+
+        # The disk persists across stop/start.
+        self.vm_ok("ssh", "e2e-tiny", "echo kept > ~/file; sync")
+        self.vm_ok("stop", "e2e-tiny")
+        self.assertEqual(self.ssh_json(self.admin, "stat", "e2e-tiny")["state"], "stopped")
+        self.vm_ok("start", "e2e-tiny")
+        self.assertEqual(self.vm_ok("ssh", "e2e-tiny", "cat ~/file").stdout, "kept\n")
+
+        # rm leaves nothing behind.
+        gone = self.ssh_json(self.admin, "rm", "e2e-tiny")
+        self.assertEqual(gone, {"deleted": ["e2e-tiny"], "failed": []})
+        self.assert_gone("e2e-tiny", vm_id)
+
+    def test_bad_input_gets_clear_errors(self):
+        self.assert_status(self.vm("ssh", "no-such-vm", "true"), "not_found")
+        self.assert_status(self.vm("new", "--name", "Bad_Name"), "invalid_argument")
+        self.assert_status(self.vm("new", "--name", "web-p8080"), "invalid_argument")
+        self.assert_status(self.vm("new", "--image", "no-such-image"), "not_found")
+        self.assert_status(self.vm("new", "--memory", "1T", "--image", "tiny"), "invalid_argument")
+        self.assertNotIn("Bad_Name", self.vm_ok("ls").stdout)
+
+    def test_sigkill_during_new_leaves_nothing(self):
+        self.remove_on_exit("e2e-killed")
+        proc = subprocess.Popen(
+            self.ssh_args(self.admin, "new", "--image", "tiny", "--name", "e2e-killed",
+                          "--cpu", "1", "--memory", "512M"),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            # Kill warren once the domain exists, while new still waits for the guest.
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if any(d.startswith("warren-") for d in domains()) and \
+                        os.path.isdir(os.path.join(self.data, "vms")) and \
+                        os.listdir(os.path.join(self.data, "vms")):
+                    break
+                time.sleep(0.1)
+            self.restart_server(signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait()
+        self.assertNotIn("e2e-killed", self.vm_ok("ls").stdout)
+        self.assertFalse(os.listdir(os.path.join(self.data, "vms")), self.server.log_tail(40))
+        # The name is free again.
+        self.vm_ok("new", "--image", "tiny", "--name", "e2e-killed", "--cpu", "1",
+                   "--memory", "512M")
+        vm_id = self.vm_id("e2e-killed")
+        self.vm_ok("rm", "e2e-killed")
+        self.assert_gone("e2e-killed", vm_id)
+
+    @unittest.skipUnless(have_image("debian"), "needs the debian image in " + IMAGES)
+    def test_default_debian_image(self):
+        self.remove_on_exit("e2e-debian")
+        self.vm_ok("new", "--name", "e2e-debian", "--cpu", "1", "--memory", "1G",
+                   "--env", "GREETING=hello", timeout=300)
+        self.assertTrue(self.ssh_json(self.admin, "stat", "e2e-debian")["image"]
+                        .startswith("debian@"))
+        r = self.vm_ok("ssh", "e2e-debian",
+                       "id -un; sudo -n true && echo sudo-ok; python3 -V; "
+                       "git --version >/dev/null && echo git-ok; echo $GREETING")
+        self.assertEqual(r.stdout.split(), ["dev", "sudo-ok", "Python", "3.11.2", "git-ok",
+                                            "hello"])
+        vm_id = self.vm_id("e2e-debian")
+        self.vm_ok("rm", "e2e-debian")
+        self.assert_gone("e2e-debian", vm_id)
+
+
+if __name__ == "__main__":
+    h.main()
