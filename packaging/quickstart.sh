@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# README's first command: installs what is needed, builds, and starts warren on loopback
-# with its embedded defaults (SSH 127.0.0.1:2222, HTTP 127.0.0.1:8080, data in
-# /var/lib/warren), with the invoking user's SSH key as the first admin.
+# README's first command: installs what is needed, builds warren and its guest images, and
+# starts warren on loopback with its embedded defaults (SSH 127.0.0.1:2222, HTTP
+# 127.0.0.1:8080, data and images in /var/lib/warren), with the invoking user's SSH key as
+# the first admin.
 #   packaging/quickstart.sh         build and (re)start warren in the background
 #   packaging/quickstart.sh stop    stop it
 set -euo pipefail
@@ -51,6 +52,11 @@ if [[ -z $pub ]]; then
 fi
 
 install -d -m 0711 "$data"
+# The default guest image (and the tiny one, for quick tries). Idempotent: an image of
+# today's version is kept; VMs keep the version they were made with.
+bash packaging/images/build-debian.sh "$data/images"
+bash packaging/images/build-tiny.sh "$data/images"
+
 stop_running
 setsid "$repo/build/warren" serve --data-dir "$data" --admin-key "$pub" --admin-name "$person" \
   >>"$log" 2>&1 </dev/null &
@@ -70,6 +76,8 @@ Admin: $person, key $pub
   ssh -p 2222 localhost help        # every command
   ssh -p 2222 localhost whoami      # who you are
   ssh -p 2222 localhost             # the REPL (warren ▶)
+  ssh -p 2222 localhost new         # a Debian VM (add --image tiny for a small one)
+  ssh -p 2222 localhost ls          # your VMs
 
 The first connection asks you to trust the host key; its fingerprint:
   $(ssh-keygen -lf "$data/ssh_host_ed25519_key.pub" 2>/dev/null || echo "(not yet written)")
