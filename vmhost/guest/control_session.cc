@@ -19,6 +19,10 @@ namespace warren::guest {
 namespace {
 
 constexpr size_t kMaxWriteChunk = size_t{32} * 1024;
+// How long a channel we closed waits for the guest's close before it is freed anyway.
+constexpr auto kCloseWait = std::chrono::seconds(5);
+// How long a deliberate disconnect waits for the guest to close the open channels.
+constexpr auto kQuiesceWait = std::chrono::milliseconds(300);
 
 long long MillisSince(ControlSession::Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(ControlSession::Clock::now() - t)
@@ -42,15 +46,17 @@ Result<std::string> Fingerprint(ssh_key key) {
 // One exec channel, seen from the owner thread. Callbacks only record what happened;
 // ServiceChannel acts on it.
 struct ControlSession::Channel {
-  enum class Phase { kNew, kOpening, kExec, kRunning, kDone };
+  // kClosing: we closed the channel first and wait for the guest's close, so that no reply
+  // is still on its way when the connection ends (it would reach the next connection).
+  enum class Phase { kNew, kOpening, kExec, kRunning, kClosing, kDone };
 
   uint64_t id = 0;
   std::shared_ptr<GuestChannel> io;
   ssh_channel ch = nullptr;
   ssh_channel_callbacks_struct callbacks{};
   Phase phase = Phase::kNew;
-  Clock::time_point since;
-  size_t backlog = 0;  // stdout bytes libssh still holds because the caller's buffer was full
+  Clock::time_point since;  // phase start (kOpening, kExec, kClosing)
+  size_t backlog = 0;       // stdout bytes libssh still holds because the caller's buffer was full
   bool remote_eof = false;
   bool eof_delivered = false;
   bool remote_closed = false;
@@ -143,6 +149,11 @@ void ControlSession::Shutdown() {
   if (owner_.joinable() && owner_.get_id() != std::this_thread::get_id()) owner_.join();
 }
 
+bool ControlSession::closed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_;
+}
+
 std::string ControlSession::host_key_fingerprint() {
   std::lock_guard<std::mutex> lock(mu_);
   return pinned_fingerprint_;
@@ -166,7 +177,8 @@ void ControlSession::Run() {
       drop_ = false;
     }
     if (drop && session_ != nullptr) {
-      TearDown(Unavailable("the control connection to VM " + options_.vm_id + " was dropped"));
+      TearDown(Unavailable("the control connection to VM " + options_.vm_id + " was dropped"),
+               /*graceful=*/true);
     }
     auto now = Clock::now();
     for (auto it = waiting.begin(); it != waiting.end();) {
@@ -187,13 +199,25 @@ void ControlSession::Run() {
         continue;
       }
       if (now < next_attempt) {
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next_attempt - now).count();
-        waker_->WaitFor(static_cast<int>(std::min<long long>(ms + 1, 1000)));
+        // Until the next attempt, or until a request's deadline (it then fails with the last
+        // connection error, before its caller gives up on a bare timeout).
+        Clock::time_point until = next_attempt;
+        for (const Request& r : waiting)
+          until = std::min(until, r.deadline + std::chrono::milliseconds(1));
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count();
+        waker_->WaitFor(static_cast<int>(std::clamp<long long>(ms + 1, 1, 1000)));
         continue;
       }
       Clock::time_point latest = now;
       for (const Request& r : waiting) latest = std::max(latest, r.deadline);
       Status st = Connect(std::min(latest, now + options_.connect_timeout));
+      if (st.code() == Code::kNotFound || st.code() == Code::kConflict) {
+        // The resolver says there is no socket to try (no such VM, or not running): retrying
+        // would only make the caller wait.
+        for (Request& r : waiting) r.io->Fail(st);
+        waiting.clear();
+        continue;
+      }
       if (!st.ok()) {
         last_error = st;
         LogInfo("guest control connect failed vm=" + LogQuote(options_.vm_id) + " error=" +
@@ -215,11 +239,11 @@ void ControlSession::Run() {
       const char* err = ssh_get_error(session_.get());
       last_error = Unavailable("the control connection to VM " + options_.vm_id +
                                " was lost: " + (err == nullptr ? "" : err));
-      TearDown(last_error);
+      TearDown(last_error, /*graceful=*/false);
     }
   }
   Status bye = Unavailable("the control connection to VM " + options_.vm_id + " is closed");
-  TearDown(bye);
+  TearDown(bye, /*graceful=*/true);
   for (Request& r : waiting) r.io->Fail(bye);
   std::lock_guard<std::mutex> lock(mu_);
   for (Request& r : incoming_) r.io->Fail(bye);
@@ -229,18 +253,23 @@ void ControlSession::Run() {
 Status ControlSession::Connect(Clock::time_point deadline) {
   auto t0 = Clock::now();
   Result<std::string> path = options_.resolve_socket(options_.vm_id);
-  if (!path.ok()) return Unavailable(path.status().message());
+  if (!path.ok()) return path.status();
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path->empty() || path->size() >= sizeof addr.sun_path) {
     return Unavailable("bad control socket path for VM " + options_.vm_id);
   }
   std::memcpy(addr.sun_path, path->data(), path->size());
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: QEMU takes one client at a time, and a connect to its socket while another
+  // client holds it would wait in the listen backlog for as long as that client stays.
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int e = errno;
     ::close(fd);
+    if (e == EAGAIN) {
+      return Unavailable("the control socket " + *path + " is busy (another client holds it)");
+    }
     return Unavailable("cannot connect to " + *path + ": " + std::strerror(e));
   }
 
@@ -279,7 +308,8 @@ Status ControlSession::Connect(Clock::time_point deadline) {
     }
     connecting_fd_ = fd;
   }
-  // From ssh_connect on, the session owns the fd (ssh_free closes it).
+  // From ssh_connect on, ssh_free closes the fd; but ssh_disconnect forgets an fd that was
+  // handed in without closing it, so after a disconnect it is ours to close (TearDown).
   Status st;
   if (ssh_connect(s) != SSH_OK) {
     st = Unavailable(std::string("SSH handshake with the guest failed: ") + ssh_get_error(s));
@@ -302,6 +332,7 @@ Status ControlSession::Connect(Clock::time_point deadline) {
   }
   session_ = std::move(session);
   event_ = std::move(event);
+  socket_fd_ = fd;
   uint64_t gen = generation_.fetch_add(1) + 1;
   LogInfo("guest control connected vm=" + LogQuote(options_.vm_id) +
           " hostkey=" + host_key_fingerprint() + " generation=" + std::to_string(gen) +
@@ -345,7 +376,27 @@ Status ControlSession::Authenticate(ssh_session s) {
   return Status::Ok();
 }
 
-void ControlSession::TearDown(const Status& why) {
+void ControlSession::Quiesce() {
+  if (!Alive()) return;
+  for (auto& [id, c] : channels_) {
+    if (c->phase != Channel::Phase::kRunning || c->remote_closed) continue;
+    ssh_channel_close(c->ch);
+    c->phase = Channel::Phase::kClosing;
+    c->since = Clock::now();
+  }
+  auto give_up = Clock::now() + kQuiesceWait;
+  auto closing = [&] {
+    return std::any_of(channels_.begin(), channels_.end(), [](const auto& kv) {
+      return kv.second->phase == Channel::Phase::kClosing && !kv.second->remote_closed;
+    });
+  };
+  while (closing() && Clock::now() < give_up && Alive()) {
+    ssh_event_dopoll(event_.get(), 20);
+  }
+}
+
+void ControlSession::TearDown(const Status& why, bool graceful) {
+  if (graceful) Quiesce();
   for (auto& [id, c] : channels_) {
     c->io->Fail(why);
     if (c->ch != nullptr) ssh_remove_channel_callbacks(c->ch, &c->callbacks);
@@ -356,9 +407,12 @@ void ControlSession::TearDown(const Status& why) {
     event_.reset();
   }
   if (session_ != nullptr) {
-    ssh_disconnect(session_.get());  // frees the channels too
+    ssh_disconnect(session_.get());  // says goodbye and frees the channels
     session_.reset();
   }
+  // QEMU serves one client at a time: an fd left open would keep the next connection waiting.
+  if (socket_fd_ >= 0) ::close(socket_fd_);
+  socket_fd_ = -1;
   channels_.clear();
 }
 
@@ -400,7 +454,8 @@ void ControlSession::Service() {
   if (hung) {
     LogWarn("guest control connection hung vm=" + LogQuote(options_.vm_id) +
             " reason=\"a channel open was not answered\"");
-    TearDown(Unavailable("VM " + options_.vm_id + " stopped answering on its control connection"));
+    TearDown(Unavailable("VM " + options_.vm_id + " stopped answering on its control connection"),
+             /*graceful=*/false);
   }
 }
 
@@ -451,11 +506,20 @@ void ControlSession::ServiceChannel(Channel& c) {
     c.io->SetOpen(generation_.load());
     c.phase = Phase::kRunning;
   }
+  if (c.phase == Phase::kClosing) {
+    if (c.remote_closed || Clock::now() - c.since > kCloseWait) c.phase = Phase::kDone;
+    return;
+  }
   if (c.phase != Phase::kRunning) return;
 
   if (c.io->caller_closed()) {
-    ssh_channel_close(c.ch);  // EOF and close; the guest's side sees its pipes go
-    c.phase = Phase::kDone;
+    if (c.remote_closed) {
+      c.phase = Phase::kDone;
+    } else {
+      ssh_channel_close(c.ch);  // EOF and close; the guest's side sees its pipes go
+      c.phase = Phase::kClosing;
+      c.since = Clock::now();
+    }
     return;
   }
   // Stdout: move what libssh kept back into the buffer the caller has since made room in.

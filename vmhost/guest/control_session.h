@@ -38,7 +38,9 @@
 
 namespace warren::guest {
 
-// Maps a VM id to the path of its control socket.
+// Maps a VM id to the path of its control socket. NotFound or Conflict (no such VM, not
+// running) fail the waiting calls at once; other errors, like a socket that cannot be
+// connected to yet, are retried with backoff until each call's deadline.
 using ControlSocketResolver = std::function<Result<std::string>(std::string_view vm_id)>;
 
 struct ControlSessionOptions {
@@ -79,6 +81,8 @@ class ControlSession {
   void DropConnection();
   // Ends the owner thread: every channel and waiting request fails. Idempotent.
   void Shutdown();
+  // True once Shutdown was called: this session will never connect again.
+  bool closed();
 
   // Counts successful connections (0 before the first). Lets callers do something once per
   // connection, such as checking the runner.
@@ -99,7 +103,10 @@ class ControlSession {
   void Run();
   Status Connect(Clock::time_point deadline);
   Status Authenticate(ssh_session s);
-  void TearDown(const Status& why);
+  // Ends the connection; every channel fails with `why`. `graceful`: the connection is
+  // fine, so first close the open channels and wait (briefly) for the guest's closes.
+  void TearDown(const Status& why, bool graceful);
+  void Quiesce();
   void StartChannels(std::deque<Request>& waiting);
   void Service();
   void ServiceChannel(Channel& c);
@@ -121,6 +128,7 @@ class ControlSession {
   // Owner thread only.
   SshSessionPtr session_;
   SshEventPtr event_;
+  int socket_fd_ = -1;  // the connection's socket (libssh does not close an fd handed in)
   std::map<uint64_t, std::unique_ptr<Channel>> channels_;
   uint64_t next_channel_id_ = 1;
 

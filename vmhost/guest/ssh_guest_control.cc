@@ -58,6 +58,12 @@ class StdinPump {
   std::thread thread_;
 };
 
+// The error for a job whose channel was lost for good: the job itself may still run.
+Status Detached(const JobStream& job, std::string_view vm_id) {
+  return Unavailable(job.error().message() + "; job " + job.Progress().job + " in VM " +
+                     std::string(vm_id) + " may still be running");
+}
+
 std::string RunnerFailure(GuestChannel& ch, const Status& why) {
   std::string err = SanitizeGuestText(ch.StderrText(), 300);
   return why.message() + (err.empty() ? "" : " (" + err + ")");
@@ -191,8 +197,9 @@ Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestC
           break;
       }
       // The channel ended without an end of job: the connection went, or the runner did.
-      // The job keeps running in the guest, so follow it again from what was delivered.
-      if (++reattached > kMaxReattach) return job.error();
+      // The job keeps running in the guest, so follow it again from what was delivered,
+      // unless the VM's connection was closed on purpose (it stopped or restarted).
+      if (vm->session->closed() || ++reattached > kMaxReattach) return Detached(job, vm_id);
       LogInfo("guest job reattach vm=" + LogQuote(vm_id) + " job=" + id +
               " reason=" + LogQuote(job.error().message()));
       ch->Close();
@@ -240,7 +247,7 @@ Result<GuestProgress> SshGuestControl::Wait(std::string_view vm_id, std::string_
       default:
         break;
     }
-    if (++reattached > kMaxReattach) return job.error();
+    if (vm->session->closed() || ++reattached > kMaxReattach) return Detached(job, vm_id);
     job.Reattach();
   }
 }

@@ -1,0 +1,34 @@
+# Guest control (vmhost/guest): the runner protocol (pure), the runner binary run on this
+# machine, the GuestControl scenarios against a local sshd (hermetic, fast) and the same
+# scenarios against a real tiny guest under QEMU (one CTest test: it boots the guest once).
+
+add_library(warren_guest_test_targets STATIC unit/guest_test_targets.cc)
+target_link_libraries(warren_guest_test_targets
+  PUBLIC warren_guest GTest::gtest
+  PRIVATE nlohmann_json::nlohmann_json)
+target_compile_definitions(warren_guest_test_targets PRIVATE
+  WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}" WARREN_RUN_BINARY="${WARREN_RUN_BINARY}")
+add_dependencies(warren_guest_test_targets warren_run)
+
+add_executable(guest_protocol_test unit/guest_protocol_test.cc)
+target_link_libraries(guest_protocol_test PRIVATE warren_guest GTest::gtest_main)
+gtest_discover_tests(guest_protocol_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
+
+add_executable(guest_runner_test unit/guest_runner_test.cc)
+target_link_libraries(guest_runner_test PRIVATE warren_guest_test_targets GTest::gtest_main)
+gtest_discover_tests(guest_runner_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
+
+add_executable(guest_local_test unit/guest_control_scenarios.cc unit/guest_local_test.cc)
+target_link_libraries(guest_local_test
+  PRIVATE warren_guest_test_targets OpenSSL::Crypto GTest::gtest_main)
+gtest_discover_tests(guest_local_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
+
+# Boots the tiny image (building it first if there is none) and runs every scenario on it.
+# Serial: a TCG guest wants the machine's cores.
+add_executable(guest_vm_test unit/guest_control_scenarios.cc unit/guest_vm_test.cc)
+target_link_libraries(guest_vm_test
+  PRIVATE warren_guest_test_targets OpenSSL::Crypto GTest::gtest_main)
+add_test(NAME guest_vm COMMAND guest_vm_test)
+set_tests_properties(guest_vm PROPERTIES
+  RUN_SERIAL TRUE TIMEOUT 1200 LABELS "guest;qemu"
+  SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] [0-9]+ test")

@@ -1,0 +1,521 @@
+#include "tests/unit/guest_control_scenarios.h"
+
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "vmhost/guest/runner_install.h"
+#include "vmhost/guest/runner_protocol.h"
+
+namespace warren::guest::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+TargetSetup& SharedTarget() {
+  // Made on first use and kept until the process exits (its destructor kills the target).
+  static TargetSetup* setup = new TargetSetup(MakeGuestTarget());
+  static struct Reaper {
+    ~Reaper() { setup->target.reset(); }
+  } reaper;
+  return *setup;
+}
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+std::string Sha256Hex(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  std::string hex;
+  char b[3];
+  for (unsigned int i = 0; i < len; ++i) {
+    std::snprintf(b, sizeof b, "%02x", md[i]);
+    hex += b;
+  }
+  return hex;
+}
+
+// How many processes in the guest run `pattern` (a grep regex that does not match itself).
+int CountProcesses(GuestControl& control, const std::string& pattern) {
+  Outcome o = RunExec(control,
+                      "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; "
+                      "done | grep -c '" +
+                          pattern + "' || true");
+  EXPECT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  return std::atoi(o.out.c_str());
+}
+
+// A sleep duration no other test (or process) uses, to find its processes by.
+std::string UniqueSeconds() {
+  static std::atomic<int> n{0};
+  return std::to_string(40000 + (getpid() % 1000) * 10 + n++);
+}
+
+// A reader that takes its time: 20 ms per write.
+class SlowSink final : public OutputSink {
+ public:
+  void Write(std::string_view bytes) override {
+    bytes_ += bytes.size();
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  size_t bytes() const { return bytes_.load(); }
+
+ private:
+  std::atomic<size_t> bytes_{0};
+};
+
+}  // namespace
+
+void GuestControlTest::SetUp() {
+  TargetSetup& s = SharedTarget();
+  if (!s.skip_reason.empty()) GTEST_SKIP() << s.skip_reason;
+  ASSERT_TRUE(s.error.ok()) << s.error.ToString();
+  ASSERT_NE(s.target, nullptr);
+  control_ = NewControl();
+}
+
+void GuestControlTest::TearDown() {
+  if (HasFailure() && SharedTarget().target != nullptr) {
+    std::fprintf(stderr, "target log:\n%s", SharedTarget().target->LogTail().c_str());
+  }
+  control_.reset();
+}
+
+GuestTarget& GuestControlTest::target() { return *SharedTarget().target; }
+
+std::unique_ptr<SshGuestControl> GuestControlTest::NewControl() {
+  Result<std::unique_ptr<SshGuestControl>> c = SshGuestControl::Create(target().ControlOptions());
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+Outcome RunExec(GuestControl& control, const GuestCommand& command, int wait_ms, InputStream* in,
+                std::shared_ptr<CancelSignal> cancel) {
+  StringSink out, err;
+  GuestStreams s;
+  s.in = in;
+  s.out = &out;
+  s.err = &err;
+  s.cancel = std::move(cancel);
+  s.wait_ms = wait_ms;
+  Outcome o;
+  o.progress = control.Exec(kTestVm, command, s);
+  o.out = out.str();
+  o.err = err.str();
+  return o;
+}
+
+Outcome RunExec(GuestControl& control, const std::string& command, int wait_ms) {
+  GuestCommand c;
+  c.command = command;
+  return RunExec(control, c, wait_ms);
+}
+
+Outcome RunWait(GuestControl& control, const GuestProgress& from, int wait_ms) {
+  StringSink out, err;
+  GuestStreams s;
+  s.out = &out;
+  s.err = &err;
+  s.wait_ms = wait_ms;
+  Outcome o;
+  o.progress = control.Wait(kTestVm, from.job, from.stdout_offset, from.stderr_offset, s);
+  o.out = out.str();
+  o.err = err.str();
+  return o;
+}
+
+TEST_F(GuestControlTest, SeparatesStdoutStderrAndExitStatus) {
+  Outcome o = RunExec(*control_, "echo hi; echo err >&2; exit 3");
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_TRUE(o.progress->finished);
+  EXPECT_EQ(o.progress->exit_code, 3);
+  EXPECT_EQ(o.progress->signal, 0);
+  EXPECT_EQ(o.out, "hi\n");
+  EXPECT_EQ(o.err, "err\n");
+  EXPECT_TRUE(ValidJobId(o.progress->job));
+  EXPECT_EQ(o.progress->stdout_offset, 3u);
+  EXPECT_EQ(o.progress->stderr_offset, 4u);
+}
+
+TEST_F(GuestControlTest, StdinRoundTripOfOneMebibyte) {
+  std::string data(1 << 20, '\0');
+  uint32_t x = 12345;
+  for (char& c : data) {
+    x = x * 1103515245 + 12345;
+    c = static_cast<char>(x >> 24);
+  }
+  StringInput in(data);
+  GuestCommand c;
+  c.command = "sha256sum; echo done >&2";
+  auto t0 = Clock::now();
+  Outcome o = RunExec(*control_, c, -1, &in);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_EQ(o.progress->exit_code, 0);
+  EXPECT_EQ(o.out.substr(0, 64), Sha256Hex(data)) << o.out;
+  EXPECT_EQ(o.err, "done\n");
+  std::fprintf(stderr, "1 MiB stdin round trip: %.2f s\n", Seconds(t0));
+}
+
+TEST_F(GuestControlTest, CatEchoesStdinBack) {
+  std::string data;
+  for (int i = 0; i < 20000; ++i) data += "line " + std::to_string(i) + "\n";
+  StringInput in(data);
+  GuestCommand c;
+  c.command = "cat";
+  Outcome o = RunExec(*control_, c, -1, &in);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_EQ(o.progress->exit_code, 0);
+  EXPECT_TRUE(o.out == data) << "got " << o.out.size() << " bytes of " << data.size();
+}
+
+TEST_F(GuestControlTest, NoStdinMeansImmediateEof) {
+  Outcome o = RunExec(*control_, "cat; echo eof");
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_EQ(o.out, "eof\n");
+}
+
+TEST_F(GuestControlTest, EnvAndWorkingDirectory) {
+  GuestCommand c;
+  c.command = "printf '%s|' \"$FOO\" \"$EMPTY\"; pwd; echo \"$WARREN_JOB\"";
+  c.env = {{"FOO", "a \"b\" $HOME \\ c'd"}, {"EMPTY", ""}};
+  c.cwd = "/tmp";
+  Outcome o = RunExec(*control_, c);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_EQ(o.out, "a \"b\" $HOME \\ c'd||/tmp\n" + o.progress->job + "\n");
+}
+
+TEST_F(GuestControlTest, HandsBackAtTheDeadlineAndWaitReadsTheRest) {
+  auto t0 = Clock::now();
+  Outcome o = RunExec(*control_, "echo start; sleep 6; echo end", 1500);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_FALSE(o.progress->finished);
+  EXPECT_LT(Seconds(t0), 5.0 * TimeScale());
+  EXPECT_EQ(o.out, "start\n");
+  EXPECT_EQ(o.progress->stdout_offset, 6u);
+
+  Outcome mid = RunWait(*control_, *o.progress, 300);
+  ASSERT_TRUE(mid.progress.ok()) << mid.progress.status().ToString();
+  EXPECT_FALSE(mid.progress->finished);
+  EXPECT_EQ(mid.out, "");
+  EXPECT_EQ(mid.progress->job, o.progress->job);
+
+  Outcome rest = RunWait(*control_, *mid.progress, -1);
+  ASSERT_TRUE(rest.progress.ok()) << rest.progress.status().ToString();
+  EXPECT_TRUE(rest.progress->finished);
+  EXPECT_EQ(rest.progress->exit_code, 0);
+  EXPECT_EQ(rest.out, "end\n");
+  EXPECT_EQ(rest.progress->stdout_offset, 10u);
+
+  // A finished job's output can be read again, from any offset.
+  GuestProgress from = *rest.progress;
+  from.stdout_offset = 2;
+  Outcome again = RunWait(*control_, from, -1);
+  ASSERT_TRUE(again.progress.ok());
+  EXPECT_EQ(again.out, "art\nend\n");
+}
+
+TEST_F(GuestControlTest, WaitZeroHandsBackOnceStarted) {
+  Outcome o = RunExec(*control_, "sleep 1; echo late", 0);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_FALSE(o.progress->finished);
+  Outcome rest = RunWait(*control_, *o.progress, -1);
+  ASSERT_TRUE(rest.progress.ok()) << rest.progress.status().ToString();
+  EXPECT_EQ(rest.out, "late\n");
+  EXPECT_EQ(rest.progress->exit_code, 0);
+}
+
+TEST_F(GuestControlTest, KillEndsTheWholeProcessTree) {
+  std::string n = UniqueSeconds();
+  Outcome o = RunExec(*control_, "sleep " + n + " & sleep " + n + "; echo never", 1000);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  ASSERT_FALSE(o.progress->finished);
+  // The shell and both sleeps.
+  EXPECT_GE(CountProcesses(*control_, "[s]leep " + n), 2);
+
+  ASSERT_TRUE(control_->Kill(kTestVm, o.progress->job).ok());
+  Outcome end = RunWait(*control_, *o.progress, 10000 * TimeScale());
+  ASSERT_TRUE(end.progress.ok()) << end.progress.status().ToString();
+  EXPECT_TRUE(end.progress->finished);
+  EXPECT_FALSE(end.progress->exit_code.has_value());
+  EXPECT_EQ(end.progress->signal, 15);
+  EXPECT_EQ(end.out, "");
+  EXPECT_EQ(CountProcesses(*control_, "[s]leep " + n), 0);
+
+  EXPECT_TRUE(control_->Kill(kTestVm, o.progress->job).ok()) << "killing an ended job is fine";
+  EXPECT_EQ(control_->Kill(kTestVm, "0badc0de").code(), Code::kNotFound);
+}
+
+TEST_F(GuestControlTest, CancelBeforeHandBackKillsTheCommand) {
+  auto cancel = std::make_shared<CancelSignal>();
+  std::thread canceller([cancel] {
+    std::this_thread::sleep_for(milliseconds(static_cast<int>(1500 * TimeScale())));
+    cancel->Cancel();
+  });
+  std::string n = UniqueSeconds();
+  GuestCommand c;
+  c.command = "sleep " + n + " & sleep " + n;
+  auto t0 = Clock::now();
+  Outcome o = RunExec(*control_, c, -1, nullptr, cancel);
+  canceller.join();
+  EXPECT_EQ(o.progress.status().code(), Code::kCancelled) << o.progress.status().ToString();
+  EXPECT_LT(Seconds(t0), 10.0 * TimeScale());
+  EXPECT_EQ(CountProcesses(*control_, "[s]leep " + n), 0);
+
+  Result<std::vector<GuestJob>> jobs = control_->Jobs(kTestVm);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  bool seen = false;
+  for (const GuestJob& j : *jobs) {
+    if (j.command != c.command) continue;
+    seen = true;
+    EXPECT_TRUE(j.finished);
+    EXPECT_FALSE(j.exit_code.has_value());
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST_F(GuestControlTest, CancelAfterHandBackOnlyDetaches) {
+  Outcome o = RunExec(*control_, "sleep 2; echo kept", 0);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  auto cancel = std::make_shared<CancelSignal>();
+  cancel->Cancel();
+  StringSink out, err;
+  GuestStreams s;
+  s.out = &out;
+  s.err = &err;
+  s.cancel = cancel;
+  Result<GuestProgress> w = control_->Wait(kTestVm, o.progress->job, 0, 0, s);
+  EXPECT_EQ(w.status().code(), Code::kCancelled);
+  Outcome rest = RunWait(*control_, *o.progress, -1);
+  ASSERT_TRUE(rest.progress.ok()) << rest.progress.status().ToString();
+  EXPECT_EQ(rest.out, "kept\n");
+  EXPECT_EQ(rest.progress->exit_code, 0);
+}
+
+TEST_F(GuestControlTest, TenConcurrentExecsShareOneConnection) {
+  constexpr int kN = 10;
+  std::vector<Outcome> results(kN);
+  std::vector<std::thread> threads;
+  auto t0 = Clock::now();
+  for (int i = 0; i < kN; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] =
+          RunExec(*control_, "echo " + std::to_string(i) + "; sleep 2; echo " + std::to_string(i) +
+                                 " done >&2; exit " + std::to_string(i));
+    });
+  }
+  for (auto& t : threads) t.join();
+  double took = Seconds(t0);
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_TRUE(results[i].progress.ok()) << i << ": " << results[i].progress.status().ToString();
+    EXPECT_EQ(results[i].out, std::to_string(i) + "\n");
+    EXPECT_EQ(results[i].err, std::to_string(i) + " done\n");
+    EXPECT_EQ(results[i].progress->exit_code, i);
+  }
+  EXPECT_LT(took, 2.0 * kN) << "the commands ran one after another";
+  std::fprintf(stderr, "%d concurrent 2 s commands: %.2f s\n", kN, took);
+}
+
+TEST_F(GuestControlTest, BusyChannelDoesNotStallAnother) {
+  auto cancel = std::make_shared<CancelSignal>();
+  SlowSink slow;
+  StringSink err;
+  Result<GuestProgress> busy = Internal("not run");
+  std::thread flood([&] {
+    GuestStreams s;
+    s.out = &slow;
+    s.err = &err;
+    s.cancel = cancel;
+    GuestCommand c;
+    c.command = "yes | head -c 50000000";
+    busy = control_->Exec(kTestVm, c, s);
+  });
+  auto t0 = Clock::now();
+  while (slow.bytes() < 256 * 1024 && Seconds(t0) < 60 * TimeScale()) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_GE(slow.bytes(), 256u * 1024) << "the flood never started";
+  for (int i = 0; i < 3; ++i) {
+    auto t1 = Clock::now();
+    Outcome o = RunExec(*control_, "true");
+    ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+    EXPECT_EQ(o.progress->exit_code, 0);
+    EXPECT_LT(Seconds(t1), 2.0 * TimeScale()) << "a busy channel stalled `true`";
+    std::fprintf(stderr, "true beside a flood: %.3f s\n", Seconds(t1));
+  }
+  EXPECT_LT(slow.bytes(), 50000000u) << "the slow reader was not slow";
+  cancel->Cancel();
+  flood.join();
+  EXPECT_EQ(busy.status().code(), Code::kCancelled) << busy.status().ToString();
+}
+
+TEST_F(GuestControlTest, ReconnectsAfterDisconnect) {
+  Outcome a = RunExec(*control_, "echo a");
+  ASSERT_TRUE(a.progress.ok()) << a.progress.status().ToString();
+  std::string fingerprint = control_->HostKeyFingerprint(kTestVm);
+  EXPECT_EQ(fingerprint.rfind("SHA256:", 0), 0u) << fingerprint;
+  control_->Disconnect(kTestVm);
+  EXPECT_EQ(control_->HostKeyFingerprint(kTestVm), "");
+  Outcome b = RunExec(*control_, "echo b");
+  ASSERT_TRUE(b.progress.ok()) << b.progress.status().ToString();
+  EXPECT_EQ(b.out, "b\n");
+  EXPECT_EQ(control_->HostKeyFingerprint(kTestVm), fingerprint);
+  control_->Disconnect(kTestVm);
+  control_->Disconnect(kTestVm);  // twice is fine
+  Outcome c = RunExec(*control_, "echo c");
+  ASSERT_TRUE(c.progress.ok()) << c.progress.status().ToString();
+  EXPECT_EQ(c.out, "c\n");
+}
+
+TEST_F(GuestControlTest, JobSurvivesDisconnectAndARestartedWarren) {
+  Outcome o = RunExec(*control_, "echo before; sleep 3; echo survived", 500);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  ASSERT_FALSE(o.progress->finished);
+  control_->Disconnect(kTestVm);
+  control_.reset();  // warren goes away
+
+  std::unique_ptr<SshGuestControl> restarted = NewControl();
+  ASSERT_NE(restarted, nullptr);
+  GuestProgress from;
+  from.job = o.progress->job;
+  Outcome all = RunWait(*restarted, from, -1);
+  ASSERT_TRUE(all.progress.ok()) << all.progress.status().ToString();
+  EXPECT_TRUE(all.progress->finished);
+  EXPECT_EQ(all.progress->exit_code, 0);
+  EXPECT_EQ(all.out, "before\nsurvived\n");
+}
+
+TEST_F(GuestControlTest, JobsListsNewestFirst) {
+  Outcome a = RunExec(*control_, "echo first");
+  ASSERT_TRUE(a.progress.ok());
+  std::this_thread::sleep_for(milliseconds(1100));  // listings order by whole seconds
+  Outcome b = RunExec(*control_, "printf 'second\\n'\n# a comment\texit 3\nexit 4", -1);
+  ASSERT_TRUE(b.progress.ok());
+  Result<std::vector<GuestJob>> jobs = control_->Jobs(kTestVm);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  int ia = -1, ib = -1;
+  for (size_t i = 0; i < jobs->size(); ++i) {
+    const GuestJob& j = (*jobs)[i];
+    if (j.job == a.progress->job) {
+      ia = static_cast<int>(i);
+      EXPECT_EQ(j.command, "echo first");
+      EXPECT_TRUE(j.finished);
+      EXPECT_EQ(j.exit_code, 0);
+      EXPECT_GT(j.started_at, 0);
+      EXPECT_GE(j.finished_at, j.started_at);
+    }
+    if (j.job == b.progress->job) {
+      ib = static_cast<int>(i);
+      EXPECT_EQ(j.command, "printf 'second\\n'\n# a comment\texit 3\nexit 4");
+      EXPECT_EQ(j.exit_code, 4);
+    }
+  }
+  ASSERT_GE(ia, 0);
+  ASSERT_GE(ib, 0);
+  EXPECT_LT(ib, ia) << "newest first";
+}
+
+TEST_F(GuestControlTest, InstallsTheRunnerAndReplacesAStaleOne) {
+  std::string want = std::string("warren-run ") + RunnerVersion() + "\n";
+  Outcome v = RunExec(*control_, "~/.warren/bin/warren-run --version");
+  ASSERT_TRUE(v.progress.ok()) << v.progress.status().ToString();
+  EXPECT_EQ(v.out, want);
+  // An old runner (a running binary can be unlinked, not overwritten).
+  Outcome old = RunExec(*control_,
+                        "r=~/.warren/bin/warren-run; rm -f $r && printf '#!/bin/sh\\necho "
+                        "warren-run 0-old\\n' > $r && chmod 700 $r && $r --version");
+  ASSERT_TRUE(old.progress.ok()) << old.progress.status().ToString();
+  EXPECT_EQ(old.out, "warren-run 0-old\n");
+  control_->Disconnect(kTestVm);  // checked again on the next connection
+  v = RunExec(*control_, "~/.warren/bin/warren-run --version");
+  ASSERT_TRUE(v.progress.ok()) << v.progress.status().ToString();
+  EXPECT_EQ(v.out, want);
+}
+
+TEST_F(GuestControlTest, RefusesBadInputAndUnknownJobs) {
+  GuestCommand big;
+  big.command.assign(kMaxCommandBytes + 1, 'x');
+  EXPECT_EQ(RunExec(*control_, big).progress.status().code(), Code::kTooLarge);
+  GuestCommand nul;
+  nul.command = std::string("echo a\0b", 8);
+  EXPECT_EQ(RunExec(*control_, nul).progress.status().code(), Code::kInvalidArgument);
+  GuestCommand env;
+  env.command = "true";
+  env.env = {{"BAD-NAME", "x"}};
+  EXPECT_EQ(RunExec(*control_, env).progress.status().code(), Code::kInvalidArgument);
+
+  GuestProgress unknown;
+  unknown.job = "0badc0de";
+  EXPECT_EQ(RunWait(*control_, unknown).progress.status().code(), Code::kNotFound);
+  unknown.job = "../../etc";
+  EXPECT_EQ(RunWait(*control_, unknown).progress.status().code(), Code::kNotFound);
+  EXPECT_EQ(control_->Kill(kTestVm, "x; reboot").code(), Code::kNotFound);
+
+  Outcome done = RunExec(*control_, "echo 12");
+  ASSERT_TRUE(done.progress.ok());
+  GuestProgress beyond = *done.progress;
+  beyond.stdout_offset = 100;
+  EXPECT_EQ(RunWait(*control_, beyond).progress.status().code(), Code::kInvalidArgument);
+
+  StringSink out;
+  GuestStreams no_err;
+  no_err.out = &out;
+  EXPECT_EQ(control_->Exec(kTestVm, GuestCommand{"true", {}, ""}, no_err).status().code(),
+            Code::kInvalidArgument);
+}
+
+TEST_F(GuestControlTest, UnknownOrUnreachableVmFailsInBoundedTime) {
+  EXPECT_EQ(RunExec(*control_, "true").progress.status().code(), Code::kOk);
+  SshGuestControlOptions o = target().ControlOptions();
+  std::string missing = target().dir() + "/no-such.sock";
+  o.resolve_socket = [missing](std::string_view vm) -> Result<std::string> {
+    if (vm == "stopped") return Conflict("VM stopped is not running");
+    return missing;
+  };
+  o.reach_timeout = std::chrono::milliseconds(1500);
+  Result<std::unique_ptr<SshGuestControl>> c = SshGuestControl::Create(o);
+  ASSERT_TRUE(c.ok());
+  auto t0 = Clock::now();
+  StringSink out, err;
+  GuestStreams s;
+  s.out = &out;
+  s.err = &err;
+  Result<GuestProgress> r = (*c)->Exec(kTestVm, GuestCommand{"true", {}, ""}, s);
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("no-such.sock"), std::string::npos) << r.status().ToString();
+  EXPECT_LT(Seconds(t0), 4.0);
+  t0 = Clock::now();
+  EXPECT_EQ((*c)->Jobs("stopped").status().code(), Code::kConflict);
+  EXPECT_LT(Seconds(t0), 1.0) << "a VM without a socket must not be retried";
+}
+
+TEST_F(GuestControlTest, ManyQuickCommandsInARow) {
+  auto t0 = Clock::now();
+  constexpr int kN = 20;
+  for (int i = 0; i < kN; ++i) {
+    Outcome o = RunExec(*control_, "echo " + std::to_string(i));
+    ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+    ASSERT_EQ(o.out, std::to_string(i) + "\n");
+  }
+  std::fprintf(stderr, "%d sequential execs: %.3f s each\n", kN, Seconds(t0) / kN);
+}
+
+TEST_F(GuestControlTest, SignalledCommandReportsTheSignal) {
+  Outcome o = RunExec(*control_, "echo x; kill -9 $$");
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_TRUE(o.progress->finished);
+  EXPECT_FALSE(o.progress->exit_code.has_value());
+  EXPECT_EQ(o.progress->signal, 9);
+  EXPECT_EQ(o.out, "x\n");
+}
+
+}  // namespace warren::guest::testing
