@@ -68,8 +68,10 @@ Status RemoveVm(Services& services, const VmRecord& vm) {
   if (!st.ok() && st.code() != Code::kNotFound) return st.Annotate("removing " + vm.name);
   st = services.store->DeleteVm(vm.id);
   if (!st.ok() && st.code() != Code::kNotFound) {
-    LogError("removing " + LogQuote(vm.name) + ": its domain is destroyed but its record "
-             "stays: " + LogQuote(st.ToString()));
+    LogError("removing " + LogQuote(vm.name) +
+             ": its domain is destroyed but its record "
+             "stays: " +
+             LogQuote(st.ToString()));
     return st.Annotate("removing " + vm.name);
   }
   return Status::Ok();
