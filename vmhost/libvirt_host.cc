@@ -1,5 +1,7 @@
 #include "vmhost/libvirt_host.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -383,6 +385,48 @@ Result<VmInfo> LibvirtHost::InfoOf(virDomainPtr dom, std::string_view id) {
   return info;
 }
 
+Status LibvirtHost::CheckCapacity(const Conn& conn, const VmSpec& spec) {
+  // Memory: what the host could give without swapping — free plus reclaimable page cache,
+  // as the node reports it (works for a remote host too) — less a reserve for the host.
+  constexpr int64_t kReserveMib = 256;
+  int nparams = 0;
+  if (virNodeGetMemoryStats(conn.get(), VIR_NODE_MEMORY_STATS_ALL_CELLS, nullptr, &nparams, 0) ==
+          0 &&
+      nparams > 0) {
+    std::vector<virNodeMemoryStats> stats(static_cast<size_t>(nparams));
+    if (virNodeGetMemoryStats(conn.get(), VIR_NODE_MEMORY_STATS_ALL_CELLS, stats.data(), &nparams,
+                              0) == 0) {
+      int64_t available_kib = 0;
+      for (int i = 0; i < nparams; ++i) {
+        std::string_view field = stats[static_cast<size_t>(i)].field;
+        if (field == VIR_NODE_MEMORY_STATS_FREE || field == VIR_NODE_MEMORY_STATS_BUFFERS ||
+            field == VIR_NODE_MEMORY_STATS_CACHED) {
+          available_kib += static_cast<int64_t>(stats[static_cast<size_t>(i)].value);
+        }
+      }
+      const int64_t available_mib = available_kib / 1024 - kReserveMib;
+      if (spec.memory_mib > available_mib) {
+        return LimitExceeded(
+            "not enough memory on the host for " + std::to_string(spec.memory_mib) +
+            " MiB: " + std::to_string(std::max<int64_t>(available_mib, 0)) + " MiB available");
+      }
+    }
+  }
+  // Disk: overlays are thin, but a guest that fills its disk must not fill the host's (every
+  // VM would stop on ENOSPC), so the whole size must fit in what is free now.
+  struct statvfs fs_info {};
+  if (statvfs(options_.data_dir.c_str(), &fs_info) == 0) {
+    const int64_t free_gib =
+        static_cast<int64_t>(fs_info.f_bavail) * static_cast<int64_t>(fs_info.f_frsize) / kGiB;
+    if (spec.disk_gib > free_gib) {
+      return LimitExceeded("not enough disk on the host for " + std::to_string(spec.disk_gib) +
+                           " GiB: " + std::to_string(free_gib) + " GiB free in " +
+                           options_.data_dir);
+    }
+  }
+  return Status::Ok();
+}
+
 Status LibvirtHost::Create(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, spec.image));
@@ -394,6 +438,7 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   auto vm_lock = VmLock(spec.id);
   std::lock_guard guard(*vm_lock);
   WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_RETURN_IF_ERROR(CheckCapacity(conn, spec));
   Result<DomainHandle> existing = LookupDomain(conn, spec.id);
   if (existing.ok()) return Conflict("vm " + spec.id + " already exists");
   if (existing.status().code() != Code::kNotFound) return existing.status();

@@ -77,6 +77,8 @@ class LibvirtHost final : public VmHost {
   // Removes every file of the VM (volumes, then the directory) and its pool.
   Status RemoveFiles(const Conn& conn, std::string_view id);
   Status StartDomain(virDomainPtr dom);
+  // LimitExceeded when the host lacks the memory or disk `spec` asks for.
+  Status CheckCapacity(const Conn& conn, const VmSpec& spec);
   // Graceful shutdown bounded by stop_timeout, then a hard power-off.
   Status ShutDown(virDomainPtr dom);
 

@@ -155,7 +155,16 @@ class VmEndToEndTest(h.LobbyTestCase):
         self.assert_status(self.vm("new", "--name", "web-p8080"), "invalid_argument")
         self.assert_status(self.vm("new", "--image", "no-such-image"), "not_found")
         self.assert_status(self.vm("new", "--memory", "1T", "--image", "tiny"), "invalid_argument")
-        self.assertNotIn("Bad_Name", self.vm_ok("ls").stdout)
+        # More than the host has (24 GiB machines, tens of GiB of free disk): a clear refusal.
+        r = self.vm("new", "--image", "tiny", "--name", "too-big", "--memory", "60G")
+        self.assert_status(r, "limit_exceeded")
+        self.assertIn("not enough memory on the host", r.stderr)
+        r = self.vm("new", "--image", "tiny", "--name", "too-big", "--disk", "1000G")
+        self.assert_status(r, "limit_exceeded")
+        self.assertIn("not enough disk on the host", r.stderr)
+        listing = self.vm_ok("ls").stdout
+        self.assertNotIn("Bad_Name", listing)
+        self.assertNotIn("too-big", listing)
 
     def test_sigkill_during_new_leaves_nothing(self):
         self.remove_on_exit("e2e-killed")
