@@ -217,6 +217,25 @@ TEST_F(VmCommandTest, CancelWhileBootingRemovesTheVm) {
   EXPECT_TRUE(host_.List()->empty());
 }
 
+TEST_F(VmCommandTest, RmWhileBootingEndsTheNewAtOnce) {
+  ready_timeout_ms_ = 10'000;
+  MakeInterpreter();
+  guests_.SetReachable(false);
+  Outcome rm;
+  std::thread remover([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    rm = Exec(Alice(), {"rm", "web-one"});
+  });
+  const auto start = std::chrono::steady_clock::now();
+  Outcome o = Exec(Alice(), {"new", "--name", "web-one"});
+  remover.join();
+  EXPECT_TRUE(rm.status.ok()) << rm.err;
+  EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(store_->ListVms()->empty());
+  EXPECT_TRUE(host_.List()->empty());
+}
+
 TEST_F(VmCommandTest, WithoutAVmHostVmCommandsAreUnavailable) {
   Services s;
   s.store = store_.get();
