@@ -32,3 +32,8 @@ add_test(NAME guest_vm COMMAND guest_vm_test)
 set_tests_properties(guest_vm PROPERTIES
   RUN_SERIAL TRUE TIMEOUT 1200 LABELS "guest;qemu"
   SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] [0-9]+ test")
+
+# Warm Exec over the open control connection vs a cold handshake per call (not a test: run
+# build/tests/guest_exec_bench by hand; it boots its own guest).
+add_executable(guest_exec_bench bench/guest_exec.cc)
+target_link_libraries(guest_exec_bench PRIVATE warren_guest_test_targets)

@@ -133,6 +133,9 @@ struct RunnerRun {
 class RunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // A runner that refuses its arguments exits without reading stdin: writing to it must be
+    // an error, not a death.
+    ::signal(SIGPIPE, SIG_IGN);
     char tmpl[] = "/tmp/warren-runner-test-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     home_ = tmpl;

@@ -257,18 +257,19 @@ Result<std::unique_ptr<GuestTarget>> StartLocalSshd() {
   return std::unique_ptr<GuestTarget>(std::move(t));
 }
 
-BootedGuest BootTinyGuest() {
+BootedGuest BootGuest(const std::string& image_name) {
   BootedGuest out;
   std::string images = EnvOr("WARREN_TEST_IMAGES", "/var/lib/warren-test/images");
-  std::string image = NewestImage(images, "tiny");
+  std::string image = NewestImage(images, image_name);
   if (image.empty()) {
-    // build-tiny.sh is idempotent and takes ~15 s with a warm package cache.
-    std::string script = std::string(WARREN_SOURCE_DIR) + "/packaging/images/build-tiny.sh";
+    // The build scripts are idempotent; tiny takes ~15 s with a warm package cache.
+    std::string script =
+        std::string(WARREN_SOURCE_DIR) + "/packaging/images/build-" + image_name + ".sh";
     Result<std::string> built = Run({script, images}, std::chrono::minutes(15));
-    image = NewestImage(images, "tiny");
+    image = NewestImage(images, image_name);
     if (image.empty()) {
       out.skip_reason =
-          "no tiny guest image in " + images + " and building one failed: " +
+          "no " + image_name + " guest image in " + images + " and building one failed: " +
           (built.ok() ? "no image appeared" : built.status().message().substr(0, 2000));
       return out;
     }
@@ -314,12 +315,14 @@ BootedGuest BootTinyGuest() {
   }
   std::string cmdline = meta["kernel_cmdline"].get<std::string>() + " warren.hostname=wtest";
 
+  // tiny runs in 256 MiB; debian wants 1 GiB (packaging/images/README.md).
+  std::string memory = image_name == "tiny" ? "512" : "1024";
   auto t0 = Clock::now();
   st = t->qemu_.Start({"qemu-system-x86_64",
                        "-accel",
                        "tcg",
                        "-m",
-                       "512",
+                       memory,
                        "-nographic",
                        "-no-reboot",
                        "-kernel",

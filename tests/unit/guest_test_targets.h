@@ -55,7 +55,7 @@ class GuestTarget {
 
  protected:
   friend Result<std::unique_ptr<GuestTarget>> StartLocalSshd();
-  friend struct BootedGuest BootTinyGuest();
+  friend struct BootedGuest BootGuest(const std::string& image_name);
   std::string dir_;
   std::string socket_;
   std::string key_;
@@ -65,15 +65,17 @@ class GuestTarget {
 // The local sshd target.
 Result<std::unique_ptr<GuestTarget>> StartLocalSshd();
 
-// The tiny guest. `skip_reason` is set (and nullptr returned) when no image can be found or
-// built; an error means the guest did not come up.
+// A guest of the named image ("tiny", "debian"): the newest NAME@VERSION in
+// WARREN_TEST_IMAGES (default /var/lib/warren-test/images), built there with
+// packaging/images/build-NAME.sh when there is none. `skip_reason` is set (and no target
+// returned) when no image can be found or built; an error means the guest did not come up.
 struct BootedGuest {
   std::unique_ptr<GuestTarget> target;
   std::string skip_reason;
   Status error;
   double boot_seconds = 0;  // QEMU start to the first answer on the control connection
 };
-BootedGuest BootTinyGuest();
+BootedGuest BootGuest(const std::string& image_name);
 
 // The path of the warren-run binary the build made.
 std::string RunnerBinaryPath();

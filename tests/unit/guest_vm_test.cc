@@ -1,10 +1,12 @@
-// The GuestControl scenarios against a real guest: the tiny image booted once under QEMU TCG
-// (built with packaging/images/build-tiny.sh when none is found), reached over its
-// virtio-serial control port like warren reaches its VMs. Plus what only a real guest shows:
+// The GuestControl scenarios against a real guest: the tiny image (WARREN_GUEST_TEST_IMAGE
+// picks another, e.g. debian) booted once under QEMU TCG (built with
+// packaging/images/build-tiny.sh when none is found), reached over its virtio-serial control
+// port like warren reaches its VMs. Plus what only a real guest shows:
 // the launcher serving reconnects, and a job followed across a control sshd that died.
 // Skips (saying why) only when no image can be found or built.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "tests/unit/guest_control_scenarios.h"
@@ -13,12 +15,13 @@ namespace warren::guest::testing {
 
 TargetSetup MakeGuestTarget() {
   TargetSetup s;
-  BootedGuest g = BootTinyGuest();
+  const char* image = std::getenv("WARREN_GUEST_TEST_IMAGE");
+  BootedGuest g = BootGuest(image != nullptr && *image != '\0' ? image : "tiny");
   s.skip_reason = g.skip_reason;
   s.error = g.error;
   s.target = std::move(g.target);
   if (s.target != nullptr) {
-    std::fprintf(stderr, "tiny guest answered on its control port %.1f s after QEMU started\n",
+    std::fprintf(stderr, "the guest answered on its control port %.1f s after QEMU started\n",
                  g.boot_seconds);
   }
   return s;

@@ -1,6 +1,7 @@
 #include "vmhost/guest/control_session.h"
 
 #include <libssh/callbacks.h>
+#include <libssh/server.h>  // ssh_set_message_callback (not server-only despite the header)
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -94,6 +95,13 @@ struct ControlSessionCallbacks {
   static void ExitSignal(ssh_session, ssh_channel, const char* signal, int, const char*,
                          const char*, void* ud) {
     static_cast<Channel*>(ud)->io->SetExitSignal(signal == nullptr ? "?" : signal);
+  }
+  // Anything the guest asks of us outside our channels (opening channels towards us, global
+  // requests): refused with libssh's default reply. Without this callback libssh would queue
+  // such messages for the application, without bound.
+  static int Message(ssh_session, ssh_message message, void*) {
+    LogDebug("guest control refused a request type=" + std::to_string(ssh_message_type(message)));
+    return 1;
   }
   static int Wake(socket_t, int, void* ud) {
     static_cast<EventWaker*>(ud)->Drain();
@@ -296,6 +304,7 @@ Status ControlSession::Connect(Clock::time_point deadline) {
             ssh_options_set(s, SSH_OPTIONS_COMPRESSION, "no") == 0 &&
             ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &secs) == 0 &&
             ssh_options_set(s, SSH_OPTIONS_TIMEOUT_USEC, &usecs) == 0;
+  ssh_set_message_callback(s, &ControlSessionCallbacks::Message, nullptr);
   if (!ok || ssh_options_set(s, SSH_OPTIONS_FD, &fd) != 0) {
     ::close(fd);
     return Internal("cannot configure the SSH client session");

@@ -1,5 +1,6 @@
 #include "vmhost/guest/ssh_guest_control.h"
 
+#include <atomic>
 #include <thread>
 #include <utility>
 
@@ -30,9 +31,24 @@ class ChannelCloser {
   std::shared_ptr<GuestChannel>& ch_;
 };
 
+// One read from the caller's stdin that gives up after `timeout_ms` (Timeout) when the
+// stream can: InputStream::Read may block for as long as the client keeps its stdin open
+// (an interactive `ssh VM CMD`), and the pump must be able to stop once the command ended
+// or was handed back. Streams without a timed read are read with the blocking Read.
+// (A template, so that the branch for a ReadFor that InputStream lacks is never compiled.)
+template <typename Stream>
+Result<size_t> ReadSome(Stream& in, char* buf, size_t len, int timeout_ms) {
+  if constexpr (requires { in.ReadFor(buf, len, timeout_ms); }) {
+    return in.ReadFor(buf, len, timeout_ms);
+  } else {
+    (void)timeout_ms;
+    return in.Read(buf, len);
+  }
+}
+
 // Forwards the caller's stdin into the start channel on its own thread, because
-// InputStream::Read blocks. Stops at EOF, a read error, or when the channel refuses bytes
-// (it was closed: the job ended or was handed back).
+// InputStream::Read blocks. Stops at EOF, a read error, when the channel refuses bytes (it
+// was closed: the job ended or was handed back), or when stopped.
 class StdinPump {
  public:
   StdinPump(InputStream* in, std::shared_ptr<GuestChannel> ch) {
@@ -40,21 +56,26 @@ class StdinPump {
       ch->CloseStdin();
       return;
     }
-    thread_ = std::thread([in, ch = std::move(ch)] {
+    thread_ = std::thread([this, in, ch = std::move(ch)] {
       char buf[32 * 1024];
-      for (;;) {
-        Result<size_t> n = in->Read(buf, sizeof buf);
+      while (!stop_.load()) {
+        Result<size_t> n = ReadSome(*in, buf, sizeof buf, 100);
+        if (!n.ok() && n.status().code() == Code::kTimeout) continue;
         if (!n.ok() || *n == 0) break;
         if (!ch->Write(std::string_view(buf, *n)).ok()) break;
       }
       ch->CloseStdin();
     });
   }
+  // Joins the thread. With a stream that has no timed read, this waits for its Read to
+  // return (EOF, data, or the caller's cancellation).
   ~StdinPump() {
+    stop_.store(true);
     if (thread_.joinable()) thread_.join();
   }
 
  private:
+  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
