@@ -243,7 +243,7 @@ void ControlSession::Run() {
       ssh_event_dopoll(event_.get(), 1000);
       if (Alive()) Service();
     }
-    if (!Alive()) {
+    if (session_ != nullptr && !Alive()) {  // (Service may have torn a hung one down)
       const char* err = ssh_get_error(session_.get());
       last_error = Unavailable("the control connection to VM " + options_.vm_id +
                                " was lost: " + (err == nullptr ? "" : err));

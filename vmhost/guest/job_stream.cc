@@ -69,11 +69,10 @@ JobStream::Stop JobStream::Follow(GuestChannel& ch, OutputSink& out, OutputSink&
     }
     if (cancel != nullptr && cancel->cancelled()) return Stop::kCancelled;
     auto now = Clock::now();
-    // A job is handed back only once it runs: its id means nothing before.
-    if (now >= hand_back && started_) return Stop::kHandBack;
+    if (now >= hand_back) return Stop::kHandBack;
     // Capped so a "forever" deadline never overflows a clock conversion.
-    auto until = std::min(std::max(hand_back, now + kCancelPoll), now + std::chrono::hours(1));
-    if (cancel != nullptr || !started_) until = std::min(until, now + kCancelPoll);
+    auto until = std::min(hand_back, now + std::chrono::hours(1));
+    if (cancel != nullptr) until = std::min(until, now + kCancelPoll);
     Result<size_t> n = ch.Read(buf, sizeof buf, until);
     if (!n.ok()) {
       if (n.status().code() == Code::kTimeout) continue;

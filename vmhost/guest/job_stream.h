@@ -25,7 +25,7 @@ class JobStream {
   enum class Stop {
     kEnded,         // an End frame: end() holds how
     kStarted,       // the Started frame arrived and stop_at_start was set
-    kHandBack,      // the deadline passed (never before the job started)
+    kHandBack,      // the deadline passed (before a Started frame: it did not start in time)
     kCancelled,     // streams.cancel fired
     kRunnerError,   // an Error frame or a malformed stream: error() says which
     kChannelEnded,  // the channel ended or failed without an End frame: error() says why

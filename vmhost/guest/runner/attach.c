@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runner.h"
@@ -59,6 +60,12 @@ void send_error(const char* kind, const char* fmt, ...) {
   frame_head(frame, kFrameError, (uint32_t)len);
   memcpy(frame + 5, msg, len);
   write_all(STDOUT_FILENO, frame, 5 + len);
+}
+
+static long long monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void set_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
@@ -144,6 +151,7 @@ int attach_loop(const char* id, uint64_t out_from, uint64_t err_from, int stdin_
   if (send_started) queue_frame(&ob, kFrameStarted, id, strlen(id));
   uint64_t out_off = out_from, err_off = err_from;
   bool ended = false, done = false, prefer_err = false;
+  long long last_full_check = monotonic_ms();
   char inobuf[4096];
 
   for (;;) {
@@ -207,9 +215,14 @@ int attach_loop(const char* id, uint64_t out_from, uint64_t err_from, int stdin_
     if (progressed) continue;
 
     if (ob.off == ob.len && !ended) {
-      // Nothing new to read: has the job ended (or been lost)? Checked before waiting, so
-      // output written before the status is always read before the End frame.
-      if (job_status(dir, &info) && info.state != kJobRunning) {
+      // Nothing new to read: has the job ended? Checked before waiting, so output written
+      // before the status is always read before the End frame. The status file is cheap to
+      // look at; whether the job was lost (monitor gone, VM rebooted) costs more reads, so
+      // that is looked at once a second, not after every write of a busy job.
+      long long now = monotonic_ms();
+      bool full = now - last_full_check >= 1000;
+      if (full) last_full_check = now;
+      if ((full ? job_status(dir, &info) : job_finished(dir, &info)) && info.state != kJobRunning) {
         ended = true;
         continue;
       }

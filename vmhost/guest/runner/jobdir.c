@@ -124,6 +124,11 @@ static bool read_status(const char* dir, struct job_info* info) {
   return true;
 }
 
+bool job_finished(const char* dir, struct job_info* info) {
+  memset(info, 0, sizeof *info);
+  return read_status(dir, info);
+}
+
 bool job_status(const char* dir, struct job_info* info) {
   memset(info, 0, sizeof *info);
   char buf[128];

@@ -99,6 +99,8 @@ void current_boot_id(char* out, size_t len);
 unsigned long long process_start_time(pid_t pid);
 // Where the job stands. Returns false when the directory is not a job.
 bool job_status(const char* dir, struct job_info* info);
+// Only whether it ended with a status (one file read): true and `info` filled if it did.
+bool job_finished(const char* dir, struct job_info* info);
 
 // ---- attach.c ----
 
