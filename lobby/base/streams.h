@@ -21,6 +21,14 @@ class InputStream {
  public:
   virtual ~InputStream() = default;
   virtual Result<size_t> Read(char* buf, size_t len) = 0;
+  // Like Read, but returns Timeout when no byte came within `timeout_ms`, so a reader can
+  // stop once it no longer needs the input (a command that ended while an interactive
+  // client keeps its stdin open). The default blocks like Read: right for streams that
+  // always reach EOF soon (strings, request bodies).
+  virtual Result<size_t> ReadFor(char* buf, size_t len, int timeout_ms) {
+    (void)timeout_ms;
+    return Read(buf, len);
+  }
 };
 
 // Bytes flowing out of a command (or a guest process). Write may block for flow control.

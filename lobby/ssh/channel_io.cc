@@ -1,5 +1,7 @@
 #include "lobby/ssh/channel_io.h"
 
+#include <chrono>
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -118,13 +120,20 @@ bool ChannelIo::worker_done() {
   return done_;
 }
 
-Result<size_t> ChannelIo::ReadStdin(char* buf, size_t len) {
+Result<size_t> ChannelIo::ReadStdin(char* buf, size_t len) { return ReadStdinFor(buf, len, -1); }
+
+Result<size_t> ChannelIo::ReadStdinFor(char* buf, size_t len, int timeout_ms) {
   if (len == 0) return size_t{0};
   bool wake_owner = false;
   size_t n = 0;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    stdin_cv_.wait(lock, [&] { return cancelled_ || stdin_pos_ < stdin_.size() || stdin_eof_; });
+    auto ready = [&] { return cancelled_ || stdin_pos_ < stdin_.size() || stdin_eof_; };
+    if (timeout_ms < 0) {
+      stdin_cv_.wait(lock, ready);
+    } else if (!stdin_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+      return Timeout("no input yet");
+    }
     if (cancelled_) return Cancelled("the client closed the channel");
     if (stdin_pos_ == stdin_.size()) return size_t{0};  // EOF
     n = std::min(len, stdin_.size() - stdin_pos_);

@@ -79,6 +79,8 @@ class ChannelIo {
   // Blocks until stdin has bytes (returns how many were copied), EOF (0) or the channel is
   // cancelled (Cancelled).
   Result<size_t> ReadStdin(char* buf, size_t len);
+  // As ReadStdin, but Timeout after `timeout_ms` without a byte.
+  Result<size_t> ReadStdinFor(char* buf, size_t len, int timeout_ms);
   // Queues output; blocks while the queue is full. Dropped once cancelled.
   void WriteOutput(bool is_stderr, std::string_view bytes);
   // The command ended with `exit_status`; the owner sends exit-status, EOF and close once
@@ -113,6 +115,9 @@ class ChannelInput final : public InputStream {
  public:
   explicit ChannelInput(ChannelIo& io) : io_(io) {}
   Result<size_t> Read(char* buf, size_t len) override { return io_.ReadStdin(buf, len); }
+  Result<size_t> ReadFor(char* buf, size_t len, int timeout_ms) override {
+    return io_.ReadStdinFor(buf, len, timeout_ms);
+  }
 
  private:
   ChannelIo& io_;

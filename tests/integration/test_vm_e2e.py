@@ -106,6 +106,20 @@ class VmEndToEndTest(h.LobbyTestCase):
         r = self.vm("ssh", "e2e-tiny", "echo hi; echo err >&2; exit 3")
         self.assertEqual((r.stdout, r.stderr, r.returncode), ("hi\n", "err\n", 3))
 
+        # A client that never closes its stdin (an interactive terminal) still gets the end.
+        client = self.paramiko_client(self.admin)
+        self.addCleanup(client.close)
+        chan = client.get_transport().open_session()
+        chan.settimeout(30)
+        chan.exec_command("ssh e2e-tiny echo open-stdin")
+        out = b""
+        while True:
+            data = chan.recv(4096)
+            if not data:
+                break
+            out += data
+        self.assertEqual((out, chan.recv_exit_status()), (b"open-stdin\n", 0))
+
         # stdin streams in; 1 MiB of random bytes comes back as the same checksum.
         blob = os.urandom(1 << 20)
         r = subprocess.run(self.ssh_args(self.admin, "ssh", "e2e-tiny", "sha256sum"),

@@ -31,21 +31,6 @@ class ChannelCloser {
   std::shared_ptr<GuestChannel>& ch_;
 };
 
-// One read from the caller's stdin that gives up after `timeout_ms` (Timeout) when the
-// stream can: InputStream::Read may block for as long as the client keeps its stdin open
-// (an interactive `ssh VM CMD`), and the pump must be able to stop once the command ended
-// or was handed back. Streams without a timed read are read with the blocking Read.
-// (A template, so that the branch for a ReadFor that InputStream lacks is never compiled.)
-template <typename Stream>
-Result<size_t> ReadSome(Stream& in, char* buf, size_t len, int timeout_ms) {
-  if constexpr (requires { in.ReadFor(buf, len, timeout_ms); }) {
-    return in.ReadFor(buf, len, timeout_ms);
-  } else {
-    (void)timeout_ms;
-    return in.Read(buf, len);
-  }
-}
-
 // Forwards the caller's stdin into the start channel on its own thread, because
 // InputStream::Read blocks. Stops at EOF, a read error, when the channel refuses bytes (it
 // was closed: the job ended or was handed back), or when stopped.
@@ -59,7 +44,9 @@ class StdinPump {
     thread_ = std::thread([this, in, ch = std::move(ch)] {
       char buf[32 * 1024];
       while (!stop_.load()) {
-        Result<size_t> n = ReadSome(*in, buf, sizeof buf, 100);
+        // A timed read, so the pump can stop once the command ended or was handed back
+        // even while an interactive client keeps its stdin open.
+        Result<size_t> n = in->ReadFor(buf, sizeof buf, 100);
         if (!n.ok() && n.status().code() == Code::kTimeout) continue;
         if (!n.ok() || *n == 0) break;
         if (!ch->Write(std::string_view(buf, *n)).ok()) break;
