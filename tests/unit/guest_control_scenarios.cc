@@ -519,3 +519,73 @@ TEST_F(GuestControlTest, SignalledCommandReportsTheSignal) {
 }
 
 }  // namespace warren::guest::testing
+
+namespace warren::guest::testing {
+namespace {
+
+// Replaces the guest's runner with a script (as a hostile guest could) for the rest of this
+// connection. It reconnects first: the new connection's check puts the real runner back, so
+// the replacing command itself runs under the real one.
+void FakeRunner(GuestControl& control, const std::string& body) {
+  control.Disconnect(kTestVm);
+  Outcome o = RunExec(control,
+                      "r=~/.warren/bin/warren-run; rm -f $r && cat > $r <<'EOF'\n"
+                      "#!/bin/sh\n" +
+                          body + "\nEOF\nchmod 700 $r");
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+}
+
+TEST_F(GuestControlTest, AHostileRunnerIsContained) {
+  SshGuestControlOptions o = target().ControlOptions();
+  o.reach_timeout = std::chrono::seconds(30);
+  o.reply_timeout = std::chrono::seconds(static_cast<int>(5 * TimeScale()));
+  Result<std::unique_ptr<SshGuestControl>> made = SshGuestControl::Create(o);
+  ASSERT_TRUE(made.ok());
+  SshGuestControl& c = **made;
+  // Every fake answers the version check at once (wrongly), and misbehaves only on `start`.
+  const std::string prefix = "[ \"$1\" = start ] || exit 0\n";
+  const std::string started = "printf 'S\\000\\000\\000\\010%s' \"$2\"\n";
+  struct Case {
+    const char* name;
+    std::string script;
+    Code want;
+  };
+  const std::vector<Case> cases = {
+      {"unknown frame type", "printf 'Z\\000\\000\\000\\001x'", Code::kInternal},
+      {"oversized frame", "printf 'o\\177\\377\\377\\377'; cat /dev/zero", Code::kInternal},
+      {"output before start", "printf 'o\\000\\000\\000\\001x'", Code::kInternal},
+      {"start for another job", "printf 'S\\000\\000\\000\\01000000000'", Code::kInternal},
+      {"bad end", started + "printf 'x\\000\\000\\000\\003bad'", Code::kInternal},
+      {"no end, and attach says nothing", started, Code::kUnavailable},
+      {"stderr flood instead of a start", "head -c 20000000 /dev/zero >&2", Code::kInternal},
+  };
+  for (const Case& k : cases) {
+    FakeRunner(c, prefix + k.script);
+    auto t0 = Clock::now();
+    Outcome r = RunExec(c, "true");
+    EXPECT_EQ(r.progress.status().code(), k.want)
+        << k.name << ": " << r.progress.status().ToString();
+    EXPECT_LT(r.progress.status().message().size(), 1000u) << k.name;
+    EXPECT_LT(Seconds(t0), 10 * TimeScale()) << k.name;
+    EXPECT_EQ(r.out, "") << k.name;
+  }
+  FakeRunner(c, "[ \"$1\" = list ] && head -c 3000000 /dev/zero");
+  EXPECT_EQ(c.Jobs(kTestVm).status().code(), Code::kInternal) << "an oversized listing";
+  FakeRunner(c, "printf 'garbage\\n0000000z 1 exit 0 1 x\\n00000001 5 exit 0 6 fine\\n'");
+  Result<std::vector<GuestJob>> jobs = c.Jobs(kTestVm);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ(jobs->size(), 1u) << "bad lines are skipped";
+  EXPECT_EQ((*jobs)[0].command, "fine");
+
+  // A runner that hangs even on --version: the check gives up on it (10 s) and replaces it.
+  FakeRunner(c, "sleep 600");
+  c.Disconnect(kTestVm);
+  auto t0 = Clock::now();
+  Outcome healed = RunExec(c, "echo healed");
+  ASSERT_TRUE(healed.progress.ok()) << healed.progress.status().ToString();
+  EXPECT_EQ(healed.out, "healed\n");
+  EXPECT_LT(Seconds(t0), 10 + 5 * TimeScale());
+}
+
+}  // namespace
+}  // namespace warren::guest::testing

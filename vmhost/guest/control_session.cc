@@ -362,8 +362,7 @@ Status ControlSession::Authenticate(ssh_session s) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (pinned_fingerprint_.empty()) {
-      pinned_fingerprint_ = fingerprint;
-      LogInfo("guest host key vm=" + LogQuote(options_.vm_id) + " hostkey=" + fingerprint);
+      pinned_fingerprint_ = fingerprint;  // logged with the connection
     } else if (pinned_fingerprint_ != fingerprint) {
       LogWarn("guest host key changed vm=" + LogQuote(options_.vm_id) +
               " pinned=" + pinned_fingerprint_ + " got=" + fingerprint);

@@ -27,10 +27,16 @@ std::string ShellScript(std::string_view script) {
   return "/bin/sh -c '" + std::string(script) + "'";
 }
 
+// Whatever sits at the runner's path may be broken or hostile, so its answer is bounded:
+// in time by timeout(1) (busybox and coreutils have it) and in size by head. It goes to a
+// file, not a pipe: a child it leaves behind could hold a pipe open past the timeout.
 std::string CheckScript() {
   return ShellScript(
-      "r=\"$HOME/.warren/bin/warren-run\"; "
-      "if [ \"$(\"$r\" --version 2>/dev/null)\" = \"warren-run " WARREN_RUN_VERSION
+      "r=\"$HOME/.warren/bin/warren-run\"; t=\"$HOME/.warren/.version.$$\"; "
+      "mkdir -p \"$HOME/.warren\" || exit 1; "
+      "if command -v timeout >/dev/null; then to=\"timeout 10\"; else to=; fi; "
+      "$to \"$r\" --version </dev/null >\"$t\" 2>/dev/null; v=$(head -c 100 \"$t\"); rm -f \"$t\"; "
+      "if [ \"$v\" = \"warren-run " WARREN_RUN_VERSION
       "\" ]; then echo current; (\"$r\" gc </dev/null >/dev/null 2>&1 &); "
       "else echo missing; fi");
 }
