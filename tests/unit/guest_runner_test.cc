@@ -413,6 +413,28 @@ TEST_F(RunnerTest, ListEscapesAndReportsStates) {
   EXPECT_EQ(text.find('\n'), text.size() - 1) << "one line per job: " << text;
 }
 
+TEST_F(RunnerTest, ListIsNewestFirstAndBounded) {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  for (int i = 0; i < 5000; ++i) {
+    char id[9];
+    std::snprintf(id, sizeof id, "%08x", i * 7919 % 5000);  // directory order != age order
+    fs::create_directories(JobDir(id));
+    WriteFile(JobDir(id) + "/started_at", std::to_string(1000 + (i * 7919 % 5000)) + "\n");
+    WriteFile(JobDir(id) + "/status", "exit 0\n");
+    WriteFile(JobDir(id) + "/ended_at", "9999\n");
+    WriteFile(JobDir(id) + "/cmd", std::string(300, '\x01'));  // 4 bytes each when escaped
+  }
+  std::string text = ListText();
+  EXPECT_LE(text.size(), 1024u * 1024);
+  std::vector<GuestJob> jobs = ParseJobList(text);
+  ASSERT_GT(jobs.size(), 500u);
+  EXPECT_EQ(jobs[0].job, "00001387") << "the newest (started_at 5999) first";
+  EXPECT_EQ(jobs[0].started_at, 5999);
+  EXPECT_EQ(jobs[0].command, std::string(256, '\x01'));
+  for (size_t i = 1; i < jobs.size(); ++i) EXPECT_GT(jobs[i - 1].started_at, jobs[i].started_at);
+}
+
 TEST_F(RunnerTest, JobsWhoseMonitorIsGoneAreLost) {
   std::string root = home_ + "/.warren/jobs";
   fs::create_directories(root);

@@ -25,6 +25,8 @@ enum {
   kListCommandBytes = 256,   // command bytes kept in a listing line
   kKeptCommandBytes = 4096,  // command bytes kept in the job directory
   kMaxListedJobs = 4096,
+  kMaxScannedJobs = 1 << 20,    // job directories looked at by `list`
+  kMaxListBytes = 1024 * 1024,  // `list` output (the host accepts 2 MiB)
   kKeepFinishedSeconds = 24 * 60 * 60,
 };
 

@@ -17,8 +17,9 @@
 // monitor is a child subreaper, so orphans of the job are reaped and `kill` sees the group
 // empty once it is dead.
 //
-// list lines: "ID STARTED STATE CODE ENDED COMMAND" with STATE running|exit|signal|lost and
-// COMMAND the first bytes of the command, escaped (\\, \xHH for anything not printable ASCII).
+// list lines, newest first: "ID STARTED STATE CODE ENDED COMMAND" with STATE
+// running|exit|signal|lost and COMMAND the first bytes of the command, escaped (\\, \xHH for
+// anything not printable ASCII).
 // Frames (start, attach): 1 type byte, a big-endian u32 length, the payload; see runner.h.
 //
 // The host treats every byte from here as untrusted; this program trusts only its argv and
@@ -391,27 +392,62 @@ static const char* state_name(enum job_state s) {
   }
 }
 
+struct listed {
+  char id[9];
+  long long started_at;
+};
+
+static int newest_first(const void* a, const void* b) {
+  const struct listed* x = a;
+  const struct listed* y = b;
+  if (x->started_at != y->started_at) return x->started_at < y->started_at ? 1 : -1;
+  return strcmp(x->id, y->id);
+}
+
+// The newest kMaxListedJobs jobs, newest first, in at most kMaxListBytes of output (so a
+// guest with many jobs still gives the host a listing it accepts).
 static int cmd_list(void) {
   char root[4096];
   if (!jobs_root(root, sizeof root, false)) return kExitInternal;
   DIR* d = opendir(root);
   if (d == NULL) return errno == ENOENT ? kExitOk : kExitInternal;
+  size_t n = 0, cap = 256;
+  struct listed* all = malloc(cap * sizeof *all);
   struct dirent* e;
-  int count = 0;
-  while ((e = readdir(d)) != NULL && count < kMaxListedJobs) {
+  while (all != NULL && (e = readdir(d)) != NULL && n < kMaxScannedJobs) {
     if (!valid_job_id(e->d_name)) continue;
-    char dir[4400], cmd[kListCommandBytes + 1];
+    char dir[4400], buf[32];
     snprintf(dir, sizeof dir, "%s/%s", root, e->d_name);
-    struct job_info info;
-    if (!job_status(dir, &info)) continue;
-    ssize_t n = read_small(dir, "cmd", cmd, sizeof cmd);
-    printf("%s %lld %s %d %lld ", e->d_name, (long long)info.started_at, state_name(info.state),
-           info.code, (long long)info.ended_at);
-    print_escaped(cmd, n > 0 ? (size_t)n : 0);
-    putchar('\n');
-    count++;
+    if (read_small(dir, "started_at", buf, sizeof buf) <= 0) continue;
+    if (n == cap) {
+      cap *= 2;
+      struct listed* more = realloc(all, cap * sizeof *all);
+      if (more == NULL) break;
+      all = more;
+    }
+    memcpy(all[n].id, e->d_name, 9);
+    all[n].started_at = strtoll(buf, NULL, 10);
+    n++;
   }
   closedir(d);
+  if (all == NULL) return kExitInternal;
+  qsort(all, n, sizeof *all, newest_first);
+  size_t bytes = 0;
+  for (size_t i = 0; i < n && i < kMaxListedJobs; i++) {
+    char dir[4400], cmd[kListCommandBytes + 1];
+    snprintf(dir, sizeof dir, "%s/%s", root, all[i].id);
+    struct job_info info;
+    if (!job_status(dir, &info)) continue;
+    ssize_t len = read_small(dir, "cmd", cmd, sizeof cmd);
+    // At most 4 output bytes per command byte, plus the fixed fields.
+    bytes += 100 + 4 * (len > 0 ? (size_t)len : 0);
+    if (bytes > kMaxListBytes) break;
+    printf("%s %lld %s %d %lld ", all[i].id, (long long)info.started_at, state_name(info.state),
+           info.code, (long long)info.ended_at);
+    print_escaped(cmd, len > 0 ? (size_t)len : 0);
+    putchar('\n');
+  }
+  free(all);
   return fflush(stdout) == 0 ? kExitOk : kExitInternal;
 }
 
