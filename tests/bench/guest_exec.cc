@@ -1,6 +1,8 @@
 // guest_exec_bench: what reusing the control connection buys. Boots a guest image under QEMU
 // TCG (tiny unless --image debian), then in one run measures `true` in the guest
 //   warm:         SshGuestControl::Exec over the one open control connection, N times;
+//   warm raw:     a bare exec channel running `true` on that connection (no runner, no job
+//                 directory), N times: what the runner adds is the difference;
 //   cold warren:  a fresh SshGuestControl per call (socket, SSH handshake, authentication,
 //                 runner check, exec), M times;
 //   cold OpenSSH: `ssh -o ProxyCommand='socat - UNIX-CONNECT:SOCK' dev@vm true`, M times;
@@ -69,6 +71,22 @@ bool OpenSshTrue(const GuestTarget& t) {
   return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+// An exec channel running `true` straight through the guest user's shell, to its end.
+bool RawTrue(ControlSession& session) {
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  Result<std::shared_ptr<GuestChannel>> ch = session.OpenExec("true", deadline);
+  if (!ch.ok()) return false;
+  (*ch)->CloseStdin();
+  char buf[256];
+  for (;;) {
+    Result<size_t> n = (*ch)->Read(buf, sizeof buf, deadline);
+    if (!n.ok() || *n == 0) break;
+  }
+  Result<int> exit = (*ch)->WaitExit(deadline);
+  (*ch)->Close();
+  return exit.ok() && *exit == 0;
+}
+
 template <typename F>
 Stats Measure(int n, F&& once) {
   std::vector<double> times;
@@ -115,6 +133,19 @@ int Main(int argc, char** argv) {
   Stats w = Measure(warm_n, [&] { return ExecTrue(**warm); });
   (*warm)->Disconnect(kTestVm);
 
+  ControlSessionOptions so;
+  SshGuestControlOptions go = t.ControlOptions();
+  so.vm_id = kTestVm;
+  so.resolve_socket = go.resolve_socket;
+  so.key_path = go.key_path;
+  so.user = go.user;
+  Stats raw;
+  {
+    ControlSession session(so);
+    if (!RawTrue(session)) return 1;
+    raw = Measure(warm_n, [&] { return RawTrue(session); });
+  }
+
   Stats cw = Measure(cold_n, [&] {
     Result<std::unique_ptr<SshGuestControl>> c = SshGuestControl::Create(t.ControlOptions());
     return c.ok() && ExecTrue(**c);
@@ -122,6 +153,7 @@ int Main(int argc, char** argv) {
   Stats co = Measure(cold_n, [&] { return OpenSshTrue(t); });
 
   Print("warm Exec", warm_n, w);
+  Print("warm raw exec", warm_n, raw);
   Print("cold warren", cold_n, cw);
   Print("cold OpenSSH", cold_n, co);
   if (w.median > 0) {
