@@ -48,7 +48,7 @@ class SshGuestControl final : public GuestControl {
   ~SshGuestControl() override;
 
   // stdin (streams.in) is forwarded only while Exec streams: at the hand-back the job's
-  // stdin gets EOF. Exec returns only after its last streams.in->Read returned.
+  // stdin gets EOF. Exec returns once its last streams.in->ReadFor (100 ms) returned.
   Result<GuestProgress> Exec(std::string_view vm_id, const GuestCommand& command,
                              const GuestStreams& streams) override;
   // streams.in is not used: a job's stdin ended when its Exec did.
