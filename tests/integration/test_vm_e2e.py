@@ -120,6 +120,23 @@ class VmEndToEndTest(h.LobbyTestCase):
             out += data
         self.assertEqual((out, chan.recv_exit_status()), (b"open-stdin\n", 0))
 
+        # Closing the SSH channel before the command ends stops its whole process tree.
+        chan = client.get_transport().open_session()
+        chan.exec_command("ssh e2e-tiny 'sleep 301 & sleep 302'")
+        deadline = time.monotonic() + 20
+        while "sleep 302" not in self.vm_ok("ssh", "e2e-tiny", "ps").stdout:
+            self.assertLess(time.monotonic(), deadline, "the command never started")
+            time.sleep(0.3)
+        chan.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            ps = self.vm_ok("ssh", "e2e-tiny", "ps").stdout
+            if "sleep 301" not in ps and "sleep 302" not in ps:
+                break
+            time.sleep(0.5)
+        self.assertNotIn("sleep 301", ps)
+        self.assertNotIn("sleep 302", ps)
+
         # stdin streams in; 1 MiB of random bytes comes back as the same checksum.
         blob = os.urandom(1 << 20)
         r = subprocess.run(self.ssh_args(self.admin, "ssh", "e2e-tiny", "sha256sum"),
