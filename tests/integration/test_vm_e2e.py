@@ -237,6 +237,14 @@ class VmEndToEndTest(h.LobbyTestCase):
                        "git --version >/dev/null && echo git-ok; echo $GREETING")
         self.assertEqual(r.stdout.split(), ["dev", "sudo-ok", "Python", "3.11.2", "git-ok",
                                             "hello"])
+        # Docker is not running after boot; the first use starts it (socket activation).
+        self.assertEqual(self.vm("ssh", "e2e-debian", "systemctl is-active docker").stdout,
+                         "inactive\n")
+        r = self.vm_ok("ssh", "e2e-debian",
+                       "sudo docker info --format {{.ServerVersion}}; systemctl is-active docker")
+        lines = r.stdout.split()
+        self.assertEqual(lines[-1], "active", r.stdout + r.stderr)
+        self.assertRegex(lines[0], r"^\d+\.\d+")
         vm_id = self.vm_id("e2e-debian")
         self.vm_ok("rm", "e2e-debian")
         self.assert_gone("e2e-debian", vm_id)
