@@ -26,7 +26,14 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
 
   guest::SshGuestControlOptions guest_options;
   LibvirtHost* host = rt->host_.get();
+  // Only a running VM has a control port; saying so at once beats retrying a dead socket
+  // for the whole reach timeout.
   guest_options.resolve_socket = [host](std::string_view id) -> Result<std::string> {
+    WARREN_ASSIGN_OR_RETURN(VmInfo info, host->Inspect(id));
+    if (info.state != VmState::kRunning) {
+      return Conflict("the VM is " + std::string(VmStateName(info.state)) +
+                      "; start or resume it first");
+    }
     return host->VmDir(id) + "/control.sock";
   };
   guest_options.key_path = options.data_dir + "/control_ed25519";
