@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "keys/public_key.h"
+#include "lobby/base/file_write.h"
 
 namespace warren::ssh {
 namespace {
@@ -17,40 +18,6 @@ constexpr char kKeyFile[] = "ssh_host_ed25519_key";
 
 std::string Errno(std::string_view what, const std::string& path) {
   return std::string(what) + " " + path + ": " + std::strerror(errno);
-}
-
-// Writes `data` to `path` atomically: a temp file created 0600 with O_EXCL, fsync, rename.
-// The private key is never visible under its final name with looser permissions.
-Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return Internal(Errno("creating", tmp));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Status st = Internal(Errno("writing", tmp));
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return st;
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0) {
-    Status st = Internal(Errno("syncing", tmp));
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status st = Internal(Errno("renaming into", path));
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  return Status::Ok();
 }
 
 Result<HostKey> Describe(KeyPtr key) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "lobby/base/file_write.h"
 #include "vmhost/guest/libssh_handles.h"
 
 namespace warren::guest {
@@ -18,40 +19,6 @@ constexpr char kComment[] = "warren-control";
 
 std::string Errno(std::string_view what, const std::string& path) {
   return std::string(what) + " " + path + ": " + std::strerror(errno);
-}
-
-// Temp file created with O_EXCL and the final mode, fsync, rename: the private key is never
-// visible under its name half-written or with looser permissions.
-Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return Internal(Errno("creating", tmp));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status st = Internal(Errno("writing", tmp));
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return st;
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0) {
-    Status st = Internal(Errno("syncing", tmp));
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status st = Internal(Errno("renaming into", path));
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  return Status::Ok();
 }
 
 Result<std::string> PublicLine(ssh_key key) {
