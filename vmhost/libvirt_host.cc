@@ -107,21 +107,6 @@ std::string LastLines(std::string_view log, int max_lines, bool cut_at_start) {
   return std::string(log.substr(pos));
 }
 
-// Undo steps for a multi-step operation, run newest first unless the operation committed.
-class Rollback {
- public:
-  ~Rollback() {
-    if (committed_) return;
-    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) (*it)();
-  }
-  void Add(std::function<void()> step) { steps_.push_back(std::move(step)); }
-  void Commit() { committed_ = true; }
-
- private:
-  std::vector<std::function<void()>> steps_;
-  bool committed_ = false;
-};
-
 Result<VmState> StateOf(virDomainPtr dom) {
   int state = 0;
   int reason = 0;
@@ -201,7 +186,95 @@ std::string UnprefixedVmMetadata(std::string_view id, std::string_view name,
          XmlEscape(image) + "</image></vm>";
 }
 
+// The <source file='...'/> of the domain's vda: the top of its disk chain. Empty if none.
+std::string VdaSource(std::string_view xml) {
+  size_t target = xml.find("<target dev='vda'");
+  if (target == std::string_view::npos) return "";
+  size_t disk = xml.rfind("<disk ", target);
+  if (disk == std::string_view::npos) return "";
+  size_t src = xml.find("<source file='", disk);
+  if (src == std::string_view::npos || src > target) return "";
+  src += std::strlen("<source file='");
+  size_t end = xml.find('\'', src);
+  if (end == std::string_view::npos) return "";
+  return XmlUnescape(xml.substr(src, end - src));
+}
+
+// The domain's definition, live if it runs (a snapshot or pull changes that first).
+Result<std::string> DomainXmlOf(virDomainPtr dom) {
+  LibvirtString xml(virDomainGetXMLDesc(dom, IsActive(dom) ? 0 : VIR_DOMAIN_XML_INACTIVE));
+  if (!xml) return LibvirtError("reading a vm's definition");
+  return std::string(xml.get());
+}
+
+Result<std::string> TopDisk(virDomainPtr dom) {
+  WARREN_ASSIGN_OR_RETURN(std::string xml, DomainXmlOf(dom));
+  std::string top = VdaSource(xml);
+  if (top.empty()) return Internal("vm has no disk vda");
+  return top;
+}
+
+// Where the text of the first <tag>text</tag> or <tag attrs>text</tag> in `xml` lies.
+bool FindElementText(std::string_view xml, std::string_view tag, size_t* begin, size_t* end) {
+  const std::string open = "<" + std::string(tag);
+  for (size_t at = xml.find(open); at != std::string_view::npos; at = xml.find(open, at + 1)) {
+    const size_t after = at + open.size();
+    if (after >= xml.size() || (xml[after] != '>' && xml[after] != ' ')) continue;
+    size_t gt = xml.find('>', after);
+    size_t close = xml.find("</" + std::string(tag) + ">", after);
+    if (gt == std::string_view::npos || close == std::string_view::npos || gt > close) {
+      return false;
+    }
+    *begin = gt + 1;
+    *end = close;
+    return true;
+  }
+  return false;
+}
+
+std::string ElementTextOf(std::string_view xml, std::string_view tag) {
+  size_t a = 0, b = 0;
+  if (!FindElementText(xml, tag, &a, &b)) return "";
+  return std::string(xml.substr(a, b - a));
+}
+
+// Replaces the text of the first <tag ...>text</tag> in `xml`. False when absent.
+bool ReplaceElementText(std::string& xml, std::string_view tag, std::string_view text) {
+  size_t a = 0, b = 0;
+  if (!FindElementText(xml, tag, &a, &b)) return false;
+  xml.replace(a, b - a, text);
+  return true;
+}
+
+std::string RandomHex(int n) {
+  std::random_device rd;
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < n; ++i) s += hex[rd() & 15];
+  return s;
+}
+
+bool Under(std::string_view path, std::string_view dir) {
+  return path.size() > dir.size() + 1 && path.substr(0, dir.size()) == dir &&
+         path[dir.size()] == '/';
+}
+
 }  // namespace
+
+// Undo steps for a multi-step operation, run newest first unless the operation committed.
+class Rollback {
+ public:
+  ~Rollback() {
+    if (committed_) return;
+    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) (*it)();
+  }
+  void Add(std::function<void()> step) { steps_.push_back(std::move(step)); }
+  void Commit() { committed_ = true; }
+
+ private:
+  std::vector<std::function<void()>> steps_;
+  bool committed_ = false;
+};
 
 LibvirtHost::LibvirtHost(LibvirtHostOptions options) : options_(std::move(options)) {
   SilenceLibvirtErrors();
@@ -221,6 +294,10 @@ std::string LibvirtHost::DomainName(std::string_view id) const {
 
 std::string LibvirtHost::VmDir(std::string_view id) const {
   return (fs::path(options_.data_dir) / "vms" / std::string(id)).string();
+}
+
+std::string LibvirtHost::DisksDir() const {
+  return (fs::path(options_.data_dir) / "disks").string();
 }
 
 Result<LibvirtHost::Conn> LibvirtHost::Connect() {
@@ -323,6 +400,9 @@ Status LibvirtHost::StartDomain(virDomainPtr dom) {
     LogWarn(LibvirtError("marking the vm to come back after a restart").ToString());
   }
   RecordStart(dom, SystemClock::Get().NowUnix());
+  std::string_view name = virDomainGetName(dom);
+  if (name.rfind(options_.domain_prefix, 0) == 0) name.remove_prefix(options_.domain_prefix.size());
+  MaybeFlatten(dom, name);
   return Status::Ok();
 }
 
@@ -382,15 +462,23 @@ Result<VmInfo> LibvirtHost::InfoOf(virDomainPtr dom, std::string_view id) {
   } else {
     virResetLastError();  // a domain without our disk (not made by Create): size unknown
   }
+  Result<std::string> top = TopDisk(dom);
+  if (top.ok()) {
+    Result<std::vector<std::string>> chain = ChainOf(virDomainGetConnect(dom), *top);
+    if (chain.ok()) {
+      for (const std::string& p : *chain) info.disk_layers += Under(p, options_.images_dir) ? 0 : 1;
+    }
+  }
   return info;
 }
 
-Status LibvirtHost::CheckCapacity(const Conn& conn, const VmSpec& spec) {
+Status LibvirtHost::CheckCapacity(const Conn& conn, int64_t memory_mib, int64_t disk_gib) {
   // Memory: what the host could give without swapping — free plus reclaimable page cache,
   // as the node reports it (works for a remote host too) — less a reserve for the host.
   constexpr int64_t kReserveMib = 256;
   int nparams = 0;
-  if (virNodeGetMemoryStats(conn.get(), VIR_NODE_MEMORY_STATS_ALL_CELLS, nullptr, &nparams, 0) ==
+  if (memory_mib > 0 &&
+      virNodeGetMemoryStats(conn.get(), VIR_NODE_MEMORY_STATS_ALL_CELLS, nullptr, &nparams, 0) ==
           0 &&
       nparams > 0) {
     std::vector<virNodeMemoryStats> stats(static_cast<size_t>(nparams));
@@ -405,21 +493,21 @@ Status LibvirtHost::CheckCapacity(const Conn& conn, const VmSpec& spec) {
         }
       }
       const int64_t available_mib = available_kib / 1024 - kReserveMib;
-      if (spec.memory_mib > available_mib) {
-        return LimitExceeded(
-            "not enough memory on the host for " + std::to_string(spec.memory_mib) +
-            " MiB: " + std::to_string(std::max<int64_t>(available_mib, 0)) + " MiB available");
+      if (memory_mib > available_mib) {
+        return LimitExceeded("not enough memory on the host for " + std::to_string(memory_mib) +
+                             " MiB: " + std::to_string(std::max<int64_t>(available_mib, 0)) +
+                             " MiB available");
       }
     }
   }
   // Disk: overlays are thin, but a guest that fills its disk must not fill the host's (every
   // VM would stop on ENOSPC), so the whole size must fit in what is free now.
   struct statvfs fs_info {};
-  if (statvfs(options_.data_dir.c_str(), &fs_info) == 0) {
+  if (disk_gib > 0 && statvfs(options_.data_dir.c_str(), &fs_info) == 0) {
     const int64_t free_gib =
         static_cast<int64_t>(fs_info.f_bavail) * static_cast<int64_t>(fs_info.f_frsize) / kGiB;
-    if (spec.disk_gib > free_gib) {
-      return LimitExceeded("not enough disk on the host for " + std::to_string(spec.disk_gib) +
+    if (disk_gib > free_gib) {
+      return LimitExceeded("not enough disk on the host for " + std::to_string(disk_gib) +
                            " GiB: " + std::to_string(free_gib) + " GiB free in " +
                            options_.data_dir);
     }
@@ -427,32 +515,9 @@ Status LibvirtHost::CheckCapacity(const Conn& conn, const VmSpec& spec) {
   return Status::Ok();
 }
 
-Status LibvirtHost::Create(const VmSpec& spec) {
-  WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
-  WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, spec.image));
-  if (spec.disk_gib * kGiB < image.rootfs_bytes) {
-    return InvalidArgument("disk must be at least " +
-                           std::to_string((image.rootfs_bytes + kGiB - 1) / kGiB) +
-                           " GiB for image " + image.ref);
-  }
-  auto vm_lock = VmLock(spec.id);
-  std::lock_guard guard(*vm_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_RETURN_IF_ERROR(CheckCapacity(conn, spec));
-  Result<DomainHandle> existing = LookupDomain(conn, spec.id);
-  if (existing.ok()) return Conflict("vm " + spec.id + " already exists");
-  if (existing.status().code() != Code::kNotFound) return existing.status();
-
-  // Files without a domain are what a Create cut short (warren died mid-way) leaves: no
-  // VM uses them, and they would stand in the way.
-  WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
-  Rollback rollback;
-  rollback.Add([this, conn, id = spec.id] {
-    Status st = RemoveFiles(conn, id);
-    if (!st.ok()) LogWarn("cleaning up after a failed create: " + st.ToString());
-  });
-
-  // QEMU runs as another user: DATA/vms must be traversable (never listable) by it.
+Status LibvirtHost::EnsureDataDirs() {
+  // QEMU runs as another user: DATA/vms and DATA/disks must be traversable (never
+  // listable) by it.
   std::error_code ec;
   fs::path vms = fs::path(options_.data_dir) / "vms";
   fs::create_directories(vms, ec);
@@ -460,19 +525,180 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   for (const fs::path& p : {fs::path(options_.data_dir), vms}) {
     fs::permissions(p, fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add, ec);
   }
+  return Status::Ok();
+}
 
+Result<StoragePoolHandle> LibvirtHost::OpenDisksPool(virConnectPtr conn) {
+  std::string name = options_.domain_prefix + "disks";  // never an id: ids are 8+ chars
+  StoragePoolHandle pool(virStoragePoolLookupByName(conn, name.c_str()));
+  if (pool) {
+    if (virStoragePoolIsActive(pool.get()) != 1 && virStoragePoolCreate(pool.get(), 0) < 0) {
+      return LibvirtError("starting storage pool " + name);
+    }
+    return pool;
+  }
+  Status st = LibvirtError("looking up storage pool " + name);
+  if (st.code() != Code::kNotFound) return st;
+  WARREN_RETURN_IF_ERROR(EnsureDataDirs());
+  std::string xml = "<pool type='dir'>\n  <name>" + XmlEscape(name) +
+                    "</name>\n  <target>\n    <path>" + XmlEscape(DisksDir()) +
+                    "</path>\n    <permissions>\n      <mode>0711</mode>\n    </permissions>\n"
+                    "  </target>\n</pool>\n";
+  // Transient, like the VMs' pools: the directory is the truth.
+  pool.reset(virStoragePoolCreateXML(conn, xml.c_str(), VIR_STORAGE_POOL_CREATE_WITH_BUILD));
+  if (!pool) return LibvirtError("creating storage pool " + name);
+  return pool;
+}
+
+Result<StorageVolHandle> LibvirtHost::NewOverlay(virStoragePoolPtr pool, std::string_view owner,
+                                                 const std::string& backing,
+                                                 uint64_t capacity_bytes) {
+  std::string name = std::string(owner) + "-" + RandomHex(8) + ".qcow2";
+  std::string xml = "<volume>\n  <name>" + name + "</name>\n  <capacity unit='bytes'>" +
+                    std::to_string(capacity_bytes) +
+                    "</capacity>\n  <target>\n    <format type='qcow2'/>\n    <permissions>\n"
+                    "      <mode>0600</mode>\n    </permissions>\n  </target>\n"
+                    "  <backingStore>\n    <path>" +
+                    XmlEscape(backing) +
+                    "</path>\n    <format type='qcow2'/>\n  </backingStore>\n</volume>\n";
+  StorageVolHandle vol(virStorageVolCreateXML(pool, xml.c_str(), 0));
+  if (!vol) return LibvirtError("creating a disk for vm " + std::string(owner));
+  return vol;
+}
+
+Result<std::vector<std::string>> LibvirtHost::ChainOf(virConnectPtr conn, const std::string& top) {
+  std::vector<std::string> chain;
+  std::string path = top;
+  bool refreshed = false;
+  while (!path.empty()) {
+    if (std::find(chain.begin(), chain.end(), path) != chain.end() || chain.size() > 64) {
+      return Internal("disk chain of " + top + " loops");
+    }
+    chain.push_back(path);
+    StorageVolHandle vol(virStorageVolLookupByPath(conn, path.c_str()));
+    if (!vol) {
+      virResetLastError();
+      // Our own layers must be known: a chain cut short here would let a collection delete
+      // what lies below. Anything else (the image) simply ends the chain.
+      if (!Under(path, DisksDir())) break;
+      if (refreshed) return Internal("disk " + path + " is not in the disks pool");
+      WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenDisksPool(conn));
+      if (virStoragePoolRefresh(pool.get(), 0) < 0) return LibvirtError("rescanning the disks");
+      refreshed = true;
+      chain.pop_back();
+      continue;
+    }
+    LibvirtString xml(virStorageVolGetXMLDesc(vol.get(), 0));
+    if (!xml) return LibvirtError("reading disk " + path);
+    std::string_view x(xml.get());
+    size_t bs = x.find("<backingStore>");
+    path.clear();
+    if (bs != std::string_view::npos) {
+      size_t a = x.find("<path>", bs);
+      size_t b = x.find("</path>", a);
+      if (a != std::string_view::npos && b != std::string_view::npos) {
+        a += std::strlen("<path>");
+        path = XmlUnescape(x.substr(a, b - a));
+      }
+    }
+  }
+  return chain;
+}
+
+Result<std::vector<std::string>> LibvirtHost::DisksInUse(virConnectPtr conn) {
+  virDomainPtr* doms = nullptr;
+  int n = virConnectListAllDomains(conn, &doms, 0);
+  if (n < 0) return LibvirtError("listing vms");
+  std::vector<DomainHandle> owned;
+  for (int i = 0; i < n; ++i) owned.emplace_back(doms[i]);
+  free(doms);  // NOLINT: allocated by libvirt
+  std::vector<std::string> used;
+  for (const DomainHandle& dom : owned) {
+    const char* name = virDomainGetName(dom.get());
+    if (name == nullptr || std::string_view(name).rfind(options_.domain_prefix, 0) != 0) continue;
+    Result<std::string> top = TopDisk(dom.get());
+    if (!top.ok()) {
+      if (top.status().code() == Code::kNotFound) continue;  // undefined meanwhile
+      return top.status();
+    }
+    WARREN_ASSIGN_OR_RETURN(std::vector<std::string> chain, ChainOf(conn, *top));
+    used.insert(used.end(), chain.begin(), chain.end());
+  }
+  return used;
+}
+
+Result<int> LibvirtHost::RemoveUnusedDisks() {
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  std::lock_guard lock(disks_mu_);
+  return RemoveUnusedDisksLocked(conn);
+}
+
+Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn) {
+  std::error_code ec;
+  if (!fs::exists(DisksDir(), ec)) return 0;
+  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenDisksPool(conn.get()));
+  if (virStoragePoolRefresh(pool.get(), 0) < 0) return LibvirtError("rescanning the disks");
+  // Everything in use is known before anything is deleted: a partial picture deletes nothing.
+  WARREN_ASSIGN_OR_RETURN(std::vector<std::string> used, DisksInUse(conn.get()));
+  std::sort(used.begin(), used.end());
+  virStorageVolPtr* vols = nullptr;
+  int n = virStoragePoolListAllVolumes(pool.get(), &vols, 0);
+  if (n < 0) return LibvirtError("listing the disks");
+  std::vector<StorageVolHandle> owned;
+  for (int i = 0; i < n; ++i) owned.emplace_back(vols[i]);
+  free(vols);  // NOLINT: allocated by libvirt
+  int removed = 0;
+  Status first;
+  for (const StorageVolHandle& vol : owned) {
+    LibvirtString path(virStorageVolGetPath(vol.get()));
+    if (!path) continue;
+    if (std::binary_search(used.begin(), used.end(), std::string(path.get()))) continue;
+    if (virStorageVolDelete(vol.get(), 0) < 0) {
+      if (first.ok()) first = LibvirtError(std::string("deleting unused disk ") + path.get());
+      continue;
+    }
+    LogInfo("vmhost: deleted disk layer no vm uses: " + LogQuote(path.get()));
+    ++removed;
+  }
+  if (!first.ok()) return first;
+  // An empty pool is forgotten (it comes back with the next disk), so a host without VMs
+  // leaves no pool behind.
+  if (removed == n && virStoragePoolDestroy(pool.get()) < 0) virResetLastError();
+  return removed;
+}
+
+void LibvirtHost::MaybeFlatten(virDomainPtr dom, std::string_view id) {
+  if (!IsActive(dom)) return;
+  Result<std::string> top = TopDisk(dom);
+  if (!top.ok()) return;
+  Result<std::vector<std::string>> chain = ChainOf(virDomainGetConnect(dom), *top);
+  if (!chain.ok()) return;
+  int layers = 0;
+  std::string base;
+  for (const std::string& p : *chain) {
+    if (Under(p, options_.images_dir)) {
+      base = p;
+      break;
+    }
+    ++layers;
+  }
+  if (layers <= kMaxDiskLayers || base.empty()) return;
+  // block-stream: QEMU copies what the layers between hold into the top while the guest
+  // runs, then points the top at the image; the freed layers go at the next collection.
+  if (virDomainBlockRebase(dom, "vda", base.c_str(), 0, 0) < 0) {
+    LogWarn("vmhost: flattening the disk of vm " + std::string(id) + ": " +
+            LibvirtError("block pull").ToString());
+    return;
+  }
+  LogInfo("vmhost: flattening the disk of vm " + std::string(id) + " (" + std::to_string(layers) +
+          " layers) onto its image");
+}
+
+Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
+                                   const std::string& image_ref, const std::string& disk,
+                                   Rollback& rollback) {
+  WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, image_ref));
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn, spec.id, /*build=*/true));
-
-  std::string disk_xml =
-      "<volume>\n  <name>disk.qcow2</name>\n  <capacity unit='bytes'>" +
-      std::to_string(spec.disk_gib * kGiB) +
-      "</capacity>\n  <target>\n    <format type='qcow2'/>\n    <permissions>\n"
-      "      <mode>0600</mode>\n    </permissions>\n  </target>\n  <backingStore>\n    <path>" +
-      XmlEscape(image.rootfs) +
-      "</path>\n    <format type='qcow2'/>\n  </backingStore>\n</volume>\n";
-  StorageVolHandle disk(virStorageVolCreateXML(pool.get(), disk_xml.c_str(), 0));
-  if (!disk) return LibvirtError("creating the disk of vm " + spec.id);
-
   SeedContents seed;
   seed.hostname = spec.name.empty() ? spec.id : spec.name;
   seed.authorized_keys = spec.authorized_keys;
@@ -505,10 +731,9 @@ Status LibvirtHost::Create(const VmSpec& spec) {
     }
     if (virStreamFinish(st.get()) < 0) return LibvirtError("uploading the seed of vm " + spec.id);
   }
-
-  LibvirtString disk_path(virStorageVolGetPath(disk.get()));
   LibvirtString seed_path(virStorageVolGetPath(seed_vol.get()));
-  if (!disk_path || !seed_path) return LibvirtError("reading volume paths");
+  if (!seed_path) return LibvirtError("reading volume paths");
+
   DomainConfig config;
   config.id = spec.id;
   config.prefix = options_.domain_prefix;
@@ -521,7 +746,7 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   config.kernel = image.kernel;
   config.initrd = image.initrd;
   config.cmdline = image.cmdline;
-  config.disk = disk_path.get();
+  config.disk = disk;
   config.seed = seed_path.get();
   config.console_log = (fs::path(VmDir(spec.id)) / "console.log").string();
   config.control_socket = (fs::path(VmDir(spec.id)) / "control.sock").string();
@@ -536,7 +761,48 @@ Status LibvirtHost::Create(const VmSpec& spec) {
     Status st = Undefine(dom.get(), virDomainGetName(dom.get()));
     if (!st.ok()) LogWarn("cleaning up after a failed create: " + st.ToString());
   });
-  WARREN_RETURN_IF_ERROR(StartDomain(dom.get()).Annotate("vm " + spec.id));
+  return StartDomain(dom.get()).Annotate("vm " + spec.id);
+}
+
+Status LibvirtHost::Create(const VmSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, spec.image));
+  if (spec.disk_gib * kGiB < image.rootfs_bytes) {
+    return InvalidArgument("disk must be at least " +
+                           std::to_string((image.rootfs_bytes + kGiB - 1) / kGiB) +
+                           " GiB for image " + image.ref);
+  }
+  auto vm_lock = VmLock(spec.id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_RETURN_IF_ERROR(CheckCapacity(conn, spec.memory_mib, spec.disk_gib));
+  Result<DomainHandle> existing = LookupDomain(conn, spec.id);
+  if (existing.ok()) return Conflict("vm " + spec.id + " already exists");
+  if (existing.status().code() != Code::kNotFound) return existing.status();
+  std::lock_guard disks_guard(disks_mu_);
+
+  // Files without a domain are what a Create cut short (warren died mid-way) leaves: no
+  // VM uses them, and they would stand in the way.
+  WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
+  Rollback rollback;
+  rollback.Add([this, conn, id = spec.id] {
+    Status st = RemoveFiles(conn, id);
+    if (!st.ok()) LogWarn("cleaning up after a failed create: " + st.ToString());
+  });
+  WARREN_RETURN_IF_ERROR(EnsureDataDirs());
+  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle disks, OpenDisksPool(conn.get()));
+  WARREN_ASSIGN_OR_RETURN(
+      StorageVolHandle disk,
+      NewOverlay(disks.get(), spec.id, image.rootfs, static_cast<uint64_t>(spec.disk_gib * kGiB)));
+  std::shared_ptr<virStorageVol> disk_vol(disk.release(), StorageVolDeleter());
+  rollback.Add([disk_vol] {
+    if (virStorageVolDelete(disk_vol.get(), 0) < 0) {
+      LogWarn("cleaning up after a failed create: " + LibvirtError("deleting a disk").ToString());
+    }
+  });
+  LibvirtString disk_path(virStorageVolGetPath(disk_vol.get()));
+  if (!disk_path) return LibvirtError("reading volume paths");
+  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, spec, spec.image, disk_path.get(), rollback));
   rollback.Commit();
   return Status::Ok();
 }
@@ -617,7 +883,15 @@ Status LibvirtHost::Destroy(std::string_view id) {
     return LibvirtError("powering off vm " + std::string(id));
   }
   WARREN_RETURN_IF_ERROR(Undefine(dom.get(), id));
-  return RemoveFiles(conn, id);
+  std::lock_guard disks_guard(disks_mu_);
+  WARREN_RETURN_IF_ERROR(RemoveFiles(conn, id));
+  // Its disk layers go unless a copy still stands on them.
+  Result<int> collected = RemoveUnusedDisksLocked(conn);
+  if (!collected.ok()) {
+    LogWarn("vmhost: collecting unused disks after removing vm " + std::string(id) + ": " +
+            collected.status().ToString());
+  }
+  return Status::Ok();
 }
 
 Status LibvirtHost::Rename(std::string_view id, std::string_view name) {
@@ -655,6 +929,203 @@ Status LibvirtHost::Rename(std::string_view id, std::string_view name) {
     if (!redefined) return LibvirtError("redefining vm " + std::string(id));
   }
   return Status::Ok();
+}
+
+Result<std::vector<std::string>> LibvirtHost::DiskChain(std::string_view id) {
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  WARREN_ASSIGN_OR_RETURN(std::string top, TopDisk(dom.get()));
+  return ChainOf(conn.get(), top);
+}
+
+Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");
+  // Both VMs' locks, always in the same order, then the disks: no rm, resize or second
+  // copy of either runs meanwhile, and no collection sees the new files half-way.
+  auto first_lock = VmLock(std::min<std::string_view>(source_id, spec.id));
+  auto second_lock = VmLock(std::max<std::string_view>(source_id, spec.id));
+  std::lock_guard first_guard(*first_lock);
+  std::lock_guard second_guard(*second_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle src, LookupDomain(conn, source_id));
+  Result<DomainHandle> existing = LookupDomain(conn, spec.id);
+  if (existing.ok()) return Conflict("vm " + spec.id + " already exists");
+  if (existing.status().code() != Code::kNotFound) return existing.status();
+  std::string image = ElementText(Metadata(src.get(), kWarrenVmNamespace, 0), "image");
+  if (image.empty()) image = spec.image;
+  virDomainBlockInfo bi{};
+  if (virDomainGetBlockInfo(src.get(), "vda", &bi, 0) < 0) {
+    return LibvirtError("sizing the disk of vm " + std::string(source_id));
+  }
+  const uint64_t capacity = bi.capacity;
+  WARREN_RETURN_IF_ERROR(
+      CheckCapacity(conn, spec.memory_mib, static_cast<int64_t>((capacity + kGiB - 1) / kGiB)));
+  const bool live = IsActive(src.get());
+  if (live) {
+    virDomainBlockJobInfo job{};
+    int busy = virDomainGetBlockJobInfo(src.get(), "vda", &job, 0);
+    if (busy < 0) virResetLastError();
+    if (busy > 0) {
+      return Conflict("the disk of vm " + std::string(source_id) +
+                      " is being flattened; copy it again in a minute");
+    }
+  }
+  std::lock_guard disks_guard(disks_mu_);
+
+  WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
+  Rollback rollback;
+  rollback.Add([this, conn, id = spec.id] {
+    Status st = RemoveFiles(conn, id);
+    if (!st.ok()) LogWarn("cleaning up after a failed copy: " + st.ToString());
+  });
+  WARREN_RETURN_IF_ERROR(EnsureDataDirs());
+  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle disks, OpenDisksPool(conn.get()));
+  WARREN_ASSIGN_OR_RETURN(std::string frozen, TopDisk(src.get()));
+  // The source's current top becomes read-only from here on: both VMs write to their own
+  // fresh overlay over it.
+  auto overlay = [&](std::string_view owner) -> Result<std::shared_ptr<virStorageVol>> {
+    WARREN_ASSIGN_OR_RETURN(StorageVolHandle v, NewOverlay(disks.get(), owner, frozen, capacity));
+    std::shared_ptr<virStorageVol> vol(v.release(), StorageVolDeleter());
+    return vol;
+  };
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<virStorageVol> src_top, overlay(source_id));
+  auto src_top_kept = std::make_shared<bool>(false);
+  rollback.Add([src_top, src_top_kept] {
+    if (!*src_top_kept && virStorageVolDelete(src_top.get(), 0) < 0) {
+      LogWarn("cleaning up after a failed copy: " + LibvirtError("deleting a disk").ToString());
+    }
+  });
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<virStorageVol> copy_top, overlay(spec.id));
+  rollback.Add([copy_top] {
+    if (virStorageVolDelete(copy_top.get(), 0) < 0) {
+      LogWarn("cleaning up after a failed copy: " + LibvirtError("deleting a disk").ToString());
+    }
+  });
+  LibvirtString src_top_path(virStorageVolGetPath(src_top.get()));
+  LibvirtString copy_top_path(virStorageVolGetPath(copy_top.get()));
+  if (!src_top_path || !copy_top_path) return LibvirtError("reading volume paths");
+
+  if (live) {
+    // One atomic disk-only snapshot: QEMU switches the running source onto the overlay we
+    // made (REUSE_EXT: its header already names `frozen` as backing), libvirt updates both
+    // the live and the persistent definition, and keeps no snapshot metadata.
+    std::string xml =
+        "<domainsnapshot>\n  <disks>\n    <disk name='vda' snapshot='external' "
+        "type='file'>\n      <driver type='qcow2'/>\n      <source file='" +
+        XmlEscape(src_top_path.get()) +
+        "'/>\n    </disk>\n    <disk name='vdb' snapshot='no'/>\n  </disks>\n"
+        "</domainsnapshot>\n";
+    const unsigned int flags =
+        VIR_DOMAIN_SNAPSHOT_CREATE_DISK_ONLY | VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA |
+        VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC | VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT;
+    virDomainSnapshotPtr snap = virDomainSnapshotCreateXML(src.get(), xml.c_str(), flags);
+    if (snap == nullptr)
+      return LibvirtError("snapshotting the disk of vm " + std::string(source_id));
+    virDomainSnapshotFree(snap);
+  } else {
+    // Stopped: nothing writes the top now, so pointing the definition at the new overlay is
+    // the whole fork.
+    LibvirtString def(virDomainGetXMLDesc(src.get(), VIR_DOMAIN_XML_INACTIVE));
+    if (!def) return LibvirtError("reading the definition of vm " + std::string(source_id));
+    std::string x = def.get();
+    std::string from = "<source file='" + XmlEscape(frozen) + "'";
+    size_t at = x.find(from);
+    if (at == std::string::npos) return Internal("vm " + std::string(source_id) + " has no disk");
+    x.replace(at, from.size(), "<source file='" + XmlEscape(src_top_path.get()) + "'");
+    DomainHandle redefined(virDomainDefineXML(conn.get(), x.c_str()));
+    if (!redefined) return LibvirtError("redefining vm " + std::string(source_id));
+  }
+  *src_top_kept = true;  // the source runs on it now, whatever happens to the copy
+
+  VmSpec copy = spec;
+  copy.image = image;
+  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, copy, image, copy_top_path.get(), rollback));
+  rollback.Commit();
+  MaybeFlatten(src.get(), source_id);
+  return Status::Ok();
+}
+
+Result<ResizeOutcome> LibvirtHost::Resize(std::string_view id, const ResizeSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateResizeSpec(spec));
+  auto vm_lock = VmLock(id);
+  std::lock_guard guard(*vm_lock);
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  LibvirtString def(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
+  if (!def) return LibvirtError("reading the definition of vm " + std::string(id));
+  std::string x = def.get();
+  virDomainBlockInfo bi{};
+  if (virDomainGetBlockInfo(dom.get(), "vda", &bi, 0) < 0) {
+    return LibvirtError("sizing the disk of vm " + std::string(id));
+  }
+  virDomainInfo di{};
+  if (virDomainGetInfo(dom.get(), &di) < 0) return LibvirtError("reading vm " + std::string(id));
+  const bool live = IsActive(dom.get());
+  // The definition's values: what the next boot gets.
+  const int64_t config_memory_mib =
+      std::strtoll(ElementTextOf(x, "memory").c_str(), nullptr, 10) / 1024;  // libvirt writes KiB
+  const uint64_t new_bytes = static_cast<uint64_t>(spec.disk_gib) * kGiB;
+
+  // Every check before any change.
+  if (spec.disk_gib != 0 && new_bytes < bi.capacity) {
+    return InvalidArgument("the disk only grows: it is " +
+                           std::to_string((bi.capacity + kGiB - 1) / kGiB) + " GiB now");
+  }
+  const bool grow = spec.disk_gib != 0 && new_bytes > bi.capacity;
+  const int64_t more_memory =
+      spec.memory_mib > config_memory_mib ? spec.memory_mib - config_memory_mib : 0;
+  const int64_t more_disk =
+      grow ? static_cast<int64_t>((new_bytes - bi.capacity + kGiB - 1) / kGiB) : 0;
+  WARREN_RETURN_IF_ERROR(CheckCapacity(conn, more_memory, more_disk));
+
+  ResizeOutcome out;
+  if (grow) {
+    if (live) {
+      // The guest sees the bigger device at once (virtio-blk reports the new capacity);
+      // its file system is grown by whoever can run commands in it.
+      if (virDomainBlockResize(dom.get(), "vda", new_bytes, VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0) {
+        return LibvirtError("growing the disk of vm " + std::string(id));
+      }
+    } else {
+      WARREN_ASSIGN_OR_RETURN(std::string top, TopDisk(dom.get()));
+      StorageVolHandle vol(virStorageVolLookupByPath(conn.get(), top.c_str()));
+      if (!vol) return LibvirtError("finding the disk of vm " + std::string(id));
+      if (virStorageVolResize(vol.get(), new_bytes, 0) < 0) {
+        return LibvirtError("growing the disk of vm " + std::string(id));
+      }
+    }
+    out.disk_grown = true;
+  }
+  bool redefine = false;
+  if (spec.cpus != 0) {
+    const std::string vcpus = std::to_string(spec.cpus);
+    if (ElementTextOf(x, "vcpu") != vcpus) {
+      if (!ReplaceElementText(x, "vcpu", vcpus)) return Internal("vm has no <vcpu>");
+      redefine = true;
+    }
+    if (live && static_cast<int>(di.nrVirtCpu) != spec.cpus) out.restart_needed = true;
+  }
+  if (spec.memory_mib != 0) {
+    // In KiB, as libvirt writes it back: unit attributes stay 'KiB'.
+    const std::string kib = std::to_string(spec.memory_mib * 1024);
+    if (spec.memory_mib != config_memory_mib) {
+      if (!ReplaceElementText(x, "memory", kib) || !ReplaceElementText(x, "currentMemory", kib)) {
+        return Internal("vm has no <memory>");
+      }
+      redefine = true;
+    }
+    if (live && static_cast<int64_t>(di.maxMem / 1024) != spec.memory_mib) {
+      out.restart_needed = true;
+    }
+  }
+  if (redefine) {
+    // The persistent definition only: a running VM keeps its CPUs and memory until its next
+    // start (its definition has no room for hotplug).
+    DomainHandle redefined(virDomainDefineXML(conn.get(), x.c_str()));
+    if (!redefined) return LibvirtError("redefining vm " + std::string(id));
+  }
+  return out;
 }
 
 Result<VmInfo> LibvirtHost::Inspect(std::string_view id) {

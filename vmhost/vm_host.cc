@@ -54,6 +54,22 @@ bool IsEnvKey(std::string_view key) {
 
 }  // namespace
 
+Status ValidateResizeSpec(const ResizeSpec& spec) {
+  if (spec.cpus == 0 && spec.memory_mib == 0 && spec.disk_gib == 0) {
+    return InvalidArgument("nothing to resize: give --cpu, --memory or --disk");
+  }
+  if (spec.cpus != 0 && (spec.cpus < 1 || spec.cpus > 64)) {
+    return InvalidArgument("cpu must be between 1 and 64");
+  }
+  if (spec.memory_mib != 0 && (spec.memory_mib < 128 || spec.memory_mib > 256 * 1024)) {
+    return InvalidArgument("memory must be between 128 MiB and 256 GiB");
+  }
+  if (spec.disk_gib != 0 && (spec.disk_gib < 1 || spec.disk_gib > 2048)) {
+    return InvalidArgument("disk must be between 1 and 2048 GiB");
+  }
+  return Status::Ok();
+}
+
 Status ValidateVmSpec(const VmSpec& spec) {
   if (spec.id.size() < 8 || spec.id.size() > 32) {
     return InvalidArgument("vm id must be 8 to 32 characters");

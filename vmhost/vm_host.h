@@ -59,6 +59,27 @@ struct VmInfo {
   int64_t memory_mib = 0;
   int64_t disk_gib = 0;
   int64_t started_at = 0;  // Unix seconds of the last start; 0 when not running
+  // qcow2 files in the disk's chain above the image (1 for a VM never copied). Each `cp`
+  // adds one to the source and gives the copy the same depth; see kMaxDiskLayers.
+  int disk_layers = 0;
+};
+
+// A chain deeper than this is flattened (live, in the background, the VM keeps running)
+// onto the image: when a Copy makes it so, and when such a VM is started.
+inline constexpr int kMaxDiskLayers = 8;
+
+// What Resize changes; 0 leaves a value as it is.
+struct ResizeSpec {
+  int cpus = 0;
+  int64_t memory_mib = 0;
+  int64_t disk_gib = 0;  // only grows
+};
+
+struct ResizeOutcome {
+  // CPU or memory changed for a VM that is running or paused: the new values are in its
+  // definition and take effect at its next (re)start. Disk growth is always live.
+  bool restart_needed = false;
+  bool disk_grown = false;  // the disk device grew; a running guest's file system has not yet
 };
 
 class VmHost {
@@ -84,6 +105,24 @@ class VmHost {
   // shows in Inspect/List at once; the guest takes it as its hostname at its next boot.
   virtual Status Rename(std::string_view id, std::string_view name) = 0;
 
+  // Makes VM `spec.id` from a copy of `source_id`'s disk, without copying bytes: the
+  // source's current disk becomes a shared read-only layer under a fresh overlay for each
+  // of them, so the time does not depend on the disk's size. A running or paused source
+  // keeps running (an atomic disk-only snapshot moves it onto its new overlay; the caller
+  // syncs the guest first); a stopped one is simply redefined onto its new overlay. The
+  // copy gets `spec`'s identity (name, seed, egress, resources) and is started. NotFound
+  // for an unknown source, Conflict if spec.id exists, LimitExceeded when the host lacks
+  // room; on failure the copy leaves nothing behind and the source is unharmed. Layers are
+  // deleted only when no VM's chain uses them any more.
+  virtual Status Copy(std::string_view source_id, const VmSpec& spec) = 0;
+  // Grows the disk (live for a running VM) and sets CPUs and memory (in the definition;
+  // live values change at the next start). InvalidArgument for a smaller disk or values out
+  // of range, LimitExceeded beyond what the host has; checked before anything changes.
+  virtual Result<ResizeOutcome> Resize(std::string_view id, const ResizeSpec& spec) = 0;
+  // Deletes disk layers no VM uses (left by a copy or create cut short, or freed by a
+  // finished flattening). Returns how many went. Destroy does this too.
+  virtual Result<int> RemoveUnusedDisks() = 0;
+
   virtual Result<VmInfo> Inspect(std::string_view id) = 0;
   // Every VM this host holds, for reconciling the store with the hypervisor.
   virtual Result<std::vector<VmInfo>> List() = 0;
@@ -95,6 +134,10 @@ class VmHost {
 // memory 128 MiB..256 GiB, disk 1..2048 GiB, name, env and seed sizes. InvalidArgument
 // with the field named.
 Status ValidateVmSpec(const VmSpec& spec);
+
+// Checks a ResizeSpec's ranges (as ValidateVmSpec): InvalidArgument with the field named,
+// also when it asks for no change at all.
+Status ValidateResizeSpec(const ResizeSpec& spec);
 
 // A VM name as the hypervisor layer accepts it (a hostname label). The store applies the
 // stricter user-facing rules before it gets here.

@@ -15,12 +15,42 @@ void FakeVmHost::FailNext(Status status) {
   fail_next_ = std::move(status);
 }
 
+void FakeVmHost::SetHostLimits(int64_t memory_mib, int64_t disk_gib) {
+  std::lock_guard lock(mu_);
+  limit_memory_mib_ = memory_mib;
+  limit_disk_gib_ = disk_gib;
+}
+
+std::optional<VmSpec> FakeVmHost::SpecOf(std::string_view id) {
+  std::lock_guard lock(mu_);
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return std::nullopt;
+  return it->second.spec;
+}
+
+Status FakeVmHost::CheckLimits(int64_t memory_mib, int64_t disk_gib) const {
+  if (memory_mib > limit_memory_mib_) {
+    return LimitExceeded("not enough memory on the host for " + std::to_string(memory_mib) +
+                         " MiB: " + std::to_string(limit_memory_mib_) + " MiB available");
+  }
+  if (disk_gib > limit_disk_gib_) {
+    return LimitExceeded("not enough disk on the host for " + std::to_string(disk_gib) +
+                         " GiB: " + std::to_string(limit_disk_gib_) + " GiB free");
+  }
+  return Status::Ok();
+}
+
 Status FakeVmHost::Create(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   std::lock_guard lock(mu_);
   if (auto f = TakeFailure()) return *f;
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
+  WARREN_RETURN_IF_ERROR(CheckLimits(spec.memory_mib, spec.disk_gib));
   Vm vm;
+  vm.spec = spec;
+  vm.config_cpus = spec.cpus;
+  vm.config_memory_mib = spec.memory_mib;
+  vm.info.disk_layers = 1;
   vm.info.id = spec.id;
   vm.info.name = spec.name.empty() ? spec.id : spec.name;
   vm.info.image = spec.image;
@@ -50,6 +80,10 @@ Status FakeVmHost::Transition(std::string_view id, std::initializer_list<VmState
   if (boots) {
     info.started_at = clock_.NowUnix();
     it->second.console += "fake boot\n";
+    // A boot takes the definition's values, and flattens a chain grown too deep.
+    info.cpus = it->second.config_cpus;
+    info.memory_mib = it->second.config_memory_mib;
+    if (info.disk_layers > kMaxDiskLayers) info.disk_layers = 1;
   }
   if (to == VmState::kStopped) info.started_at = 0;
   return Status::Ok();
@@ -90,6 +124,79 @@ Status FakeVmHost::Rename(std::string_view id, std::string_view name) {
   it->second.info.name = std::string(name);
   return Status::Ok();
 }
+
+Status FakeVmHost::Copy(std::string_view source_id, const VmSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");
+  std::lock_guard lock(mu_);
+  if (auto f = TakeFailure()) return *f;
+  auto src = vms_.find(source_id);
+  if (src == vms_.end()) return NotFound("no vm " + std::string(source_id));
+  if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
+  WARREN_RETURN_IF_ERROR(CheckLimits(spec.memory_mib, src->second.info.disk_gib));
+  // Both now sit on a fresh overlay over the source's old top; the real host flattens a
+  // running chain in the background, the fake at once.
+  VmInfo& s = src->second.info;
+  s.disk_layers += 1;
+  const int copy_layers = s.disk_layers;
+  if (s.disk_layers > kMaxDiskLayers && s.state != VmState::kStopped) s.disk_layers = 1;
+  Vm vm;
+  vm.spec = spec;
+  vm.config_cpus = spec.cpus;
+  vm.config_memory_mib = spec.memory_mib;
+  vm.info.id = spec.id;
+  vm.info.name = spec.name.empty() ? spec.id : spec.name;
+  vm.info.image = s.image;
+  vm.info.state = VmState::kRunning;
+  vm.info.cpus = spec.cpus;
+  vm.info.memory_mib = spec.memory_mib;
+  vm.info.disk_gib = s.disk_gib;
+  vm.info.started_at = clock_.NowUnix();
+  vm.info.disk_layers = copy_layers > kMaxDiskLayers ? 1 : copy_layers;
+  vm.console = "fake boot of a copy of " + std::string(source_id) + "\nlogin:\n";
+  vms_.emplace(spec.id, std::move(vm));
+  return Status::Ok();
+}
+
+Result<ResizeOutcome> FakeVmHost::Resize(std::string_view id, const ResizeSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateResizeSpec(spec));
+  std::lock_guard lock(mu_);
+  if (auto f = TakeFailure()) return *f;
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return NotFound("no vm " + std::string(id));
+  Vm& vm = it->second;
+  if (spec.disk_gib != 0 && spec.disk_gib < vm.info.disk_gib) {
+    return InvalidArgument("the disk only grows: it is " + std::to_string(vm.info.disk_gib) +
+                           " GiB");
+  }
+  if (spec.memory_mib > vm.config_memory_mib) {
+    WARREN_RETURN_IF_ERROR(CheckLimits(spec.memory_mib - vm.config_memory_mib, 0));
+  }
+  if (spec.disk_gib > vm.info.disk_gib) {
+    WARREN_RETURN_IF_ERROR(CheckLimits(0, spec.disk_gib - vm.info.disk_gib));
+  }
+  ResizeOutcome out;
+  if (spec.disk_gib > vm.info.disk_gib) {
+    vm.info.disk_gib = spec.disk_gib;
+    out.disk_grown = true;
+  }
+  const bool live = vm.info.state == VmState::kRunning || vm.info.state == VmState::kPaused;
+  if (spec.cpus != 0 && spec.cpus != vm.config_cpus) {
+    vm.config_cpus = spec.cpus;
+    out.restart_needed = out.restart_needed || live;
+  }
+  if (spec.memory_mib != 0 && spec.memory_mib != vm.config_memory_mib) {
+    vm.config_memory_mib = spec.memory_mib;
+    out.restart_needed = out.restart_needed || live;
+  }
+  if (!live) {
+    vm.info.cpus = vm.config_cpus;
+    vm.info.memory_mib = vm.config_memory_mib;
+  }
+  return out;
+}
+
+Result<int> FakeVmHost::RemoveUnusedDisks() { return 0; }
 
 Result<VmInfo> FakeVmHost::Inspect(std::string_view id) {
   std::lock_guard lock(mu_);

@@ -3,6 +3,7 @@
 // fail the next operation. Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -29,15 +30,28 @@ class FakeVmHost final : public VmHost {
   Result<VmInfo> Inspect(std::string_view id) override;
   Result<std::vector<VmInfo>> List() override;
   Result<std::string> Console(std::string_view id, int max_lines) override;
+  Status Copy(std::string_view source_id, const VmSpec& spec) override;
+  Result<ResizeOutcome> Resize(std::string_view id, const ResizeSpec& spec) override;
+  Result<int> RemoveUnusedDisks() override;
 
   // The next mutating call fails with `status` and changes nothing.
   void FailNext(Status status);
+  // What the host has room for: a VM (or a resize) asking for more memory than
+  // `memory_mib` or a disk larger than `disk_gib` gets LimitExceeded. Default: unlimited.
+  void SetHostLimits(int64_t memory_mib, int64_t disk_gib);
+  // The spec of the last Create or Copy of `id` (seed identity included), for tests.
+  std::optional<VmSpec> SpecOf(std::string_view id);
 
  private:
   struct Vm {
     VmInfo info;
     std::string console;
+    VmSpec spec;
+    // The definition's values, which the live ones take at the next boot.
+    int config_cpus = 0;
+    int64_t config_memory_mib = 0;
   };
+  Status CheckLimits(int64_t memory_mib, int64_t disk_gib) const;
   // Runs a transition under the lock, honouring FailNext.
   Status Transition(std::string_view id, std::initializer_list<VmState> from, VmState to,
                     const char* verb);
@@ -47,6 +61,8 @@ class FakeVmHost final : public VmHost {
   std::mutex mu_;
   std::map<std::string, Vm, std::less<>> vms_;
   std::optional<Status> fail_next_;
+  int64_t limit_memory_mib_ = INT64_MAX;
+  int64_t limit_disk_gib_ = INT64_MAX;
 };
 
 }  // namespace warren

@@ -622,8 +622,14 @@ TEST_F(RealHostTest, BootsWithSeedAndCleansUp) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   double create_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string dir = host_->VmDir("real0001");
-  EXPECT_TRUE(fs::exists(dir + "/disk.qcow2"));
   EXPECT_TRUE(fs::exists(dir + "/seed.img"));
+  // The disk: its own overlay in DATA/disks over the image's rootfs.
+  Result<std::vector<std::string>> chain = host_->DiskChain("real0001");
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  ASSERT_EQ(chain->size(), 2u);
+  EXPECT_EQ(fs::path(chain->at(0)).parent_path(), fs::path(host_->DisksDir()));
+  EXPECT_TRUE(fs::exists(chain->at(0)));
+  EXPECT_EQ(fs::path(chain->at(1)).filename(), "rootfs.qcow2");
 
   // The guest names itself from the kernel command line and applies the seed.
   WaitForConsole("real0001", "warren: tiny-one ready", 120);
@@ -649,6 +655,7 @@ TEST_F(RealHostTest, BootsWithSeedAndCleansUp) {
 
   ASSERT_TRUE(again.Destroy("real0001").ok());
   EXPECT_FALSE(fs::exists(dir));
+  EXPECT_FALSE(fs::exists(chain->at(0)));
   EXPECT_EQ(host_->Inspect("real0001").status().code(), Code::kNotFound);
 }
 
@@ -739,6 +746,10 @@ TEST_F(RealHostTest, FailedCreateLeavesNothing) {
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(host.Inspect("real0002").status().code(), Code::kNotFound);
   EXPECT_FALSE(fs::exists(host.VmDir("real0002")));
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(host.DisksDir(), ec)) {
+    ADD_FAILURE() << "a failed create left " << f.path();
+  }
   Result<ConnectHandle> conn = OpenLibvirt(o.uri);
   ASSERT_TRUE(conn.ok());
   StoragePoolHandle pool(

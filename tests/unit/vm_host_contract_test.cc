@@ -3,8 +3,12 @@
 // QEMU (TCG here) with the tiny guest image, or skips saying what is missing.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <thread>
+
+#include <filesystem>
 
 #include "tests/fakes/fake_vm_host.h"
 #include "tests/fakes/libvirt_test_env.h"
@@ -150,6 +154,113 @@ TEST_P(VmHostContractTest, ConsoleIsBoundedByLines) {
   EXPECT_TRUE(host_->Destroy("aaaa0008").ok());
 }
 
+TEST_P(VmHostContractTest, CopyForksARunningVm) {
+  ASSERT_TRUE(host_->Create(Spec("aaaa0011")).ok());
+  EXPECT_EQ(host_->Inspect("aaaa0011")->disk_layers, 1);
+  VmSpec copy = Spec("aaaa0012");
+  copy.name = "the-copy";
+  ASSERT_TRUE(host_->Copy("aaaa0011", copy).ok());
+  Result<VmInfo> c = host_->Inspect("aaaa0012");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->state, VmState::kRunning);
+  EXPECT_EQ(c->name, "the-copy");
+  EXPECT_EQ(c->image, image_);
+  EXPECT_EQ(c->disk_gib, 1);
+  EXPECT_EQ(c->disk_layers, 2);
+  // The source kept running, one layer deeper.
+  EXPECT_EQ(StateOf("aaaa0011"), VmState::kRunning);
+  EXPECT_EQ(host_->Inspect("aaaa0011")->disk_layers, 2);
+  // Onto an existing id, from an unknown one, onto itself.
+  EXPECT_EQ(host_->Copy("aaaa0011", Spec("aaaa0012")).code(), Code::kConflict);
+  EXPECT_EQ(host_->Copy("nosuchvm", Spec("aaaa0013")).code(), Code::kNotFound);
+  EXPECT_EQ(host_->Copy("aaaa0011", Spec("aaaa0011")).code(), Code::kInvalidArgument);
+  EXPECT_EQ(host_->Inspect("aaaa0013").status().code(), Code::kNotFound);
+  // Removing the source leaves the copy whole: it can still power-cycle on its chain.
+  ASSERT_TRUE(host_->Destroy("aaaa0011").ok());
+  ASSERT_TRUE(host_->Restart("aaaa0012").ok());
+  EXPECT_EQ(StateOf("aaaa0012"), VmState::kRunning);
+  EXPECT_EQ(host_->Inspect("aaaa0012")->disk_layers, 2);
+  ASSERT_TRUE(host_->Destroy("aaaa0012").ok());
+  Result<int> left = host_->RemoveUnusedDisks();
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(*left, 0);  // Destroy already collected them
+}
+
+TEST_P(VmHostContractTest, CopyOfAStoppedVmRuns) {
+  ASSERT_TRUE(host_->Create(Spec("aaaa0014")).ok());
+  ASSERT_TRUE(host_->Stop("aaaa0014").ok());
+  ASSERT_TRUE(host_->Copy("aaaa0014", Spec("aaaa0015")).ok());
+  EXPECT_EQ(StateOf("aaaa0015"), VmState::kRunning);
+  EXPECT_EQ(StateOf("aaaa0014"), VmState::kStopped);
+  ASSERT_TRUE(host_->Start("aaaa0014").ok());
+  EXPECT_EQ(host_->Inspect("aaaa0014")->disk_layers, 2);
+  ASSERT_TRUE(host_->Destroy("aaaa0014").ok());
+  ASSERT_TRUE(host_->Destroy("aaaa0015").ok());
+}
+
+TEST_P(VmHostContractTest, DeepChainsAreFlattened) {
+  ASSERT_TRUE(host_->Create(Spec("aaaa0016")).ok());
+  for (int i = 0; i < kMaxDiskLayers; ++i) {
+    std::string id = "bbbb00" + std::to_string(10 + i);
+    ASSERT_TRUE(host_->Copy("aaaa0016", Spec(id)).ok()) << i;
+    ASSERT_TRUE(host_->Destroy(id).ok());
+  }
+  // kMaxDiskLayers + 1 layers: the last copy started a live pull onto the image.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  int layers = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    layers = host_->Inspect("aaaa0016")->disk_layers;
+    if (layers == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(layers, 1);
+  EXPECT_EQ(StateOf("aaaa0016"), VmState::kRunning);
+  ASSERT_TRUE(host_->RemoveUnusedDisks().ok());  // the freed layers
+  ASSERT_TRUE(host_->Restart("aaaa0016").ok());  // and it still boots
+  ASSERT_TRUE(host_->Destroy("aaaa0016").ok());
+}
+
+TEST_P(VmHostContractTest, ResizeGrowsTheDiskLiveAndTheRestAtTheNextStart) {
+  ASSERT_TRUE(host_->Create(Spec("aaaa0017")).ok());
+  ResizeSpec disk;
+  disk.disk_gib = 2;
+  Result<ResizeOutcome> grown = host_->Resize("aaaa0017", disk);
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_TRUE(grown->disk_grown);
+  EXPECT_FALSE(grown->restart_needed);
+  EXPECT_EQ(host_->Inspect("aaaa0017")->disk_gib, 2);
+  EXPECT_EQ(StateOf("aaaa0017"), VmState::kRunning);
+  ResizeSpec shrink;
+  shrink.disk_gib = 1;
+  EXPECT_EQ(host_->Resize("aaaa0017", shrink).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(host_->Resize("aaaa0017", ResizeSpec{}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(host_->Resize("nosuchvm", disk).status().code(), Code::kNotFound);
+
+  ResizeSpec more;
+  more.cpus = 2;
+  more.memory_mib = 384;
+  Result<ResizeOutcome> r = host_->Resize("aaaa0017", more);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->restart_needed);
+  EXPECT_EQ(host_->Inspect("aaaa0017")->cpus, 1);  // until the next start
+  ASSERT_TRUE(host_->Restart("aaaa0017").ok());
+  Result<VmInfo> after = host_->Inspect("aaaa0017");
+  EXPECT_EQ(after->cpus, 2);
+  EXPECT_EQ(after->memory_mib, 384);
+  EXPECT_EQ(after->disk_gib, 2);
+  // A stopped VM takes everything at once.
+  ASSERT_TRUE(host_->Stop("aaaa0017").ok());
+  ResizeSpec stopped;
+  stopped.cpus = 1;
+  stopped.disk_gib = 3;
+  r = host_->Resize("aaaa0017", stopped);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->restart_needed);
+  EXPECT_EQ(host_->Inspect("aaaa0017")->cpus, 1);
+  EXPECT_EQ(host_->Inspect("aaaa0017")->disk_gib, 3);
+  EXPECT_TRUE(host_->Destroy("aaaa0017").ok());
+}
+
 HostCase FakeCase() {
   return {"Fake", [](std::string*) { return std::unique_ptr<VmHost>(new FakeVmHost()); },
           [] { return std::string("tiny@1"); }};
@@ -172,6 +283,57 @@ INSTANTIATE_TEST_SUITE_P(All, VmHostContractTest, ::testing::Values(FakeCase(), 
                          [](const ::testing::TestParamInfo<HostCase>& info) {
                            return info.param.name;
                          });
+
+// The host's own limits, on the real host: far more memory than this machine has.
+TEST(LibvirtHostLimitsTest, ResizeBeyondTheHostIsRefused) {
+  const LibvirtTestEnv& env = GetLibvirtTestEnv();
+  if (!env.available) GTEST_SKIP() << env.skip_reason;
+  LibvirtHost host(env.HostOptions());
+  VmSpec s;
+  s.id = "cccc0001";
+  s.image = env.image;
+  s.cpus = 1;
+  s.memory_mib = 256;
+  s.disk_gib = 1;
+  s.egress = Egress::kNone;
+  ASSERT_TRUE(host.Create(s).ok());
+  ResizeSpec huge;
+  huge.memory_mib = 250 * 1024;
+  EXPECT_EQ(host.Resize("cccc0001", huge).status().code(), Code::kLimitExceeded);
+  ResizeSpec disk;
+  disk.disk_gib = 2048;
+  EXPECT_EQ(host.Resize("cccc0001", disk).status().code(), Code::kLimitExceeded);
+  EXPECT_EQ(host.Inspect("cccc0001")->disk_gib, 1);  // nothing changed
+  // Every layer is in DATA/disks and goes with the last VM that uses it.
+  VmSpec c = s;
+  c.id = "cccc0002";
+  ASSERT_TRUE(host.Copy("cccc0001", c).ok());
+  Result<std::vector<std::string>> chain = host.DiskChain("cccc0002");
+  ASSERT_TRUE(chain.ok());
+  ASSERT_EQ(chain->size(), 3u);  // copy's top, the frozen layer, the image
+  EXPECT_EQ(host.DiskChain("cccc0001")->at(1), chain->at(1));
+  ASSERT_TRUE(host.Destroy("cccc0001").ok());
+  EXPECT_TRUE(std::filesystem::exists(chain->at(1)));
+  ASSERT_TRUE(host.Destroy("cccc0002").ok());
+  EXPECT_FALSE(std::filesystem::exists(chain->at(0)));
+  EXPECT_FALSE(std::filesystem::exists(chain->at(1)));
+  EXPECT_TRUE(std::filesystem::is_empty(host.DisksDir()));
+}
+
+TEST(FakeVmHostTest, HostLimits) {
+  FakeVmHost host;
+  host.SetHostLimits(1024, 20);
+  VmSpec s;
+  s.id = "aaaa0019";
+  s.image = "tiny@1";
+  s.memory_mib = 2048;
+  EXPECT_EQ(host.Create(s).code(), Code::kLimitExceeded);
+  s.memory_mib = 512;
+  ASSERT_TRUE(host.Create(s).ok());
+  ResizeSpec r;
+  r.disk_gib = 100;
+  EXPECT_EQ(host.Resize("aaaa0019", r).status().code(), Code::kLimitExceeded);
+}
 
 TEST(FakeVmHostTest, FailNextChangesNothing) {
   FakeVmHost host;
