@@ -26,6 +26,7 @@
 #include "keys/lmdb_store.h"
 #include "keys/public_key.h"
 #include "keys/store.h"
+#include "keys/token.h"
 #include "lobby/base/clock.h"
 #include "lobby/base/log.h"
 #include "lobby/base/status.h"
@@ -217,9 +218,15 @@ int Serve(const ServeFlags& flags) {
         "the first admin"));
   }
 
+  // The API token signing secret: made on first start, owner-only, never logged.
+  Result<TokenSigner> token_signer =
+      TokenSigner::LoadOrCreate(flags.data_dir + "/token-signing.key");
+  if (!token_signer.ok()) return Fail(token_signer.status().Annotate("API token signing key"));
+
   Services services;
   services.store = store.get();
   services.clock = &clock;
+  services.token_signer = &token_signer.value();
   services.info.ssh_host = PublicHostFor(ssh_addr->host);
   services.info.ssh_port = ssh_addr->port;
   services.info.domain = flags.domain;
@@ -307,6 +314,12 @@ int main(int argc, char** argv) {
       ->add_option("--vm-egress", flags.vm_egress,
                    "What new VMs may reach: full (outbound NAT) or none (no network)")
       ->check(CLI::IsMember({"full", "none"}))
+      ->capture_default_str();
+  serve
+      ->add_option("--guest-reach-timeout", flags.vm.guest_reach_timeout_s,
+                   "Seconds a command waits for a running VM's control connection before "
+                   "the VM is reported unavailable")
+      ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   serve->add_option("--runner", flags.vm.runner_path,
                     "The guest runner binary (default: warren-run next to warren)");

@@ -1,5 +1,7 @@
 #include "lobby/vm_runtime.h"
 
+#include <chrono>
+
 #include "lobby/base/log.h"
 #include "lobby/commands/image_catalog.h"
 #include "lobby/commands/reconcile.h"
@@ -38,6 +40,7 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   };
   guest_options.key_path = options.data_dir + "/control_ed25519";
   guest_options.runner_path = options.runner_path;
+  guest_options.reach_timeout = std::chrono::seconds(options.guest_reach_timeout_s);
   WARREN_ASSIGN_OR_RETURN(rt->guests_, guest::SshGuestControl::Create(guest_options));
 
   // Reconcile logs what it did; a failed action is reported, not fatal: the lobby serves.

@@ -19,6 +19,9 @@ struct VmRuntimeOptions {
   std::string images_dir;  // default DATA/images
   std::string libvirt_uri = "qemu:///system";
   std::string accel;        // "", "kvm" or "tcg": empty probes
+  // How long a command waits for a running VM's control connection (a guest whose sshd is
+  // gone, or one still booting) before it reports the VM unavailable.
+  int guest_reach_timeout_s = 60;
   std::string runner_path;  // the guest runner; empty: next to the warren binary
 };
 

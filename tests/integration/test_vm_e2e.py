@@ -4,21 +4,29 @@
 One tiny VM walks the whole life: new -> a command's stdout, stderr and exit status -> a
 stdin round trip -> a job that outlives its wait and is read back after a warren restart ->
 kill of a whole process tree -> stop/start keeps a file -> rm leaves no domain, disk or
-record. A second test boots the default Debian image; a third kills warren with SIGKILL in
-the middle of `new` and checks the restart cleans up. Guests get no network device
+record. Others kill warren with SIGKILL in the middle of `new` and check the restart cleans
+up, and take a guest's sshd away for good. Those guests get no network device
 (`--vm-egress none`): they reach nothing at all, not even the host's loopback.
+
+A second server (`--vm-egress full`, user-mode NAT) proves outbound network from the tiny
+image and boots the default Debian image. Its guests are sent only to a loopback HTTP
+listener of the test's own, through QEMU's gateway address 10.0.2.2, which QEMU turns into
+a connection to the host's 127.0.0.1 (testing.md); the images send nothing else.
 
 Needs root, libvirt and QEMU, and the images from packaging/images (WARREN_TEST_IMAGES,
 default /var/lib/warren-test/images); skips, saying why, when they are missing.
 """
 import glob
 import hashlib
+import http.server
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -40,10 +48,54 @@ def domains():
     return {line.strip() for line in out.stdout.splitlines() if line.strip()}
 
 
+class LoopbackListener:
+    """An HTTP server on 127.0.0.1 port 0 that answers every GET with a random token and
+    counts the requests: what a guest reaches through QEMU's gateway (10.0.2.2:port)."""
+
+    def __init__(self):
+        self.token = os.urandom(8).hex()
+        self.requests = 0
+        listener = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                listener.requests += 1
+                body = listener.token.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self):
+        return "http://10.0.2.2:%d/" % self.port
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def http_get(listener, tries):
+    """A guest shell command: GET / from the listener through QEMU's gateway with busybox nc
+    (the tiny image's busybox wget crashes), retried once a second."""
+    return ("i=0; until printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 10.0.2.2 %d; do "
+            "i=$((i+1)); [ $i -lt %d ] || exit 1; sleep 1; done" % (listener.port, tries))
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root for libvirt's system daemon")
 @unittest.skipUnless(shutil.which("virsh") and have_image("tiny"),
                      "needs libvirt and the tiny image in " + IMAGES)
-class VmEndToEndTest(h.LobbyTestCase):
+class VmTestCase(h.LobbyTestCase):
+    """One warren server with VMs for the class; EGRESS says what its guests may reach."""
+    EGRESS = "none"
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="warren-it-")
@@ -59,7 +111,8 @@ class VmEndToEndTest(h.LobbyTestCase):
     @classmethod
     def start_vm_server(cls):
         server = h.Server(cls.data, cls.admin, vms=True,
-                          extra_args=["--images-dir", IMAGES, "--vm-egress", "none"])
+                          extra_args=["--images-dir", IMAGES, "--vm-egress", cls.EGRESS,
+                                      "--guest-reach-timeout", "15"])
         cls.addClassCleanup(server.stop)
         server.start(timeout=120)
         cls.pin_host_key(server)
@@ -94,6 +147,14 @@ class VmEndToEndTest(h.LobbyTestCase):
     def vm_id(self, name):
         return self.ssh_json(self.admin, "stat", name)["id"]
 
+    def listener(self):
+        listener = LoopbackListener()
+        self.addCleanup(listener.close)
+        return listener
+
+
+class VmEndToEndTest(VmTestCase):
+
     def test_tiny_vm_whole_life(self):
         self.remove_on_exit("e2e-tiny")
         created = self.ssh_json(self.admin, "new", "--image", "tiny", "--name", "e2e-tiny",
@@ -122,7 +183,7 @@ class VmEndToEndTest(h.LobbyTestCase):
 
         # Closing the SSH channel before the command ends stops its whole process tree.
         chan = client.get_transport().open_session()
-        chan.exec_command("ssh e2e-tiny 'sleep 301 & sleep 302'")
+        chan.exec_command("ssh e2e-tiny 'sleep 301 & setsid sleep 303 & sleep 302'")
         deadline = time.monotonic() + 20
         while "sleep 302" not in self.vm_ok("ssh", "e2e-tiny", "ps").stdout:
             self.assertLess(time.monotonic(), deadline, "the command never started")
@@ -131,11 +192,11 @@ class VmEndToEndTest(h.LobbyTestCase):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             ps = self.vm_ok("ssh", "e2e-tiny", "ps").stdout
-            if "sleep 301" not in ps and "sleep 302" not in ps:
+            if not any(("sleep %d" % n) in ps for n in (301, 302, 303)):
                 break
             time.sleep(0.5)
-        self.assertNotIn("sleep 301", ps)
-        self.assertNotIn("sleep 302", ps)
+        for n in (301, 302, 303):
+            self.assertNotIn("sleep %d" % n, ps)
 
         # stdin streams in; 1 MiB of random bytes comes back as the same checksum.
         blob = os.urandom(1 << 20)
@@ -160,13 +221,24 @@ class VmEndToEndTest(h.LobbyTestCase):
         self.assertEqual(r.returncode, 4)
 
         # kill stops the command's whole process tree.
-        r = self.vm_ok("ssh", "--wait-seconds", "1", "e2e-tiny", "sleep 101 & sleep 102")
+        # Also what left the process group: setsid, and a double-forked daemon whose parent
+        # is gone (the runner's monitor is a child subreaper, so it is still below it).
+        r = self.vm_ok("ssh", "--wait-seconds", "1", "e2e-tiny", shlex.quote(
+            "sleep 101 & setsid sleep 103 & (setsid sh -c 'sleep 104 &' &); sleep 102"))
         running = [j for j in self.ssh_json(self.admin, "jobs")["jobs"] if not j["finished"]]
         self.assertEqual(len(running), 1)
+        self.assertIn("sleep 104", self.vm_ok("ssh", "e2e-tiny", "ps").stdout)
         self.vm_ok("kill", running[0]["job"])
         ps = self.vm_ok("ssh", "e2e-tiny", "ps").stdout
-        self.assertNotIn("sleep 101", ps)
-        self.assertNotIn("sleep 102", ps)
+        for n in (101, 102, 103, 104):
+            self.assertNotIn("sleep %d" % n, ps)
+
+        # No network device: the guest reaches nothing, not even the host's loopback.
+        listener = self.listener()
+        r = self.vm("ssh", "e2e-tiny", shlex.quote(http_get(listener, tries=1)))
+        self.assert_status(r, "command_failed")
+        self.assertIn("unreachable", r.stderr)
+        self.assertEqual(listener.requests, 0)
 
         # The disk persists across stop/start.
         self.vm_ok("ssh", "e2e-tiny", "echo kept > ~/file; sync")
@@ -225,6 +297,46 @@ class VmEndToEndTest(h.LobbyTestCase):
         self.vm_ok("rm", "e2e-killed")
         self.assert_gone("e2e-killed", vm_id)
 
+    def test_guest_whose_sshd_is_gone(self):
+        self.remove_on_exit("e2e-nosshd")
+        self.vm_ok("new", "--image", "tiny", "--name", "e2e-nosshd", "--cpu", "1",
+                   "--memory", "512M")
+        # The guest's user has sudo: it can take the control sshd away for good (init keeps
+        # respawning the launcher, which finds no sshd). The command's own connection dies.
+        self.vm("ssh", "e2e-nosshd", shlex.quote(
+            "sudo sh -c 'mv /usr/sbin/sshd /usr/sbin/sshd.gone; "
+            "kill $(pidof warren-launcher) $(pidof sshd)'"), timeout=60)
+        started = time.monotonic()
+        r = self.vm("ssh", "e2e-nosshd", "true", timeout=120)
+        self.assert_status(r, "unavailable")
+        self.assertIn("e2e-nosshd", r.stderr)
+        # Within the reach timeout (15 s here) and a connection attempt, not forever.
+        self.assertLess(time.monotonic() - started, 60)
+        # The lobby is unaffected, and rm still cleans up.
+        self.assertEqual(self.ssh_json(self.admin, "stat", "e2e-nosshd")["state"], "running")
+        vm_id = self.vm_id("e2e-nosshd")
+        self.vm_ok("rm", "e2e-nosshd")
+        self.assert_gone("e2e-nosshd", vm_id)
+
+
+class VmEgressTest(VmTestCase):
+    """Guests with user-mode NAT reach a loopback listener of the test's own, and only it."""
+    EGRESS = "full"
+
+    def test_tiny_reaches_the_host_loopback(self):
+        self.remove_on_exit("e2e-net")
+        self.vm_ok("new", "--image", "tiny", "--name", "e2e-net", "--cpu", "1",
+                   "--memory", "512M")
+        listener = self.listener()
+        # The tiny image takes its DHCP lease beside the control launcher: allow it a moment.
+        r = self.vm_ok("ssh", "e2e-net", shlex.quote(http_get(listener, tries=20)))
+        self.assertTrue(r.stdout.startswith("HTTP/1.0 200"), r.stdout)
+        self.assertTrue(r.stdout.endswith("\r\n\r\n" + listener.token), r.stdout)
+        self.assertGreaterEqual(listener.requests, 1)
+        vm_id = self.vm_id("e2e-net")
+        self.vm_ok("rm", "e2e-net")
+        self.assert_gone("e2e-net", vm_id)
+
     @unittest.skipUnless(have_image("debian"), "needs the debian image in " + IMAGES)
     def test_default_debian_image(self):
         self.remove_on_exit("e2e-debian")
@@ -237,6 +349,10 @@ class VmEndToEndTest(h.LobbyTestCase):
                        "git --version >/dev/null && echo git-ok; echo $GREETING")
         self.assertEqual(r.stdout.split(), ["dev", "sudo-ok", "Python", "3.11.2", "git-ok",
                                             "hello"])
+        # Outbound network (user-mode NAT), proven against the test's own loopback listener.
+        listener = self.listener()
+        r = self.vm_ok("ssh", "e2e-debian", "curl -sS --max-time 10 " + listener.url())
+        self.assertEqual(r.stdout, listener.token)
         # Docker is not running after boot; the first use starts it (socket activation).
         self.assertEqual(self.vm("ssh", "e2e-debian", "systemctl is-active docker").stdout,
                          "inactive\n")
@@ -248,6 +364,7 @@ class VmEndToEndTest(h.LobbyTestCase):
         vm_id = self.vm_id("e2e-debian")
         self.vm_ok("rm", "e2e-debian")
         self.assert_gone("e2e-debian", vm_id)
+
 
 
 if __name__ == "__main__":

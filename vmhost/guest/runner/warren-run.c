@@ -6,7 +6,7 @@
 //   warren-run start ID               stdin: a start header (header.c), then the job's stdin.
 //                                     Starts the job, then attaches to it (frames on stdout).
 //   warren-run attach ID OUT ERR      frames of the job's output from those byte offsets
-//   warren-run kill ID                SIGTERM to the job's process group, SIGKILL after 2 s
+//   warren-run kill ID                SIGTERM to the job's processes, SIGKILL after 2 s
 //   warren-run list                   one line per job (below)
 //   warren-run gc                     removes jobs that ended more than a day ago
 //
@@ -14,8 +14,8 @@
 // unless a process leaves it), stdout and stderr spooled to files in ~/.warren/jobs/ID/
 // (jobdir.c), stdin from a pipe fed by `start` (or /dev/null). It is started by a monitor
 // process, double-forked away from sshd, that waits for it and writes its status; the
-// monitor is a child subreaper, so orphans of the job are reaped and `kill` sees the group
-// empty once it is dead.
+// monitor is a child subreaper, so orphans of the job are reaped, and a process that left
+// the group (setsid) or double-forked is still below the monitor, where `kill` finds it.
 //
 // list lines, newest first: "ID STARTED STATE CODE ENDED COMMAND" with STATE
 // running|exit|signal|lost and COMMAND the first bytes of the command, escaped (\\, \xHH for
@@ -303,30 +303,121 @@ static int cmd_attach(const char* id, const char* out_s, const char* err_s) {
   return attach_loop(id, out_from, err_from, -1, -1, "", 0, false);
 }
 
-// True while a process of the group is alive. Zombies do not count: a killed job's orphans
-// are reaped by whoever inherits them (init, once the monitor is gone), which may take a
-// moment. EPERM (a member we may not signal, e.g. under sudo) counts as alive.
-static bool group_alive(pid_t pgid) {
-  if (kill(-pgid, 0) != 0 && errno != EPERM) return false;
+// One process as /proc/PID/stat shows it. False when it is gone (or unreadable).
+struct proc_stat {
+  pid_t ppid, pgrp;
+  char state;
+  unsigned long long start;  // start time since boot, in clock ticks: tells a reused pid
+};
+
+static bool read_proc_stat(pid_t pid, struct proc_stat* st) {
+  char dir[64], buf[1024];
+  snprintf(dir, sizeof dir, "/proc/%d", (int)pid);
+  if (read_small(dir, "stat", buf, sizeof buf) <= 0) return false;
+  char* p = strrchr(buf, ')');  // "PID (COMM) STATE PPID PGRP ..." - COMM may hold anything
+  long ppid, pgrp;
+  if (p == NULL || sscanf(p + 1, " %c %ld %ld", &st->state, &ppid, &pgrp) != 3) return false;
+  st->ppid = (pid_t)ppid;
+  st->pgrp = (pid_t)pgrp;
+  st->start = process_start_time(pid);
+  return st->start != 0;
+}
+
+// The job's processes, tracked through a kill: every member of its process group and every
+// descendant of its monitor. A process that left the group (setsid, setpgid) is still below
+// the monitor, and since the monitor is a child subreaper so is a double-forked daemon whose
+// parent exited. The set is taken before the first signal and only grows: once the job's
+// shell dies the monitor exits and the survivors move to init, where a fresh walk would no
+// longer find them.
+enum { kMaxTracked = 8192 };
+struct tracked {
+  pid_t pid;
+  unsigned long long start;
+};
+struct job_procs {
+  pid_t pgid, monitor;
+  struct tracked p[kMaxTracked];
+  size_t n;
+};
+
+static bool tracked_has(const struct job_procs* j, pid_t pid) {
+  for (size_t i = 0; i < j->n; i++) {
+    if (j->p[i].pid == pid) return true;
+  }
+  return false;
+}
+
+// Adds the job's processes alive now to the set.
+static void job_procs_collect(struct job_procs* j) {
   DIR* d = opendir("/proc");
-  if (d == NULL) return true;
-  bool alive = false;
+  if (d == NULL) return;
+  size_t cap = 256, n = 0;
+  struct {
+    pid_t pid, ppid, pgrp;
+    unsigned long long start;
+  }* ps = malloc(cap * sizeof *ps);
   struct dirent* e;
-  while (!alive && (e = readdir(d)) != NULL) {
+  while (ps != NULL && (e = readdir(d)) != NULL) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    char dir[300], buf[1024];
-    snprintf(dir, sizeof dir, "/proc/%s", e->d_name);
-    if (read_small(dir, "stat", buf, sizeof buf) <= 0) continue;
-    char* p = strrchr(buf, ')');  // "PID (COMM) STATE PPID PGRP ..."
-    char state;
-    long ppid, pgrp;
-    if (p != NULL && sscanf(p + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
-        state != 'Z' && state != 'X') {
-      alive = true;
+    pid_t pid = (pid_t)strtol(e->d_name, NULL, 10);
+    struct proc_stat st;
+    if (pid == j->monitor || !read_proc_stat(pid, &st) || st.state == 'Z' || st.state == 'X') {
+      continue;
     }
+    if (n == cap) {
+      void* more = realloc(ps, 2 * cap * sizeof *ps);
+      if (more == NULL) break;
+      ps = more;
+      cap *= 2;
+    }
+    ps[n].pid = pid;
+    ps[n].ppid = st.ppid;
+    ps[n].pgrp = st.pgrp;
+    ps[n].start = st.start;
+    n++;
   }
   closedir(d);
+  if (ps == NULL) return;
+  // Members and children of the monitor first, then children of members until nothing new.
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i = 0; i < n && j->n < kMaxTracked; i++) {
+      if (tracked_has(j, ps[i].pid)) continue;
+      bool mine = ps[i].pgrp == j->pgid || (j->monitor > 1 && ps[i].ppid == j->monitor) ||
+                  (ps[i].ppid > 1 && tracked_has(j, ps[i].ppid));
+      if (mine) {
+        j->p[j->n++] = (struct tracked){ps[i].pid, ps[i].start};
+        grew = true;
+      }
+    }
+  }
+  free(ps);
+}
+
+// Sends sig (0: none) to every tracked process still alive (same pid, same start time, not
+// a zombie). Returns how many are alive; one we may not signal (EPERM, e.g. run as root
+// under sudo) counts as alive.
+static int job_procs_signal(const struct job_procs* j, int sig) {
+  int alive = 0;
+  for (size_t i = 0; i < j->n; i++) {
+    struct proc_stat st;
+    if (!read_proc_stat(j->p[i].pid, &st) || st.start != j->p[i].start || st.state == 'Z' ||
+        st.state == 'X') {
+      continue;
+    }
+    if (kill(j->p[i].pid, sig) == 0 || errno == EPERM) alive++;
+  }
   return alive;
+}
+
+// The monitor's pid while that very process still runs (its start time matches), else 0.
+static pid_t live_monitor(const char* dir) {
+  char buf[96];
+  long pid = 0;
+  unsigned long long start = 0;
+  if (read_small(dir, "monitor", buf, sizeof buf) <= 0) return 0;
+  if (sscanf(buf, "%ld %llu", &pid, &start) != 2 || pid <= 1 || start == 0) return 0;
+  return process_start_time((pid_t)pid) == start ? (pid_t)pid : 0;
 }
 
 static int cmd_kill(const char* id) {
@@ -351,12 +442,23 @@ static int cmd_kill(const char* id) {
     fprintf(stderr, "warren-run: job %s has no process group\n", id);
     return kExitInternal;
   }
-  kill((pid_t)-pgid, SIGTERM);
-  kill((pid_t)-pgid, SIGCONT);  // a stopped process acts on SIGTERM only once continued
-  for (int i = 0; i < 100 && group_alive((pid_t)pgid); i++) sleep_ms(20);
-  if (group_alive((pid_t)pgid)) {
-    kill((pid_t)-pgid, SIGKILL);
-    for (int i = 0; i < 100 && group_alive((pid_t)pgid); i++) sleep_ms(20);
+  static struct job_procs procs;  // large: keep it off the stack
+  procs.pgid = (pid_t)pgid;
+  procs.monitor = live_monitor(dir);
+  procs.n = 0;
+  job_procs_collect(&procs);  // before any signal, while the monitor still holds the tree
+  job_procs_signal(&procs, SIGTERM);
+  job_procs_signal(&procs, SIGCONT);  // a stopped process acts on SIGTERM only once continued
+  for (int i = 0; i < 100; i++) {
+    job_procs_collect(&procs);
+    if (job_procs_signal(&procs, 0) == 0) break;
+    sleep_ms(20);
+  }
+  // SIGKILL until none is left: a process may still fork while the tree is walked.
+  for (int i = 0; i < 100; i++) {
+    job_procs_collect(&procs);
+    if (job_procs_signal(&procs, SIGKILL) == 0) break;
+    sleep_ms(20);
   }
   // Let the monitor record the end, so a Wait right after sees it.
   for (int i = 0; i < 100; i++) {
