@@ -2,132 +2,536 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cctype>
 #include <chrono>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "bridge/metrics.h"
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
 
 namespace warren {
+
+void RespondJsonError(HttpResponder& responder, int status, std::string_view message,
+                      HttpHeaders extra_headers) {
+  extra_headers.emplace_back("Content-Type", "application/json");
+  extra_headers.emplace_back("Cache-Control", "no-store");
+  nlohmann::json body = {{"error", std::string(message)}};
+  responder.Respond(status, std::move(extra_headers),
+                    body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
 namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 constexpr auto kIdleTimeout = std::chrono::seconds(30);
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+constexpr auto kDrainTimeout = std::chrono::seconds(2);
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
-constexpr size_t kMaxBodyBytes = 1024 * 1024;
+// Body limit for paths no handler serves: they get a 404 anyway.
+constexpr size_t kUnroutedBodyBytes = 64 * 1024;
+// Bytes a client may send ahead (pipelining) while its request is being served.
+constexpr size_t kMaxPipelinedBytes = 64 * 1024;
+// After refusing an oversize body, at most this much more of it is read and thrown away
+// so the client sees the answer rather than a reset.
+constexpr size_t kMaxDrainBytes = 8 * 1024 * 1024;
 
-using Request = http::request<http::string_body>;
-using Response = http::response<http::string_body>;
-
-Response JsonResponse(const Request& req, int status, const nlohmann::json& body) {
-  Response res{static_cast<http::status>(status), req.version()};
-  res.set(http::field::content_type, "application/json");
-  res.set(http::field::cache_control, "no-store");
-  res.keep_alive(req.keep_alive());
-  res.body() = body.dump() + "\n";
-  res.prepare_payload();
-  return res;
+// The status line and headers of a response, serialised by Beast.
+template <class Body>
+std::string HeadText(const http::response<Body>& res) {
+  std::ostringstream os;
+  os << res.base();
+  return os.str();
 }
 
-Response ErrorResponse(const Request& req, const Status& status) {
-  return JsonResponse(req, HttpStatusFor(status.code()), {{"error", status.message()}});
-}
+// What the server itself knows of every request it routes.
+struct ServerCore {
+  std::vector<std::shared_ptr<HttpHandler>> handlers;
+  Metrics* metrics = nullptr;
 
-// Routes one request. The one place HTTP statuses are chosen: from Status codes.
-Response Route(const Request& req) {
-  std::string_view target = req.target();
-  std::string_view path = target.substr(0, target.find('?'));
-  if (path == "/healthz") {
-    if (req.method() != http::verb::get && req.method() != http::verb::head) {
-      Response res = ErrorResponse(req, Status(Code::kMethodNotAllowed, "use GET"));
-      res.set(http::field::allow, "GET, HEAD");
-      return res;
+  HttpHandler* Find(std::string_view path) const {
+    for (const auto& h : handlers) {
+      if (h->Matches(path)) return h.get();
     }
-    return JsonResponse(req, 200, {{"status", "ok"}});
+    return nullptr;
   }
-  return ErrorResponse(req, NotFound("no such endpoint"));
-}
 
-// One connection: read a request, answer it, repeat while keep-alive.
-class Connection : public std::enable_shared_from_this<Connection> {
+  void Count(const std::string& route, int status) const {
+    if (metrics == nullptr) return;
+    metrics->Inc("warren_http_requests_total",
+                 {{"route", route}, {"code", std::to_string(status)}});
+  }
+};
+
+// One client connection: read a request (headers first, then a body no longer than its
+// route allows), hand it to its handler with a responder, write what the responder sends,
+// repeat while keep-alive. While a request is served the connection keeps reading, so it
+// notices a client that goes away (and cancels the request's `closed` signal).
+// Every member function runs on the connection's strand.
+template <class Stream>
+class Connection : public std::enable_shared_from_this<Connection<Stream>> {
  public:
-  explicit Connection(tcp::socket socket) : stream_(std::move(socket)) {}
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
-  void Run() { ReadNext(); }
+  Connection(Stream stream, const ServerCore& core, std::string remote)
+      : stream_(std::move(stream)), core_(core), remote_(std::move(remote)) {}
+
+  void Run() {
+    if constexpr (kTls) {
+      Lowest().expires_after(kHandshakeTimeout);
+      stream_.async_handshake(ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (ec) return self->Close(false);
+                                self->ReadHeader();
+                              });
+    } else {
+      ReadHeader();
+    }
+  }
+
+  // From a responder (posted onto the strand): bytes of request `id`'s response. `status`
+  // is set on the first part (for metrics); `end` on the last.
+  void Deliver(uint64_t id, std::string bytes, int status, bool end) {
+    if (id != request_id_ || closing_ || !in_flight_) return;
+    if (status != 0) core_.Count(route_, status);
+    queue_.push_back(std::move(bytes));
+    if (end) end_queued_ = true;
+    DoWrite();
+  }
+
+  auto executor() { return stream_.get_executor(); }
+  uint64_t request_id() const { return request_id_; }
 
  private:
-  void ReadNext() {
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  void ReadHeader() {
     parser_.emplace();
     parser_->header_limit(kMaxHeaderBytes);
-    parser_->body_limit(kMaxBodyBytes);
-    stream_.expires_after(kIdleTimeout);
-    http::async_read(
+    Lowest().expires_after(kIdleTimeout);
+    http::async_read_header(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
-  void OnRead(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout) return Close();
+  void OnHeader(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted) {
+      return Close(false);
+    }
     if (ec) {
       // Malformed or oversize input gets a JSON error, then the connection closes.
-      Request bad;
-      bad.version(11);
-      Status st = ec == http::error::body_limit || ec == http::error::header_limit
-                      ? TooLarge("request too large")
-                      : InvalidArgument("malformed HTTP request");
-      auto res = std::make_shared<Response>(ErrorResponse(bad, st));
-      res->keep_alive(false);
-      return Write(res);
+      Status st = ec == http::error::header_limit ? TooLarge("request headers too large")
+                                                  : InvalidArgument("malformed HTTP request");
+      return RespondEarly("other", st, /*drain=*/false);
     }
-    auto res = std::make_shared<Response>(Route(parser_->get()));
-    Write(res);
+    auto& req = parser_->get();
+    std::string_view target = req.target();
+    path_ = std::string(target.substr(0, target.find('?')));
+    version_ = req.version();
+    keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
+    handler_ = path_ == "/healthz" ? nullptr : core_.Find(path_);
+    route_ = path_ == "/healthz" ? "/healthz" : handler_ != nullptr ? handler_->route() : "other";
+    body_limit_ = handler_ != nullptr ? handler_->max_body_bytes() : kUnroutedBodyBytes;
+    if (auto length = parser_->content_length(); length && *length > body_limit_) {
+      return RespondEarly(route_, TooLarge(BodyTooLarge(body_limit_)), /*drain=*/true);
+    }
+    parser_->body_limit(body_limit_);
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      // Tell the client to send the body it is holding back (curl waits a second otherwise).
+      in_flight_ = true;  // so the write below is allowed; Dispatch keeps it so
+      queue_.push_back("HTTP/1.1 100 Continue\r\n\r\n");
+      DoWrite();
+    }
+    if (parser_->is_done()) return OnBody({});
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
   }
 
-  void Write(std::shared_ptr<Response> res) {
-    stream_.expires_after(kIdleTimeout);
-    http::async_write(stream_, *res,
-                      [self = shared_from_this(), res](beast::error_code ec, size_t) {
-                        if (ec || !res->keep_alive()) return self->Close();
-                        self->ReadNext();
-                      });
+  static std::string BodyTooLarge(size_t limit) {
+    return "request body too large: at most " + std::to_string(limit) + " bytes here";
   }
 
-  void Close() {
+  void OnBody(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return RespondEarly(route_, TooLarge(BodyTooLarge(body_limit_)), /*drain=*/true);
+    }
+    if (ec) {
+      if (ec == beast::error::timeout || ec == http::error::end_of_stream ||
+          ec == http::error::partial_message || ec == asio::error::operation_aborted) {
+        return Close(false);
+      }
+      return RespondEarly(route_, InvalidArgument("malformed HTTP request body"), false);
+    }
+    Dispatch();
+  }
+
+  void Dispatch();
+
+  // An answer chosen before any handler ran (the request was malformed or too large). The
+  // connection closes after it.
+  void RespondEarly(const std::string& route, const Status& st, bool drain) {
+    in_flight_ = true;
+    keep_alive_ = false;
+    drain_after_ = drain;
+    route_ = route;
+    http::response<http::string_body> res{static_cast<http::status>(HttpStatusFor(st.code())),
+                                          version_ == 10 ? 10u : 11u};
+    res.set(http::field::content_type, "application/json");
+    res.set(http::field::cache_control, "no-store");
+    res.keep_alive(false);
+    res.body() = nlohmann::json{{"error", st.message()}}.dump() + "\n";
+    res.prepare_payload();
+    Deliver(request_id_, HeadText(res) + res.body(), HttpStatusFor(st.code()), true);
+  }
+
+  void DoWrite() {
+    if (writing_ || queue_.empty() || closing_) return;
+    writing_ = true;
+    asio::async_write(
+        stream_, asio::buffer(queue_.front()),
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
+  }
+
+  void OnWrite(beast::error_code ec) {
+    writing_ = false;
+    if (ec) return Close(false);
+    queue_.pop_front();
+    if (!queue_.empty()) return DoWrite();
+    if (end_queued_) FinishRequest();
+  }
+
+  void FinishRequest() {
+    in_flight_ = false;
+    end_queued_ = false;
+    ++request_id_;  // a stale responder can no longer write into the connection
+    if (!keep_alive_) return Close(drain_after_);
+    if (watching_) {
+      // The watch read must end before the next request is parsed from the same buffer.
+      want_next_ = true;
+      Lowest().cancel();
+      return;
+    }
+    ReadHeader();
+  }
+
+  // While a request is served: read ahead, to learn when the client goes away.
+  void Watch() {
+    if (watching_ || closing_) return;
+    watching_ = true;
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                              self->OnWatch(ec, n);
+                            });
+  }
+
+  void OnWatch(beast::error_code ec, size_t n) {
+    watching_ = false;
+    if (!ec) buffer_.commit(n);
+    if (want_next_) {
+      want_next_ = false;
+      if (ec && ec != asio::error::operation_aborted) return Close(false);
+      return ReadHeader();
+    }
+    if (ec) {
+      if (ec != asio::error::operation_aborted) {
+        // The client is gone: stop the work done for it.
+        if (closed_) closed_->Cancel();
+        Close(false);
+      }
+      return;
+    }
+    if (in_flight_ && buffer_.size() < kMaxPipelinedBytes) Watch();
+  }
+
+  void Close(bool drain) {
+    if (closing_) return;
+    closing_ = true;
+    if (closed_ && in_flight_) closed_->Cancel();
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (drain) {
+      // Half-close and read what the client still sends for a moment, so it reads our
+      // answer instead of a reset.
+      Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Lowest().expires_after(kDrainTimeout);
+      return Drain();
+    }
+    Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Lowest().close();
   }
 
-  beast::tcp_stream stream_;
+  void Drain() {
+    Lowest().async_read_some(asio::buffer(drain_buf_),
+                             [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                               self->drained_ += n;
+                               if (ec || self->drained_ > kMaxDrainBytes) {
+                                 self->Lowest().close();
+                                 return;
+                               }
+                               self->Drain();
+                             });
+  }
+
+  Stream stream_;
+  const ServerCore& core_;
+  std::string remote_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+
+  // The request being served.
+  std::string path_;
+  std::string route_ = "other";
+  HttpHandler* handler_ = nullptr;
+  size_t body_limit_ = kUnroutedBodyBytes;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool head_ = false;
+  uint64_t request_id_ = 0;
+  bool in_flight_ = false;
+  std::shared_ptr<CancelSignal> closed_;
+
+  std::deque<std::string> queue_;
+  bool writing_ = false;
+  bool end_queued_ = false;
+  bool watching_ = false;
+  bool want_next_ = false;
+  bool closing_ = false;
+  bool drain_after_ = false;
+  size_t drained_ = 0;
+  char drain_buf_[4096];
 };
+
+// The HttpResponder of one request: formats what the handler says and posts it onto the
+// connection's strand. Thread-safe.
+template <class Stream>
+class ConnectionResponder final : public HttpResponder {
+ public:
+  ConnectionResponder(std::shared_ptr<Connection<Stream>> conn, uint64_t id,
+                      std::shared_ptr<CancelSignal> closed, unsigned version, bool keep_alive,
+                      bool head)
+      : conn_(std::move(conn)),
+        id_(id),
+        closed_(std::move(closed)),
+        version_(version),
+        keep_alive_(keep_alive),
+        head_(head) {}
+
+  ~ConnectionResponder() override {
+    std::unique_lock lock(mu_);
+    State state = state_;
+    lock.unlock();
+    if (state == State::kNone) {
+      RespondJsonError(*this, 500, "the handler gave no response");
+    } else if (state == State::kStreaming) {
+      End();
+    }
+  }
+
+  void Respond(int status, HttpHeaders headers, std::string body) override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kNone) return;
+      state_ = State::kDone;
+    }
+    http::response<http::string_body> res{static_cast<http::status>(status), version_};
+    for (auto& [k, v] : headers) res.set(k, v);
+    res.keep_alive(keep_alive_);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    std::string bytes = HeadText(res);
+    if (!head_) bytes += res.body();
+    Post(std::move(bytes), status, true);
+  }
+
+  void BeginStream(int status, HttpHeaders headers) override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kNone) return;
+      state_ = State::kStreaming;
+    }
+    http::response<http::empty_body> res{static_cast<http::status>(status), version_};
+    for (auto& [k, v] : headers) res.set(k, v);
+    // HTTP/1.0 has no chunked encoding: the body then ends when the connection closes.
+    chunked_ = version_ >= 11;
+    res.keep_alive(keep_alive_ && chunked_);
+    if (chunked_) res.chunked(true);
+    Post(HeadText(res), status, false);
+  }
+
+  bool Write(std::string_view bytes) override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kStreaming) return false;
+    }
+    if (closed_->cancelled()) return false;
+    if (bytes.empty() || head_) return true;
+    std::string out;
+    if (chunked_) {
+      char size[24];
+      std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+      out = size;
+      out.append(bytes);
+      out += "\r\n";
+    } else {
+      out = std::string(bytes);
+    }
+    Post(std::move(out), 0, false);
+    return true;
+  }
+
+  void End() override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kStreaming) return;
+      state_ = State::kDone;
+    }
+    Post(chunked_ && !head_ ? "0\r\n\r\n" : "", 0, true);
+  }
+
+  std::shared_ptr<CancelSignal> closed() const override { return closed_; }
+
+ private:
+  enum class State { kNone, kStreaming, kDone };
+
+  void Post(std::string bytes, int status, bool end) {
+    asio::post(conn_->executor(),
+               [conn = conn_, id = id_, bytes = std::move(bytes), status, end]() mutable {
+                 conn->Deliver(id, std::move(bytes), status, end);
+               });
+  }
+
+  std::shared_ptr<Connection<Stream>> conn_;
+  const uint64_t id_;
+  const std::shared_ptr<CancelSignal> closed_;
+  const unsigned version_;
+  const bool keep_alive_;
+  const bool head_;
+  std::mutex mu_;
+  State state_ = State::kNone;
+  bool chunked_ = true;
+};
+
+template <class Stream>
+void Connection<Stream>::Dispatch() {
+  auto& req = parser_->get();
+  HttpRequest request;
+  request.method = std::string(req.method_string());
+  request.target = std::string(req.target());
+  request.path = path_;
+  for (const auto& field : req) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    request.headers.emplace_back(std::move(name), std::string(field.value()));
+  }
+  request.body = std::move(req.body());
+  request.remote_address = remote_;
+  request.tls = kTls;
+
+  in_flight_ = true;
+  closed_ = std::make_shared<CancelSignal>();
+  // A command or an event stream may take long: no idle timeout while it is served.
+  Lowest().expires_never();
+  auto responder = std::make_shared<ConnectionResponder<Stream>>(
+      this->shared_from_this(), request_id_, closed_, version_, keep_alive_, head_);
+  Watch();
+
+  if (path_ == "/healthz") {
+    if (request.method != "GET" && request.method != "HEAD") {
+      RespondJsonError(*responder, 405, "use GET", {{"Allow", "GET, HEAD"}});
+      return;
+    }
+    responder->Respond(200, {{"Content-Type", "application/json"}, {"Cache-Control", "no-store"}},
+                       "{\"status\":\"ok\"}\n");
+    return;
+  }
+  if (handler_ == nullptr) {
+    RespondJsonError(*responder, 404, "no such endpoint");
+    return;
+  }
+  try {
+    handler_->Handle(std::move(request), responder);
+  } catch (const std::exception& e) {
+    LogError("http handler for " + LogQuote(route_) + " threw: " + LogQuote(e.what()));
+    RespondJsonError(*responder, 500, "internal error");
+  }
+}
 
 }  // namespace
 
 class HttpServer::State {
  public:
-  explicit State(HttpServerOptions o) : options(std::move(o)), acceptor(io) {}
+  explicit State(HttpServerOptions o) : options(std::move(o)), acceptor(io) {
+    core.metrics = options.metrics;
+  }
 
   void Accept() {
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket s) {
       if (ec == asio::error::operation_aborted) return;
-      if (!ec) std::make_shared<Connection>(std::move(s))->Run();
+      if (!ec) {
+        beast::error_code ignored;
+        std::string remote = s.remote_endpoint(ignored).address().to_string();
+        if (ssl_ctx) {
+          using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+          std::make_shared<Connection<TlsStream>>(TlsStream(std::move(s), *ssl_ctx), core,
+                                                  std::move(remote))
+              ->Run();
+        } else {
+          std::make_shared<Connection<beast::tcp_stream>>(beast::tcp_stream(std::move(s)), core,
+                                                          std::move(remote))
+              ->Run();
+        }
+      }
       Accept();
     });
   }
 
+  Status LoadTls() {
+    const auto& o = options;
+    if (o.tls_cert_file.empty() && o.tls_key_file.empty()) return Status::Ok();
+    if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+      return InvalidArgument("HTTPS needs both --tls-cert and --tls-key");
+    }
+    auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
+    ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                     ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                     ssl::context::single_dh_use);
+    beast::error_code ec;
+    ctx->use_certificate_chain_file(o.tls_cert_file, ec);
+    if (ec) return InvalidArgument("TLS certificate " + o.tls_cert_file + ": " + ec.message());
+    ctx->use_private_key_file(o.tls_key_file, ssl::context::pem, ec);
+    if (ec) return InvalidArgument("TLS key " + o.tls_key_file + ": " + ec.message());
+    if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+      return InvalidArgument("TLS key " + o.tls_key_file + " does not match the certificate");
+    }
+    ssl_ctx = std::move(ctx);
+    return Status::Ok();
+  }
+
   HttpServerOptions options;
+  ServerCore core;
   asio::io_context io;
   tcp::acceptor acceptor;
+  std::unique_ptr<ssl::context> ssl_ctx;
   std::vector<std::thread> threads;
   std::atomic<int> port{0};
 };
@@ -137,7 +541,16 @@ HttpServer::HttpServer(HttpServerOptions options)
 
 HttpServer::~HttpServer() { Stop(); }
 
+void HttpServer::AddHandler(std::shared_ptr<HttpHandler> handler) {
+  state_->core.handlers.push_back(std::move(handler));
+}
+
 Status HttpServer::Start() {
+  WARREN_RETURN_IF_ERROR(state_->LoadTls());
+  if (state_->core.metrics != nullptr) {
+    state_->core.metrics->DeclareCounter("warren_http_requests_total",
+                                         "HTTP requests answered, by route and status code");
+  }
   beast::error_code ec;
   auto address = asio::ip::make_address(state_->options.address, ec);
   if (ec) return InvalidArgument("bad HTTP address " + state_->options.address);
@@ -156,7 +569,8 @@ Status HttpServer::Start() {
   for (int i = 0; i < std::max(1, state_->options.threads); ++i) {
     state_->threads.emplace_back([this] { state_->io.run(); });
   }
-  LogInfo("http listening on " + state_->options.address + ":" + std::to_string(port()));
+  LogInfo(std::string(tls() ? "https" : "http") + " listening on " + state_->options.address + ":" +
+          std::to_string(port()));
   return Status::Ok();
 }
 
@@ -172,5 +586,7 @@ void HttpServer::Stop() {
 }
 
 int HttpServer::port() const { return state_->port.load(); }
+
+bool HttpServer::tls() const { return state_->ssl_ctx != nullptr; }
 
 }  // namespace warren

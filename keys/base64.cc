@@ -78,4 +78,30 @@ Result<std::string> Base64Decode(std::string_view text) {
   return out;
 }
 
+std::string Base64UrlEncode(std::string_view bytes) {
+  std::string out = Base64EncodeUnpadded(bytes);
+  for (char& c : out) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return out;
+}
+
+Result<std::string> Base64UrlDecode(std::string_view text) {
+  if (text.size() % 4 == 1) {
+    return InvalidArgument("base64url length " + std::to_string(text.size()) + " is impossible");
+  }
+  std::string standard(text);
+  for (size_t i = 0; i < standard.size(); ++i) {
+    char& c = standard[i];
+    if (c == '+' || c == '/' || c == '=') {
+      return InvalidArgument("base64url has an invalid character at offset " + std::to_string(i));
+    }
+    if (c == '-') c = '+';
+    if (c == '_') c = '/';
+  }
+  while (standard.size() % 4 != 0) standard.push_back('=');
+  return Base64Decode(standard);
+}
+
 }  // namespace warren

@@ -16,4 +16,10 @@ std::string Base64EncodeUnpadded(std::string_view bytes);
 // InvalidArgument with the offending position when `text` is not canonical padded base64.
 Result<std::string> Base64Decode(std::string_view text);
 
+// The URL-safe alphabet (RFC 4648 §5: '-' and '_' for '+' and '/') without padding, as in
+// API tokens. Decoding is as strict: '+', '/', '=' and non-zero trailing bits are refused,
+// so every token has exactly one spelling.
+std::string Base64UrlEncode(std::string_view bytes);
+Result<std::string> Base64UrlDecode(std::string_view text);
+
 }  // namespace warren

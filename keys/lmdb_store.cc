@@ -97,6 +97,7 @@ Status CreateInitialTables(lmdb::Txn& txn) {
 constexpr UpgradeStep kUpgrades[] = {
     {1, "create tables users, keys, key_names", &CreateInitialTables},
     {2, "create tables vms, vm_names, jobs", &store_internal::CreateVmTables},
+    {3, "create tables token_labels, token_label_names", &store_internal::CreateTokenTables},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,
@@ -112,19 +113,8 @@ std::set<std::string>& OpenDirs() {
 
 using store_internal::Shown;
 
-// The index key of a key name: user NUL name. Neither part can hold NUL (both validated).
-std::string NameIndexKey(std::string_view user, std::string_view name) {
-  std::string k(user);
-  k.push_back('\0');
-  k.append(name);
-  return k;
-}
-
-std::string UserPrefix(std::string_view user) {
-  std::string k(user);
-  k.push_back('\0');
-  return k;
-}
+using store_internal::NameIndexKey;
+using store_internal::UserPrefix;
 
 constexpr size_t kMaxUserNameBytes = 32;
 constexpr size_t kMaxKeyNameBytes = 64;
@@ -133,27 +123,8 @@ bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAlnum(char c) { return IsLower(c) || IsDigit(c) || (c >= 'A' && c <= 'Z'); }
 
-// The store enforces the naming rules itself (the commands check them earlier, with
-// friendlier messages) because the name index joins user and key name with NUL and the
-// rules keep both parts free of it.
-// ^[a-z][a-z0-9_-]{0,31}$
-Status ValidateUserName(std::string_view name) {
-  bool ok = !name.empty() && name.size() <= kMaxUserNameBytes && IsLower(name[0]);
-  for (char c : name) ok = ok && (IsLower(c) || IsDigit(c) || c == '_' || c == '-');
-  if (ok) return Status::Ok();
-  return InvalidArgument(
-      "user name is not valid: 1-32 of a-z, 0-9, _ and -, starting with a letter");
-}
-
-// ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
-Status ValidateKeyName(std::string_view name) {
-  bool ok = !name.empty() && name.size() <= kMaxKeyNameBytes && IsAlnum(name[0]);
-  for (char c : name) ok = ok && (IsAlnum(c) || c == '.' || c == '_' || c == '@' || c == '-');
-  if (ok) return Status::Ok();
-  return InvalidArgument(
-      "key name is not valid: 1-64 of letters, digits and . _ @ -, starting with a letter or "
-      "digit");
-}
+using store_internal::ValidateKeyName;
+using store_internal::ValidateUserName;
 
 // What every stored key must satisfy.
 Status ValidateKeyRecord(const SshKey& key) {
@@ -198,6 +169,43 @@ Status CreateDirectory(const std::string& dir) {
 
 namespace store_internal {
 
+// The index key of a per-user name: user NUL name. Neither part can hold NUL (both
+// validated).
+std::string NameIndexKey(std::string_view user, std::string_view name) {
+  std::string k(user);
+  k.push_back('\0');
+  k.append(name);
+  return k;
+}
+
+std::string UserPrefix(std::string_view user) {
+  std::string k(user);
+  k.push_back('\0');
+  return k;
+}
+
+// The store enforces the naming rules itself (the commands check them earlier, with
+// friendlier messages) because the name index joins user and key name with NUL and the
+// rules keep both parts free of it.
+// ^[a-z][a-z0-9_-]{0,31}$
+Status ValidateUserName(std::string_view name) {
+  bool ok = !name.empty() && name.size() <= kMaxUserNameBytes && IsLower(name[0]);
+  for (char c : name) ok = ok && (IsLower(c) || IsDigit(c) || c == '_' || c == '-');
+  if (ok) return Status::Ok();
+  return InvalidArgument(
+      "user name is not valid: 1-32 of a-z, 0-9, _ and -, starting with a letter");
+}
+
+// ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
+Status ValidateKeyName(std::string_view name) {
+  bool ok = !name.empty() && name.size() <= kMaxKeyNameBytes && IsAlnum(name[0]);
+  for (char c : name) ok = ok && (IsAlnum(c) || c == '.' || c == '_' || c == '@' || c == '-');
+  if (ok) return Status::Ok();
+  return InvalidArgument(
+      "key name is not valid: 1-64 of letters, digits and . _ @ -, starting with a letter or "
+      "digit");
+}
+
 std::string Shown(std::string_view id) {
   constexpr size_t kMax = 80;
   return id.size() <= kMax ? std::string(id) : std::string(id.substr(0, kMax)) + "...";
@@ -228,6 +236,9 @@ Result<std::vector<std::pair<std::string, std::string>>> LmdbStoreState::UserKey
 Status LmdbStoreState::InsertKey(lmdb::Txn& txn, const SshKey& key) {
   WARREN_ASSIGN_OR_RETURN(bool added, keys.Insert(txn, key.fingerprint, key));
   if (!added) return Conflict("key " + key.fingerprint + " is already registered");
+  WARREN_ASSIGN_OR_RETURN(std::optional<std::string> label,
+                          token_label_names.Get(txn, NameIndexKey(key.user, key.name)));
+  if (label) return Conflict(key.user + " already has a token label named " + key.name);
   WARREN_ASSIGN_OR_RETURN(added,
                           key_names.Insert(txn, NameIndexKey(key.user, key.name), key.fingerprint));
   if (!added) return Conflict(key.user + " already has a key named " + key.name);
@@ -321,6 +332,10 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
   WARREN_ASSIGN_OR_RETURN(state->vms, lmdb::Table<VmRecord>::Open(txn, "vms", false));
   WARREN_ASSIGN_OR_RETURN(state->vm_names, lmdb::Table<std::string>::Open(txn, "vm_names", false));
   WARREN_ASSIGN_OR_RETURN(state->jobs, lmdb::Table<JobRecord>::Open(txn, "jobs", false));
+  WARREN_ASSIGN_OR_RETURN(state->token_labels,
+                          lmdb::Table<TokenLabel>::Open(txn, "token_labels", false));
+  WARREN_ASSIGN_OR_RETURN(state->token_label_names,
+                          lmdb::Table<std::string>::Open(txn, "token_label_names", false));
   // Table handles opened in this transaction become usable by others once it commits.
   WARREN_RETURN_IF_ERROR(txn.Commit().Annotate("opening store in " + dir));
   return std::unique_ptr<LmdbStore>(new LmdbStore(std::move(state)));
@@ -378,6 +393,7 @@ Status LmdbStore::DeleteUser(std::string_view name) {
       WARREN_RETURN_IF_ERROR(s_->keys.Delete(txn, fp).status());
       WARREN_RETURN_IF_ERROR(s_->key_names.Delete(txn, index_key).status());
     }
+    WARREN_RETURN_IF_ERROR(s_->DeleteUserTokenLabels(txn, name));
   }
   return txn.Commit();
 }
@@ -434,6 +450,11 @@ Status LmdbStore::RenameKey(std::string_view user, std::string_view fingerprint,
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(SshKey key, s_->OwnedKey(txn, user, fingerprint));
   if (key.name == new_name) return Status::Ok();
+  WARREN_ASSIGN_OR_RETURN(std::optional<std::string> label,
+                          s_->token_label_names.Get(txn, NameIndexKey(key.user, new_name)));
+  if (label) {
+    return Conflict(key.user + " already has a token label named " + std::string(new_name));
+  }
   WARREN_ASSIGN_OR_RETURN(
       bool added, s_->key_names.Insert(txn, NameIndexKey(key.user, new_name), key.fingerprint));
   if (!added) return Conflict(key.user + " already has a key named " + std::string(new_name));

@@ -3,7 +3,7 @@
 // all or nothing), durable commits (sync on). Thread-safe: readers run concurrently with
 // each other and with the one writer LMDB admits at a time.
 //
-// Layout (schema version 2):
+// Layout (schema version 3):
 //   meta       "schema_version" -> 2
 //   users      name -> User JSON
 //   keys       fingerprint -> SshKey JSON
@@ -11,6 +11,8 @@
 //   vms        id -> VmRecord JSON                              (since version 2)
 //   vm_names   name -> id      (index: server-wide name uniqueness, lookup by name)
 //   jobs       vm_id NUL job -> JobRecord JSON   (a VM's jobs are one prefix scan)
+//   token_labels       id -> TokenLabel JSON                    (since version 3)
+//   token_label_names  user NUL name -> id  (index: per-user names, listing a user's labels)
 #pragma once
 
 #include <cstddef>
@@ -29,7 +31,7 @@ class LmdbStore final : public Store {
  public:
   // The newest schema this binary reads and writes. Opening an older store upgrades it in
   // one transaction; a newer one is refused.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   struct Options {
     // Upper bound of the database file; LMDB reserves address space, not disk. Writes past
@@ -60,6 +62,16 @@ class LmdbStore final : public Store {
   Status RenameKey(std::string_view user, std::string_view fingerprint,
                    std::string_view new_name) override;
   Status TouchKey(std::string_view fingerprint, int64_t when_unix) override;
+
+  Result<TokenLabel> RecordToken(std::string_view user, std::string_view name,
+                                 std::string_view new_id, const IssuedToken& token,
+                                 int64_t now) override;
+  Result<TokenLabel> GetTokenLabel(std::string_view id) override;
+  Result<std::vector<TokenLabel>> ListTokenLabels(std::string_view user) override;
+  Status RemoveTokenLabel(std::string_view user, std::string_view id) override;
+  Status RenameTokenLabel(std::string_view user, std::string_view id,
+                          std::string_view new_name) override;
+  Status TouchTokenLabel(std::string_view id, int64_t when_unix) override;
 
   Status CreateVm(const VmRecord& vm) override;
   Result<VmRecord> GetVm(std::string_view id) override;

@@ -51,6 +51,12 @@ struct Codec<JobRecord> {
   static Result<JobRecord> Decode(const nlohmann::json& j);
 };
 
+template <>
+struct Codec<TokenLabel> {
+  static nlohmann::json Encode(const TokenLabel& label);
+  static Result<TokenLabel> Decode(const nlohmann::json& j);
+};
+
 }  // namespace lmdb
 
 namespace store_internal {
@@ -62,6 +68,19 @@ std::string Shown(std::string_view id);
 // Creates the VM and job tables (schema version 2).
 Status CreateVmTables(lmdb::Txn& txn);
 
+// Creates the token label tables (schema version 3).
+Status CreateTokenTables(lmdb::Txn& txn);
+
+// The index key of a per-user name (key names, label names): user NUL name.
+std::string NameIndexKey(std::string_view user, std::string_view name);
+// The prefix of every index key of `user`: user NUL.
+std::string UserPrefix(std::string_view user);
+
+// The naming rules the store enforces itself (commands check them earlier, with friendlier
+// messages): index keys join user and name with NUL and the rules keep both free of it.
+Status ValidateUserName(std::string_view name);  // ^[a-z][a-z0-9_-]{0,31}$
+Status ValidateKeyName(std::string_view name);   // ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
+
 }  // namespace store_internal
 
 struct LmdbStoreState {
@@ -71,10 +90,12 @@ struct LmdbStoreState {
   lmdb::JsonTable meta;
   lmdb::Table<User> users;
   lmdb::Table<SshKey> keys;
-  lmdb::Table<std::string> key_names;  // user NUL key name -> fingerprint
-  lmdb::Table<VmRecord> vms;           // id -> VmRecord
-  lmdb::Table<std::string> vm_names;   // name -> id
-  lmdb::Table<JobRecord> jobs;         // vm_id NUL job -> JobRecord
+  lmdb::Table<std::string> key_names;          // user NUL key name -> fingerprint
+  lmdb::Table<VmRecord> vms;                   // id -> VmRecord
+  lmdb::Table<std::string> vm_names;           // name -> id
+  lmdb::Table<JobRecord> jobs;                 // vm_id NUL job -> JobRecord
+  lmdb::Table<TokenLabel> token_labels;        // id -> TokenLabel
+  lmdb::Table<std::string> token_label_names;  // user NUL label name -> id
 
   ~LmdbStoreState();
 
@@ -82,6 +103,8 @@ struct LmdbStoreState {
   Result<std::vector<std::pair<std::string, std::string>>> UserKeys(lmdb::Txn& txn,
                                                                     std::string_view user);
   Status InsertKey(lmdb::Txn& txn, const SshKey& key);
+  // Removes every token label of `user` (DeleteUser).
+  Status DeleteUserTokenLabels(lmdb::Txn& txn, std::string_view user);
   // The key `fingerprint` if it belongs to `user`, else NotFound.
   Result<SshKey> OwnedKey(lmdb::Txn& txn, std::string_view user, std::string_view fingerprint);
 };

@@ -1,5 +1,5 @@
-// Store: warren's durable records — users and their SSH keys, VMs and the jobs running in
-// them; API tokens, shares and usage in later issues. LmdbStore (lmdb_store.h) is the
+// Store: warren's durable records — users and their SSH keys and API token labels, VMs and
+// the jobs running in them; shares and usage in later issues. LmdbStore (lmdb_store.h) is the
 // implementation; tests use it on a temp dir rather than a fake. Implementations are thread-safe:
 // any thread may call any method; each method is one transaction, so a multi-record change is all
 // or nothing.
@@ -37,6 +37,31 @@ struct SshKey {
   int64_t last_used_at = 0;  // 0 = never
   Scope scope;               // restrictions; Unrestricted() for a plain key
 };
+
+// One API token minted under a label: its limits (the token carries them too, signed) and
+// when. Kept so `ssh-key list` can show them and so a restricted caller can be refused
+// removing a label whose tokens are wider than itself.
+struct IssuedToken {
+  Scope scope;
+  int64_t issued_at = 0;
+};
+
+// The label API tokens are minted under (`ssh-key generate-api-key --label NAME`). Tokens
+// carry the label's random id, never its name, and are valid only while a label with that
+// id exists and belongs to their user: removing the label revokes every token of it, and a
+// later label of the same name has a new id, so it does not revive them.
+struct TokenLabel {
+  std::string id;    // 32 lowercase hex digits (128 random bits); unique server-wide
+  std::string user;  // owner
+  // Same rules as SshKey::name, and unique per user among key names and label names, so
+  // `ssh-key remove NAME` names exactly one thing.
+  std::string name;
+  int64_t created_at = 0;
+  int64_t last_used_at = 0;         // 0 = never; updated at most once a minute
+  std::vector<IssuedToken> tokens;  // oldest first, at most kMaxTokensPerLabel
+};
+
+inline constexpr size_t kMaxTokensPerLabel = 100;
 
 // What the user asked a VM to be; reconcile brings the hypervisor back to it after a
 // restart of warren or the host.
@@ -95,7 +120,7 @@ class Store {
   virtual Status CreateUser(const User& user, const std::vector<SshKey>& keys) = 0;
   virtual Result<User> GetUser(std::string_view name) = 0;  // NotFound
   virtual Result<std::vector<User>> ListUsers() = 0;        // sorted by name
-  // Removes the user and all of its keys. NotFound if absent.
+  // Removes the user and all of its keys and token labels. NotFound if absent.
   virtual Status DeleteUser(std::string_view name) = 0;
 
   // Conflict if the fingerprint is registered (to anyone) or the name is taken for this
@@ -110,6 +135,26 @@ class Store {
                            std::string_view new_name) = 0;
   // Records a successful login; a missing key is not an error (it may have just been removed).
   virtual Status TouchKey(std::string_view fingerprint, int64_t when_unix) = 0;
+
+  // ---- API token labels. Names share the per-user namespace of key names: AddKey,
+  // RenameKey and these refuse a name the other kind holds (Conflict).
+  // Records `token` under `user`'s label `name`: appended to the label when it exists,
+  // else a new label with id `new_id` and created_at `now`. Returns the label as stored.
+  // NotFound for an unknown user; Conflict when a key has that name; LimitExceeded past
+  // kMaxTokensPerLabel; InvalidArgument for a malformed name or id.
+  virtual Result<TokenLabel> RecordToken(std::string_view user, std::string_view name,
+                                         std::string_view new_id, const IssuedToken& token,
+                                         int64_t now) = 0;
+  virtual Result<TokenLabel> GetTokenLabel(std::string_view id) = 0;  // NotFound
+  // NotFound when the user does not exist; sorted by name.
+  virtual Result<std::vector<TokenLabel>> ListTokenLabels(std::string_view user) = 0;
+  // Revokes every token of the label. NotFound unless it exists and belongs to `user`.
+  virtual Status RemoveTokenLabel(std::string_view user, std::string_view id) = 0;
+  // Conflict if `new_name` is taken (by a key or a label) for this user.
+  virtual Status RenameTokenLabel(std::string_view user, std::string_view id,
+                                  std::string_view new_name) = 0;
+  // As TouchKey; a missing label is not an error.
+  virtual Status TouchTokenLabel(std::string_view id, int64_t when_unix) = 0;
 
   // ---- VMs. Names are unique server-wide (an index maps name -> id).
   // Conflict if the id or the name is taken; NotFound if the owner does not exist;

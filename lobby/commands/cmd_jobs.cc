@@ -103,7 +103,9 @@ class WaitCommand final : public Command {
     WARREN_ASSIGN_OR_RETURN(GuestControl * guests, RequireGuests(ctx));
     WARREN_ASSIGN_OR_RETURN(FoundJob f, FindJob(ctx, job_));
     // `wait` always returns: 45 s at most, also over SSH.
-    GuestOutput io(ctx, wait_opt_->count() > 0 ? wait_seconds_ : kMaxWaitSeconds);
+    GuestOutput io(ctx, wait_opt_->count() > 0
+                            ? wait_seconds_
+                            : ctx.session.wait_seconds.value_or(kMaxWaitSeconds));
     const std::string again = "still running; wait " + f.name + " again for more";
 
     Result<VmInfo> info = ctx.services.vms->Inspect(f.vm.id);

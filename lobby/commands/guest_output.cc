@@ -11,6 +11,8 @@ bool IsSshSurface(const Caller& caller) {
 
 GuestOutput::GuestOutput(CommandContext& ctx, std::optional<int> wait_seconds) : ctx_(ctx) {
   streaming_ = IsSshSurface(ctx.caller()) && !ctx.json;
+  // The surface's own default (/exec's "wait_seconds") when the command line gives none.
+  if (!wait_seconds.has_value()) wait_seconds = ctx.session.wait_seconds;
   if (wait_seconds.has_value()) {
     wait_ms_ = *wait_seconds * 1000;
   } else {

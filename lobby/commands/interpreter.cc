@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "keys/token.h"
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
 #include "lobby/commands/command.h"
@@ -95,6 +96,26 @@ Status RefreshCaller(Caller& caller, Store& store, int64_t now) {
       return user.status().Annotate("checking your account");
     }
     caller.admin = user->admin;
+  } else if (!caller.token_label_id.empty()) {
+    // The token's limits are signed into it and cannot change; its label and user can.
+    Result<TokenLabel> label = store.GetTokenLabel(caller.token_label_id);
+    if (!label.ok()) {
+      if (label.status().code() == Code::kNotFound) {
+        return Unauthenticated("this API token has been revoked (its label was removed)");
+      }
+      return label.status().Annotate("checking your token");
+    }
+    if (label->user != caller.user) {
+      return Unauthenticated("this API token has been revoked (its label was removed)");
+    }
+    Result<User> user = store.GetUser(caller.user);
+    if (!user.ok()) {
+      if (user.status().code() == Code::kNotFound) {
+        return Unauthenticated("user " + caller.user + " no longer exists");
+      }
+      return user.status().Annotate("checking your account");
+    }
+    caller.admin = user->admin;
   }
   if (caller.scope.Expired(now)) {
     return Unauthenticated(CredentialNoun(caller) + " expired at " +
@@ -151,7 +172,7 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
     }
     return InvalidArgument(message + " (see \"" + spec.path + " --help\")");
   }
-  json = json_flag;
+  json = json_flag || session.json;
   if (session.cancel != nullptr && session.cancel->cancelled()) {
     return Cancelled("cancelled before it started");
   }
@@ -163,8 +184,9 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
 }
 
 // Writes the outcome to the session's sinks, sets its status and logs the audit line.
-void Finish(CommandSession& session, bool json, const Result<CommandResult>& result,
-            const AuditFacts& audit, std::chrono::steady_clock::time_point start) {
+void Finish(const Services& services, CommandSession& session, bool json,
+            const Result<CommandResult>& result, const AuditFacts& audit,
+            std::chrono::steady_clock::time_point start) {
   if (result.ok()) {
     const CommandResult& r = result.value();
     if (json) {
@@ -191,9 +213,8 @@ void Finish(CommandSession& session, bool json, const Result<CommandResult>& res
     }
   }
 
-  auto dur_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  auto dur_ms = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
   std::string line = "audit cmd=" + LogQuote(audit.path);
   if (!audit.vm.empty()) line += " vm=" + LogQuote(audit.vm);
   line +=
@@ -201,6 +222,10 @@ void Finish(CommandSession& session, bool json, const Result<CommandResult>& res
       " surface=" + LogQuote(session.caller.surface) +
       " code=" + std::string(CodeName(session.status.code())) + " dur_ms=" + std::to_string(dur_ms);
   LogInfo(line);
+  if (services.on_command) {
+    services.on_command(CommandEvent{audit.path, session.caller.surface, session.status.code(),
+                                     std::chrono::duration<double>(elapsed).count()});
+  }
 }
 
 // Runs `body` with the session's null streams replaced by harmless ones, so a surface that
@@ -239,7 +264,7 @@ Interpreter::~Interpreter() = default;
 void Interpreter::Execute(CommandSession& session) {
   const auto start = std::chrono::steady_clock::now();
   WithStreams(session, [&] {
-    bool json = WantsJson(session.argv);
+    bool json = session.json || WantsJson(session.argv);
     AuditFacts audit;
     Result<CommandResult> result = Internal("not run");
     // The handler boundary: nothing a command (or CLI11, or nlohmann::json) throws may
@@ -257,7 +282,7 @@ void Interpreter::Execute(CommandSession& session) {
       LogError("command " + LogQuote(audit.path) + " threw a non-exception");
       result = Internal("internal error while running \"" + audit.path + "\"");
     }
-    Finish(session, json, result, audit, start);
+    Finish(services_, session, json, result, audit, start);
   });
 }
 
@@ -267,12 +292,17 @@ void Interpreter::ExecuteLine(CommandSession& session, std::string_view line) {
     const auto start = std::chrono::steady_clock::now();
     session.argv.clear();
     WithStreams(session, [&] {
-      Finish(session, /*json=*/false, Result<CommandResult>(words.status()), AuditFacts{}, start);
+      Finish(services_, session, session.json, Result<CommandResult>(words.status()), AuditFacts{},
+             start);
     });
     return;
   }
   session.argv = std::move(words).value();
   Execute(session);
+}
+
+Status RevalidateCaller(Caller& caller, Store& store, int64_t now) {
+  return RefreshCaller(caller, store, now);
 }
 
 Result<Caller> CallerForKey(Store& store, const Clock& clock, std::string_view fingerprint,
@@ -304,6 +334,35 @@ Result<Caller> CallerForKey(Store& store, const Clock& clock, std::string_view f
   caller.scope = key->scope;
   caller.surface = std::move(surface);
   return caller;
+}
+
+Result<Caller> CallerForToken(Store& store, const Clock& clock, const TokenSigner& signer,
+                              std::string_view token, std::string surface) {
+  const int64_t now = clock.NowUnix();
+  WARREN_ASSIGN_OR_RETURN(CheckedToken checked, CheckToken(store, signer, token, now));
+  // Last-used is a convenience: at most one write a minute per label, so a busy agent does
+  // not turn every request into a durable write; a failure must not lock anyone out.
+  constexpr int64_t kTouchEverySeconds = 60;
+  if (checked.label.last_used_at + kTouchEverySeconds <= now) {
+    Status touched = store.TouchTokenLabel(checked.label.id, now);
+    if (!touched.ok()) LogWarn("recording token use: " + LogQuote(touched.ToString()));
+  }
+  Caller caller;
+  caller.user = checked.user.name;
+  caller.admin = checked.user.admin;
+  caller.credential = "token:" + checked.label.id;
+  caller.token_label_id = checked.label.id;
+  caller.scope = checked.claims.scope;
+  caller.surface = std::move(surface);
+  return caller;
+}
+
+Result<Caller> Interpreter::CallerForToken(std::string_view token, std::string surface) {
+  if (services_.token_signer == nullptr || services_.store == nullptr) {
+    return Unauthenticated("this server does not accept API tokens");
+  }
+  return warren::CallerForToken(*services_.store, *services_.clock, *services_.token_signer, token,
+                                std::move(surface));
 }
 
 }  // namespace warren

@@ -28,7 +28,17 @@ struct ServerInfo {
 
 class VmHost;
 class GuestControl;
+class TokenSigner;
 struct VmSpec;
+
+// What the interpreter reports about every command it finished (Services::on_command), for
+// metrics. `path` is the command path ("ssh-key add"), or "-" when none was identified.
+struct CommandEvent {
+  std::string_view path;
+  std::string_view surface;
+  Code code = Code::kOk;
+  double seconds = 0;
+};
 
 // What `new` gives a VM when the command line does not say, and the most it may ask for.
 struct VmDefaults {
@@ -58,6 +68,12 @@ struct Services {
   Store* store = nullptr;
   const Clock* clock = nullptr;
   ServerInfo info;
+  // Signs and checks API tokens (keys/token.h). Null: `ssh-key generate-api-key` answers
+  // Unavailable and every token is refused.
+  const TokenSigner* token_signer = nullptr;
+  // Called once per finished command on the thread that ran it (after the audit line).
+  // Must be cheap and thread-safe; optional.
+  std::function<void(const CommandEvent&)> on_command;
 
   // ---- VMs. When `vms` or `guests` is null this server runs no VMs and the VM commands
   // answer Unavailable; the other commands work as before.
@@ -96,6 +112,10 @@ class Interpreter {
   // Splits `line` with shell-like quoting (never a shell) into session.argv, then Execute.
   void ExecuteLine(CommandSession& session, std::string_view line);
 
+  // Authenticates an API token (the bridge's bearer header) with this interpreter's store,
+  // clock and signer: see CallerForToken below. `surface`: "exec", "mcp", ...
+  Result<Caller> CallerForToken(std::string_view token, std::string surface);
+
   const CommandTable& table() const { return *table_; }
   Services& services() { return services_; }
 
@@ -108,5 +128,17 @@ class Interpreter {
 // Returns the caller with the key's limits. Unauthenticated otherwise.
 Result<Caller> CallerForKey(Store& store, const Clock& clock, std::string_view fingerprint,
                             std::string surface);
+
+// Authenticates an API token: signature, expiry, its label still present and its user's
+// (keys/token.h CheckToken); records the label's use at most once a minute. Returns the
+// caller with the token's limits; Unauthenticated for a malformed, forged, altered,
+// expired or revoked token.
+Result<Caller> CallerForToken(Store& store, const Clock& clock, const TokenSigner& signer,
+                              std::string_view token, std::string surface);
+
+// Re-reads the caller's credential from the store, as Execute does before every command:
+// Unauthenticated when it was removed, its user is gone or it expired; otherwise refreshes
+// its scope and admin flag. For surfaces that act without a command (a VM login's channels).
+Status RevalidateCaller(Caller& caller, Store& store, int64_t now);
 
 }  // namespace warren

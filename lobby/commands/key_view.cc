@@ -47,4 +47,33 @@ std::string KeyTableText(const std::vector<SshKey>& keys, std::string_view in_us
   return out;
 }
 
+nlohmann::json TokenLabelJson(const TokenLabel& label, std::string_view in_use_label_id) {
+  nlohmann::json tokens = nlohmann::json::array();
+  for (const IssuedToken& t : label.tokens) {
+    tokens.push_back({{"restrictions", t.scope.ToJson()}, {"issued_at", t.issued_at}});
+  }
+  return {{"label", label.name},
+          {"id", label.id},
+          {"created_at", label.created_at},
+          {"last_used_at", label.last_used_at},
+          {"tokens", std::move(tokens)},
+          {"in_use", !in_use_label_id.empty() && label.id == in_use_label_id}};
+}
+
+std::string TokenLabelTableText(const std::vector<TokenLabel>& labels,
+                                std::string_view in_use_label_id) {
+  TextTable table({"", "NAME", "ID", "CREATED", "LAST USED", "TOKENS", "LIMITS"});
+  bool marked = false;
+  for (const TokenLabel& l : labels) {
+    bool in_use = !in_use_label_id.empty() && l.id == in_use_label_id;
+    marked = marked || in_use;
+    table.AddRow({in_use ? "*" : "", l.name, l.id.substr(0, 8), FormatTime(l.created_at),
+                  FormatTime(l.last_used_at), std::to_string(l.tokens.size()),
+                  l.tokens.empty() ? "-" : DescribeScope(l.tokens.back().scope)});
+  }
+  std::string out = table.Render();
+  if (marked) out += "* the label of the token you are using\n";
+  return out;
+}
+
 }  // namespace warren

@@ -25,4 +25,13 @@ std::string DescribeScope(const Scope& scope);
 // The key table: a "*" marks the key in use, with a note under the table when one does.
 std::string KeyTableText(const std::vector<SshKey>& keys, std::string_view in_use_fingerprint);
 
+// {"label","id","created_at","last_used_at","tokens":[{"restrictions","issued_at"}],
+//  "in_use"}. Never a token: they are shown once, when minted.
+nlohmann::json TokenLabelJson(const TokenLabel& label, std::string_view in_use_label_id);
+
+// The API token label table: NAME, ID, CREATED, LAST USED, TOKENS, LIMITS (the newest
+// token's); "*" marks the label of the token in use.
+std::string TokenLabelTableText(const std::vector<TokenLabel>& labels,
+                                std::string_view in_use_label_id);
+
 }  // namespace warren

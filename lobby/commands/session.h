@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,12 @@ struct CommandSession {
   OutputSink* out = nullptr;
   OutputSink* err = nullptr;
   std::shared_ptr<CancelSignal> cancel = std::make_shared<CancelSignal>();
+  // Render as under --json whatever argv says (/exec, MCP: callers that always want data).
+  // Unlike appending "--json" to argv, this never reaches a command run in a VM.
+  bool json = false;
+  // How long `ssh VM CMD` and `wait` stay attached when the command line gives no
+  // --wait-seconds (0..45; /exec's "wait_seconds"). Unset: the surface's default.
+  std::optional<int> wait_seconds;
 
   // Set by Interpreter::Execute.
   Status status;

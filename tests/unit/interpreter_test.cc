@@ -77,6 +77,25 @@ class FaultyStore final : public Store {
     return real_->RenameKey(u, fp, n);
   }
   Status TouchKey(std::string_view fp, int64_t t) override { return real_->TouchKey(fp, t); }
+  Result<TokenLabel> RecordToken(std::string_view u, std::string_view n, std::string_view id,
+                                 const IssuedToken& t, int64_t now) override {
+    return real_->RecordToken(u, n, id, t, now);
+  }
+  Result<TokenLabel> GetTokenLabel(std::string_view id) override {
+    return real_->GetTokenLabel(id);
+  }
+  Result<std::vector<TokenLabel>> ListTokenLabels(std::string_view u) override {
+    return real_->ListTokenLabels(u);
+  }
+  Status RemoveTokenLabel(std::string_view u, std::string_view id) override {
+    return real_->RemoveTokenLabel(u, id);
+  }
+  Status RenameTokenLabel(std::string_view u, std::string_view id, std::string_view n) override {
+    return real_->RenameTokenLabel(u, id, n);
+  }
+  Status TouchTokenLabel(std::string_view id, int64_t t) override {
+    return real_->TouchTokenLabel(id, t);
+  }
   Status CreateVm(const VmRecord& vm) override { return real_->CreateVm(vm); }
   Result<VmRecord> GetVm(std::string_view id) override { return real_->GetVm(id); }
   Result<VmRecord> GetVmByName(std::string_view n) override { return real_->GetVmByName(n); }

@@ -1,0 +1,243 @@
+#include "keys/token.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "keys/base64.h"
+#include "lobby/base/file_write.h"
+
+namespace warren {
+namespace {
+
+constexpr int kPayloadVersion = 1;
+// The secret file: the secret as hex on one line.
+constexpr size_t kSecretFileBytes = 2 * TokenSigner::kSecretBytes + 1;
+
+Status NotAToken() {
+  return Unauthenticated("not a warren API token (they start with \"" + std::string(kTokenPrefix) +
+                         "\")");
+}
+
+Status InvalidToken() { return Unauthenticated("invalid API token"); }
+
+std::string Hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 0xf]);
+  }
+  return out;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+Result<std::string> RandomBytes(size_t n) {
+  std::string out(n, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
+    return Internal("the system random number generator failed");
+  }
+  return out;
+}
+
+std::string UtcTime(int64_t t) {
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+bool IsLabelId(std::string_view id) {
+  if (id.size() != 32) return false;
+  for (char c : id) {
+    if (HexValue(c) < 0) return false;
+  }
+  return true;
+}
+
+// Reads the whole secret file, refusing anything but a small regular file only its owner
+// can read. O_NOFOLLOW: a symlink planted in the data directory is not followed.
+Result<std::string> ReadSecretFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound(path + " does not exist");
+    return Unavailable("opening " + path + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    Status s = Unavailable("reading " + path + ": " + std::strerror(errno));
+    ::close(fd);
+    return s;
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size > static_cast<off_t>(kSecretFileBytes)) {
+    ::close(fd);
+    return Internal(path + " is not a token signing key of warren's");
+  }
+  if ((st.st_mode & 077) != 0) {
+    ::close(fd);
+    return Unavailable(path + " may be read by other users; chmod 600 it (and consider " +
+                       "removing it, which revokes every API token)");
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::read(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  data.resize(off);
+  return data;
+}
+
+}  // namespace
+
+Result<TokenSigner> TokenSigner::LoadOrCreate(const std::string& path) {
+  Result<std::string> text = ReadSecretFile(path);
+  if (!text.ok() && text.status().code() == Code::kNotFound) {
+    WARREN_ASSIGN_OR_RETURN(std::string secret, RandomBytes(kSecretBytes));
+    WARREN_RETURN_IF_ERROR(WriteFileAtomic(path, Hex(secret) + "\n", 0600));
+    return TokenSigner(std::move(secret));
+  }
+  if (!text.ok()) return text.status();
+  std::string_view hex = *text;
+  if (!hex.empty() && hex.back() == '\n') hex.remove_suffix(1);
+  if (hex.size() != 2 * kSecretBytes) {
+    return Internal(path + " is not a token signing key of warren's");
+  }
+  std::string secret;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = HexValue(hex[i]);
+    int lo = HexValue(hex[i + 1]);
+    if (hi < 0 || lo < 0) return Internal(path + " is not a token signing key of warren's");
+    secret.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return TokenSigner(std::move(secret));
+}
+
+Result<TokenSigner> TokenSigner::FromSecret(std::string_view secret) {
+  if (secret.size() < kSecretBytes) {
+    return InvalidArgument("a token secret needs at least " + std::to_string(kSecretBytes) +
+                           " bytes");
+  }
+  return TokenSigner(std::string(secret));
+}
+
+std::string TokenSigner::Mac(std::string_view signed_part) const {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
+       reinterpret_cast<const unsigned char*>(signed_part.data()), signed_part.size(), mac, &len);
+  return std::string(reinterpret_cast<const char*>(mac), len);
+}
+
+Result<std::string> TokenSigner::Sign(const TokenClaims& claims) const {
+  if (claims.user.empty()) return InvalidArgument("a token needs a user");
+  if (!IsLabelId(claims.label_id)) return InvalidArgument("a token needs a label id");
+  if (claims.scope.expires_at < 0 || claims.issued_at < 0) {
+    return InvalidArgument("a token's times must not be negative");
+  }
+  nlohmann::json payload = {{"v", kPayloadVersion},  {"u", claims.user},
+                            {"l", claims.label_id},  {"c", claims.scope.cmds},
+                            {"t", claims.scope.tag}, {"e", claims.scope.expires_at},
+                            {"i", claims.issued_at}};
+  std::string signed_part = std::string(kTokenPrefix) + Base64UrlEncode(payload.dump());
+  std::string token = signed_part + "." + Base64UrlEncode(Mac(signed_part));
+  if (token.size() > kMaxTokenBytes) {
+    return InvalidArgument("the token would be longer than " + std::to_string(kMaxTokenBytes) +
+                           " bytes; allow fewer commands");
+  }
+  return token;
+}
+
+Result<TokenClaims> TokenSigner::Verify(std::string_view token) const {
+  if (!LooksLikeToken(token)) return NotAToken();
+  if (token.size() > kMaxTokenBytes) return InvalidToken();
+  size_t dot = token.rfind('.');
+  if (dot == std::string_view::npos || dot < kTokenPrefix.size()) return InvalidToken();
+  std::string_view signed_part = token.substr(0, dot);
+  Result<std::string> mac = Base64UrlDecode(token.substr(dot + 1));
+  if (!mac.ok()) return InvalidToken();
+  // Signature first, in constant time: nothing of an unsigned payload is even parsed.
+  const std::string expected = Mac(signed_part);
+  if (mac->size() != expected.size() ||
+      CRYPTO_memcmp(mac->data(), expected.data(), expected.size()) != 0) {
+    return InvalidToken();
+  }
+  Result<std::string> payload_text = Base64UrlDecode(signed_part.substr(kTokenPrefix.size()));
+  if (!payload_text.ok()) return InvalidToken();
+  // Signed by us, so malformed content would be a bug of ours; still refuse, never throw.
+  nlohmann::json p = nlohmann::json::parse(*payload_text, nullptr, /*allow_exceptions=*/false);
+  if (!p.is_object() || p.value("v", 0) != kPayloadVersion) return InvalidToken();
+  auto u = p.find("u");
+  auto l = p.find("l");
+  auto i = p.find("i");
+  if (u == p.end() || !u->is_string() || l == p.end() || !l->is_string() || i == p.end() ||
+      !i->is_number_integer()) {
+    return InvalidToken();
+  }
+  TokenClaims claims;
+  claims.user = u->get<std::string>();
+  claims.label_id = l->get<std::string>();
+  claims.issued_at = i->get<int64_t>();
+  Result<Scope> scope =
+      Scope::FromJson(nlohmann::json{{"cmds", p.value("c", nlohmann::json())},
+                                     {"tag", p.value("t", nlohmann::json())},
+                                     {"expires_at", p.value("e", nlohmann::json())}});
+  if (!scope.ok() || claims.user.empty() || !IsLabelId(claims.label_id)) return InvalidToken();
+  claims.scope = std::move(scope).value();
+  return claims;
+}
+
+Result<std::string> NewTokenLabelId() {
+  WARREN_ASSIGN_OR_RETURN(std::string bytes, RandomBytes(16));
+  return Hex(bytes);
+}
+
+Result<CheckedToken> CheckToken(Store& store, const TokenSigner& signer, std::string_view token,
+                                int64_t now_unix) {
+  WARREN_ASSIGN_OR_RETURN(TokenClaims claims, signer.Verify(token));
+  if (claims.scope.Expired(now_unix)) {
+    return Unauthenticated("this API token expired at " + UtcTime(claims.scope.expires_at));
+  }
+  Result<TokenLabel> label = store.GetTokenLabel(claims.label_id);
+  if (!label.ok()) {
+    if (label.status().code() == Code::kNotFound) {
+      return Unauthenticated("this API token has been revoked (its label was removed)");
+    }
+    return label.status().Annotate("checking the token's label");
+  }
+  if (label->user != claims.user) {
+    return Unauthenticated("this API token has been revoked (its label was removed)");
+  }
+  Result<User> user = store.GetUser(claims.user);
+  if (!user.ok()) {
+    if (user.status().code() == Code::kNotFound) {
+      return Unauthenticated("this API token's user no longer exists");
+    }
+    return user.status().Annotate("checking the token's user");
+  }
+  return CheckedToken{std::move(claims), std::move(label).value(), std::move(user).value()};
+}
+
+}  // namespace warren
