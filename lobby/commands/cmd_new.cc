@@ -13,6 +13,7 @@
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/commands.h"
 #include "lobby/commands/vm_access.h"
+#include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
@@ -22,21 +23,6 @@ namespace warren {
 namespace {
 
 constexpr size_t kMaxSetupScriptBytes = 10 * 1024;
-constexpr int kReadyPollMs = 250;
-constexpr int kConsoleLinesOnFailure = 20;
-constexpr int kNameAttempts = 20;
-
-class DiscardSink final : public OutputSink {
- public:
-  void Write(std::string_view) override {}
-};
-
-std::string Seconds(std::chrono::steady_clock::duration d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs",
-                std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 1000.0);
-  return buf;
-}
 
 class NewCommand final : public Command {
  public:
@@ -72,13 +58,13 @@ class NewCommand final : public Command {
     WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
 
     const auto start = std::chrono::steady_clock::now();
-    WARREN_RETURN_IF_ERROR(Record(ctx, vm));
+    WARREN_RETURN_IF_ERROR(RecordNewVm(ctx, vm));
     spec.id = vm.id;
     spec.name = vm.name;
     ctx.audit_vm = vm.name;
     if (ctx.services.prepare_vm) {
       if (Status st = ctx.services.prepare_vm(spec); !st.ok()) {
-        Abandon(ctx, vm, /*domain_made=*/false);
+        AbandonVm(ctx, vm, /*domain_made=*/false, "new");
         return st.Annotate("preparing " + vm.name);
       }
     }
@@ -86,12 +72,12 @@ class NewCommand final : public Command {
                       " vCPU, " + FormatMib(vm.memory_mib) + " memory, " +
                       std::to_string(vm.disk_gib) + " GiB disk)…");
     if (Status st = host->Create(spec); !st.ok()) {
-      Abandon(ctx, vm, /*domain_made=*/false);
+      AbandonVm(ctx, vm, /*domain_made=*/false, "new");
       return st.Annotate("creating " + vm.name);
     }
     Progress(ctx, "booting…");
-    if (Status st = AwaitReady(ctx, *host, *guests, vm); !st.ok()) {
-      Abandon(ctx, vm, /*domain_made=*/true);
+    if (Status st = AwaitGuestReady(ctx, *host, *guests, vm); !st.ok()) {
+      AbandonVm(ctx, vm, /*domain_made=*/true, "new");
       return st;
     }
     Status ready = ctx.store().UpdateVm(vm.id, [](VmRecord& r) {
@@ -101,12 +87,13 @@ class NewCommand final : public Command {
     if (!ready.ok()) {
       // Removed meanwhile (`rm` from another session), or the store failed: either way
       // this VM is not the caller's to keep.
-      Abandon(ctx, vm, /*domain_made=*/true);
+      AbandonVm(ctx, vm, /*domain_made=*/true, "new");
       return ready.Annotate("recording " + vm.name + " as ready");
     }
     vm.phase = VmPhase::kReady;
 
-    const std::string took = Seconds(std::chrono::steady_clock::now() - start);
+    const std::string took = SecondsText(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     const ServerInfo& info = ctx.services.info;
     CommandResult r;
     r.data = VmJson(vm, "running", info);
@@ -211,96 +198,6 @@ class NewCommand final : public Command {
     spec.env = vm.env;
     spec.setup_script = setup_script_text_;
     return spec;
-  }
-
-  // Writes the record, making up a free name when none was asked for.
-  Status Record(CommandContext& ctx, VmRecord& vm) {
-    const bool generated = vm.name.empty();
-    for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
-      if (generated) vm.name = NewVmName();
-      vm.id = NewVmId();
-      Status st = ctx.store().CreateVm(vm);
-      if (st.ok()) return st;
-      if (st.code() != Code::kConflict || !generated) return st;
-    }
-    return Conflict("could not find a free VM name; give one with --name");
-  }
-
-  void Progress(CommandContext& ctx, const std::string& line) {
-    if (!ctx.json) ctx.session.err->Write(line + "\n");
-  }
-
-  // Polls the guest with `true` until it answers, the deadline passes, the VM dies or the
-  // caller goes away.
-  Status AwaitReady(CommandContext& ctx, VmHost& host, GuestControl& guests, const VmRecord& vm) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(ctx.services.ready_timeout_ms);
-    std::shared_ptr<CancelSignal> cancel = ctx.session.cancel;
-    if (cancel == nullptr) cancel = std::make_shared<CancelSignal>();
-    DiscardSink discard;
-    Status last = Unavailable("no answer yet");
-    while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      deadline - std::chrono::steady_clock::now())
-                      .count();
-      if (left <= 0) break;
-      GuestStreams streams;
-      streams.out = &discard;
-      streams.err = &discard;
-      streams.cancel = cancel;
-      streams.wait_ms = static_cast<int>(left);
-      Result<GuestProgress> p = guests.Exec(vm.id, GuestCommand{"true", {}, ""}, streams);
-      if (p.ok() && p->finished && p->exit_code == 0) return Status::Ok();
-      if (cancel->cancelled() || (!p.ok() && p.status().code() == Code::kCancelled)) {
-        return Cancelled("cancelled while " + vm.name + " was booting; it was removed");
-      }
-      last = p.ok() ? Unavailable("the guest's `true` did not succeed") : p.status();
-      Result<VmInfo> info = host.Inspect(vm.id);
-      if (!info.ok() && info.status().code() == Code::kNotFound) {
-        return Conflict(vm.name + " was removed while it was booting");
-      }
-      if (info.ok() && info->state != VmState::kRunning) {
-        return Unavailable(vm.name + " " + std::string(VmStateName(info->state)) +
-                           " while booting; it was removed." + ConsoleTail(host, vm));
-      }
-      left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                   std::chrono::steady_clock::now())
-                 .count();
-      if (left <= 0) break;
-      if (cancel->WaitFor(static_cast<int>(std::min<int64_t>(left, kReadyPollMs)))) {
-        return Cancelled("cancelled while " + vm.name + " was booting; it was removed");
-      }
-    }
-    return Timeout(vm.name + " did not answer within " +
-                   std::to_string(ctx.services.ready_timeout_ms / 1000) +
-                   " s (last: " + last.message() + "); it was removed." + ConsoleTail(host, vm));
-  }
-
-  static std::string ConsoleTail(VmHost& host, const VmRecord& vm) {
-    Result<std::string> console = host.Console(vm.id, kConsoleLinesOnFailure);
-    if (!console.ok() || console->empty()) return "";
-    std::string text = *console;
-    if (text.back() != '\n') text += '\n';
-    return " Last console lines:\n" + text;
-  }
-
-  // Undoes a creation that failed: no domain, no record. Should destroying the domain
-  // fail, the record stays (phase "creating") for reconcile to finish the job.
-  static void Abandon(CommandContext& ctx, const VmRecord& vm, bool domain_made) {
-    if (ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
-    if (domain_made) {
-      Status st = ctx.services.vms->Destroy(vm.id);
-      if (!st.ok() && st.code() != Code::kNotFound) {
-        LogError("new: could not remove the domain of failed VM " + LogQuote(vm.name) + " (" +
-                 vm.id + "): " + LogQuote(st.ToString()) + "; reconcile will retry");
-        return;
-      }
-    }
-    Status st = ctx.store().DeleteVm(vm.id);
-    if (!st.ok() && st.code() != Code::kNotFound) {
-      LogError("new: could not delete the record of failed VM " + LogQuote(vm.name) + " (" + vm.id +
-               "): " + LogQuote(st.ToString()));
-    }
   }
 
   std::string name_, image_, memory_, disk_, comment_, setup_script_;

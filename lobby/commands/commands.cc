@@ -8,6 +8,8 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterWhoamiCommand(table);
   RegisterVmListCommands(table);
   RegisterNewCommand(table);
+  RegisterVmCopyCommand(table);
+  RegisterVmResizeCommand(table);
   RegisterVmStateCommands(table);
   RegisterVmMetaCommands(table);
   RegisterVmSshCommand(table);

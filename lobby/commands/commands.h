@@ -14,6 +14,8 @@ void RegisterWhoamiCommand(CommandTable& table);    // whoami
 void RegisterSshKeyCommands(CommandTable& table);   // ssh-key list|add|remove|rename
 void RegisterUserCommands(CommandTable& table);     // user add|ls|rm
 void RegisterNewCommand(CommandTable& table);       // new
+void RegisterVmCopyCommand(CommandTable& table);    // cp
+void RegisterVmResizeCommand(CommandTable& table);  // resize
 void RegisterVmListCommands(CommandTable& table);   // ls, stat, console
 void RegisterVmStateCommands(CommandTable& table);  // rm, rename, start|stop|restart|pause|resume
 void RegisterVmMetaCommands(CommandTable& table);   // tag, comment

@@ -40,6 +40,12 @@ class Reconciler {
       if (recorded.count(id) == 0) DestroyOrphan(domain);
     }
     ExpireJobs();
+    Result<int> disks = host_.RemoveUnusedDisks();
+    if (disks.ok()) {
+      r_.disks_removed = *disks;
+    } else {
+      Fail("removing unused disks", disks.status());
+    }
     return first_error_;
   }
 
@@ -167,7 +173,8 @@ Status Reconcile(Store& store, VmHost& host, GuestControl* guests, const Clock& 
           std::to_string(r.missing.size()) + " missing, " + std::to_string(r.started.size()) +
           " started, " + std::to_string(r.paused.size()) + " paused, " +
           std::to_string(r.stopped.size()) + " stopped, " + std::to_string(r.jobs_expired) +
-          " expired jobs, " + std::to_string(r.errors.size()) + " errors");
+          " expired jobs, " + std::to_string(r.disks_removed) + " unused disks removed, " +
+          std::to_string(r.errors.size()) + " errors");
   return st;
 }
 

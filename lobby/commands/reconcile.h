@@ -7,7 +7,10 @@
 //     logged; ls and stat show it as "missing" and rm removes it;
 //   - a VM whose desired state is running or paused but whose domain is stopped or crashed:
 //     started again (and paused again); desired stopped but running: stopped;
-//   - job records that finished more than a day ago: dropped.
+//   - job records that finished more than a day ago: dropped;
+//   - disk layers no VM's chain uses (a `cp` or `new` cut short, a finished flattening):
+//     deleted by the host, after the domains above are settled. A `cp` cut short is just a
+//     "creating" record like an unfinished `new`; its source keeps its new overlay.
 // Must run before the interpreter serves commands: a `new` in flight would look like a
 // crashed one. Not thread-safe with itself; the store and host it uses are.
 #pragma once
@@ -33,6 +36,7 @@ struct ReconcileReport {
   std::vector<std::string> paused;
   std::vector<std::string> stopped;
   size_t jobs_expired = 0;
+  int disks_removed = 0;
   std::vector<std::string> errors;  // each action that failed, with why
 };
 

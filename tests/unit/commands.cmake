@@ -8,6 +8,7 @@ add_executable(commands_test
   unit/tokenizer_test.cc
   unit/interpreter_test.cc
   unit/vm_commands_test.cc
+  unit/vm_copy_commands_test.cc
   unit/job_commands_test.cc
   unit/reconcile_test.cc)
 target_link_libraries(commands_test PRIVATE

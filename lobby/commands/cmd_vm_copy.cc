@@ -1,0 +1,226 @@
+// cp: a new VM from a copy of another's disk. The copy's record is written first (phase
+// "creating"), then a running source's guest is asked to `sync`, then the host forks the
+// disk chain (VmHost::Copy: no bytes copied, so the time does not depend on the disk's
+// size) and boots the copy with its own identity: its name as hostname, its own SSH host
+// key (services.prepare_vm), its own control socket and domain. The copy is "ready" once
+// its guest runs a command. Any failure undoes the copy and leaves the source as it was; a
+// crash half-way leaves a "creating" record that reconcile cleans up, and disk layers no
+// VM uses, which the host collects.
+#include <chrono>
+
+#include <CLI/CLI.hpp>
+
+#include "keys/vm_rules.h"
+#include "lobby/commands/command_table.h"
+#include "lobby/commands/commands.h"
+#include "lobby/commands/vm_access.h"
+#include "lobby/commands/vm_boot.h"
+#include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_view.h"
+#include "vmhost/guest_control.h"
+#include "vmhost/vm_host.h"
+
+namespace warren {
+namespace {
+
+// How long the source's guest may take to flush its page cache.
+constexpr int kSyncTimeoutMs = 30'000;
+
+class DiscardSink final : public OutputSink {
+ public:
+  void Write(std::string_view) override {}
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+class CopyCommand final : public Command {
+ public:
+  void DeclareFlags(CLI::App& app) override {
+    app.add_option("SRC", src_, "the VM to copy")->required();
+    app.add_option("NEW", new_name_, "the copy's name (default: made up, like calm-otter-42)");
+    app.add_flag("--copy-tags,!--no-copy-tags", copy_tags_,
+                 "give the copy the source's tags (default: on)");
+    app.add_option("--egress", egress_,
+                   "what the copy may reach: all (default: as the source) or integrations")
+        ->type_name("all|integrations");
+  }
+
+  Result<CommandResult> Run(CommandContext& ctx) override {
+    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    WARREN_ASSIGN_OR_RETURN(GuestControl * guests, RequireGuests(ctx));
+    WARREN_ASSIGN_OR_RETURN(VmRecord src, FindVisibleVm(ctx, src_));
+    WARREN_RETURN_IF_ERROR(RequireReady(src));
+    WARREN_ASSIGN_OR_RETURN(VmRecord vm, Plan(ctx, src));
+    VmSpec spec = SpecFor(ctx, vm);
+    WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+    Result<VmInfo> src_info = host->Inspect(src.id);
+    if (!src_info.ok()) {
+      if (src_info.status().code() == Code::kNotFound) {
+        return NotFound(src.name + "'s domain is missing; it cannot be copied");
+      }
+      return src_info.status().Annotate("copying " + src.name);
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    WARREN_RETURN_IF_ERROR(RecordNewVm(ctx, vm));
+    spec.id = vm.id;
+    spec.name = vm.name;
+    ctx.audit_vm = src.name + "->" + vm.name;
+    if (ctx.services.prepare_vm) {
+      if (Status st = ctx.services.prepare_vm(spec); !st.ok()) {
+        AbandonVm(ctx, vm, /*domain_made=*/false, "cp");
+        return st.Annotate("preparing " + vm.name);
+      }
+    }
+    const bool synced = src_info->state == VmState::kRunning;
+    if (synced) {
+      // The guest's page cache reaches its disk first: the copy sees what the source's
+      // programs wrote, not just what the kernel happened to flush.
+      Progress(ctx, "syncing " + src.name + "'s disk…");
+      if (Status st = SyncGuest(ctx, *guests, src); !st.ok()) {
+        AbandonVm(ctx, vm, /*domain_made=*/false, "cp");
+        return st;
+      }
+    }
+    Progress(ctx, "copying " + src.name + " to " + vm.name + "…");
+    const auto fork_start = std::chrono::steady_clock::now();
+    if (Status st = host->Copy(src.id, spec); !st.ok()) {
+      AbandonVm(ctx, vm, /*domain_made=*/false, "cp");
+      if (st.code() == Code::kNotFound &&
+          ctx.store().GetVm(src.id).status().code() == Code::kNotFound) {
+        return Conflict(src.name + " was removed while it was being copied; " + vm.name +
+                        " was not made");
+      }
+      return st.Annotate("copying " + src.name + " to " + vm.name);
+    }
+    const double fork_seconds = SecondsSince(fork_start);
+    Progress(ctx, "booting " + vm.name + "…");
+    if (Status st = AwaitGuestReady(ctx, *host, *guests, vm); !st.ok()) {
+      AbandonVm(ctx, vm, /*domain_made=*/true, "cp");
+      return st;
+    }
+    Status ready = ctx.store().UpdateVm(vm.id, [](VmRecord& r) {
+      r.phase = VmPhase::kReady;
+      return Status::Ok();
+    });
+    if (!ready.ok()) {
+      AbandonVm(ctx, vm, /*domain_made=*/true, "cp");
+      return ready.Annotate("recording " + vm.name + " as ready");
+    }
+    vm.phase = VmPhase::kReady;
+
+    const ServerInfo& info = ctx.services.info;
+    const double total = SecondsSince(start);
+    CommandResult r;
+    r.data = VmJson(vm, "running", info);
+    r.data["source"] = src.name;
+    r.data["source_state"] = std::string(VmStateName(src_info->state));
+    r.data["synced"] = synced;
+    r.data["copy_seconds"] = fork_seconds;
+    r.data["ready_seconds"] = total;
+    r.text = "Copied " + src.name + " to " + vm.name + " (disk forked in " +
+             SecondsText(fork_seconds) + (synced ? ", after a sync in the guest" : "") +
+             "); ready in " + SecondsText(total) + "\n" + VmSshCommand(info, vm.name) + "\n" +
+             VmUrl(info, vm.name) + "\n";
+    return r;
+  }
+
+ private:
+  Result<VmRecord> Plan(CommandContext& ctx, const VmRecord& src) {
+    VmRecord vm;
+    vm.owner = ctx.caller().user;
+    vm.created_at = ctx.now;
+    vm.desired_state = DesiredState::kRunning;
+    vm.phase = VmPhase::kCreating;
+    if (!new_name_.empty()) {
+      WARREN_RETURN_IF_ERROR(CheckVmName(new_name_));
+      vm.name = new_name_;
+    }
+    vm.image = src.image;
+    vm.cpus = src.cpus;
+    vm.memory_mib = src.memory_mib;
+    vm.disk_gib = src.disk_gib;
+    vm.env = src.env;
+    if (copy_tags_) vm.tags = src.tags;
+    // A credential limited to a tag makes VMs it can see.
+    if (!ctx.caller().scope.tag.empty()) MergeTags(vm.tags, {ctx.caller().scope.tag});
+    vm.egress = src.egress;
+    if (!egress_.empty()) {
+      if (egress_ == "integrations") {
+        return InvalidArgument(
+            "--egress integrations needs the integrations proxy, which this server does not "
+            "have yet");
+      }
+      if (egress_ != "all") return InvalidArgument("--egress takes all or integrations");
+      if (ctx.services.vm_defaults.egress != "full") {
+        return InvalidArgument("--egress all: this server gives VMs no network");
+      }
+      vm.egress = "full";
+    }
+    return vm;
+  }
+
+  VmSpec SpecFor(const CommandContext& ctx, const VmRecord& vm) const {
+    VmSpec spec;
+    spec.image = vm.image;
+    spec.cpus = vm.cpus;
+    spec.memory_mib = vm.memory_mib;
+    spec.disk_gib = vm.disk_gib;
+    spec.name = vm.name.empty() ? "placeholder" : vm.name;  // stand-ins until recorded
+    spec.id = "placeholder0";
+    spec.egress = vm.egress == "none" ? Egress::kNone : Egress::kFull;
+    spec.authorized_keys = ctx.services.control_authorized_key;
+    spec.env = vm.env;
+    return spec;
+  }
+
+  static Status SyncGuest(CommandContext& ctx, GuestControl& guests, const VmRecord& src) {
+    DiscardSink discard;
+    GuestStreams streams;
+    streams.out = &discard;
+    streams.err = &discard;
+    streams.cancel = ctx.session.cancel;
+    streams.wait_ms = kSyncTimeoutMs;
+    Result<GuestProgress> p = guests.Exec(src.id, GuestCommand{"sync", {}, ""}, streams);
+    if (!p.ok()) {
+      if (p.status().code() == Code::kCancelled) return p.status();
+      return Unavailable("could not sync " + src.name + "'s disk before copying it (" +
+                         p.status().message() + "); nothing was copied");
+    }
+    if (!p->finished) {
+      (void)guests.Kill(src.id, p->job);
+      return Timeout("sync in " + src.name + " did not finish within " +
+                     std::to_string(kSyncTimeoutMs / 1000) + " s; nothing was copied");
+    }
+    if (p->exit_code != 0) {
+      return Unavailable("sync in " + src.name + " failed; nothing was copied");
+    }
+    return Status::Ok();
+  }
+
+  std::string src_, new_name_, egress_;
+  bool copy_tags_ = true;
+};
+
+}  // namespace
+
+void RegisterVmCopyCommand(CommandTable& table) {
+  table.Add({
+      .path = "cp",
+      .summary = "copy a VM",
+      .args = "SRC [NEW]",
+      .description =
+          "Makes a new VM from a copy of SRC's disk, running or not, and boots it; SRC keeps "
+          "running. The disk is forked rather than copied, so it takes about as long at any "
+          "disk size. A running SRC is synced first, so the copy has every file SRC wrote. The "
+          "copy has its own name (made up when NEW is absent), hostname and SSH host key, "
+          "SRC's resources and environment, and SRC's tags unless --no-copy-tags:\n"
+          "  cp web-1 web-2\n"
+          "  cp web-1 --no-copy-tags\n",
+      .make = [] { return std::make_unique<CopyCommand>(); },
+  });
+}
+
+}  // namespace warren

@@ -1,0 +1,182 @@
+// resize: more (or fewer) CPUs and memory, a bigger disk. The host checks everything
+// before it changes anything (a shrinking disk is refused, so is more than the host has);
+// the disk grows live and a running guest's root file system is grown at once over the
+// control connection (`resize2fs`, online); CPUs and memory go into the VM's definition
+// and take effect at its next restart, which the output says.
+#include <CLI/CLI.hpp>
+
+#include "keys/vm_rules.h"
+#include "lobby/base/log.h"
+#include "lobby/commands/command_table.h"
+#include "lobby/commands/commands.h"
+#include "lobby/commands/vm_access.h"
+#include "lobby/commands/vm_boot.h"
+#include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_view.h"
+#include "vmhost/guest_control.h"
+#include "vmhost/vm_host.h"
+
+namespace warren {
+namespace {
+
+constexpr int kGrowFsTimeoutMs = 60'000;
+// Both images put an ext4 root straight on /dev/vda (packaging/images/README.md).
+constexpr const char* kGrowRootFs = "sudo -n resize2fs /dev/vda";
+
+class CaptureSink final : public OutputSink {
+ public:
+  void Write(std::string_view data) override {
+    if (text.size() < 4096) text.append(data.substr(0, 4096 - text.size()));
+  }
+  std::string text;
+};
+
+class ResizeCommand final : public Command {
+ public:
+  void DeclareFlags(CLI::App& app) override {
+    app.add_option("VM", vm_, "the VM")->required();
+    cpu_opt_ = app.add_option("--cpu", cpus_, "virtual CPUs")->type_name("N");
+    memory_opt_ =
+        app.add_option("--memory", memory_, "memory: 2048 (MiB), 512M, 2G")->type_name("SIZE");
+    disk_opt_ = app.add_option("--disk", disk_, "disk: 20 (GiB), 20G, 1T; it only grows")
+                    ->type_name("SIZE");
+  }
+
+  Result<CommandResult> Run(CommandContext& ctx) override {
+    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    const VmDefaults& d = ctx.services.vm_defaults;
+    ResizeSpec spec;
+    if (cpu_opt_->count() > 0) {
+      if (cpus_ < 1 || cpus_ > d.max_cpus) {
+        return InvalidArgument("--cpu must be 1 to " + std::to_string(d.max_cpus));
+      }
+      spec.cpus = cpus_;
+    }
+    if (memory_opt_->count() > 0) {
+      WARREN_ASSIGN_OR_RETURN(spec.memory_mib, ParseMemoryMib(memory_));
+      if (spec.memory_mib < 256 || spec.memory_mib > d.max_memory_mib) {
+        return InvalidArgument("--memory must be 256M to " + FormatMib(d.max_memory_mib));
+      }
+    }
+    if (disk_opt_->count() > 0) {
+      WARREN_ASSIGN_OR_RETURN(spec.disk_gib, ParseDiskGib(disk_));
+      if (spec.disk_gib < 1 || spec.disk_gib > d.max_disk_gib) {
+        return InvalidArgument("--disk must be 1G to " + std::to_string(d.max_disk_gib) + "G");
+      }
+    }
+    WARREN_RETURN_IF_ERROR(ValidateResizeSpec(spec));
+    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
+    WARREN_RETURN_IF_ERROR(RequireReady(vm));
+    if (spec.disk_gib != 0 && spec.disk_gib < vm.disk_gib) {
+      return InvalidArgument("the disk only grows: " + vm.name + "'s is " +
+                             std::to_string(vm.disk_gib) + " GiB");
+    }
+    const VmRecord before = vm;
+    Result<ResizeOutcome> out = host->Resize(vm.id, spec);
+    if (!out.ok()) {
+      if (out.status().code() == Code::kNotFound) {
+        return NotFound(vm.name + "'s domain is missing; rm it and make a new one");
+      }
+      return out.status().Annotate("resizing " + vm.name);
+    }
+    WARREN_RETURN_IF_ERROR(ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
+      if (spec.cpus != 0) r.cpus = spec.cpus;
+      if (spec.memory_mib != 0) r.memory_mib = spec.memory_mib;
+      if (spec.disk_gib != 0) r.disk_gib = std::max(r.disk_gib, spec.disk_gib);
+      vm = r;
+      return Status::Ok();
+    }));
+
+    Result<VmInfo> info = host->Inspect(vm.id);
+    const std::string state = VmStateText(vm, info);
+    std::string fs = "not needed";
+    std::string text;
+    if (out->disk_grown) {
+      if (state == "running") {
+        Status grown = GrowFileSystem(ctx, vm);
+        if (!grown.ok()) {
+          // The disk did grow; the guest grows its file system at its next boot anyway.
+          return Status(grown.code(), "the disk of " + vm.name + " grew to " +
+                                          std::to_string(vm.disk_gib) +
+                                          " GiB, but growing its file system failed (" +
+                                          grown.message() + "); it grows at the next restart");
+        }
+        fs = "grown";
+      } else {
+        fs = "at next start";
+      }
+    }
+    auto change = [&](const char* what, const std::string& from, const std::string& to) {
+      if (from != to) text += std::string(what) + " " + from + " -> " + to + "\n";
+    };
+    change("cpu", std::to_string(before.cpus), std::to_string(vm.cpus));
+    change("memory", FormatMib(before.memory_mib), FormatMib(vm.memory_mib));
+    change("disk", std::to_string(before.disk_gib) + " GiB", std::to_string(vm.disk_gib) + " GiB");
+    if (text.empty()) text = "nothing changed\n";
+    if (out->disk_grown) {
+      text += fs == "grown" ? "the file system grew with the disk\n"
+                            : "the file system grows when " + vm.name + " next starts\n";
+    }
+    if (out->restart_needed) {
+      text += "cpu and memory take effect at the next restart: " + SshHint(ctx.services.info) +
+              " restart " + vm.name + "\n";
+    }
+    CommandResult r;
+    r.data = VmJson(vm, state, ctx.services.info);
+    r.data["restart_needed"] = out->restart_needed;
+    r.data["disk_grown"] = out->disk_grown;
+    r.data["filesystem"] = fs;
+    r.text = "resized " + vm.name + "\n" + text;
+    return r;
+  }
+
+ private:
+  static Status GrowFileSystem(CommandContext& ctx, const VmRecord& vm) {
+    WARREN_ASSIGN_OR_RETURN(GuestControl * guests, RequireGuests(ctx));
+    CaptureSink out, err;
+    GuestStreams streams;
+    streams.out = &out;
+    streams.err = &err;
+    streams.cancel = ctx.session.cancel;
+    streams.wait_ms = kGrowFsTimeoutMs;
+    Result<GuestProgress> p = guests->Exec(vm.id, GuestCommand{kGrowRootFs, {}, ""}, streams);
+    if (!p.ok()) return p.status();
+    if (!p->finished) {
+      (void)guests->Kill(vm.id, p->job);
+      return Timeout("resize2fs did not finish in time");
+    }
+    if (p->exit_code != 0) {
+      std::string why = err.text.empty() ? out.text : err.text;
+      while (!why.empty() && why.back() == '\n') why.pop_back();
+      return Unavailable("resize2fs exited with " +
+                         (p->exit_code ? std::to_string(*p->exit_code) : std::string("a signal")) +
+                         (why.empty() ? "" : ": " + why));
+    }
+    return Status::Ok();
+  }
+
+  std::string vm_, memory_, disk_;
+  int cpus_ = 0;
+  CLI::Option* cpu_opt_ = nullptr;
+  CLI::Option* memory_opt_ = nullptr;
+  CLI::Option* disk_opt_ = nullptr;
+};
+
+}  // namespace
+
+void RegisterVmResizeCommand(CommandTable& table) {
+  table.Add({
+      .path = "resize",
+      .summary = "change a VM's CPUs, memory or disk",
+      .args = "VM",
+      .description =
+          "Changes a VM's resources. The disk only grows; it grows at once, also while the VM "
+          "runs, and so does its root file system. CPUs and memory take effect at the VM's "
+          "next restart (the output says so):\n"
+          "  resize web-1 --disk 40G\n"
+          "  resize web-1 --cpu 4 --memory 8G\n",
+      .make = [] { return std::make_unique<ResizeCommand>(); },
+  });
+}
+
+}  // namespace warren

@@ -1,0 +1,118 @@
+#include "lobby/commands/vm_boot.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "lobby/base/log.h"
+#include "lobby/commands/vm_flags.h"
+#include "vmhost/guest_control.h"
+#include "vmhost/vm_host.h"
+
+namespace warren {
+namespace {
+
+constexpr int kReadyPollMs = 250;
+constexpr int kConsoleLinesOnFailure = 20;
+constexpr int kNameAttempts = 20;
+
+class DiscardSink final : public OutputSink {
+ public:
+  void Write(std::string_view) override {}
+};
+
+std::string ConsoleTail(VmHost& host, const VmRecord& vm) {
+  Result<std::string> console = host.Console(vm.id, kConsoleLinesOnFailure);
+  if (!console.ok() || console->empty()) return "";
+  std::string text = *console;
+  if (text.back() != '\n') text += '\n';
+  return " Last console lines:\n" + text;
+}
+
+}  // namespace
+
+std::string SecondsText(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  return buf;
+}
+
+void Progress(CommandContext& ctx, const std::string& line) {
+  if (!ctx.json) ctx.session.err->Write(line + "\n");
+}
+
+Status RecordNewVm(CommandContext& ctx, VmRecord& vm) {
+  const bool generated = vm.name.empty();
+  for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
+    if (generated) vm.name = NewVmName();
+    vm.id = NewVmId();
+    Status st = ctx.store().CreateVm(vm);
+    if (st.ok()) return st;
+    if (st.code() != Code::kConflict || !generated) return st;
+  }
+  return Conflict("could not find a free VM name; give one with --name");
+}
+
+Status AwaitGuestReady(CommandContext& ctx, VmHost& host, GuestControl& guests,
+                       const VmRecord& vm) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(ctx.services.ready_timeout_ms);
+  std::shared_ptr<CancelSignal> cancel = ctx.session.cancel;
+  if (cancel == nullptr) cancel = std::make_shared<CancelSignal>();
+  DiscardSink discard;
+  Status last = Unavailable("no answer yet");
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) break;
+    GuestStreams streams;
+    streams.out = &discard;
+    streams.err = &discard;
+    streams.cancel = cancel;
+    streams.wait_ms = static_cast<int>(left);
+    Result<GuestProgress> p = guests.Exec(vm.id, GuestCommand{"true", {}, ""}, streams);
+    if (p.ok() && p->finished && p->exit_code == 0) return Status::Ok();
+    if (cancel->cancelled() || (!p.ok() && p.status().code() == Code::kCancelled)) {
+      return Cancelled("cancelled while " + vm.name + " was booting; it was removed");
+    }
+    last = p.ok() ? Unavailable("the guest's `true` did not succeed") : p.status();
+    Result<VmInfo> info = host.Inspect(vm.id);
+    if (!info.ok() && info.status().code() == Code::kNotFound) {
+      return Conflict(vm.name + " was removed while it was booting");
+    }
+    if (info.ok() && info->state != VmState::kRunning) {
+      return Unavailable(vm.name + " " + std::string(VmStateName(info->state)) +
+                         " while booting; it was removed." + ConsoleTail(host, vm));
+    }
+    left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now())
+               .count();
+    if (left <= 0) break;
+    if (cancel->WaitFor(static_cast<int>(std::min<int64_t>(left, kReadyPollMs)))) {
+      return Cancelled("cancelled while " + vm.name + " was booting; it was removed");
+    }
+  }
+  return Timeout(vm.name + " did not answer within " +
+                 std::to_string(ctx.services.ready_timeout_ms / 1000) +
+                 " s (last: " + last.message() + "); it was removed." + ConsoleTail(host, vm));
+}
+
+void AbandonVm(CommandContext& ctx, const VmRecord& vm, bool domain_made, const char* verb) {
+  if (ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
+  if (domain_made) {
+    Status st = ctx.services.vms->Destroy(vm.id);
+    if (!st.ok() && st.code() != Code::kNotFound) {
+      LogError(std::string(verb) + ": could not remove the domain of failed VM " +
+               LogQuote(vm.name) + " (" + vm.id + "): " + LogQuote(st.ToString()) +
+               "; reconcile will retry");
+      return;
+    }
+  }
+  Status st = ctx.store().DeleteVm(vm.id);
+  if (!st.ok() && st.code() != Code::kNotFound) {
+    LogError(std::string(verb) + ": could not delete the record of failed VM " + LogQuote(vm.name) +
+             " (" + vm.id + "): " + LogQuote(st.ToString()));
+  }
+}
+
+}  // namespace warren

@@ -1,0 +1,287 @@
+// cp and resize end to end through Interpreter::Execute on a real LmdbStore with FakeVmHost
+// and FakeGuestControl: the copy's identity, tags and sync; every refusal (existing name,
+// unknown or invisible VM, host limits, a failing sync or host) leaving nothing behind; rm
+// of the source while it is being copied; resize's checks, live disk growth with the
+// guest's file system, and the restart note; reconcile after a cp cut short.
+#include <chrono>
+#include <thread>
+
+#include "lobby/base/error_map.h"
+#include "lobby/commands/reconcile.h"
+#include "tests/unit/vm_test_fixture.h"
+
+namespace warren::vmtest {
+namespace {
+
+bool Has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+bool Ran(const FakeGuestControl& guests, const std::string& command) {
+  for (const std::string& c : guests.commands()) {
+    if (c == command) return true;
+  }
+  return false;
+}
+
+using VmCopyTest = VmCommandTest;
+
+TEST_F(VmCopyTest, CpCopiesARunningVmWithItsOwnIdentity) {
+  New(Alice(), {"--name", "web-one", "--tag", "prod", "--env", "K=V", "--cpu", "3"});
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two"});
+  ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  EXPECT_TRUE(Has(o.out, "Copied web-one to web-two")) << o.out;
+  EXPECT_TRUE(Has(o.out, "ssh -p 2222 web-two@warren.test")) << o.out;
+  EXPECT_TRUE(Has(o.err, "syncing web-one")) << o.err;
+  EXPECT_TRUE(Ran(guests_, "sync"));
+
+  Result<VmRecord> copy = store_->GetVmByName("web-two");
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(copy->phase, VmPhase::kReady);
+  EXPECT_EQ(copy->tags, std::vector<std::string>{"prod"});
+  EXPECT_EQ(copy->cpus, 3);
+  EXPECT_EQ(copy->env.size(), 1u);
+  EXPECT_NE(copy->id, IdOf("web-one"));
+  // Its own identity reached the host: name (the hostname), the id prepare_vm saw.
+  std::optional<VmSpec> spec = host_.SpecOf(copy->id);
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_EQ(spec->name, "web-two");
+  EXPECT_EQ(last_spec_.id, copy->id);
+  EXPECT_EQ(spec->authorized_keys, "ssh-ed25519 AAAAcontrol warren-control");
+  // Both run; the source is one layer deeper.
+  EXPECT_EQ(host_.Inspect(copy->id)->state, VmState::kRunning);
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->state, VmState::kRunning);
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->disk_layers, 2);
+}
+
+TEST_F(VmCopyTest, CpMakesUpANameAndCanDropTags) {
+  New(Alice(), {"--name", "web-one", "--tag", "prod"});
+  Outcome o = Exec(Alice(), {"cp", "web-one", "--no-copy-tags", "--json"});
+  ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  nlohmann::json j = o.Json();
+  EXPECT_EQ(j["source"], "web-one");
+  EXPECT_EQ(j["synced"], true);
+  EXPECT_TRUE(j["copy_seconds"].is_number());
+  EXPECT_TRUE(j["tags"].empty());
+  EXPECT_TRUE(o.err.empty()) << o.err;  // --json: no progress lines
+  EXPECT_TRUE(store_->GetVmByName(j["name"].get<std::string>()).ok());
+}
+
+TEST_F(VmCopyTest, CpOntoAnExistingNameIsAConflict) {
+  New(Alice(), {"--name", "web-one"});
+  New(Bob(), {"--name", "bobs-vm"});
+  Outcome o = Exec(Alice(), {"cp", "web-one", "bobs-vm"});
+  EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
+  EXPECT_EQ(o.exit_status, ExitStatusFor(Code::kConflict));
+  EXPECT_EQ(store_->ListVms()->size(), 2u);
+  EXPECT_EQ(host_.List()->size(), 2u);
+  EXPECT_FALSE(Ran(guests_, "sync"));  // refused before touching the source
+}
+
+TEST_F(VmCopyTest, CpOfAnUnknownOrInvisibleVmIsNotFound) {
+  New(Bob(), {"--name", "bobs-vm"});
+  New(Alice(), {"--name", "web-one"});
+  EXPECT_EQ(Exec(Alice(), {"cp", "nosuch-vm", "web-two"}).status.code(), Code::kNotFound);
+  Outcome o = Exec(Alice(), {"cp", "bobs-vm", "web-two"});
+  EXPECT_EQ(o.status.code(), Code::kNotFound);
+  EXPECT_TRUE(Has(o.err, "no VM named \"bobs-vm\"")) << o.err;
+  // A tag-scoped key sees only its tag.
+  EXPECT_EQ(Exec(AliceCi(), {"cp", "web-one", "web-two"}).status.code(), Code::kNotFound);
+  EXPECT_EQ(Exec(Alice(), {"cp", "web-one", "Bad_Name"}).status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->ListVms()->size(), 2u);
+  EXPECT_EQ(host_.List()->size(), 2u);
+}
+
+TEST_F(VmCopyTest, CpOfAStoppedVmForksItWithoutASync) {
+  New(Alice(), {"--name", "web-one"});
+  ASSERT_TRUE(Exec(Alice(), {"stop", "web-one"}).status.ok());
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two", "--json"});
+  ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  EXPECT_EQ(o.Json()["synced"], false);
+  EXPECT_EQ(o.Json()["source_state"], "stopped");
+  EXPECT_FALSE(Ran(guests_, "sync"));
+  EXPECT_EQ(host_.Inspect(IdOf("web-two"))->state, VmState::kRunning);
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->state, VmState::kStopped);
+}
+
+TEST_F(VmCopyTest, FailuresLeaveNothingAndTheSourceUntouched) {
+  New(Alice(), {"--name", "web-one"});
+  const std::string src = IdOf("web-one");
+  // The host refuses.
+  host_.FailNext(Unavailable("injected: libvirt went away"));
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two"});
+  EXPECT_EQ(o.status.code(), Code::kUnavailable) << o.err;
+  // The guest cannot sync.
+  guests_.SetScript("sync", {"", "sync: I/O error\n", 1});
+  o = Exec(Alice(), {"cp", "web-one", "web-two"});
+  EXPECT_EQ(o.status.code(), Code::kUnavailable) << o.err;
+  EXPECT_TRUE(Has(o.err, "nothing was copied")) << o.err;
+  guests_.SetScript("sync", {});
+  // Beyond the host's memory.
+  host_.SetHostLimits(1024, 1000);
+  o = Exec(Alice(), {"cp", "web-one", "web-two"});
+  EXPECT_EQ(o.status.code(), Code::kLimitExceeded) << o.err;
+  EXPECT_EQ(o.exit_status, ExitStatusFor(Code::kLimitExceeded));
+  // prepare_vm fails.
+  host_.SetHostLimits(INT64_MAX, INT64_MAX);
+  prepare_status_ = Internal("injected: no host key");
+  EXPECT_EQ(Exec(Alice(), {"cp", "web-one", "web-two"}).status.code(), Code::kInternal);
+  // The copy never booting.
+  prepare_status_ = Status::Ok();
+  ready_timeout_ms_ = 300;
+  MakeInterpreter();
+  guests_.SetReachable(false);
+  o = Exec(Alice(), {"cp", "web-one", "web-two"});
+  EXPECT_EQ(o.status.code(), Code::kUnavailable) << o.err;  // the sync could not run
+
+  ASSERT_EQ(store_->ListVms()->size(), 1u);
+  ASSERT_EQ(host_.List()->size(), 1u);
+  EXPECT_EQ(host_.Inspect(src)->state, VmState::kRunning);
+  // And the name is free.
+  guests_.SetReachable(true);
+  EXPECT_TRUE(Exec(Alice(), {"cp", "web-one", "web-two"}).status.ok());
+}
+
+TEST_F(VmCopyTest, RmOfTheSourceWhileItIsBeingCopied) {
+  New(Alice(), {"--name", "web-one"});
+  // The sync holds until the test lets it go, with the rm done in between.
+  guests_.SetScript("sync", {"", "", 0, /*hold=*/true});
+  const std::string sync_job = guests_.next_job();
+  Outcome rm;
+  std::thread remover([&] {
+    while (!Ran(guests_, "sync")) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    rm = Exec(Alice(), {"rm", "web-one"});
+    guests_.Release(sync_job, 0);
+  });
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two"});
+  remover.join();
+  EXPECT_TRUE(rm.status.ok()) << rm.err;
+  EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
+  EXPECT_TRUE(Has(o.err, "web-one was removed while it was being copied")) << o.err;
+  EXPECT_TRUE(store_->ListVms()->empty());
+  EXPECT_TRUE(host_.List()->empty());
+}
+
+TEST_F(VmCopyTest, RmOfTheCopyWhileItBoots) {
+  New(Alice(), {"--name", "web-one"});
+  ready_timeout_ms_ = 10'000;
+  MakeInterpreter();
+  guests_.SetScript("true", {"", "", 1});  // the copy never answers
+  Outcome rm;
+  std::thread remover([&] {
+    while (!store_->GetVmByName("web-two").ok() || host_.List()->size() < 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    rm = Exec(Alice(), {"rm", "web-two"});
+  });
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two"});
+  remover.join();
+  EXPECT_TRUE(rm.status.ok()) << rm.err;
+  EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
+  EXPECT_EQ(store_->ListVms()->size(), 1u);
+  EXPECT_EQ(host_.List()->size(), 1u);
+}
+
+TEST_F(VmCopyTest, ReconcileRemovesACopyCutShort) {
+  New(Alice(), {"--name", "web-one"});
+  // What a SIGKILL after the fork and before "ready" leaves: a creating record and a domain.
+  VmRecord half;
+  half.id = "halfcopy0001";
+  half.name = "web-two";
+  half.owner = "alice";
+  half.image = "debian@20261129";
+  half.cpus = 2;
+  half.memory_mib = 2048;
+  half.disk_gib = 10;
+  half.phase = VmPhase::kCreating;
+  ASSERT_TRUE(store_->CreateVm(half).ok());
+  VmSpec spec;
+  spec.id = half.id;
+  spec.name = half.name;
+  spec.image = half.image;
+  ASSERT_TRUE(host_.Copy(IdOf("web-one"), spec).ok());
+  ReconcileReport r;
+  ASSERT_TRUE(Reconcile(*store_, host_, &guests_, clock_, &r).ok());
+  EXPECT_EQ(r.unfinished_removed, std::vector<std::string>{"web-two"});
+  EXPECT_EQ(host_.List()->size(), 1u);
+  EXPECT_EQ(store_->ListVms()->size(), 1u);
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->state, VmState::kRunning);
+}
+
+// --- resize ----------------------------------------------------------------------------
+
+TEST_F(VmCopyTest, ResizeGrowsTheDiskAndItsFileSystemLive) {
+  New(Alice(), {"--name", "web-one"});
+  Outcome o = Exec(Alice(), {"resize", "web-one", "--disk", "20G"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_TRUE(Has(o.out, "disk 10 GiB -> 20 GiB")) << o.out;
+  EXPECT_TRUE(Has(o.out, "the file system grew")) << o.out;
+  EXPECT_TRUE(Ran(guests_, "sudo -n resize2fs /dev/vda"));
+  EXPECT_EQ(store_->GetVmByName("web-one")->disk_gib, 20);
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->disk_gib, 20);
+  EXPECT_FALSE(Has(o.out, "restart"));
+}
+
+TEST_F(VmCopyTest, ResizeCpuAndMemorySayARestartIsNeeded) {
+  New(Alice(), {"--name", "web-one"});
+  Outcome o = Exec(Alice(), {"resize", "web-one", "--cpu", "4", "--memory", "4G", "--json"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_EQ(o.Json()["restart_needed"], true);
+  EXPECT_EQ(o.Json()["cpus"], 4);
+  EXPECT_EQ(store_->GetVmByName("web-one")->memory_mib, 4096);
+  o = Exec(Alice(), {"resize", "web-one", "--cpu", "3"});
+  EXPECT_TRUE(
+      Has(o.out, "take effect at the next restart: ssh -p 2222 warren.test restart web-one"))
+      << o.out;
+  ASSERT_TRUE(Exec(Alice(), {"restart", "web-one"}).status.ok());
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->cpus, 3);
+}
+
+TEST_F(VmCopyTest, ResizeRefusals) {
+  New(Alice(), {"--name", "web-one"});
+  // A shrinking disk, nothing asked, out of range, unknown, not the caller's.
+  Outcome o = Exec(Alice(), {"resize", "web-one", "--disk", "5G"});
+  EXPECT_EQ(o.status.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Has(o.err, "only grows")) << o.err;
+  EXPECT_EQ(Exec(Alice(), {"resize", "web-one"}).status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(Exec(Alice(), {"resize", "web-one", "--memory", "100G"}).status.code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(Exec(Alice(), {"resize", "web-one", "--cpu", "0"}).status.code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(Exec(Alice(), {"resize", "nosuch-vm", "--cpu", "2"}).status.code(), Code::kNotFound);
+  EXPECT_EQ(Exec(Bob(), {"resize", "web-one", "--cpu", "2"}).status.code(), Code::kNotFound);
+  // Beyond the host: refused before anything changed.
+  host_.SetHostLimits(3000, 1000);
+  o = Exec(Alice(), {"resize", "web-one", "--memory", "8G", "--disk", "20G"});
+  EXPECT_EQ(o.status.code(), Code::kLimitExceeded) << o.err;
+  EXPECT_EQ(o.exit_status, ExitStatusFor(Code::kLimitExceeded));
+  Result<VmRecord> vm = store_->GetVmByName("web-one");
+  EXPECT_EQ(vm->memory_mib, 2048);
+  EXPECT_EQ(vm->disk_gib, 10);
+  EXPECT_EQ(host_.Inspect(vm->id)->disk_gib, 10);
+  EXPECT_FALSE(Ran(guests_, "sudo -n resize2fs /dev/vda"));
+}
+
+TEST_F(VmCopyTest, ResizeReportsAFileSystemThatWouldNotGrow) {
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("sudo -n resize2fs /dev/vda", {"", "resize2fs: boom\n", 1});
+  Outcome o = Exec(Alice(), {"resize", "web-one", "--disk", "12G"});
+  EXPECT_FALSE(o.status.ok());
+  EXPECT_TRUE(Has(o.err, "grew to 12 GiB")) << o.err;
+  EXPECT_TRUE(Has(o.err, "resize2fs: boom")) << o.err;
+  EXPECT_EQ(store_->GetVmByName("web-one")->disk_gib, 12);  // the disk did grow
+}
+
+TEST_F(VmCopyTest, ResizeOfAStoppedVmGrowsAtTheNextStart) {
+  New(Alice(), {"--name", "web-one"});
+  ASSERT_TRUE(Exec(Alice(), {"stop", "web-one"}).status.ok());
+  Outcome o = Exec(Alice(), {"resize", "web-one", "--disk", "11G", "--cpu", "1"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_TRUE(Has(o.out, "grows when web-one next starts")) << o.out;
+  EXPECT_FALSE(Has(o.out, "restart"));
+  EXPECT_FALSE(Ran(guests_, "sudo -n resize2fs /dev/vda"));
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->cpus, 1);
+}
+
+}  // namespace
+}  // namespace warren::vmtest
