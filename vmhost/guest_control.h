@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,73 @@ struct GuestJob {
   int64_t finished_at = 0;
 };
 
+// A terminal for a raw session: what the client's pty-req and window-change carry. Terminal
+// modes are not forwarded (libssh 0.10 cannot send them): the guest's pty starts with its
+// defaults (echo, canonical input, ^C interrupts).
+struct GuestTerminal {
+  std::string term = "xterm";
+  uint32_t cols = 80, rows = 24, width_px = 0, height_px = 0;
+};
+
+// What a raw channel into a VM is: a session running the user's shell, a command or a
+// subsystem (sftp), with or without a terminal, or a TCP connection to a port inside the
+// guest (`ssh -L`, `-W`).
+struct GuestChannelRequest {
+  enum class Kind { kShell, kExec, kSubsystem, kTcp };
+  Kind kind = Kind::kShell;
+  std::string command;  // kExec: the command line (for the user's shell); kSubsystem: its name
+  std::optional<GuestTerminal> terminal;
+  // Set in the session's environment (kShell, kExec); names [A-Za-z_][A-Za-z0-9_]*.
+  std::vector<std::pair<std::string, std::string>> env;
+  uint16_t port = 0;  // kTcp: the port on the guest's 127.0.0.1
+  std::string originator = "127.0.0.1";
+  uint16_t originator_port = 0;
+};
+
+// One raw channel into a VM, for an event loop that bridges it to a client's channel: every
+// call is non-blocking, and the `notify` given to OpenChannel is called (from another thread,
+// with no lock held) whenever something here may have changed: opened or failed, output,
+// room for input, the end. Buffers are bounded both ways, per channel, so a slow client
+// stalls only its own channel's guest window and a slow guest only this channel's input.
+// Destroying it closes the channel. Thread-safe.
+class GuestPipe {
+ public:
+  virtual ~GuestPipe() = default;
+
+  // True until the guest answered the open (and the requests that start the session).
+  virtual bool opening() = 0;
+  // OK while the channel is open (or still opening); the failure once the guest refused it
+  // or the connection went.
+  virtual Status status() = 0;
+
+  // Queues input (the session's stdin, or bytes for the TCP port); returns how many bytes
+  // fitted, possibly 0: call again after a notify.
+  virtual size_t Write(std::string_view bytes) = 0;
+  // EOF on the input, sent once every queued byte is out.
+  virtual void CloseInput() = 0;
+  // The client's terminal changed size / the client sent a signal ("INT", "TERM"...).
+  virtual void Resize(const GuestTerminal& size) = 0;
+  virtual void Signal(std::string_view name) = 0;
+
+  // Output from the guest, stdout (is_stderr false) or stderr, without removing it: false
+  // when there is none right now. Consume removes bytes once the client took them.
+  virtual bool PeekOutput(bool is_stderr, size_t max, std::string* bytes) = 0;
+  virtual void ConsumeOutput(bool is_stderr, size_t n) = 0;
+
+  // How it ended, as far as known. `output_eof`: the guest sent EOF and every output byte
+  // was consumed; `closed`: the guest closed the channel and every output byte was consumed.
+  struct End {
+    bool output_eof = false;
+    bool closed = false;
+    std::optional<int> exit_status;
+    std::string exit_signal;  // "TERM", "KILL"... when the command was killed
+  };
+  virtual End end() = 0;
+
+  // The client is gone or done: closes the guest's channel. Idempotent.
+  virtual void Close() = 0;
+};
+
 class GuestControl {
  public:
   virtual ~GuestControl() = default;
@@ -83,6 +151,13 @@ class GuestControl {
   virtual Result<std::vector<GuestJob>> Jobs(std::string_view vm_id) = 0;
   // Drops the VM's control connection (the VM stopped, restarted or is being removed).
   virtual void Disconnect(std::string_view vm_id) = 0;
+  // Opens a raw channel into VM `vm_id` (connecting first if needed) and returns at once:
+  // the pipe reports when the guest answered. Unlike Exec, nothing runs under the runner:
+  // closing a session channel ends the session the way sshd ends it (a terminal's hangup,
+  // a closed pipe). `notify` is called whenever the pipe may have changed (see GuestPipe).
+  virtual Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
+                                                         const GuestChannelRequest& request,
+                                                         std::function<void()> notify) = 0;
 };
 
 }  // namespace warren

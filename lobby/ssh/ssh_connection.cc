@@ -12,7 +12,9 @@
 #include "keys/public_key.h"
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/vm_login.h"
 #include "lobby/ssh/workers.h"
+#include "vmhost/guest_control.h"
 
 namespace warren::ssh {
 
@@ -22,12 +24,33 @@ std::atomic<int> g_abandoned_workers{0};
 
 int AbandonedWorkers() { return g_abandoned_workers.load(); }
 
-LoginRoute RouteLogin(std::string_view login_name) {
-  // Every name reaches the lobby for now. Routing `NAME@HOST` and `vm+NAME@HOST` into the
-  // VM called NAME belongs here, decided once per connection after authentication.
-  (void)login_name;
-  return LoginRoute::kLobby;
+namespace {
+
+constexpr size_t kMaxEnvVars = 64;
+constexpr size_t kMaxEnvValue = 4096;
+
+// Which env requests a VM session takes: any [A-Za-z_][A-Za-z0-9_]* name (LANG, LC_*, TERM,
+// whatever SetEnv sends), except WARREN_* (ours, e.g. WARREN_JOB); values up to 4 KiB.
+bool AcceptableEnv(std::string_view name, std::string_view value) {
+  if (name.empty() || name.size() > 128 || value.size() > kMaxEnvValue) return false;
+  if (name.substr(0, 7) == "WARREN_") return false;
+  if (value.find('\0') != std::string_view::npos) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              (i > 0 && c >= '0' && c <= '9');
+    if (!ok) return false;
+  }
+  return true;
 }
+
+// Where `ssh -L`/`-W` may point: a port of the VM itself, however the client names it.
+bool GuestLocalHost(std::string_view host, std::string_view vm_name) {
+  return host == "localhost" || host == "127.0.0.1" || host == "::1" || host == "ip6-localhost" ||
+         host == vm_name;
+}
+
+}  // namespace
 
 // One session channel, seen from the connection thread. libssh's callbacks only record
 // what happened (flags, stdin bytes); Service() acts on it. That keeps every libssh call
@@ -48,6 +71,14 @@ struct SshConnection::Channel {
   bool remote_closed = false;
   bool finished = false;  // exit-status, EOF and close were sent
   bool broken = false;    // writing to the channel failed
+
+  // VM route.
+  GuestTerminal terminal;  // from pty-req and window-change
+  std::vector<std::pair<std::string, std::string>> env;
+  std::shared_ptr<GuestPipe> pipe;  // a raw channel into the VM (shell, pty, sftp, TCP)
+  std::string pending_in;           // client bytes read from libssh that the pipe had no room for
+  bool tcp = false;                 // a direct-tcpip channel
+  bool eof_sent = false;            // EOF to the client
 };
 
 // The static trampolines libssh calls; each forwards to the connection or channel.
@@ -75,6 +106,14 @@ struct ConnectionCallbacks {
     auto* c = static_cast<Channel*>(ud);
     // Extended data from a client means nothing to us; a closed channel drops input.
     if (is_stderr || c->finished || c->remote_closed || c->broken) return static_cast<int>(len);
+    if (c->pipe != nullptr) {
+      // Into the VM: what the guest side has no room for stays in libssh, as below.
+      size_t n = c->pending_in.empty()
+                     ? c->pipe->Write(std::string_view(static_cast<const char*>(data), len))
+                     : 0;
+      c->backlog = len - n;
+      return static_cast<int>(n);
+    }
     // libssh hands over everything it holds for the channel (earlier leftovers included), so
     // what stays unconsumed is exactly len - n. While it stays, libssh stops widening the
     // client's window: that is the flow control.
@@ -91,29 +130,81 @@ struct ConnectionCallbacks {
     c->remote_eof = true;
     c->io->Cancel();  // thread-safe and touches no libssh state
   }
-  static int PtyRequest(ssh_session, ssh_channel, const char*, int, int, int, int, void* ud) {
+  static void SetTerminal(Channel* c, int width, int height, int pxwidth, int pxheight) {
+    c->terminal.cols = static_cast<uint32_t>(std::clamp(width, 0, 10000));
+    c->terminal.rows = static_cast<uint32_t>(std::clamp(height, 0, 10000));
+    c->terminal.width_px = static_cast<uint32_t>(std::clamp(pxwidth, 0, 1 << 20));
+    c->terminal.height_px = static_cast<uint32_t>(std::clamp(pxheight, 0, 1 << 20));
+  }
+  static int PtyRequest(ssh_session, ssh_channel, const char* term, int width, int height,
+                        int pxwidth, int pxheight, void* ud) {
     auto* c = static_cast<Channel*>(ud);
     if (c->started) return -1;
     c->pty = true;
+    std::string_view t = term == nullptr ? "" : term;
+    c->terminal.term = t.empty() || t.size() > 64 ? "xterm" : std::string(t);
+    SetTerminal(c, width, height, pxwidth, pxheight);
     return 0;
   }
-  static int PtyResize(ssh_session, ssh_channel, int, int, int, int, void*) { return 0; }
+  static int PtyResize(ssh_session, ssh_channel, int width, int height, int pxwidth, int pxheight,
+                       void* ud) {
+    auto* c = static_cast<Channel*>(ud);
+    SetTerminal(c, width, height, pxwidth, pxheight);
+    if (c->pipe != nullptr) c->pipe->Resize(c->terminal);  // thread-safe, no libssh
+    return 0;
+  }
+  static void Signal(ssh_session, ssh_channel, const char* signal, void* ud) {
+    auto* c = static_cast<Channel*>(ud);
+    std::string_view sig = signal == nullptr ? "" : signal;
+    if (c->pipe != nullptr && !sig.empty() && sig.size() <= 16) c->pipe->Signal(sig);
+  }
   static int Shell(ssh_session, ssh_channel, void* ud) {
     auto* c = static_cast<Channel*>(ud);
+    if (c->conn->route_ == LoginRoute::kVm) {
+      return c->conn->StartVmSession(*c, static_cast<int>(GuestChannelRequest::Kind::kShell), "")
+                 ? 0
+                 : -1;
+    }
     return c->conn->StartWorker(*c, /*shell=*/true, "") ? 0 : -1;
   }
   static int Exec(ssh_session, ssh_channel, const char* command, void* ud) {
     auto* c = static_cast<Channel*>(ud);
+    if (c->conn->route_ == LoginRoute::kVm) {
+      return c->conn->StartVmSession(*c, static_cast<int>(GuestChannelRequest::Kind::kExec),
+                                     command == nullptr ? "" : command)
+                 ? 0
+                 : -1;
+    }
     return c->conn->StartWorker(*c, /*shell=*/false, command == nullptr ? "" : command) ? 0 : -1;
   }
-  static int Env(ssh_session, ssh_channel, const char*, const char*, void*) {
-    return 0;  // accepted (OpenSSH sends LANG and friends) and ignored
+  static int Env(ssh_session, ssh_channel, const char* name, const char* value, void* ud) {
+    auto* c = static_cast<Channel*>(ud);
+    // The lobby accepts and ignores them (OpenSSH sends LANG and friends).
+    if (c->conn->route_ != LoginRoute::kVm) return 0;
+    std::string_view n = name == nullptr ? "" : name;
+    std::string_view v = value == nullptr ? "" : value;
+    if (c->started || c->env.size() >= kMaxEnvVars || !AcceptableEnv(n, v)) return -1;
+    for (auto& [k, old] : c->env) {
+      if (k == n) {
+        old = std::string(v);
+        return 0;
+      }
+    }
+    c->env.emplace_back(std::string(n), std::string(v));
+    return 0;
   }
   static int Subsystem(ssh_session, ssh_channel, const char* subsystem, void* ud) {
     auto* c = static_cast<Channel*>(ud);
-    LogInfo("ssh subsystem refused peer=" + c->conn->peer_ +
-            " subsystem=" + LogQuote(subsystem == nullptr ? "" : subsystem) +
-            " reason=\"not available in the lobby\"");
+    std::string_view name = subsystem == nullptr ? "" : subsystem;
+    if (c->conn->route_ == LoginRoute::kVm && name == "sftp") {
+      return c->conn->StartVmSession(*c, static_cast<int>(GuestChannelRequest::Kind::kSubsystem),
+                                     "sftp")
+                 ? 0
+                 : -1;
+    }
+    LogInfo("ssh subsystem refused peer=" + c->conn->peer_ + " subsystem=" + LogQuote(name) +
+            (c->conn->route_ == LoginRoute::kVm ? " reason=\"only sftp\""
+                                                : " reason=\"not available in the lobby\""));
     return -1;  // the client reports "subsystem request failed"
   }
 };
@@ -276,6 +367,10 @@ void SshConnection::Service() {
 }
 
 void SshConnection::ServiceChannel(Channel& c) {
+  if (c.pipe != nullptr) {
+    ServiceVmChannel(c);
+    return;
+  }
   // Stdin: move what libssh kept back into the buffer the worker has since made room in.
   // Reading never more than the backlog keeps libssh from polling the socket (and so
   // from running callbacks) inside ssh_channel_read_nonblocking.
@@ -344,6 +439,7 @@ void SshConnection::ReapChannels() {
       continue;
     }
     if (c.worker.joinable()) c.worker.join();
+    if (c.pipe != nullptr) c.pipe->Close();  // the guest's side of the channel goes too
     ssh_remove_channel_callbacks(c.ch, &c.callbacks);
     // Sends our close if not sent yet; libssh frees the channel once the client's close
     // has arrived too.
@@ -353,11 +449,7 @@ void SshConnection::ReapChannels() {
 }
 
 bool SshConnection::StartWorker(Channel& c, bool shell, std::string command) {
-  if (c.started || !authenticated_) return false;
-  switch (RouteLogin(login_name_)) {
-    case LoginRoute::kLobby:
-      break;
-  }
+  if (c.started || !authenticated_ || route_ != LoginRoute::kLobby) return false;
   auto io = c.io;
   Interpreter* interpreter = config_.interpreter;
   Caller caller = caller_;
@@ -381,14 +473,255 @@ bool SshConnection::StartWorker(Channel& c, bool shell, std::string command) {
   return true;
 }
 
+namespace {
+
+const char* VmChannelKindName(int kind, bool pty) {
+  switch (static_cast<GuestChannelRequest::Kind>(kind)) {
+    case GuestChannelRequest::Kind::kShell:
+      return pty ? "shell" : "shell-nopty";
+    case GuestChannelRequest::Kind::kExec:
+      return pty ? "exec-pty" : "exec";
+    case GuestChannelRequest::Kind::kSubsystem:
+      return "sftp";
+    case GuestChannelRequest::Kind::kTcp:
+      return "tcp";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void SshConnection::AuditVm(std::string_view what, const Status& st) {
+  // The lobby's audit line shape; never the command line or bytes.
+  LogInfo("audit cmd=\"ssh\" vm=" + LogQuote(vm_name_) + " channel=" + LogQuote(what) +
+          " caller=" + LogQuote(caller_.credential) + " user=" + LogQuote(caller_.user) +
+          " surface=\"ssh-vm\" code=" + std::string(CodeName(st.code())) +
+          (st.ok() ? "" : " error=" + LogQuote(st.message())));
+}
+
+void SshConnection::FailChannel(Channel& c, const Status& why) {
+  // Said on the channel, then exit-status -> EOF -> close through the ChannelIo, as when a
+  // lobby command fails. With a terminal there is one stream and the client's tty is raw.
+  std::string text = "error: " + why.message() + (c.pty ? "\r\n" : "\n");
+  c.io->WriteOutput(/*is_stderr=*/!c.pty, text);  // an empty queue: never blocks
+  c.io->Finish(ExitStatusFor(why.code()));
+  c.started = true;
+}
+
+bool SshConnection::StartVmSession(Channel& c, int kind_int, std::string command) {
+  if (c.started || !authenticated_) return false;
+  auto kind = static_cast<GuestChannelRequest::Kind>(kind_int);
+  const char* what = VmChannelKindName(kind_int, c.pty);
+  c.started = true;
+  // Checked for every channel: a key removed or narrowed since the login stops here.
+  Result<VmRecord> vm = AuthorizeVmLogin(*config_.interpreter, caller_, vm_name_);
+  AuditVm(what, vm.status());
+  if (!vm.ok()) {
+    FailChannel(c, vm.status());
+    return true;
+  }
+  GuestControl* guests = config_.interpreter->services().guests;
+  if (kind == GuestChannelRequest::Kind::kExec && !c.pty) {
+    // A command without a terminal (also what scp -O runs) goes through the guest runner,
+    // like `ssh VM CMD`: exact stdout/stderr/exit status, and closing the channel kills the
+    // command's whole process tree.
+    GuestCommand cmd;
+    cmd.command = std::move(command);
+    cmd.env = c.env;
+    auto io = c.io;
+    std::string vm_id = vm->id;
+    try {
+      c.worker = std::thread([io, guests, vm_id, cmd = std::move(cmd)] {
+        int status = ExitStatusFor(Code::kInternal);
+        try {
+          status = RunVmCommand(*io, *guests, vm_id, cmd);
+        } catch (const std::exception& e) {
+          LogError(std::string("ssh vm worker failed: ") + e.what());
+        }
+        io->Finish(status);
+      });
+    } catch (const std::system_error& e) {
+      LogError(std::string("ssh cannot start a worker thread: ") + e.what());
+      FailChannel(c, Unavailable("the server is out of threads"));
+    }
+    return true;
+  }
+  GuestChannelRequest req;
+  req.kind = kind;
+  req.command = std::move(command);
+  if (c.pty) req.terminal = c.terminal;
+  req.env = c.env;
+  std::shared_ptr<Waker> waker = waker_;
+  Result<std::shared_ptr<GuestPipe>> pipe =
+      guests->OpenChannel(vm->id, req, [waker] { waker->Wake(); });
+  if (!pipe.ok()) {
+    FailChannel(c, pipe.status());
+    return true;
+  }
+  c.pipe = std::move(pipe).value();
+  return true;
+}
+
+bool SshConnection::OpenVmTcp(ssh_message message) {
+  if (static_cast<int>(channels_.size()) >= config_.max_vm_channels) {
+    LogInfo("ssh channel refused peer=" + peer_ +
+            " type=direct-tcpip reason=\"too many channels\"");
+    return false;
+  }
+  const char* dest_raw = ssh_message_channel_request_open_destination(message);
+  std::string dest = dest_raw == nullptr ? "" : dest_raw;
+  int port = ssh_message_channel_request_open_destination_port(message);
+  const char* orig_raw = ssh_message_channel_request_open_originator(message);
+  int orig_port = ssh_message_channel_request_open_originator_port(message);
+  if (!GuestLocalHost(dest, vm_name_) || port <= 0 || port > 65535) {
+    LogInfo("ssh channel refused peer=" + peer_ + " type=direct-tcpip dest=" + LogQuote(dest) +
+            " reason=\"only ports inside the VM (localhost:PORT)\"");
+    return false;
+  }
+  Result<VmRecord> vm = AuthorizeVmLogin(*config_.interpreter, caller_, vm_name_);
+  AuditVm("tcp:" + std::to_string(port), vm.status());
+  if (!vm.ok()) return false;  // the client sees "administratively prohibited"
+  GuestChannelRequest req;
+  req.kind = GuestChannelRequest::Kind::kTcp;
+  req.port = static_cast<uint16_t>(port);
+  std::string orig = orig_raw == nullptr ? "" : orig_raw;
+  req.originator = orig.empty() || orig.size() > 64 ? "127.0.0.1" : orig;
+  req.originator_port = static_cast<uint16_t>(std::clamp(orig_port, 0, 65535));
+  std::shared_ptr<Waker> waker = waker_;
+  Result<std::shared_ptr<GuestPipe>> pipe =
+      config_.interpreter->services().guests->OpenChannel(vm->id, req, [waker] { waker->Wake(); });
+  if (!pipe.ok()) {
+    LogInfo("ssh direct-tcpip failed peer=" + peer_ +
+            " error=" + LogQuote(pipe.status().message()));
+    return false;
+  }
+  // Accepted at once (libssh answers an open only inside this callback); when nothing in the
+  // guest listens on the port, the channel is closed as soon as the guest says so.
+  ssh_channel ch = ssh_message_channel_request_open_reply_accept(message);
+  if (ch == nullptr) {
+    (*pipe)->Close();
+    return true;  // the reply could not be sent: the connection is failing anyway
+  }
+  Channel* c = NewChannel(ch);
+  if (c == nullptr) {
+    (*pipe)->Close();
+    ssh_channel_close(ch);
+    return true;
+  }
+  c->tcp = true;
+  c->started = true;
+  c->pipe = std::move(pipe).value();
+  return true;
+}
+
+void SshConnection::FlushVmOutput(Channel& c) {
+  std::string bytes;
+  for (bool is_stderr : {false, true}) {
+    for (;;) {
+      if (!ssh_channel_is_open(c.ch)) return;
+      uint32_t window = ssh_channel_window_size(c.ch);
+      if (window == 0) return;  // resumes when the client's window adjust wakes the loop
+      if (!c.pipe->PeekOutput(is_stderr, std::min<size_t>(window, kMaxWriteChunk), &bytes)) break;
+      int n =
+          is_stderr
+              ? ssh_channel_write_stderr(c.ch, bytes.data(), static_cast<uint32_t>(bytes.size()))
+              : ssh_channel_write(c.ch, bytes.data(), static_cast<uint32_t>(bytes.size()));
+      if (n < 0) {
+        c.broken = true;
+        c.pipe->Close();
+        return;
+      }
+      c.pipe->ConsumeOutput(is_stderr, static_cast<size_t>(n));
+      if (static_cast<size_t>(n) < bytes.size()) return;
+    }
+  }
+}
+
+void SshConnection::ServiceVmChannel(Channel& c) {
+  GuestPipe& p = *c.pipe;
+  if (c.finished || c.broken) return;
+  if (c.remote_closed) {
+    p.Close();
+    return;
+  }
+  // Client -> guest: what libssh kept back, once the pipe has room again.
+  if (!c.pending_in.empty()) c.pending_in.erase(0, p.Write(c.pending_in));
+  while (c.pending_in.empty() && c.backlog > 0) {
+    char buf[16 * 1024];
+    size_t want = std::min(c.backlog, sizeof buf);
+    int n = ssh_channel_read_nonblocking(c.ch, buf, static_cast<uint32_t>(want), 0);
+    if (n <= 0) {
+      c.backlog = 0;
+      break;
+    }
+    size_t got = static_cast<size_t>(n);
+    c.backlog -= std::min(c.backlog, got);
+    size_t taken = p.Write(std::string_view(buf, got));
+    if (taken < got) c.pending_in.assign(buf + taken, got - taken);
+  }
+  if (c.remote_eof && c.backlog == 0 && c.pending_in.empty() && !c.eof_delivered) {
+    p.CloseInput();
+    c.eof_delivered = true;
+  }
+  if (p.opening()) return;
+
+  // Guest -> client, then the end in the order clients rely on.
+  FlushVmOutput(c);
+  if (c.broken) return;
+  GuestPipe::End end = p.end();
+  Status st = p.status();
+  if (!st.ok() && !end.closed) {
+    std::string rest;
+    if (p.PeekOutput(false, 1, &rest) || p.PeekOutput(true, 1, &rest)) return;  // flush first
+    LogInfo("ssh vm channel failed peer=" + peer_ + " vm=" + LogQuote(vm_name_) +
+            " error=" + LogQuote(st.message()));
+    p.Close();
+    if (c.tcp) {
+      // A TCP forward has no stderr: the client sees its connection closed.
+      if (!c.eof_sent) ssh_channel_send_eof(c.ch);
+      ssh_channel_close(c.ch);
+      c.finished = true;
+    } else {
+      c.pipe.reset();
+      FailChannel(c, st);
+    }
+    return;
+  }
+  if (end.output_eof && !c.eof_sent) {
+    ssh_channel_send_eof(c.ch);
+    c.eof_sent = true;
+  }
+  if (end.closed) {
+    if (end.exit_status.has_value()) {
+      ssh_channel_request_send_exit_status(c.ch, *end.exit_status);
+    } else if (!end.exit_signal.empty()) {
+      ssh_channel_request_send_exit_signal(c.ch, end.exit_signal.c_str(), 0, "", "");
+    }
+    if (!c.eof_sent) ssh_channel_send_eof(c.ch);
+    c.eof_sent = true;
+    ssh_channel_close(c.ch);
+    c.finished = true;
+  }
+}
+
 ssh_channel SshConnection::OnChannelOpen() {
   if (!authenticated_ || stop_requested_.load()) return nullptr;
-  if (static_cast<int>(channels_.size()) >= config_.max_channels) {
-    LogInfo("ssh channel refused peer=" + peer_ + " reason=\"too many channels\"");
+  int limit = route_ == LoginRoute::kVm ? config_.max_vm_channels : config_.max_channels;
+  if (static_cast<int>(channels_.size()) >= limit) {
+    LogInfo("ssh channel refused peer=" + peer_ +
+            " reason=\"too many channels\" limit=" + std::to_string(limit));
     return nullptr;
   }
   ssh_channel ch = ssh_channel_new(session_.get());
   if (ch == nullptr) return nullptr;
+  if (NewChannel(ch) == nullptr) {
+    ssh_channel_free(ch);
+    return nullptr;
+  }
+  return ch;
+}
+
+SshConnection::Channel* SshConnection::NewChannel(ssh_channel ch) {
   auto c = std::make_unique<Channel>();
   c->conn = this;
   c->id = next_channel_id_++;
@@ -405,14 +738,13 @@ ssh_channel SshConnection::OnChannelOpen() {
   cb.channel_exec_request_function = &ConnectionCallbacks::Exec;
   cb.channel_env_request_function = &ConnectionCallbacks::Env;
   cb.channel_subsystem_request_function = &ConnectionCallbacks::Subsystem;
+  cb.channel_signal_function = &ConnectionCallbacks::Signal;
   ssh_callbacks_init(&cb);
-  if (ssh_set_channel_callbacks(ch, &cb) != SSH_OK) {
-    ssh_channel_free(ch);
-    return nullptr;
-  }
+  if (ssh_set_channel_callbacks(ch, &cb) != SSH_OK) return nullptr;
   ++channels_opened_;
+  Channel* raw = c.get();
   channels_.emplace(c->id, std::move(c));
-  return ch;
+  return raw;
 }
 
 void SshConnection::SendAccessBannerOnce(const std::string& key_line) {
@@ -474,8 +806,16 @@ int SshConnection::OnAuthPubkey(const char* user, ssh_key pubkey, char signature
   }
   caller_ = std::move(caller).value();
   authenticated_ = true;
+  // Where this connection leads, decided once: the login name names one of the caller's
+  // VMs (or says vm+NAME), or it reaches the lobby.
+  std::optional<std::string> vm = VmLoginTarget(*config_.store, caller_, login_name_);
+  if (vm.has_value()) {
+    route_ = LoginRoute::kVm;
+    vm_name_ = *vm;
+  }
   LogInfo("ssh login peer=" + peer_ + " login=" + LogQuote(login_name_) +
-          " user=" + LogQuote(caller_.user) + " key=" + *fp);
+          " user=" + LogQuote(caller_.user) + " key=" + *fp +
+          (route_ == LoginRoute::kVm ? " route=vm vm=" + LogQuote(vm_name_) : " route=lobby"));
   return SSH_AUTH_SUCCESS;
 }
 
@@ -499,6 +839,9 @@ int SshConnection::OnMessage(ssh_message message) {
       }
       break;  // the default reply: failure, "publickey" may continue
     case SSH_REQUEST_CHANNEL_OPEN:
+      if (subtype == SSH_CHANNEL_DIRECT_TCPIP && authenticated_ && route_ == LoginRoute::kVm) {
+        return OpenVmTcp(message) ? 0 : 1;
+      }
       LogInfo("ssh channel refused peer=" + peer_ + " type=" + ChannelTypeName(subtype) +
               (subtype == SSH_CHANNEL_DIRECT_TCPIP ? " reason=\"port forwarding is not available\""
                                                    : ""));
@@ -515,8 +858,12 @@ int SshConnection::OnMessage(ssh_message message) {
 }
 
 void SshConnection::Teardown() {
-  // Commands first: cancel them so that they stop reading and writing.
-  for (auto& [id, c] : channels_) c->io->Cancel();
+  // Commands first: cancel them so that they stop reading and writing; every raw channel
+  // into a VM is closed on the guest's side too (nothing is left open on its connection).
+  for (auto& [id, c] : channels_) {
+    c->io->Cancel();
+    if (c->pipe != nullptr) c->pipe->Close();
+  }
   // Give workers a moment to notice; a command that ignores cancellation is left behind
   // (it holds only its ChannelIo, never this connection) rather than hang the server.
   auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);

@@ -1,9 +1,15 @@
-// SshConnection: one client connection to the lobby, from key exchange to disconnect.
+// SshConnection: one client connection, from key exchange to disconnect. After
+// authentication the login name decides, once, where the connection leads: the lobby
+// (commands, the REPL) or a VM (`ssh NAME@HOST`, `vm+NAME@HOST`: shells, commands, sftp and
+// port forwards inside that VM).
 // Run() executes on the connection's own thread, which owns the libssh session and every
 // channel on it (libssh sessions are not thread-safe): it does the key exchange, answers
-// authentication, and runs the session's ssh_event loop. Each session channel's command or
-// REPL runs on a worker thread of its own and talks to this thread through a ChannelIo and
-// an eventfd in the event loop; nothing else touches the session.
+// authentication, and runs the session's ssh_event loop. A lobby channel's command or REPL,
+// and a VM channel's non-terminal command (run under the guest runner), run on a worker
+// thread of their own and talk to this thread through a ChannelIo; a VM channel's shell,
+// terminal command, sftp or TCP forward is bridged by this thread itself to a GuestPipe (a
+// raw channel on the VM's control connection). An eventfd in the event loop wakes it;
+// nothing else touches the session.
 // Stop() may be called from any thread.
 #pragma once
 
@@ -35,12 +41,12 @@ struct ConnectionConfig {
   std::chrono::milliseconds preauth_timeout{20000};
   int max_auth_failures = 6;
   int max_channels = 10;  // open session channels per connection (OpenSSH's MaxSessions)
+  // Open channels (sessions and TCP forwards) per connection into a VM; more are refused.
+  int max_vm_channels = 64;
 };
 
-// Where a login name leads. Today every name reaches the lobby; VM names will be routed
-// into their VM (`ssh NAME@HOST`, `vm+NAME@HOST`) here, and nowhere else.
-enum class LoginRoute { kLobby };
-LoginRoute RouteLogin(std::string_view login_name);
+// Where a connection leads, decided once after authentication (lobby/commands/vm_login.h).
+enum class LoginRoute { kLobby, kVm };
 
 // How many command threads, process-wide, ignored cancellation and were left running when
 // their connection ended. Non-zero means the process should exit without destructors.
@@ -70,6 +76,16 @@ class SshConnection {
   void ReapChannels();
   void Teardown();
   bool StartWorker(Channel& c, bool shell, std::string command);
+  // VM route: starts what a session channel asked for (kShell, kExec, kSubsystem). Always
+  // accepts the request; a refusal (not allowed, not running...) is written to the
+  // client's stderr with its exit status, which says more than a failed request would.
+  bool StartVmSession(Channel& c, int kind, std::string command);
+  bool OpenVmTcp(ssh_message message);
+  void FailChannel(Channel& c, const Status& why);
+  void ServiceVmChannel(Channel& c);
+  void FlushVmOutput(Channel& c);
+  Channel* NewChannel(ssh_channel ch);
+  void AuditVm(std::string_view what, const Status& st);
   void SendAccessBannerOnce(const std::string& key_line);
   void CountAuthFailure(std::string_view method, std::string_view reason,
                         std::string_view fingerprint);
@@ -102,6 +118,8 @@ class SshConnection {
   bool banner_sent_ = false;
   std::string login_name_;
   Caller caller_;
+  LoginRoute route_ = LoginRoute::kLobby;
+  std::string vm_name_;  // kVm: the VM the login name asked for
 
   int next_channel_id_ = 0;
   int channels_opened_ = 0;

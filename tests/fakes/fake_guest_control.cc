@@ -1,7 +1,11 @@
 #include "tests/fakes/fake_guest_control.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
 
 namespace warren {
 namespace {
@@ -14,7 +18,81 @@ std::string JobId(int n) {
   return buf;
 }
 
+// An echoing raw channel: input comes back as stdout; EOF on input ends it with status 0.
+class EchoPipe final : public GuestPipe {
+ public:
+  explicit EchoPipe(std::function<void()> notify) : notify_(std::move(notify)) {}
+  bool opening() override { return false; }
+  Status status() override { return Status::Ok(); }
+  size_t Write(std::string_view bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_ || eof_) return bytes.size();
+      out_.append(bytes);
+    }
+    Notify();
+    return bytes.size();
+  }
+  void CloseInput() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      eof_ = true;
+    }
+    Notify();
+  }
+  void Resize(const GuestTerminal&) override {}
+  void Signal(std::string_view) override {}
+  bool PeekOutput(bool is_stderr, size_t max, std::string* bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (is_stderr || out_.empty()) return false;
+    bytes->assign(out_, 0, std::min(max, out_.size()));
+    return true;
+  }
+  void ConsumeOutput(bool is_stderr, size_t n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!is_stderr) out_.erase(0, n);
+  }
+  End end() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    End e;
+    e.output_eof = eof_ && out_.empty();
+    e.closed = e.output_eof;
+    if (e.closed) e.exit_status = 0;
+    return e;
+  }
+  void Close() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+
+ private:
+  void Notify() {
+    if (notify_) notify_();
+  }
+  const std::function<void()> notify_;
+  std::mutex mu_;
+  std::string out_;
+  bool eof_ = false;
+  bool closed_ = false;
+};
+
 }  // namespace
+
+Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_view vm_id,
+                                                                 const GuestChannelRequest& request,
+                                                                 std::function<void()> notify) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    channel_requests_.push_back(request);
+    if (!reachable_) return Unavailable("VM " + std::string(vm_id) + " is not reachable");
+  }
+  return std::shared_ptr<GuestPipe>(std::make_shared<EchoPipe>(std::move(notify)));
+}
+
+std::vector<GuestChannelRequest> FakeGuestControl::channel_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return channel_requests_;
+}
 
 void FakeGuestControl::Deliver(const Job& job, uint64_t& out_off, uint64_t& err_off,
                                const GuestStreams& s) {

@@ -3,8 +3,8 @@
 // prints and how it ends, or to a job that keeps running until the test releases it. Output
 // offsets, hand-back at the deadline, cancellation and kill behave as the interface
 // promises. Unscripted commands: `true` exits 0, `false` exits 1, `cat` echoes its stdin,
-// anything else exits 0 silently. Thread-safe: a test may release a job from another thread
-// while a command waits on it.
+// anything else exits 0 silently. Raw channels echo. Thread-safe: a test may release a job from
+// another thread while a command waits on it.
 #pragma once
 
 #include <condition_variable>
@@ -35,6 +35,11 @@ class FakeGuestControl final : public GuestControl {
   Status Kill(std::string_view vm_id, std::string_view job) override;
   Result<std::vector<GuestJob>> Jobs(std::string_view vm_id) override;
   void Disconnect(std::string_view vm_id) override;
+  // A raw channel that opens at once and echoes its input back on stdout (like `cat`); EOF
+  // on its input ends it with exit status 0. Unavailable while unreachable.
+  Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
+                                                 const GuestChannelRequest& request,
+                                                 std::function<void()> notify) override;
 
   // ---- Scripting.
   void SetScript(const std::string& command, Script script);
@@ -53,6 +58,8 @@ class FakeGuestControl final : public GuestControl {
   std::vector<std::string> commands() const;  // every command Exec'd, in order
   std::string last_stdin() const;
   std::vector<std::string> disconnected() const;  // VM ids, in order
+  // Every raw channel asked for, in order.
+  std::vector<GuestChannelRequest> channel_requests() const;
   bool finished(const std::string& job) const;
   int killed() const;  // jobs ended by Kill or cancellation
   // The id the next job will get: jobs are numbered 00000001, 00000002...
@@ -86,6 +93,7 @@ class FakeGuestControl final : public GuestControl {
   std::vector<std::string> commands_;
   std::string last_stdin_;
   std::vector<std::string> disconnected_;
+  std::vector<GuestChannelRequest> channel_requests_;
 };
 
 }  // namespace warren

@@ -24,3 +24,12 @@ set_tests_properties(vm_e2e PROPERTIES
   TIMEOUT 1200
   RUN_SERIAL TRUE
   LABELS "integration;vm")
+
+# ssh NAME@HOST straight into a VM (exec, pty shell, -L/-W, sftp/scp, limits) on one tiny VM.
+add_test(NAME vm_route
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_route.py)
+set_tests_properties(vm_route PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 900
+  RUN_SERIAL TRUE
+  LABELS "integration;vm")

@@ -49,15 +49,17 @@ Result<std::string> Fingerprint(ssh_key key) {
 struct ControlSession::Channel {
   // kClosing: we closed the channel first and wait for the guest's close, so that no reply
   // is still on its way when the connection ends (it would reach the next connection).
-  enum class Phase { kNew, kOpening, kExec, kRunning, kClosing, kDone };
+  // kPty and kStart: a session channel's pty-req, then its exec/shell/subsystem request.
+  enum class Phase { kNew, kOpening, kPty, kStart, kRunning, kClosing, kDone };
 
   uint64_t id = 0;
   std::shared_ptr<GuestChannel> io;
   ssh_channel ch = nullptr;
   ssh_channel_callbacks_struct callbacks{};
   Phase phase = Phase::kNew;
-  Clock::time_point since;  // phase start (kOpening, kExec, kClosing)
+  Clock::time_point since;  // when it was queued, or when kClosing began
   size_t backlog = 0;       // stdout bytes libssh still holds because the caller's buffer was full
+  size_t stderr_backlog = 0;  // the same for stderr (raw channels; runner channels take all)
   bool remote_eof = false;
   bool eof_delivered = false;
   bool remote_closed = false;
@@ -71,8 +73,9 @@ struct ControlSessionCallbacks {
   static int Data(ssh_session, ssh_channel, void* data, uint32_t len, int is_stderr, void* ud) {
     auto* c = static_cast<Channel*>(ud);
     if (is_stderr) {
-      c->io->PushStderr(static_cast<const char*>(data), len);
-      return static_cast<int>(len);
+      size_t n = c->io->PushStderr(static_cast<const char*>(data), len, 0);
+      c->stderr_backlog = len - n;
+      return static_cast<int>(n);
     }
     // libssh hands over everything it holds for the channel (earlier leftovers included), so
     // what stays unconsumed is exactly len - n. While it stays, libssh stops widening the
@@ -134,6 +137,22 @@ Result<std::shared_ptr<GuestChannel>> ControlSession::OpenExec(std::string comma
     }
     return st;
   }
+  return io;
+}
+
+std::shared_ptr<GuestChannel> ControlSession::OpenRaw(GuestChannelRequest request,
+                                                      std::function<void()> notify,
+                                                      Clock::time_point deadline) {
+  auto io = std::make_shared<GuestChannel>(std::move(request), waker_, std::move(notify));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_) {
+      incoming_.push_back(Request{io, deadline});
+      waker_->Wake();
+      return io;
+    }
+  }
+  io->Fail(Unavailable("the control connection to VM " + options_.vm_id + " is closed"));
   return io;
 }
 
@@ -422,6 +441,7 @@ void ControlSession::TearDown(const Status& why, bool graceful) {
   if (socket_fd_ >= 0) ::close(socket_fd_);
   socket_fd_ = -1;
   channels_.clear();
+  open_channels_.store(0);
 }
 
 void ControlSession::StartChannels(std::deque<Request>& waiting) {
@@ -435,6 +455,7 @@ void ControlSession::StartChannels(std::deque<Request>& waiting) {
     c->since = Clock::now();
     channels_.emplace(c->id, std::move(c));
   }
+  open_channels_.store(static_cast<int>(channels_.size()));
 }
 
 bool ControlSession::Alive() {
@@ -453,7 +474,8 @@ void ControlSession::Service() {
   bool hung = false;
   for (Channel* c : snapshot) {
     ServiceChannel(*c);
-    if ((c->phase == Channel::Phase::kOpening || c->phase == Channel::Phase::kExec) &&
+    if ((c->phase == Channel::Phase::kOpening || c->phase == Channel::Phase::kPty ||
+         c->phase == Channel::Phase::kStart) &&
         Clock::now() - c->since > options_.channel_open_timeout) {
       hung = true;
     }
@@ -492,22 +514,53 @@ void ControlSession::ServiceChannel(Channel& c) {
     }
     c.phase = Phase::kOpening;
   }
+  const GuestChannelRequest& req = c.io->request();
+  using Kind = GuestChannelRequest::Kind;
   if (c.phase == Phase::kOpening) {
-    int rc = ssh_channel_open_session(c.ch);
-    if (rc == SSH_AGAIN) return;
-    if (rc != SSH_OK) {
-      c.io->Fail(Unavailable(std::string("the guest refused a channel: ") + ssh_get_error(s)));
-      c.phase = Phase::kDone;
-      return;
-    }
-    c.phase = Phase::kExec;
-  }
-  if (c.phase == Phase::kExec) {
-    int rc = ssh_channel_request_exec(c.ch, c.io->command().c_str());
+    int rc = req.kind == Kind::kTcp
+                 ? ssh_channel_open_forward(c.ch, "127.0.0.1", req.port, req.originator.c_str(),
+                                            req.originator_port)
+                 : ssh_channel_open_session(c.ch);
     if (rc == SSH_AGAIN) return;
     if (rc != SSH_OK) {
       c.io->Fail(
-          Unavailable(std::string("the guest refused to run a command: ") + ssh_get_error(s)));
+          req.kind == Kind::kTcp
+              ? Unavailable("nothing in the VM accepted a connection on port " +
+                            std::to_string(req.port) + " (" + ssh_get_error(s) + ")")
+              : Unavailable(std::string("the guest refused a channel: ") + ssh_get_error(s)));
+      c.phase = Phase::kDone;
+      return;
+    }
+    if (req.kind == Kind::kTcp) {
+      c.io->SetOpen(generation_.load());
+      c.phase = Phase::kRunning;
+    } else {
+      c.phase = req.terminal ? Phase::kPty : Phase::kStart;
+    }
+  }
+  if (c.phase == Phase::kPty) {
+    const GuestTerminal& t = *req.terminal;
+    int rc = ssh_channel_request_pty_size(c.ch, t.term.c_str(), static_cast<int>(t.cols),
+                                          static_cast<int>(t.rows));
+    if (rc == SSH_AGAIN) return;
+    if (rc != SSH_OK) {
+      c.io->Fail(Unavailable(std::string("the guest refused a terminal: ") + ssh_get_error(s)));
+      c.phase = Phase::kDone;
+      return;
+    }
+    c.phase = Phase::kStart;
+  }
+  if (c.phase == Phase::kStart) {
+    int rc = req.kind == Kind::kShell ? ssh_channel_request_shell(c.ch)
+             : req.kind == Kind::kSubsystem
+                 ? ssh_channel_request_subsystem(c.ch, req.command.c_str())
+                 : ssh_channel_request_exec(c.ch, req.command.c_str());
+    if (rc == SSH_AGAIN) return;
+    if (rc != SSH_OK) {
+      c.io->Fail(req.kind == Kind::kSubsystem
+                     ? Unavailable("the VM does not offer the " + req.command + " subsystem")
+                     : Unavailable(std::string("the guest refused to run a command: ") +
+                                   ssh_get_error(s)));
       c.phase = Phase::kDone;
       return;
     }
@@ -533,26 +586,44 @@ void ControlSession::ServiceChannel(Channel& c) {
   // Stdout: move what libssh kept back into the buffer the caller has since made room in.
   // Reading never more than the backlog keeps libssh from polling the socket (and so from
   // running callbacks) inside ssh_channel_read_nonblocking.
-  if (c.backlog > 0) {
+  for (int is_stderr = 0; is_stderr <= 1; ++is_stderr) {
+    size_t& backlog = is_stderr ? c.stderr_backlog : c.backlog;
+    if (backlog == 0) continue;
     char buf[16 * 1024];
-    size_t room = c.io->StdoutSpace();
-    while (c.backlog > 0 && room > 0) {
-      size_t want = std::min({c.backlog, room, sizeof buf});
-      int n = ssh_channel_read_nonblocking(c.ch, buf, static_cast<uint32_t>(want), 0);
+    size_t room = is_stderr ? c.io->StderrSpace() : c.io->StdoutSpace();
+    while (backlog > 0 && room > 0) {
+      size_t want = std::min({backlog, room, sizeof buf});
+      int n = ssh_channel_read_nonblocking(c.ch, buf, static_cast<uint32_t>(want), is_stderr);
       if (n <= 0) {
-        c.backlog = 0;
+        backlog = 0;
         break;
       }
       size_t got = static_cast<size_t>(n);
-      c.backlog -= std::min(c.backlog, got);
-      c.io->PushStdout(buf, got, c.backlog);
+      backlog -= std::min(backlog, got);
+      if (is_stderr) {
+        c.io->PushStderr(buf, got, backlog);
+      } else {
+        c.io->PushStdout(buf, got, backlog);
+      }
       room -= std::min(room, got);
     }
   }
-  if (c.remote_closed && c.backlog == 0 && !c.closed_delivered) {
+  if (c.io->raw()) {
+    // A raw channel's window changes and signals, as the client sent them (no reply asked).
+    GuestChannel::ControlRequests cr = c.io->TakeControlRequests();
+    if (cr.resize && req.terminal && !c.remote_closed) {
+      ssh_channel_change_pty_size(c.ch, static_cast<int>(cr.resize->cols),
+                                  static_cast<int>(cr.resize->rows));
+    }
+    for (const std::string& sig : cr.signals) {
+      if (!c.remote_closed) ssh_channel_request_send_signal(c.ch, sig.c_str());
+    }
+  }
+  bool drained = c.backlog == 0 && c.stderr_backlog == 0;
+  if (c.remote_closed && drained && !c.closed_delivered) {
     c.io->SetRemoteClosed();
     c.closed_delivered = true;
-  } else if (c.remote_eof && c.backlog == 0 && !c.eof_delivered) {
+  } else if (c.remote_eof && drained && !c.eof_delivered) {
     c.io->SetStdoutEof();
     c.eof_delivered = true;
   }
@@ -596,6 +667,7 @@ void ControlSession::ReapChannels() {
     }
     it = channels_.erase(it);
   }
+  open_channels_.store(static_cast<int>(channels_.size()));
 }
 
 }  // namespace warren::guest

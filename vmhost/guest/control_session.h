@@ -1,7 +1,8 @@
 // ControlSession: warren's one SSH client connection into one VM, over the VM's control
 // socket (a virtio-serial port that QEMU exposes as a unix socket; the guest runs sshd on
-// it). Many exec channels are multiplexed on it, because an SSH handshake to a TCG guest
-// costs about a second.
+// it). Many channels are multiplexed on it (the runner's exec channels, and raw channels
+// for `ssh NAME@HOST`: shells, sftp, port forwards), because an SSH handshake to a TCG
+// guest costs about a second.
 //
 // Threads: libssh sessions are not thread-safe, so one owner thread per session does every
 // libssh call: it connects (lazily, when a channel is wanted; retrying with backoff, since
@@ -76,9 +77,16 @@ class ControlSession {
   // guest cannot be reached in time (with the last connection error).
   Result<std::shared_ptr<GuestChannel>> OpenExec(std::string command_line,
                                                  Clock::time_point deadline);
+  // Asks for a raw channel (shell, exec, subsystem, or a TCP port in the guest; see
+  // GuestChannelRequest) and returns at once: the channel reports, through `notify`, when
+  // the guest opened it or refused, or when `deadline` passed without a connection.
+  std::shared_ptr<GuestChannel> OpenRaw(GuestChannelRequest request, std::function<void()> notify,
+                                        Clock::time_point deadline);
   // Drops the current connection (channels on it fail with Unavailable); the next OpenExec
   // connects again.
   void DropConnection();
+  // Channels open (or opening) on the connection right now; for tests and leak checks.
+  int open_channels() const { return open_channels_.load(); }
   // Ends the owner thread: every channel and waiting request fails. Idempotent.
   void Shutdown();
   // True once Shutdown was called: this session will never connect again.
@@ -124,6 +132,7 @@ class ControlSession {
   int connecting_fd_ = -1;  // while a blocking connect runs: shut down to interrupt it
   std::string pinned_fingerprint_;
   std::atomic<uint64_t> generation_{0};
+  std::atomic<int> open_channels_{0};
 
   // Owner thread only.
   SshSessionPtr session_;

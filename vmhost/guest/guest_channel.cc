@@ -6,8 +6,30 @@
 
 namespace warren::guest {
 
+namespace {
+
+GuestChannelRequest ExecRequest(std::string command) {
+  GuestChannelRequest r;
+  r.kind = GuestChannelRequest::Kind::kExec;
+  r.command = std::move(command);
+  return r;
+}
+
+}  // namespace
+
 GuestChannel::GuestChannel(std::string command, std::shared_ptr<EventWaker> waker)
-    : command_(std::move(command)), waker_(std::move(waker)) {}
+    : request_(ExecRequest(std::move(command))), raw_(false), waker_(std::move(waker)) {}
+
+GuestChannel::GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWaker> waker,
+                           std::function<void()> notify)
+    : request_(std::move(request)),
+      raw_(true),
+      waker_(std::move(waker)),
+      notify_(std::move(notify)) {}
+
+void GuestChannel::Notify() {
+  if (notify_) notify_();
+}
 
 Status GuestChannel::WaitOpen(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -137,6 +159,7 @@ void GuestChannel::SetOpen(uint64_t generation) {
     generation_ = generation;
   }
   cv_.notify_all();
+  Notify();
 }
 
 void GuestChannel::Fail(Status status) {
@@ -146,6 +169,7 @@ void GuestChannel::Fail(Status status) {
     failure_ = std::move(status);
   }
   cv_.notify_all();
+  Notify();
 }
 
 size_t GuestChannel::PushStdout(const char* data, size_t len, size_t held_back) {
@@ -161,9 +185,12 @@ size_t GuestChannel::PushStdout(const char* data, size_t len, size_t held_back) 
     size_t room = buffered >= kStdoutCapacity ? 0 : kStdoutCapacity - buffered;
     n = std::min(room, len);
     stdout_.append(data, n);
-    owner_wants_room_ = n < len || held_back > 0;
+    owner_wants_room_ = owner_wants_room_ || n < len || held_back > 0;
   }
-  if (n > 0) cv_.notify_all();
+  if (n > 0) {
+    cv_.notify_all();
+    Notify();
+  }
   return n;
 }
 
@@ -173,10 +200,130 @@ size_t GuestChannel::StdoutSpace() {
   return buffered >= kStdoutCapacity ? 0 : kStdoutCapacity - buffered;
 }
 
-void GuestChannel::PushStderr(const char* data, size_t len) {
+size_t GuestChannel::PushStderr(const char* data, size_t len, size_t held_back) {
+  size_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!raw_) {
+      if (stderr_.size() < kStderrKeep)
+        stderr_.append(data, std::min(len, kStderrKeep - stderr_.size()));
+      return len;
+    }
+    if (caller_closed_) return len;
+    if (stderr_pos_ > 0 && stderr_pos_ >= stderr_.size() / 2) {
+      stderr_.erase(0, stderr_pos_);
+      stderr_pos_ = 0;
+    }
+    size_t buffered = stderr_.size() - stderr_pos_;
+    size_t room = buffered >= kStdoutCapacity ? 0 : kStdoutCapacity - buffered;
+    n = std::min(room, len);
+    stderr_.append(data, n);
+    owner_wants_room_ = owner_wants_room_ || n < len || held_back > 0;
+  }
+  if (n > 0) Notify();
+  return n;
+}
+
+size_t GuestChannel::StderrSpace() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stderr_.size() < kStderrKeep)
-    stderr_.append(data, std::min(len, kStderrKeep - stderr_.size()));
+  if (!raw_) return kStderrKeep;
+  size_t buffered = stderr_.size() - stderr_pos_;
+  return buffered >= kStdoutCapacity ? 0 : kStdoutCapacity - buffered;
+}
+
+GuestChannel::ControlRequests GuestChannel::TakeControlRequests() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ControlRequests out = std::move(control_);
+  control_ = ControlRequests{};
+  return out;
+}
+
+bool GuestChannel::opening() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !open_ && failure_.ok();
+}
+
+Status GuestChannel::status() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+size_t GuestChannel::TryWrite(std::string_view bytes) {
+  bool was_empty;
+  size_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_or_closed() || remote_closed_ || stdin_closed_) return bytes.size();  // dropped
+    if (stdin_pos_ > 0 && stdin_pos_ == stdin_.size()) {
+      stdin_.clear();
+      stdin_pos_ = 0;
+    } else if (stdin_pos_ > kStdinCapacity) {
+      stdin_.erase(0, stdin_pos_);
+      stdin_pos_ = 0;
+    }
+    size_t buffered = stdin_.size() - stdin_pos_;
+    n = std::min(bytes.size(), buffered >= kStdinCapacity ? 0 : kStdinCapacity - buffered);
+    was_empty = buffered == 0;
+    stdin_.append(bytes.data(), n);
+  }
+  if (n > 0 && was_empty) waker_->Wake();
+  return n;
+}
+
+bool GuestChannel::PeekOutput(bool is_stderr, size_t max, std::string* bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string& buf = is_stderr ? stderr_ : stdout_;
+  size_t pos = is_stderr ? stderr_pos_ : stdout_pos_;
+  if (pos >= buf.size()) return false;
+  bytes->assign(buf, pos, std::min(max, buf.size() - pos));
+  return true;
+}
+
+void GuestChannel::ConsumeOutput(bool is_stderr, size_t n) {
+  bool wake_owner = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string& buf = is_stderr ? stderr_ : stdout_;
+    size_t& pos = is_stderr ? stderr_pos_ : stdout_pos_;
+    pos += std::min(n, buf.size() - pos);
+    if (pos == buf.size()) {
+      buf.clear();
+      pos = 0;
+    }
+    if (owner_wants_room_) {
+      owner_wants_room_ = false;
+      wake_owner = true;
+    }
+  }
+  if (wake_owner) waker_->Wake();
+}
+
+void GuestChannel::Resize(const GuestTerminal& size) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    control_.resize = size;
+  }
+  waker_->Wake();
+}
+
+void GuestChannel::Signal(std::string_view name) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (control_.signals.size() >= 16) return;  // a flood of signals: the rest are dropped
+    control_.signals.emplace_back(name);
+  }
+  waker_->Wake();
+}
+
+GuestPipe::End GuestChannel::End() {
+  std::lock_guard<std::mutex> lock(mu_);
+  GuestPipe::End e;
+  bool drained = stdout_pos_ >= stdout_.size() && stderr_pos_ >= stderr_.size();
+  e.output_eof = stdout_eof_ && drained;
+  e.closed = remote_closed_ && drained;
+  e.exit_status = exit_status_;
+  e.exit_signal = exit_signal_;
+  return e;
 }
 
 void GuestChannel::SetStdoutEof() {
@@ -185,17 +332,24 @@ void GuestChannel::SetStdoutEof() {
     stdout_eof_ = true;
   }
   cv_.notify_all();
+  Notify();
 }
 
 void GuestChannel::SetExitStatus(int status) {
-  std::lock_guard<std::mutex> lock(mu_);
-  exit_status_ = status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exit_status_ = status;
+  }
+  Notify();
 }
 
 void GuestChannel::SetExitSignal(std::string signal) {
-  std::lock_guard<std::mutex> lock(mu_);
-  exit_signal_ = std::move(signal);
-  if (exit_signal_.size() > 32) exit_signal_.resize(32);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exit_signal_ = std::move(signal);
+    if (exit_signal_.size() > 32) exit_signal_.resize(32);
+  }
+  Notify();
 }
 
 void GuestChannel::SetRemoteClosed() {
@@ -205,6 +359,7 @@ void GuestChannel::SetRemoteClosed() {
     stdout_eof_ = true;
   }
   cv_.notify_all();
+  Notify();
 }
 
 bool GuestChannel::PeekStdin(size_t max, std::string* bytes) {
@@ -220,6 +375,7 @@ void GuestChannel::ConsumeStdin(size_t n) {
     stdin_pos_ += std::min(n, stdin_.size() - stdin_pos_);
   }
   cv_.notify_all();
+  Notify();
 }
 
 bool GuestChannel::StdinEofDue() {

@@ -1,9 +1,12 @@
-// GuestChannel: one exec channel on a VM's control connection, as handed between the
-// control session's owner thread (the only thread that touches libssh) and the caller's
-// thread that runs the command's logic. Bounded buffers both ways give per-channel flow
+// GuestChannel: one channel on a VM's control connection, as handed between the control
+// session's owner thread (the only thread that touches libssh) and the caller's thread that
+// runs the command's logic. Two kinds: the runner's exec channels (blocking Write/Read for a
+// caller thread; stderr kept only as diagnostics), and raw channels (shell, exec, subsystem,
+// direct-tcpip: non-blocking TryWrite/PeekOutput for an event loop, told of changes by a
+// notify callback; stderr is real output). Bounded buffers both ways give per-channel flow
 // control: a caller that reads slowly leaves bytes in libssh, which then stops widening the
 // guest's window for this channel only; a caller that writes faster than the guest reads
-// blocks in Write. Other channels on the same connection are unaffected either way.
+// blocks in Write (or gets 0 from TryWrite). Other channels on the connection are unaffected.
 //
 // Thread-safe: the "caller" methods are for the thread that opened the channel (Write may
 // come from one more thread, e.g. a stdin pump; Close from any), the "owner" methods for
@@ -13,14 +16,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lobby/base/status.h"
 #include "vmhost/guest/event_waker.h"
+#include "vmhost/guest_control.h"
 
 namespace warren::guest {
 
@@ -34,11 +40,18 @@ class GuestChannel {
   // stalls the channel.
   static constexpr size_t kStderrKeep = 16 * 1024;
 
+  // A runner exec channel running `command`.
   GuestChannel(std::string command, std::shared_ptr<EventWaker> waker);
+  // A raw channel; `notify` is called (no lock held, from the owner or a caller thread)
+  // after every change an event loop may act on.
+  GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWaker> waker,
+               std::function<void()> notify);
   GuestChannel(const GuestChannel&) = delete;
   GuestChannel& operator=(const GuestChannel&) = delete;
 
-  const std::string& command() const { return command_; }
+  const std::string& command() const { return request_.command; }
+  const GuestChannelRequest& request() const { return request_; }
+  bool raw() const { return raw_; }
   // Which connection of its control session the channel was opened on (once open).
   uint64_t generation();
 
@@ -64,6 +77,18 @@ class GuestChannel {
   // its output pipe closed). Idempotent; unblocks Write.
   void Close();
 
+  // ---- Caller, raw channels (non-blocking) ----
+
+  bool opening();
+  Status status();
+  // Queues what fits of `bytes` for the guest; returns how many bytes were taken.
+  size_t TryWrite(std::string_view bytes);
+  bool PeekOutput(bool is_stderr, size_t max, std::string* bytes);
+  void ConsumeOutput(bool is_stderr, size_t n);
+  void Resize(const GuestTerminal& size);
+  void Signal(std::string_view name);
+  GuestPipe::End End();
+
   // ---- Owner ----
 
   bool caller_closed();
@@ -74,7 +99,16 @@ class GuestChannel {
   // owner still holds `held_back` more, the caller wakes the owner once it has made room.
   size_t PushStdout(const char* data, size_t len, size_t held_back);
   size_t StdoutSpace();
-  void PushStderr(const char* data, size_t len);
+  // Runner channels keep the first kStderrKeep bytes and take everything; raw channels
+  // take what fits (as PushStdout) and return how many.
+  size_t PushStderr(const char* data, size_t len, size_t held_back);
+  size_t StderrSpace();
+  // Window changes and signals the caller asked for since the last call (raw channels).
+  struct ControlRequests {
+    std::optional<GuestTerminal> resize;
+    std::vector<std::string> signals;
+  };
+  ControlRequests TakeControlRequests();
   void SetStdoutEof();
   void SetExitStatus(int status);
   void SetExitSignal(std::string signal);
@@ -88,9 +122,12 @@ class GuestChannel {
 
  private:
   bool failed_or_closed() const { return !failure_.ok() || caller_closed_; }
+  void Notify();
 
-  const std::string command_;
+  const GuestChannelRequest request_;
+  const bool raw_;
   const std::shared_ptr<EventWaker> waker_;
+  const std::function<void()> notify_;
 
   std::mutex mu_;
   std::condition_variable cv_;  // any change a caller may wait for
@@ -106,7 +143,9 @@ class GuestChannel {
   bool stdout_eof_ = false;
   bool owner_wants_room_ = false;
   std::string stderr_;
+  size_t stderr_pos_ = 0;  // raw channels: stderr is a queue like stdout
   bool remote_closed_ = false;
+  ControlRequests control_;
   std::optional<int> exit_status_;
   std::string exit_signal_;
 };

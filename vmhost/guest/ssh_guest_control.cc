@@ -77,6 +77,52 @@ std::string RunnerFailure(GuestChannel& ch, const Status& why) {
   return why.message() + (err.empty() ? "" : " (" + err + ")");
 }
 
+// GuestPipe over a raw GuestChannel; dropping it closes the channel.
+class RawPipe final : public GuestPipe {
+ public:
+  explicit RawPipe(std::shared_ptr<GuestChannel> ch) : ch_(std::move(ch)) {}
+  ~RawPipe() override { ch_->Close(); }
+
+  bool opening() override { return ch_->opening(); }
+  Status status() override { return ch_->status(); }
+  size_t Write(std::string_view bytes) override { return ch_->TryWrite(bytes); }
+  void CloseInput() override { ch_->CloseStdin(); }
+  void Resize(const GuestTerminal& size) override { ch_->Resize(size); }
+  void Signal(std::string_view name) override { ch_->Signal(name); }
+  bool PeekOutput(bool is_stderr, size_t max, std::string* bytes) override {
+    return ch_->PeekOutput(is_stderr, max, bytes);
+  }
+  void ConsumeOutput(bool is_stderr, size_t n) override { ch_->ConsumeOutput(is_stderr, n); }
+  End end() override { return ch_->End(); }
+  void Close() override { ch_->Close(); }
+
+ private:
+  std::shared_ptr<GuestChannel> ch_;
+};
+
+bool ValidEnvName(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              (i > 0 && c >= '0' && c <= '9');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string ShellQuote(std::string_view value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<SshGuestControl>> SshGuestControl::Create(SshGuestControlOptions options) {
@@ -314,6 +360,50 @@ void SshGuestControl::Disconnect(std::string_view vm_id) {
     vms_.erase(it);
   }
   vm->session->Shutdown();
+}
+
+Result<std::shared_ptr<GuestPipe>> SshGuestControl::OpenChannel(std::string_view vm_id,
+                                                                const GuestChannelRequest& request,
+                                                                std::function<void()> notify) {
+  using Kind = GuestChannelRequest::Kind;
+  GuestChannelRequest req = request;
+  if (req.kind == Kind::kTcp) {
+    if (req.port == 0) return InvalidArgument("no port given");
+    req.env.clear();
+  } else if (req.kind == Kind::kSubsystem) {
+    if (req.command.empty() || req.command.size() > 64)
+      return InvalidArgument("bad subsystem name");
+    req.env.clear();
+  } else if (!req.env.empty()) {
+    std::string exports;
+    for (const auto& [name, value] : req.env) {
+      if (!ValidEnvName(name)) return InvalidArgument("bad environment variable name");
+      if (value.find('\0') != std::string::npos) {
+        return InvalidArgument("environment value with a NUL byte");
+      }
+      exports += "export " + name + "=" + ShellQuote(value) + "; ";
+    }
+    if (req.kind == Kind::kShell) {
+      req.kind = Kind::kExec;
+      req.command = exports + "exec \"$SHELL\" -l";
+    } else {
+      req.command = exports + req.command;
+    }
+    req.env.clear();
+  }
+  if (req.command.find('\0') != std::string::npos) {
+    return InvalidArgument("a command line with a NUL byte");
+  }
+  std::shared_ptr<Vm> vm = VmFor(vm_id);
+  std::shared_ptr<GuestChannel> ch = vm->session->OpenRaw(std::move(req), std::move(notify),
+                                                          Clock::now() + options_.reach_timeout);
+  return std::shared_ptr<GuestPipe>(std::make_shared<RawPipe>(std::move(ch)));
+}
+
+int SshGuestControl::OpenChannels(std::string_view vm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = vms_.find(vm_id);
+  return it == vms_.end() ? 0 : it->second->session->open_channels();
 }
 
 std::string SshGuestControl::HostKeyFingerprint(std::string_view vm_id) {

@@ -57,6 +57,15 @@ class SshGuestControl final : public GuestControl {
   Status Kill(std::string_view vm_id, std::string_view job) override;
   Result<std::vector<GuestJob>> Jobs(std::string_view vm_id) override;
   void Disconnect(std::string_view vm_id) override;
+  // A raw channel on the VM's connection (no runner). Env for a session is set by the
+  // command line the guest's shell runs (`export NAME='VALUE'; …`), because the guest's sshd
+  // accepts no env requests: a shell with env becomes `exec "$SHELL" -l` after the exports.
+  Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
+                                                 const GuestChannelRequest& request,
+                                                 std::function<void()> notify) override;
+
+  // Channels open on the VM's connection right now (0 without one): for leak checks.
+  int OpenChannels(std::string_view vm_id);
 
   // The guest's host key fingerprint as pinned by the VM's connection ("" before one).
   std::string HostKeyFingerprint(std::string_view vm_id);
