@@ -1,7 +1,7 @@
 #include "vmhost/guest/control_session.h"
 
 #include <libssh/callbacks.h>
-#include <libssh/server.h>  // ssh_set_message_callback (not server-only despite the header)
+#include <libssh/server.h>  // ssh_set_message_callback, ssh_send_keepalive (not server-only)
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -262,6 +262,12 @@ void ControlSession::Run() {
       ssh_event_dopoll(event_.get(), 1000);
       if (Alive()) Service();
     }
+    if (Alive() && !CheckLiveness()) {
+      last_error =
+          Unavailable("VM " + options_.vm_id + " stopped answering on its control connection");
+      LogWarn("guest control keepalive unanswered vm=" + LogQuote(options_.vm_id));
+      TearDown(last_error, /*graceful=*/false);
+    }
     if (session_ != nullptr && !Alive()) {  // (Service may have torn a hung one down)
       const char* err = ssh_get_error(session_.get());
       last_error = Unavailable("the control connection to VM " + options_.vm_id +
@@ -361,6 +367,11 @@ Status ControlSession::Connect(Clock::time_point deadline) {
   session_ = std::move(session);
   event_ = std::move(event);
   socket_fd_ = fd;
+  counters_ = {};
+  ssh_set_counters(s, &counters_, nullptr);
+  heard_bytes_ = 0;
+  last_heard_ = Clock::now();
+  keepalive_sent_ = false;
   uint64_t gen = generation_.fetch_add(1) + 1;
   LogInfo("guest control connected vm=" + LogQuote(options_.vm_id) +
           " hostkey=" + host_key_fingerprint() + " generation=" + std::to_string(gen) +
@@ -456,6 +467,28 @@ void ControlSession::StartChannels(std::deque<Request>& waiting) {
     channels_.emplace(c->id, std::move(c));
   }
   open_channels_.store(static_cast<int>(channels_.size()));
+}
+
+bool ControlSession::CheckLiveness() {
+  auto now = Clock::now();
+  if (counters_.in_bytes != heard_bytes_ || channels_.empty()) {
+    // Heard from the guest, or nobody waits on it: an idle connection needs no probing.
+    heard_bytes_ = counters_.in_bytes;
+    last_heard_ = now;
+    keepalive_sent_ = false;
+    return true;
+  }
+  if (now - last_heard_ < options_.keepalive_after) return true;
+  if (!keepalive_sent_) {
+    // libssh keeps the state of the previous global request until the next call, which
+    // then only clears it: the first call may just reset, the second then sends. While a
+    // request is still pending both only poll.
+    ssh_send_keepalive(session_.get());
+    ssh_send_keepalive(session_.get());
+    keepalive_sent_ = true;
+    return true;
+  }
+  return now - last_heard_ < options_.keepalive_after + options_.keepalive_timeout;
 }
 
 bool ControlSession::Alive() {

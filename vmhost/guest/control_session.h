@@ -57,6 +57,12 @@ struct ControlSessionOptions {
   // Channels at once on the connection; more requests wait for a free slot. The guest's
   // sshd allows 256 (MaxSessions).
   int max_channels = 128;
+  // While channels are open and the guest has sent nothing for `keepalive_after`, a
+  // keepalive (a global request the guest's sshd must answer) is sent; no byte back within
+  // `keepalive_timeout` more means the guest's sshd is gone (a virtio-serial port shows no
+  // hang-up when it dies): the connection is dropped, and its channels fail and reattach.
+  std::chrono::milliseconds keepalive_after{std::chrono::seconds(10)};
+  std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};
   // Backoff between failed connection attempts: doubles from first to max.
   std::chrono::milliseconds retry_first{std::chrono::milliseconds(200)};
   std::chrono::milliseconds retry_max{std::chrono::seconds(2)};
@@ -121,6 +127,8 @@ class ControlSession {
   void FlushStdin(Channel& c);
   void ReapChannels();
   bool Alive();
+  // Keepalive bookkeeping after each poll; false when the guest stopped answering.
+  bool CheckLiveness();
 
   const ControlSessionOptions options_;
   const std::shared_ptr<EventWaker> waker_ = std::make_shared<EventWaker>();
@@ -138,6 +146,10 @@ class ControlSession {
   SshSessionPtr session_;
   SshEventPtr event_;
   int socket_fd_ = -1;  // the connection's socket (libssh does not close an fd handed in)
+  ssh_counter_struct counters_{};  // bytes in/out on the socket, kept by libssh
+  uint64_t heard_bytes_ = 0;       // counters_.in_bytes when last looked at
+  Clock::time_point last_heard_{};
+  bool keepalive_sent_ = false;
   std::map<uint64_t, std::unique_ptr<Channel>> channels_;
   uint64_t next_channel_id_ = 1;
 
