@@ -1,9 +1,94 @@
 // The GuestControl scenarios against a local OpenSSH sshd on a unix socket: everything but
 // the guest image (launcher, virtio-serial, TCG speed), in milliseconds. See
 // guest_vm_test.cc for the same scenarios against a real guest.
+#include <dirent.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
 #include "tests/unit/guest_control_scenarios.h"
 
 namespace warren::guest::testing {
+namespace {
+
+std::string ReadProcFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Every sshd process serving a connection to this target (the `sshd -i` socat started for
+// it and the sshd processes below it); the listener (socat) is not one of them.
+std::set<pid_t> TargetSshdProcesses(const std::string& config_path) {
+  std::map<pid_t, pid_t> parent;
+  std::set<pid_t> found;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return found;
+  while (dirent* e = readdir(d)) {
+    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::string dir = "/proc/" + std::string(e->d_name);
+    std::string stat = ReadProcFile(dir + "/stat");
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = 0;
+    char state = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
+    parent[pid] = ppid;
+    std::string comm = ReadProcFile(dir + "/comm");
+    std::string cmdline = ReadProcFile(dir + "/cmdline");
+    if (comm.rfind("sshd", 0) == 0 && cmdline.find(config_path) != std::string::npos) {
+      found.insert(pid);
+    }
+  }
+  closedir(d);
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (auto [pid, ppid] : parent) {
+      if (!found.count(pid) && found.count(ppid)) grew = found.insert(pid).second;
+    }
+  }
+  return found;
+}
+
+// The guest's sshd freezes in the middle of a command (a virtio-serial port would show no
+// hang-up either): the keepalive notices, the connection is remade and the command's output
+// is read on to its end from the job the runner kept.
+TEST_F(GuestControlTest, AFrozenSshdCostsOneReconnectAndNoOutput) {
+  SshGuestControlOptions options = target().ControlOptions();
+  options.keepalive_after = std::chrono::milliseconds(300);
+  options.keepalive_timeout = std::chrono::milliseconds(300);
+  options.reach_timeout = std::chrono::seconds(10);
+  Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(options);
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  ASSERT_TRUE(RunExec(**control, "true").progress.ok());  // connected
+
+  Outcome o;
+  auto started = std::chrono::steady_clock::now();
+  std::thread run([&] { o = RunExec(**control, "echo begin; sleep 2; echo end; exit 7"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  std::set<pid_t> frozen = TargetSshdProcesses(target().dir() + "/sshd_config");
+  EXPECT_FALSE(frozen.empty());
+  for (pid_t pid : frozen) kill(pid, SIGSTOP);
+  run.join();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  for (pid_t pid : frozen) kill(pid, SIGKILL);
+
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_TRUE(o.progress->finished);
+  EXPECT_EQ(o.progress->exit_code, 7);
+  EXPECT_EQ(o.out, "begin\nend\n");
+  EXPECT_LT(seconds, 8.0) << "the frozen connection was noticed late";
+}
+
+}  // namespace
 
 TargetSetup MakeGuestTarget() {
   TargetSetup s;

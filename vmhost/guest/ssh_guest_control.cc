@@ -155,6 +155,8 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
   so.key_path = options_.key_path;
   so.user = options_.user;
   so.connect_timeout = options_.connect_timeout;
+  so.keepalive_after = options_.keepalive_after;
+  so.keepalive_timeout = options_.keepalive_timeout;
   auto vm = std::make_shared<Vm>();
   vm->session = std::make_shared<ControlSession>(std::move(so));
   vms_.emplace(std::string(vm_id), vm);

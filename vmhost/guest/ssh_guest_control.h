@@ -34,6 +34,10 @@ struct SshGuestControlOptions {
   std::chrono::milliseconds reach_timeout{std::chrono::seconds(60)};
   // One connection attempt (socket, handshake, authentication).
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(30)};
+  // A connection whose guest stops answering is dropped this long after it went silent
+  // (see ControlSessionOptions::keepalive_after and keepalive_timeout).
+  std::chrono::milliseconds keepalive_after{std::chrono::seconds(10)};
+  std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};
   // Replies of `kill` (which waits up to ~6 s for a stubborn job) and `list`.
   std::chrono::milliseconds reply_timeout{std::chrono::seconds(30)};
 };
