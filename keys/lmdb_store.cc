@@ -98,6 +98,8 @@ constexpr UpgradeStep kUpgrades[] = {
     {1, "create tables users, keys, key_names", &CreateInitialTables},
     {2, "create tables vms, vm_names, jobs", &store_internal::CreateVmTables},
     {3, "create tables token_labels, token_label_names", &store_internal::CreateTokenTables},
+    {4, "create tables oauth_clients, oauth_requests, oauth_user_codes, oauth_codes, oauth_refresh",
+     &store_internal::CreateOAuthTables},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,
@@ -336,6 +338,7 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
                           lmdb::Table<TokenLabel>::Open(txn, "token_labels", false));
   WARREN_ASSIGN_OR_RETURN(state->token_label_names,
                           lmdb::Table<std::string>::Open(txn, "token_label_names", false));
+  WARREN_RETURN_IF_ERROR(store_internal::OpenOAuthTables(*state, txn));
   // Table handles opened in this transaction become usable by others once it commits.
   WARREN_RETURN_IF_ERROR(txn.Commit().Annotate("opening store in " + dir));
   return std::unique_ptr<LmdbStore>(new LmdbStore(std::move(state)));

@@ -3,8 +3,8 @@
 // all or nothing), durable commits (sync on). Thread-safe: readers run concurrently with
 // each other and with the one writer LMDB admits at a time.
 //
-// Layout (schema version 3):
-//   meta       "schema_version" -> 2
+// Layout (schema version 4):
+//   meta       "schema_version" -> 4
 //   users      name -> User JSON
 //   keys       fingerprint -> SshKey JSON
 //   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
@@ -13,6 +13,11 @@
 //   jobs       vm_id NUL job -> JobRecord JSON   (a VM's jobs are one prefix scan)
 //   token_labels       id -> TokenLabel JSON                    (since version 3)
 //   token_label_names  user NUL name -> id  (index: per-user names, listing a user's labels)
+//   oauth_clients     client id -> OAuthClient JSON                (since version 4)
+//   oauth_requests    request id (hash of the page's secret) -> OAuthRequest JSON
+//   oauth_user_codes  user code hash -> request id
+//   oauth_codes       authorization code hash -> request id
+//   oauth_refresh     refresh token hash -> OAuthRefresh JSON
 #pragma once
 
 #include <cstddef>
@@ -21,17 +26,18 @@
 #include <string_view>
 #include <vector>
 
+#include "keys/oauth.h"
 #include "keys/store.h"
 
 namespace warren {
 
 struct LmdbStoreState;
 
-class LmdbStore final : public Store {
+class LmdbStore final : public Store, public OAuthStore {
  public:
   // The newest schema this binary reads and writes. Opening an older store upgrades it in
   // one transaction; a newer one is refused.
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   struct Options {
     // Upper bound of the database file; LMDB reserves address space, not disk. Writes past
@@ -87,6 +93,18 @@ class LmdbStore final : public Store {
   Status UpdateJob(std::string_view vm_id, std::string_view job,
                    const std::function<Status(JobRecord&)>& change) override;
   Status DeleteJob(std::string_view vm_id, std::string_view job) override;
+
+  Status CreateOAuthClient(const OAuthClient& client) override;
+  Result<OAuthClient> GetOAuthClient(std::string_view id) override;
+  Status CreateOAuthRequest(const OAuthRequest& request, int64_t now) override;
+  Result<OAuthRequest> GetOAuthRequest(std::string_view id) override;
+  Result<OAuthRequest> FindOAuthRequestByUserCode(std::string_view user_code_hash) override;
+  Result<OAuthRequest> FindOAuthRequestByCode(std::string_view code_hash) override;
+  Status UpdateOAuthRequest(std::string_view id,
+                            const std::function<Status(OAuthRequest&)>& change) override;
+  Status PutOAuthRefresh(const OAuthRefresh& refresh) override;
+  Result<OAuthRefresh> RotateOAuthRefresh(std::string_view old_hash, std::string_view client_id,
+                                          std::string_view new_hash, int64_t now) override;
 
   // The data directory, as given to Open.
   const std::string& dir() const;

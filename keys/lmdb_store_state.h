@@ -71,6 +71,9 @@ Status CreateVmTables(lmdb::Txn& txn);
 // Creates the token label tables (schema version 3).
 Status CreateTokenTables(lmdb::Txn& txn);
 
+// Creates the OAuth tables (schema version 4).
+Status CreateOAuthTables(lmdb::Txn& txn);
+
 // The index key of a per-user name (key names, label names): user NUL name.
 std::string NameIndexKey(std::string_view user, std::string_view name);
 // The prefix of every index key of `user`: user NUL.
@@ -81,6 +84,12 @@ std::string UserPrefix(std::string_view user);
 Status ValidateUserName(std::string_view name);  // ^[a-z][a-z0-9_-]{0,31}$
 Status ValidateKeyName(std::string_view name);   // ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
 
+}  // namespace store_internal
+
+struct LmdbStoreState;
+namespace store_internal {
+// Opens the OAuth tables' handles into `s` (lmdb_store_oauth.cc).
+Status OpenOAuthTables(LmdbStoreState& s, lmdb::Txn& txn);
 }  // namespace store_internal
 
 struct LmdbStoreState {
@@ -96,6 +105,12 @@ struct LmdbStoreState {
   lmdb::Table<JobRecord> jobs;                 // vm_id NUL job -> JobRecord
   lmdb::Table<TokenLabel> token_labels;        // id -> TokenLabel
   lmdb::Table<std::string> token_label_names;  // user NUL label name -> id
+  // OAuth (keys/oauth.h), JSON values encoded in lmdb_store_oauth.cc.
+  lmdb::JsonTable oauth_clients;     // client id -> OAuthClient
+  lmdb::JsonTable oauth_requests;    // request id -> OAuthRequest
+  lmdb::JsonTable oauth_user_codes;  // user code hash -> request id
+  lmdb::JsonTable oauth_codes;       // authorization code hash -> request id
+  lmdb::JsonTable oauth_refresh;     // refresh token hash -> OAuthRefresh
 
   ~LmdbStoreState();
 

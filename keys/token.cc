@@ -161,6 +161,7 @@ Result<std::string> TokenSigner::Sign(const TokenClaims& claims) const {
                             {"l", claims.label_id},  {"c", claims.scope.cmds},
                             {"t", claims.scope.tag}, {"e", claims.scope.expires_at},
                             {"i", claims.issued_at}};
+  if (!claims.audience.empty()) payload["a"] = claims.audience;
   std::string signed_part = std::string(kTokenPrefix) + Base64UrlEncode(payload.dump());
   std::string token = signed_part + "." + Base64UrlEncode(Mac(signed_part));
   if (token.size() > kMaxTokenBytes) {
@@ -200,6 +201,10 @@ Result<TokenClaims> TokenSigner::Verify(std::string_view token) const {
   claims.user = u->get<std::string>();
   claims.label_id = l->get<std::string>();
   claims.issued_at = i->get<int64_t>();
+  if (auto a = p.find("a"); a != p.end()) {
+    if (!a->is_string() || a->get<std::string>().empty()) return InvalidToken();
+    claims.audience = a->get<std::string>();
+  }
   Result<Scope> scope =
       Scope::FromJson(nlohmann::json{{"cmds", p.value("c", nlohmann::json())},
                                      {"tag", p.value("t", nlohmann::json())},

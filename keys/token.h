@@ -3,7 +3,10 @@
 //   "wr1." + base64url(payload JSON) + "." + base64url(HMAC-SHA256(secret, "wr1." + payload))
 //
 // and its payload carries its limits — {"v":1,"u":user,"l":label id,"c":[cmds],"t":tag,
-// "e":expires_at,"i":issued_at} — so nobody can widen them without the server's secret. The
+// "e":expires_at,"i":issued_at} — so nobody can widen them without the server's secret.
+// A token issued through OAuth also carries its audience, "a": the resource (RFC 8707) it
+// was asked for, e.g. "https://HOST/mcp"; surfaces refuse a token bound to another audience.
+// Tokens without "a" (ssh-key generate-api-key) are for every surface, as before. The
 // secret (32 random bytes) lives in the data directory, mode 0600, made on first start and
 // never logged. A valid signature is not enough: CheckToken also requires the token's label
 // to exist and belong to its user (store.h, TokenLabel), the user to exist and the token
@@ -33,6 +36,8 @@ struct TokenClaims {
   std::string label_id;  // TokenLabel::id
   Scope scope;
   int64_t issued_at = 0;
+  // The resource the token is bound to (OAuth, RFC 8707); empty: any surface.
+  std::string audience;
 
   bool operator==(const TokenClaims&) const = default;
 };

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bridge/http_server.h"
+#include "bridge/oauth/oauth_handler.h"
 
 #include "keys/lmdb_store.h"
 #include "keys/public_key.h"
@@ -53,6 +55,10 @@ struct ServeFlags {
   std::string vms = "on";
   std::string vm_egress = "full";  // "off": a lobby without VMs (VM commands answer unavailable)
   VmRuntimeOptions vm;
+  // OAuth sign-in: the base URL clients reach the HTTP bridge at (default: from --http),
+  // and how long a sign-in code lives.
+  std::string public_url;
+  int64_t oauth_code_lifetime = 600;
 };
 
 struct HostPort {
@@ -104,6 +110,18 @@ std::string PublicHostFor(const std::string& bind_host) {
     return "localhost";
   }
   return bind_host;
+}
+
+// The base URL of the HTTP bridge as clients reach it, when --public-url is not given:
+// the scheme, the bind address (the machine's name for a wildcard bind) and the bound port.
+std::string DefaultPublicUrl(const HostPort& bind, int port, bool tls) {
+  std::string host = bind.host;
+  if (host == "0.0.0.0" || host == "::") {
+    host = PublicHostFor(host);
+  } else if (host.find(':') != std::string::npos) {
+    host = "[" + host + "]";
+  }
+  return std::string(tls ? "https://" : "http://") + host + ":" + std::to_string(port);
 }
 
 Status EnsureDir(const std::string& dir) {
@@ -227,6 +245,7 @@ int Serve(const ServeFlags& flags) {
   services.store = store.get();
   services.clock = &clock;
   services.token_signer = &token_signer.value();
+  services.oauth = store.get();
   services.info.ssh_host = PublicHostFor(ssh_addr->host);
   services.info.ssh_port = ssh_addr->port;
   services.info.domain = flags.domain;
@@ -261,9 +280,30 @@ int Serve(const ServeFlags& flags) {
   http_options.address = http_addr->host;
   http_options.port = http_addr->port;
   HttpServer http_server(http_options);
+  // OAuth sign-in for MCP clients, approved over SSH with `authorize CODE`.
+  OAuthOptions oauth_options;
+  oauth_options.ssh_host = services.info.ssh_host;
+  oauth_options.ssh_port = [&interpreter] { return interpreter.services().info.ssh_port; };
+  oauth_options.user_code_seconds = flags.oauth_code_lifetime;
+  oauth_options.auth_code_seconds = std::min<int64_t>(60, flags.oauth_code_lifetime);
+  if (!flags.public_url.empty()) {
+    Result<std::string> base = oauth::NormalizeBaseUrl(flags.public_url);
+    if (!base.ok()) {
+      ssh_server.Stop();
+      return Fail(base.status());
+    }
+    oauth_options.public_url = *base;
+  }
+  auto oauth_handler =
+      std::make_shared<OAuthHandler>(*store, *store, token_signer.value(), clock, oauth_options);
+  http_server.AddHandler(oauth_handler);
   if (Status st = http_server.Start(); !st.ok()) {
     ssh_server.Stop();
     return Fail(st.Annotate("starting HTTP"));
+  }
+  if (flags.public_url.empty()) {
+    oauth_handler->SetPublicUrl(
+        DefaultPublicUrl(*http_addr, http_server.port(), http_server.tls()));
   }
 
   LogInfo("warren " WARREN_VERSION " serving; data in " + flags.data_dir);
@@ -324,6 +364,14 @@ int main(int argc, char** argv) {
   serve->add_option("--runner", flags.vm.runner_path,
                     "The guest runner binary (default: warren-run next to warren)");
   serve->add_option("--domain", flags.domain, "Domain under which VMs are served")
+      ->capture_default_str();
+  serve->add_option("--public-url", flags.public_url,
+                    "Base URL clients reach --http at, e.g. https://warren.example (OAuth "
+                    "metadata and token audience; default: from --http)");
+  serve
+      ->add_option("--oauth-code-lifetime", flags.oauth_code_lifetime,
+                   "Seconds an OAuth sign-in code waits for `authorize CODE`")
+      ->check(CLI::Range(2, 3600))
       ->capture_default_str();
   CLI::App* version = app.add_subcommand("version", "Print the version");
 

@@ -337,9 +337,15 @@ Result<Caller> CallerForKey(Store& store, const Clock& clock, std::string_view f
 }
 
 Result<Caller> CallerForToken(Store& store, const Clock& clock, const TokenSigner& signer,
-                              std::string_view token, std::string surface) {
+                              std::string_view token, std::string surface,
+                              std::string_view audience) {
   const int64_t now = clock.NowUnix();
   WARREN_ASSIGN_OR_RETURN(CheckedToken checked, CheckToken(store, signer, token, now));
+  if (!checked.claims.audience.empty() && checked.claims.audience != audience) {
+    // RFC 8707 / MCP: a token issued for another resource is not accepted here.
+    return Unauthenticated("this token was issued for another resource (" +
+                           checked.claims.audience.substr(0, 200) + "), not this one");
+  }
   // Last-used is a convenience: at most one write a minute per label, so a busy agent does
   // not turn every request into a durable write; a failure must not lock anyone out.
   constexpr int64_t kTouchEverySeconds = 60;
@@ -357,12 +363,13 @@ Result<Caller> CallerForToken(Store& store, const Clock& clock, const TokenSigne
   return caller;
 }
 
-Result<Caller> Interpreter::CallerForToken(std::string_view token, std::string surface) {
+Result<Caller> Interpreter::CallerForToken(std::string_view token, std::string surface,
+                                           std::string_view audience) {
   if (services_.token_signer == nullptr || services_.store == nullptr) {
     return Unauthenticated("this server does not accept API tokens");
   }
   return warren::CallerForToken(*services_.store, *services_.clock, *services_.token_signer, token,
-                                std::move(surface));
+                                std::move(surface), audience);
 }
 
 }  // namespace warren

@@ -29,6 +29,7 @@ struct ServerInfo {
 class VmHost;
 class GuestControl;
 class TokenSigner;
+class OAuthStore;
 struct VmSpec;
 
 // What the interpreter reports about every command it finished (Services::on_command), for
@@ -71,6 +72,9 @@ struct Services {
   // Signs and checks API tokens (keys/token.h). Null: `ssh-key generate-api-key` answers
   // Unavailable and every token is refused.
   const TokenSigner* token_signer = nullptr;
+  // Pending OAuth sign-ins (keys/oauth.h), for `authorize CODE`. Null: it answers
+  // Unavailable.
+  OAuthStore* oauth = nullptr;
   // Called once per finished command on the thread that ran it (after the audit line).
   // Must be cheap and thread-safe; optional.
   std::function<void(const CommandEvent&)> on_command;
@@ -113,8 +117,10 @@ class Interpreter {
   void ExecuteLine(CommandSession& session, std::string_view line);
 
   // Authenticates an API token (the bridge's bearer header) with this interpreter's store,
-  // clock and signer: see CallerForToken below. `surface`: "exec", "mcp", ...
-  Result<Caller> CallerForToken(std::string_view token, std::string surface);
+  // clock and signer: see CallerForToken below. `surface`: "exec", "mcp", ...; `audience`:
+  // the surface's own resource URL (MCP: "BASE/mcp"), empty for surfaces without one.
+  Result<Caller> CallerForToken(std::string_view token, std::string surface,
+                                std::string_view audience = {});
 
   const CommandTable& table() const { return *table_; }
   Services& services() { return services_; }
@@ -132,9 +138,11 @@ Result<Caller> CallerForKey(Store& store, const Clock& clock, std::string_view f
 // Authenticates an API token: signature, expiry, its label still present and its user's
 // (keys/token.h CheckToken); records the label's use at most once a minute. Returns the
 // caller with the token's limits; Unauthenticated for a malformed, forged, altered,
-// expired or revoked token.
+// expired or revoked token, and for a token bound to an audience (OAuth, RFC 8707) other
+// than `audience`.
 Result<Caller> CallerForToken(Store& store, const Clock& clock, const TokenSigner& signer,
-                              std::string_view token, std::string surface);
+                              std::string_view token, std::string surface,
+                              std::string_view audience = {});
 
 // Re-reads the caller's credential from the store, as Execute does before every command:
 // Unauthenticated when it was removed, its user is gone or it expired; otherwise refreshes
