@@ -9,18 +9,18 @@ namespace warren {
 
 void RegisterBuiltinCommands(CommandTable& table);
 
-void RegisterHelpCommand(CommandTable& table);      // help
-void RegisterWhoamiCommand(CommandTable& table);    // whoami
-void RegisterSshKeyCommands(CommandTable& table);   // ssh-key list|add|remove|rename
-void RegisterUserCommands(CommandTable& table);     // user add|ls|rm
-void RegisterNewCommand(CommandTable& table);       // new
+void RegisterHelpCommand(CommandTable& table);       // help
+void RegisterWhoamiCommand(CommandTable& table);     // whoami
+void RegisterSshKeyCommands(CommandTable& table);    // ssh-key list|add|remove|rename
+void RegisterUserCommands(CommandTable& table);      // user add|ls|rm
+void RegisterNewCommand(CommandTable& table);        // new
 void RegisterAuthorizeCommand(CommandTable& table);  // authorize (OAuth sign-in)
-void RegisterVmCopyCommand(CommandTable& table);    // cp
-void RegisterVmResizeCommand(CommandTable& table);  // resize
-void RegisterVmListCommands(CommandTable& table);   // ls, stat, console
-void RegisterVmStateCommands(CommandTable& table);  // rm, rename, start|stop|restart|pause|resume
-void RegisterVmMetaCommands(CommandTable& table);   // tag, comment
-void RegisterVmSshCommand(CommandTable& table);     // ssh
-void RegisterJobCommands(CommandTable& table);      // wait, kill, jobs
+void RegisterVmCopyCommand(CommandTable& table);     // cp
+void RegisterVmResizeCommand(CommandTable& table);   // resize
+void RegisterVmListCommands(CommandTable& table);    // ls, stat, console
+void RegisterVmStateCommands(CommandTable& table);   // rm, rename, start|stop|restart|pause|resume
+void RegisterVmMetaCommands(CommandTable& table);    // tag, comment
+void RegisterVmSshCommand(CommandTable& table);      // ssh
+void RegisterJobCommands(CommandTable& table);       // wait, kill, jobs
 
 }  // namespace warren
