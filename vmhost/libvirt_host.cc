@@ -3,10 +3,13 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "vmhost/guest_image.h"
 #include "vmhost/libvirtd_launcher.h"
 #include "vmhost/seed_image.h"
+#include "vmhost/subprocess.h"
 
 namespace warren {
 namespace {
@@ -254,6 +258,32 @@ std::string RandomHex(int n) {
   return s;
 }
 
+// A fresh ed25519 host key (private key file, .pub line) made with ssh-keygen in `tmp_dir`.
+Result<std::pair<std::string, std::string>> NewHostKey(const std::string& tmp_dir) {
+  std::error_code ec;
+  fs::create_directories(tmp_dir, ec);
+  const std::string path = (fs::path(tmp_dir) / ("hostkey-" + RandomHex(12))).string();
+  auto cleanup = [&] {
+    fs::remove(path, ec);
+    fs::remove(path + ".pub", ec);
+  };
+  Result<ProcessResult> r =
+      RunProcess({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "warren-vm", "-f", path});
+  if (!r.ok() || r->exit_code != 0) {
+    cleanup();
+    return Internal("making an ssh host key for a vm failed" +
+                    (r.ok() ? ": " + r->output : ": " + r.status().ToString()));
+  }
+  auto slurp = [](const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::pair<std::string, std::string> key{slurp(path), slurp(path + ".pub")};
+  cleanup();
+  if (key.first.empty() || key.second.empty()) return Internal("reading a new ssh host key");
+  return key;
+}
+
 bool Under(std::string_view path, std::string_view dir) {
   return path.size() > dir.size() + 1 && path.substr(0, dir.size()) == dir &&
          path[dir.size()] == '/';
@@ -368,6 +398,17 @@ Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
     if (p.ok()) pool = std::move(p).value();
   }
   Status result;
+  // A VM made before disks moved to DATA/disks has its disk here, and a copy may stand on
+  // it: such a file stays while any chain uses it (a collection removes it later).
+  std::vector<std::string> kept;
+  std::optional<std::vector<std::string>> used;
+  auto in_use = [&](const std::string& path) {
+    if (!used) {
+      Result<std::vector<std::string>> u = DisksInUse(conn.get());
+      used = u.ok() ? std::move(u).value() : std::vector<std::string>{path};
+    }
+    return std::find(used->begin(), used->end(), path) != used->end();
+  };
   if (pool) {
     // Through the pool, so a remote host's files go too; the local sweep below catches
     // what is no volume (the control socket).
@@ -377,6 +418,12 @@ Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
       int n = virStoragePoolListAllVolumes(pool.get(), &vols, 0);
       for (int i = 0; i < n; ++i) {
         StorageVolHandle vol(vols[i]);
+        LibvirtString path(virStorageVolGetPath(vol.get()));
+        std::string p = path ? path.get() : "";
+        if (p.size() > 6 && p.compare(p.size() - 6, 6, ".qcow2") == 0 && in_use(p)) {
+          kept.push_back(p);
+          continue;
+        }
         if (virStorageVolDelete(vol.get(), 0) < 0 && result.ok()) {
           result = LibvirtError("deleting a file of vm " + std::string(id));
         }
@@ -386,6 +433,14 @@ Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
     }
     // A persistent pool (someone defined one) is forgotten too.
     if (virStoragePoolUndefine(pool.get()) < 0) virResetLastError();
+  }
+  if (!kept.empty()) {
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (std::find(kept.begin(), kept.end(), entry.path().string()) == kept.end()) {
+        fs::remove_all(entry.path(), ec);
+      }
+    }
+    return result;
   }
   fs::remove_all(dir, ec);
   if (ec && result.ok()) result = Internal("removing " + dir + ": " + ec.message());
@@ -529,7 +584,13 @@ Status LibvirtHost::EnsureDataDirs() {
 }
 
 Result<StoragePoolHandle> LibvirtHost::OpenDisksPool(virConnectPtr conn) {
-  std::string name = options_.domain_prefix + "disks";  // never an id: ids are 8+ chars
+  // Pools are host-wide but DATA/disks is this data directory's: the name carries a hash
+  // of the path, so two warrens (or tests) on one libvirtd never share a disks pool.
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : DisksDir()) h = (h ^ c) * 16777619u;
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", h);
+  std::string name = options_.domain_prefix + "disks-" + hex;  // never an id: ids have no '-'
   StoragePoolHandle pool(virStoragePoolLookupByName(conn, name.c_str()));
   if (pool) {
     if (virStoragePoolIsActive(pool.get()) != 1 && virStoragePoolCreate(pool.get(), 0) < 0) {
@@ -661,6 +722,15 @@ Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn) {
     ++removed;
   }
   if (!first.ok()) return first;
+  // Directories of VMs that are gone: what a crash left, or a pre-DATA/disks disk a copy
+  // needed until now.
+  for (const auto& entry : fs::directory_iterator(fs::path(options_.data_dir) / "vms", ec)) {
+    const std::string vm_id = entry.path().filename().string();
+    Result<DomainHandle> dom = LookupDomain(conn, vm_id);
+    if (dom.ok() || dom.status().code() != Code::kNotFound) continue;
+    Status st = RemoveFiles(conn, vm_id);
+    if (!st.ok()) LogWarn("vmhost: removing what is left of vm " + vm_id + ": " + st.ToString());
+  }
   // An empty pool is forgotten (it comes back with the next disk), so a host without VMs
   // leaves no pool behind.
   if (removed == n && virStoragePoolDestroy(pool.get()) < 0) virResetLastError();
@@ -788,6 +858,10 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   rollback.Add([this, conn, id = spec.id] {
     Status st = RemoveFiles(conn, id);
     if (!st.ok()) LogWarn("cleaning up after a failed create: " + st.ToString());
+    // Last: also forgets the disks pool if this was its only disk.
+    Result<int> collected = RemoveUnusedDisksLocked(conn);
+    if (!collected.ok())
+      LogWarn("cleaning up after a failed create: " + collected.status().ToString());
   });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle disks, OpenDisksPool(conn.get()));
@@ -978,6 +1052,10 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   rollback.Add([this, conn, id = spec.id] {
     Status st = RemoveFiles(conn, id);
     if (!st.ok()) LogWarn("cleaning up after a failed copy: " + st.ToString());
+    // Last: also forgets the disks pool if this was its only disk.
+    Result<int> collected = RemoveUnusedDisksLocked(conn);
+    if (!collected.ok())
+      LogWarn("cleaning up after a failed copy: " + collected.status().ToString());
   });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle disks, OpenDisksPool(conn.get()));
@@ -1040,6 +1118,12 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
 
   VmSpec copy = spec;
   copy.image = image;
+  if (copy.ssh_host_key.empty()) {
+    // The disk carries the source's host key: the copy gets its own, through its seed.
+    WARREN_ASSIGN_OR_RETURN(auto key, NewHostKey((fs::path(options_.data_dir) / "tmp").string()));
+    copy.ssh_host_key = std::move(key.first);
+    copy.ssh_host_key_pub = std::move(key.second);
+  }
   WARREN_RETURN_IF_ERROR(DefineAndStart(conn, copy, image, copy_top_path.get(), rollback));
   rollback.Commit();
   MaybeFlatten(src.get(), source_id);

@@ -33,3 +33,12 @@ set_tests_properties(vm_route PROPERTIES
   TIMEOUT 900
   RUN_SERIAL TRUE
   LABELS "integration;vm")
+
+# cp, resize and rename of running VMs end to end (fork, independence, faults, SIGKILL).
+add_test(NAME vm_copy
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_copy.py)
+set_tests_properties(vm_copy PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 900
+  RUN_SERIAL TRUE
+  LABELS "integration;vm")
