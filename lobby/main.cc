@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bridge/http_server.h"
+#include "bridge/mcp/mcp_handler.h"
 #include "bridge/oauth/oauth_handler.h"
 
 #include "keys/lmdb_store.h"
@@ -55,6 +56,7 @@ struct ServeFlags {
   std::string vms = "on";
   std::string vm_egress = "full";  // "off": a lobby without VMs (VM commands answer unavailable)
   VmRuntimeOptions vm;
+  mcp::McpOptions mcp;
   // OAuth sign-in: the base URL clients reach the HTTP bridge at (default: from --http),
   // and how long a sign-in code lives.
   std::string public_url;
@@ -297,6 +299,21 @@ int Serve(const ServeFlags& flags) {
   auto oauth_handler =
       std::make_shared<OAuthHandler>(*store, *store, token_signer.value(), clock, oauth_options);
   http_server.AddHandler(oauth_handler);
+  // MCP (/mcp, /mcp/claude, /mcp/openai): each tool call is a command session of
+  // `interpreter`, authenticated by an API token on every request.
+  mcp::McpOptions mcp_options = flags.mcp;
+  mcp_options.server_version = WARREN_VERSION;
+  mcp_options.challenge = [oauth_handler](std::string_view /*path*/) {
+    return oauth::WwwAuthenticate(oauth_handler->urls());  // RFC 9728 resource_metadata
+  };
+  auto mcp_handler = std::make_shared<mcp::McpHandler>(
+      interpreter,
+      [&interpreter, oauth_handler](std::string_view token, std::string_view /*path*/) {
+        // An OAuth token must be bound to this server's MCP resource (RFC 8707).
+        return interpreter.CallerForToken(token, "mcp", oauth_handler->urls().mcp_resource());
+      },
+      mcp_options);
+  http_server.AddHandler(mcp_handler);
   if (Status st = http_server.Start(); !st.ok()) {
     ssh_server.Stop();
     return Fail(st.Annotate("starting HTTP"));
@@ -312,8 +329,11 @@ int Serve(const ServeFlags& flags) {
   }
   LogInfo(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
 
+  // MCP calls end (cancelled) before the listener they answer through stops.
+  const bool mcp_clean = mcp_handler->Shutdown();
   http_server.Stop();
   bool clean = ssh_server.Stop();
+  clean = mcp_clean && clean;
   if (!clean) {
     // A command ignored cancellation; its thread still uses the store and interpreter, so
     // leave without destructors rather than pull them away under it.
@@ -361,6 +381,12 @@ int main(int argc, char** argv) {
                    "the VM is reported unavailable")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  serve->add_option("--mcp-allow-origin", flags.mcp.allowed_origins,
+                    "An Origin (scheme://host[:port]) that may call /mcp besides loopback "
+                    "ones (repeatable)");
+  serve->add_flag("--mcp-conformance-fixtures", flags.mcp.conformance_fixtures,
+                  "TEST-ONLY: add the MCP conformance suite's fixture tools to /mcp; never "
+                  "in production");
   serve->add_option("--runner", flags.vm.runner_path,
                     "The guest runner binary (default: warren-run next to warren)");
   serve->add_option("--domain", flags.domain, "Domain under which VMs are served")

@@ -22,6 +22,7 @@ RUN_PKGS=(
 mapfile -t IMAGE_PKGS < <(grep -v '^\s*\(#\|$\)' "$(dirname "$0")/images/deps.txt")
 TEST_PKGS=(
   openssh-client openssh-server python3 python3-paramiko expect curl
+  npm  # installs the MCP peers (packaging/install-peers.sh)
   chromium  # the OAuth sign-in page rendered headless (tests/integration/test_oauth_page.py)
 )
 

@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash packaging/install-deps.sh
+# The MCP peers the tests drive (official SDK client, Inspector, conformance suite), pinned.
+bash packaging/install-peers.sh
 bash packaging/build.sh
 
 # Guest images for the real-QEMU tests. Idempotent: an image of today's version is kept, and

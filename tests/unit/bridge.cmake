@@ -1,3 +1,10 @@
 add_executable(bridge_test unit/http_server_test.cc)
 target_link_libraries(bridge_test PRIVATE warren_bridge GTest::gtest_main)
 gtest_discover_tests(bridge_test DISCOVERY_MODE PRE_TEST)
+
+# The MCP layer (bridge/mcp) without sockets: JSON-RPC, sessions, the transport rules and
+# the tools over the real interpreter with FakeVmHost and FakeGuestControl.
+add_executable(mcp_test unit/mcp_test.cc)
+target_link_libraries(mcp_test PRIVATE
+  warren_mcp warren_keys warren_test_fakes warren_test_guest_fake GTest::gtest_main)
+gtest_discover_tests(mcp_test DISCOVERY_MODE PRE_TEST)

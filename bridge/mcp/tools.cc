@@ -1,0 +1,528 @@
+#include "bridge/mcp/tools.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "bridge/mcp/jsonrpc.h"
+#include "lobby/commands/command.h"
+#include "lobby/commands/command_table.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/text_format.h"
+#include "lobby/commands/tokenizer.h"
+
+namespace warren::mcp {
+
+using nlohmann::json;
+
+void ToolSet::Add(Tool tool) { tools_.push_back(std::move(tool)); }
+
+const Tool* ToolSet::Find(std::string_view name) const {
+  for (const Tool& t : tools_) {
+    if (t.definition.value("name", "") == name) return &t;
+  }
+  return nullptr;
+}
+
+json ToolSet::List() const {
+  json list = json::array();
+  for (const Tool& t : tools_) list.push_back(t.definition);
+  return list;
+}
+
+namespace {
+
+constexpr int kMaxWaitSeconds = 45;
+
+json TextContent(std::string text) { return {{"type", "text"}, {"text", std::move(text)}}; }
+
+json ErrorResult(std::string message) {
+  return {{"content", json::array({TextContent(std::move(message))})}, {"isError", true}};
+}
+
+// Tool arguments, checked against what the schema promises. A bad argument is the caller's
+// mistake: it comes back as a tool error the model can read and fix.
+class Args {
+ public:
+  Args(const json& args, std::vector<std::string> known) : args_(args) {
+    if (!args_.is_object()) {
+      error_ = "arguments must be an object";
+      return;
+    }
+    for (const auto& [k, v] : args_.items()) {
+      if (std::find(known.begin(), known.end(), k) == known.end()) {
+        error_ = "unknown argument \"" + k.substr(0, 64) + "\"";
+        return;
+      }
+    }
+  }
+
+  std::optional<std::string> String(const std::string& name, bool required) {
+    auto it = args_.is_object() ? args_.find(name) : args_.end();
+    if (it == args_.end() || it->is_null()) {
+      if (required && error_.empty()) error_ = "\"" + name + "\" is required";
+      return std::nullopt;
+    }
+    if (!it->is_string()) {
+      if (error_.empty()) error_ = "\"" + name + "\" must be a string";
+      return std::nullopt;
+    }
+    return it->get<std::string>();
+  }
+
+  std::optional<int> WaitSeconds() {
+    auto it = args_.is_object() ? args_.find("wait_seconds") : args_.end();
+    if (it == args_.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 ||
+        it->get<int64_t>() > kMaxWaitSeconds) {
+      if (error_.empty()) {
+        error_ = "\"wait_seconds\" must be an integer from 0 to " + std::to_string(kMaxWaitSeconds);
+      }
+      return std::nullopt;
+    }
+    return static_cast<int>(it->get<int64_t>());
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  const json& args_;
+  std::string error_;
+};
+
+// True when argv only asks for help: `help …`, or --help/-h among our own flags. Help is
+// text for people and models alike, so it is not rendered as JSON.
+bool IsHelpRequest(const CommandTable& table, const std::vector<std::string>& argv) {
+  CommandTable::Match m = table.Lookup(argv);
+  if (m.spec == nullptr) return false;
+  if (m.spec->path == "help") return true;
+  for (size_t i = m.words; i < argv.size(); ++i) {
+    if (argv[i] == "--") return false;
+    if (argv[i] == "--help" || argv[i] == "-h") return true;
+    // After `ssh VM`, every word is the remote command's.
+    if (m.spec->path == "ssh" && !argv[i].empty() && argv[i][0] != '-') return false;
+  }
+  return false;
+}
+
+// Sends notifications/progress every interval while a command runs, from its own thread.
+class ProgressTicker {
+ public:
+  explicit ProgressTicker(ToolCall& call) : call_(call) {
+    if (call_.progress_token.is_null() || !call_.notify) return;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~ProgressTicker() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    const auto start = std::chrono::steady_clock::now();
+    int ticks = 0;
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(call_.progress_interval_ms),
+                         [this] { return done_; })) {
+      ++ticks;
+      auto secs =
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start)
+              .count();
+      lock.unlock();
+      call_.notify(Notification("notifications/progress",
+                                {{"progressToken", call_.progress_token},
+                                 {"progress", ticks},
+                                 {"message", "running for " + std::to_string(secs) + " s"}}));
+      lock.lock();
+    }
+  }
+
+  ToolCall& call_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+std::string JoinOutput(std::string a, const std::string& b) {
+  if (b.empty()) return a;
+  if (!a.empty() && a.back() != '\n') a += '\n';
+  return a + b;
+}
+
+// The text an agent reads for `ssh VM CMD` and `wait`: the output, then how it ended.
+std::string GuestText(const json& data) {
+  std::string text = JoinOutput(data.value("stdout", ""), data.value("stderr", ""));
+  auto note = [&](const std::string& line) {
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    text += line + "\n";
+  };
+  if (data.value("truncated", false)) note("[output cut to its start and end]");
+  const bool finished = data.value("finished", true);
+  if (!finished) {
+    std::string job = data.value("job", "");
+    note("[still running as job " + job + "; call wait with job \"" + job +
+         "\" for the rest, or exec \"kill " + job + "\" to stop it]");
+  } else if (data.contains("exit_code") && data["exit_code"].is_number_integer()) {
+    int code = data["exit_code"].get<int>();
+    if (code != 0) note("[remote command exited with status " + std::to_string(code) + "]");
+  } else if (data.contains("signal")) {
+    note("[remote command ended by signal " + data["signal"].dump() + "]");
+  } else {
+    note("[remote command ended without an exit status]");
+  }
+  return text;
+}
+
+json RunLine(Interpreter& interpreter, ToolCall& call, const std::string& line,
+             std::string stdin_bytes, std::optional<int> wait_seconds, bool read_only) {
+  Result<std::vector<std::string>> words = Tokenize(line);
+  if (!words.ok()) return ErrorResult("error: " + words.status().message());
+  if (words->empty()) return ErrorResult("error: no command given; try help");
+  if (read_only) {
+    const CommandTable& table = interpreter.table();
+    CommandTable::Match m = table.Lookup(*words);
+    if ((*words)[0] == "ssh" || (m.spec != nullptr && m.spec->path == "ssh")) {
+      return ErrorResult(
+          "error: exec_read_only never runs ssh (a command in a VM may change anything); use "
+          "exec");
+    }
+    if (m.spec != nullptr && !m.spec->read_only && !IsHelpRequest(table, *words)) {
+      return ErrorResult(
+          "error: exec_read_only runs only commands that change nothing (ls, "
+          "stat, jobs, help…); \"" +
+          m.spec->path + "\" is not one of them: use exec");
+    }
+  }
+  return CommandResultToTool(
+      RunCommand(interpreter, call, std::move(*words), std::move(stdin_bytes), wait_seconds));
+}
+
+const json kWaitSecondsSchema = {
+    {"type", "integer"},
+    {"minimum", 0},
+    {"maximum", kMaxWaitSeconds},
+    {"description",
+     "how long to wait for a command in a VM before leaving it running as a job, 0 to 45 "
+     "seconds (default 45)"}};
+
+// The shape of `ssh VM CMD` and `wait` results.
+const json kGuestOutputSchema = {
+    {"type", "object"},
+    {"properties",
+     {{"stdout", {{"type", "string"}}},
+      {"stderr", {{"type", "string"}}},
+      {"exit_code",
+       {{"type", {"integer", "null"}},
+        {"description", "the command's exit status; null while it runs or when it has none"}}},
+      {"finished", {{"type", "boolean"}}},
+      {"job", {{"type", "string"}, {"description", "VM/xxxxxxxx: follow it with wait"}}},
+      {"signal", {{"type", "integer"}}},
+      {"truncated", {{"type", "boolean"}}}}},
+    {"required", {"stdout", "stderr", "finished"}}};
+
+const json kAnyObjectSchema = {
+    {"type", "object"},
+    {"description",
+     "the command's JSON data: for ssh VM CMD {stdout, stderr, exit_code, finished, job?}; "
+     "for lobby commands their --json output (a list comes as {items: [...]}); for help "
+     "{text}"},
+    {"additionalProperties", true}};
+
+json Annotations(std::string title, bool read_only, bool destructive, bool idempotent,
+                 bool open_world) {
+  json a = {{"title", std::move(title)}, {"readOnlyHint", read_only}};
+  if (!read_only) a["destructiveHint"] = destructive;
+  a["idempotentHint"] = idempotent;
+  a["openWorldHint"] = open_world;
+  return a;
+}
+
+}  // namespace
+
+CommandRun RunCommand(Interpreter& interpreter, ToolCall& call, std::vector<std::string> argv,
+                      std::string stdin_bytes, std::optional<int> wait_seconds) {
+  CommandRun run;
+  run.json = !IsHelpRequest(interpreter.table(), argv);
+  StringInput in(std::move(stdin_bytes));
+  StringSink out;
+  StringSink err;
+  CommandSession session;
+  session.caller = call.caller;
+  session.argv = std::move(argv);
+  session.in = &in;
+  session.out = &out;
+  session.err = &err;
+  session.cancel = call.cancel ? call.cancel : std::make_shared<CancelSignal>();
+  session.json = run.json;
+  session.wait_seconds = wait_seconds;
+  {
+    ProgressTicker ticker(call);
+    interpreter.Execute(session);
+  }
+  run.status = session.status;
+  run.exit_status = session.exit_status;
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
+
+json CommandResultToTool(const CommandRun& run) {
+  const bool failed = !run.status.ok();
+  json result = {{"isError", failed}};
+  std::optional<json> data;
+  if (run.json) {
+    try {
+      data = json::parse(run.out);
+    } catch (const json::exception&) {
+      data.reset();
+    }
+  }
+  if (!data.has_value()) {
+    std::string text = JoinOutput(run.out, run.err);
+    if (text.empty() && failed) text = "error: " + run.status.message();
+    result["content"] = json::array({TextContent(text)});
+    if (!failed) result["structuredContent"] = {{"text", run.out}};
+    return result;
+  }
+  if (data->is_object() && data->size() == 1 && data->contains("error")) {
+    // A command that failed before producing anything: the message is the whole answer.
+    result["content"] = json::array({TextContent("error: " + (*data)["error"].get<std::string>())});
+    return result;
+  }
+  std::string text;
+  if (data->is_object() && data->contains("stdout") && data->contains("finished")) {
+    text = GuestText(*data);
+  } else {
+    text = DumpJson(*data) + "\n";
+    if (!run.err.empty()) text = JoinOutput(text, run.err);
+  }
+  result["content"] = json::array({TextContent(std::move(text))});
+  result["structuredContent"] = data->is_object() ? *data : json{{"items", *data}};
+  return result;
+}
+
+ToolSet FullTools(Interpreter& interpreter) {
+  ToolSet tools;
+  Interpreter* in = &interpreter;
+  tools.Add(Tool{
+      {{"name", "exec"},
+       {"title", "Run a warren command"},
+       {"description",
+        "Runs one warren command, as you would type it after `ssh HOST`: `help` lists "
+        "commands and `help new` describes one; `new` makes a VM; `ssh VM CMD` runs CMD in "
+        "the VM as its user, who has sudo (the shell command is parsed again in the VM, so "
+        "quote it as one argument). Lobby commands answer in JSON. A command in a VM still "
+        "running after wait_seconds keeps running as a job: follow it with the wait tool."},
+       {"inputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"command",
+            {{"type", "string"},
+             {"description", "the command line, e.g. \"ls\" or \"ssh web-1 'cd /srv && make'\""}}},
+           {"stdin",
+            {{"type", "string"},
+             {"description",
+              "sent to the command byte for byte: put file contents here (ssh VM \"cat > "
+              "app.py\"), not in the command"}}},
+           {"wait_seconds", kWaitSecondsSchema}}},
+         {"required", {"command"}},
+         {"additionalProperties", false}}},
+       {"outputSchema", kAnyObjectSchema},
+       {"annotations", Annotations("Run a warren command", false, true, false, true)}},
+      [in](const json& arguments, ToolCall& call) {
+        Args args(arguments, {"command", "stdin", "wait_seconds"});
+        auto command = args.String("command", true);
+        auto stdin_bytes = args.String("stdin", false);
+        auto wait = args.WaitSeconds();
+        if (!args.error().empty()) return ErrorResult("error: " + args.error());
+        return RunLine(*in, call, *command, stdin_bytes.value_or(""), wait, false);
+      }});
+  tools.Add(Tool{
+      {{"name", "exec_read_only"},
+       {"title", "Run a read-only warren command"},
+       {"description",
+        "Runs one warren command that changes nothing, such as `ls`, `stat VM`, `jobs`, "
+        "`whoami` or `help`. It refuses `ssh` and every command that changes something: use "
+        "exec for those."},
+       {"inputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"command", {{"type", "string"}, {"description", "the command line, e.g. \"ls\""}}}}},
+         {"required", {"command"}},
+         {"additionalProperties", false}}},
+       {"outputSchema", kAnyObjectSchema},
+       {"annotations", Annotations("Run a read-only warren command", true, false, true, false)}},
+      [in](const json& arguments, ToolCall& call) {
+        Args args(arguments, {"command"});
+        auto command = args.String("command", true);
+        if (!args.error().empty()) return ErrorResult("error: " + args.error());
+        return RunLine(*in, call, *command, "", std::nullopt, true);
+      }});
+  tools.Add(
+      Tool{{{"name", "wait"},
+            {"title", "Follow a job"},
+            {"description",
+             "Waits for a job that exec left running (named VM/xxxxxxxx) for up to wait_seconds, "
+             "then returns the output since the last call and, once the command has ended, its "
+             "exit status. Stop a job with exec \"kill JOB\"."},
+            {"inputSchema",
+             {{"type", "object"},
+              {"properties",
+               {{"job", {{"type", "string"}, {"description", "the job, VM/xxxxxxxx"}}},
+                {"wait_seconds", kWaitSecondsSchema}}},
+              {"required", {"job"}},
+              {"additionalProperties", false}}},
+            {"outputSchema", kGuestOutputSchema},
+            {"annotations", Annotations("Follow a job", true, false, false, true)}},
+           [in](const json& arguments, ToolCall& call) {
+             Args args(arguments, {"job", "wait_seconds"});
+             auto job = args.String("job", true);
+             auto wait = args.WaitSeconds();
+             if (!args.error().empty()) return ErrorResult("error: " + args.error());
+             return CommandResultToTool(RunCommand(*in, call, {"wait", *job}, "", wait));
+           }});
+  return tools;
+}
+
+ToolSet CuratedTools(Interpreter& interpreter) {
+  ToolSet tools;
+  Interpreter* in = &interpreter;
+  tools.Add(
+      Tool{{{"name", "list_vms"},
+            {"title", "List VMs"},
+            {"description", "Lists your VMs with their state, image, tags and how to reach them."},
+            {"inputSchema",
+             {{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}}},
+            {"outputSchema", kAnyObjectSchema},
+            {"annotations", Annotations("List VMs", true, false, true, false)}},
+           [in](const json& arguments, ToolCall& call) {
+             Args args(arguments, {});
+             if (!args.error().empty()) return ErrorResult("error: " + args.error());
+             return CommandResultToTool(RunCommand(*in, call, {"ls"}, "", std::nullopt));
+           }});
+  tools.Add(
+      Tool{{{"name", "create_vm"},
+            {"title", "Create a VM"},
+            {"description",
+             "Creates a Linux VM and waits until it runs commands. Leave out name to get a free "
+             "one."},
+            {"inputSchema",
+             {{"type", "object"},
+              {"properties",
+               {{"name", {{"type", "string"}, {"description", "the VM's name (optional)"}}},
+                {"image", {{"type", "string"}, {"description", "the guest image (optional)"}}}}},
+              {"additionalProperties", false}}},
+            {"outputSchema", kAnyObjectSchema},
+            {"annotations", Annotations("Create a VM", false, false, false, true)}},
+           [in](const json& arguments, ToolCall& call) {
+             Args args(arguments, {"name", "image"});
+             auto name = args.String("name", false);
+             auto image = args.String("image", false);
+             if (!args.error().empty()) return ErrorResult("error: " + args.error());
+             std::vector<std::string> argv = {"new"};
+             if (name) argv.push_back("--name=" + *name);
+             if (image) argv.push_back("--image=" + *image);
+             return CommandResultToTool(RunCommand(*in, call, std::move(argv), "", std::nullopt));
+           }});
+  tools.Add(
+      Tool{{{"name", "run_vm_command"},
+            {"title", "Run a command in a VM"},
+            {"description",
+             "Runs a shell command in a VM as its user, who has sudo. A command still running "
+             "after wait_seconds keeps running as a job; its output so far and the job's name "
+             "come back."},
+            {"inputSchema",
+             {{"type", "object"},
+              {"properties",
+               {{"vm", {{"type", "string"}, {"description", "the VM's name"}}},
+                {"command", {{"type", "string"}, {"description", "the shell command line"}}},
+                {"stdin", {{"type", "string"}, {"description", "sent to the command"}}},
+                {"wait_seconds", kWaitSecondsSchema}}},
+              {"required", {"vm", "command"}},
+              {"additionalProperties", false}}},
+            {"outputSchema", kGuestOutputSchema},
+            {"annotations", Annotations("Run a command in a VM", false, true, false, true)}},
+           [in](const json& arguments, ToolCall& call) {
+             Args args(arguments, {"vm", "command", "stdin", "wait_seconds"});
+             auto vm = args.String("vm", true);
+             auto command = args.String("command", true);
+             auto stdin_bytes = args.String("stdin", false);
+             auto wait = args.WaitSeconds();
+             if (!args.error().empty()) return ErrorResult("error: " + args.error());
+             // "--" so a VM name is never read as a flag; the command is one word, parsed again
+             // by the VM's shell.
+             return CommandResultToTool(RunCommand(*in, call, {"ssh", "--", *vm, *command},
+                                                   stdin_bytes.value_or(""), wait));
+           }});
+  tools.Add(
+      Tool{{{"name", "get_cli_help"},
+            {"title", "Explain a warren command"},
+            {"description",
+             "Explains warren's commands: with no command, lists them; with one (\"new\", "
+             "\"ssh-key add\"), describes its flags. It runs nothing."},
+            {"inputSchema",
+             {{"type", "object"},
+              {"properties",
+               {{"command", {{"type", "string"}, {"description", "a command, e.g. \"new\""}}}}},
+              {"additionalProperties", false}}},
+            {"annotations", Annotations("Explain a warren command", true, false, true, false)}},
+           [in](const json& arguments, ToolCall& call) {
+             Args args(arguments, {"command"});
+             auto command = args.String("command", false);
+             if (!args.error().empty()) return ErrorResult("error: " + args.error());
+             std::vector<std::string> argv = {"help"};
+             if (command) {
+               Result<std::vector<std::string>> words = Tokenize(*command);
+               if (!words.ok()) return ErrorResult("error: " + words.status().message());
+               size_t from = !words->empty() && (*words)[0] == "help" ? 1 : 0;
+               argv.insert(argv.end(), words->begin() + from, words->end());
+             }
+             return CommandResultToTool(RunCommand(*in, call, std::move(argv), "", std::nullopt));
+           }});
+  return tools;
+}
+
+std::string Instructions(const Caller& caller, bool curated) {
+  std::string text;
+  if (curated) {
+    text =
+        "warren gives you Linux VMs. list_vms shows your VMs; create_vm makes one and waits "
+        "until it runs commands; run_vm_command runs a shell command in a VM as its user, who "
+        "has sudo; get_cli_help explains any warren command but runs nothing. A command still "
+        "running after wait_seconds (0 to 45, default 45) keeps running as a job.";
+  } else {
+    text =
+        "warren gives you Linux VMs. exec runs one warren command, as typed after `ssh HOST`: "
+        "`help` lists commands, `help new` describes one, `new` makes a VM, `ssh VM CMD` runs "
+        "CMD in it as its user, who has sudo (quote a compound command as one argument: ssh "
+        "web-1 'cd /srv && make'). Put file contents in stdin, not in the command. Lobby "
+        "commands answer in JSON. A command in a VM still running after wait_seconds (0 to "
+        "45, default 45) keeps running as a job named VM/xxxxxxxx: follow it with wait, stop "
+        "it with exec \"kill JOB\". exec_read_only runs only commands that change nothing "
+        "(ls, stat, jobs, help) and refuses ssh.";
+  }
+  const Scope& s = caller.scope;
+  if (s.Unrestricted()) return text;
+  std::string noun = caller.token_label_id.empty() ? "This key" : "This token";
+  text += "\n\n" + noun + " is limited.";
+  if (!s.tag.empty()) {
+    text += " It sees only VMs tagged \"" + s.tag +
+            "\": any other VM is \"not found\" to it, and VMs it creates get that tag.";
+  }
+  if (!s.cmds.empty()) {
+    std::string list;
+    for (const std::string& c : s.cmds) list += (list.empty() ? "" : ", ") + c;
+    text += " It may run only these commands (and help): " + list + ".";
+  }
+  if (s.expires_at != 0) text += " It expires at " + FormatTime(s.expires_at) + ".";
+  return text;
+}
+
+}  // namespace warren::mcp

@@ -1,0 +1,91 @@
+// MCP tools: what `tools/list` shows and what `tools/call` runs. Every warren tool is a thin
+// mapping onto one lobby command line, run as an in-process command session through
+// Interpreter::Execute exactly as over SSH (same tokenizer, same permission check, same
+// audit line, surface "mcp"). The full endpoint (/mcp) has exec, exec_read_only and wait;
+// the curated ones (/mcp/claude, /mcp/openai) have list_vms, create_vm, run_vm_command and
+// get_cli_help. Conformance fixture tools exist only when asked for (a test-only flag).
+//
+// A ToolSet is built once and read-only afterwards; calls may run concurrently on any
+// threads (each on its own), as the interpreter allows.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lobby/base/streams.h"
+#include "lobby/commands/caller.h"
+
+namespace warren {
+class Interpreter;
+}
+
+namespace warren::mcp {
+
+// What a running tool may use: the caller, the call's cancel signal, and a way to send
+// notifications about this call (progress, log messages) to the client.
+struct ToolCall {
+  Caller caller;
+  std::shared_ptr<CancelSignal> cancel;
+  // Sends one JSON-RPC notification on the call's response stream; may be empty (then the
+  // client gets none).
+  std::function<void(const nlohmann::json& notification)> notify;
+  nlohmann::json progress_token;  // from params._meta.progressToken; null when none
+  int progress_interval_ms = 1000;
+  std::string log_level = "info";  // from logging/setLevel
+};
+
+struct Tool {
+  // {name, title, description, inputSchema, outputSchema?, annotations}
+  nlohmann::json definition;
+  // Returns a CallToolResult: {content, structuredContent?, isError}. Failures of the
+  // command (bad arguments, a command that failed) are results with isError, never
+  // protocol errors.
+  std::function<nlohmann::json(const nlohmann::json& arguments, ToolCall& call)> run;
+};
+
+class ToolSet {
+ public:
+  void Add(Tool tool);
+  const Tool* Find(std::string_view name) const;
+  // The tools/list result's "tools".
+  nlohmann::json List() const;
+
+ private:
+  std::vector<Tool> tools_;
+};
+
+// /mcp: exec, exec_read_only, wait.
+ToolSet FullTools(Interpreter& interpreter);
+// /mcp/claude and /mcp/openai: list_vms, create_vm, run_vm_command, get_cli_help.
+ToolSet CuratedTools(Interpreter& interpreter);
+// The MCP conformance suite's fixture tools (test_simple_text, test_error_handling,
+// test_tool_with_progress, …). Test-only: `warren serve --mcp-conformance-fixtures`.
+void AddConformanceFixtures(ToolSet& tools);
+
+// The `instructions` of the initialize result: how the tools work and, for a limited
+// credential, its tag, commands and expiry, so an agent does not waste turns on the rest.
+std::string Instructions(const Caller& caller, bool curated);
+
+// Runs one command line as an MCP call would (exposed for tests and the curated tools):
+// JSON output unless the line only asks for help; progress notifications while it runs.
+struct CommandRun {
+  Status status;
+  int exit_status = 0;
+  std::string out;
+  std::string err;
+  bool json = false;
+};
+CommandRun RunCommand(Interpreter& interpreter, ToolCall& call, std::vector<std::string> argv,
+                      std::string stdin_bytes, std::optional<int> wait_seconds);
+
+// The CallToolResult for a finished command: text content, structuredContent (the
+// command's JSON data; a list comes as {"items": […]}, help as {"text": …}), isError.
+nlohmann::json CommandResultToTool(const CommandRun& run);
+
+}  // namespace warren::mcp

@@ -1,0 +1,17 @@
+# MCP over Streamable HTTP against the real `warren serve` on loopback: the transport rules
+# with curl, token scope, and the peers (official SDK client, MCP Inspector --strict, the
+# conformance suite) from .peers/ (packaging/install-peers.sh; a missing peer fails). The VM
+# part runs serially on real QEMU with the tiny image.
+function(warren_mcp_test name script timeout)
+  add_test(NAME ${name}
+           COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/${script})
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+    TIMEOUT ${timeout}
+    LABELS "integration;mcp")
+endfunction()
+
+warren_mcp_test(mcp_transport test_mcp_transport.py 180)
+warren_mcp_test(mcp_peers test_mcp_peers.py 900)
+warren_mcp_test(mcp_vm test_mcp_vm.py 1200)
+set_tests_properties(mcp_vm PROPERTIES RUN_SERIAL TRUE LABELS "integration;mcp;vm")

@@ -1,0 +1,695 @@
+// The MCP layer without sockets: JSON-RPC decoding (bounds, batches, malformed input),
+// sessions (CSPRNG ids, expiry, binding to a credential), the transport's rules through
+// McpHandler with a recording responder (Origin, auth, session, protocol version, GET,
+// DELETE), tools/list schemas and annotations, and tools/call mapped onto the real
+// interpreter with FakeVmHost/FakeGuestControl: exec, exec_read_only, wait, jobs, progress
+// notifications, cancellation, scoped credentials and the curated tools.
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "bridge/mcp/jsonrpc.h"
+#include "bridge/mcp/mcp_handler.h"
+#include "bridge/mcp/sessions.h"
+#include "bridge/mcp/tools.h"
+#include "lobby/base/error_map.h"
+#include "tests/unit/vm_test_fixture.h"
+
+namespace warren::mcp {
+namespace {
+
+using nlohmann::json;
+using vmtest::VmCommandTest;
+
+// A real ed25519 key (ssh-keygen) that the expiry test gives a limited lifetime.
+constexpr const char* kExpiringKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIL9DLbujE4fTFos7+7dZ7vghJC62bX0wB4WdBAXGHAT4 exp@host";
+
+// ---- JSON-RPC -------------------------------------------------------------------------------
+
+TEST(JsonRpcTest, DecodesRequestsNotificationsAndResponses) {
+  auto r = Decode(R"({"jsonrpc":"2.0","id":7,"method":"tools/list"})");
+  ASSERT_TRUE(std::holds_alternative<Message>(r));
+  EXPECT_EQ(std::get<Message>(r).kind, Message::Kind::kRequest);
+  EXPECT_EQ(std::get<Message>(r).id, 7);
+  EXPECT_TRUE(std::get<Message>(r).params.is_object());
+
+  r = Decode(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  ASSERT_TRUE(std::holds_alternative<Message>(r));
+  EXPECT_EQ(std::get<Message>(r).kind, Message::Kind::kNotification);
+
+  r = Decode(R"({"jsonrpc":"2.0","id":"a","result":{}})");
+  ASSERT_TRUE(std::holds_alternative<Message>(r));
+  EXPECT_EQ(std::get<Message>(r).kind, Message::Kind::kResponse);
+}
+
+TEST(JsonRpcTest, RefusesMalformedInputWithTheRightCodes) {
+  auto code = [](std::string_view body) {
+    auto r = Decode(body);
+    return std::holds_alternative<Fault>(r) ? std::get<Fault>(r).code : 0;
+  };
+  EXPECT_EQ(code("{not json"), kParseError);
+  EXPECT_EQ(code(""), kParseError);
+  EXPECT_EQ(code(R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])"), kInvalidRequest);  // batch
+  EXPECT_EQ(code(R"("ping")"), kInvalidRequest);
+  EXPECT_EQ(code(R"({"id":1,"method":"ping"})"), kInvalidRequest);  // no jsonrpc
+  EXPECT_EQ(code(R"({"jsonrpc":"1.0","id":1,"method":"ping"})"), kInvalidRequest);
+  EXPECT_EQ(code(R"({"jsonrpc":"2.0","id":{},"method":"ping"})"), kInvalidRequest);
+  EXPECT_EQ(code(R"({"jsonrpc":"2.0","id":1,"method":5})"), kInvalidRequest);
+  EXPECT_EQ(code(R"({"jsonrpc":"2.0","id":1,"method":"x","params":[1]})"), kInvalidRequest);
+  EXPECT_EQ(code(R"({"jsonrpc":"2.0","id":1,"result":1,"error":{}})"), kInvalidRequest);
+  // The id is echoed when it could be read.
+  auto r = Decode(R"({"jsonrpc":"2.0","id":"x","method":7})");
+  EXPECT_EQ(std::get<Fault>(r).id, "x");
+}
+
+TEST(JsonRpcTest, BoundsSizeAndNesting) {
+  std::string deep(200, '[');
+  deep += std::string(200, ']');
+  auto r = Decode(deep);
+  ASSERT_TRUE(std::holds_alternative<Fault>(r));
+  EXPECT_EQ(std::get<Fault>(r).code, kParseError);
+  std::string big = R"({"jsonrpc":"2.0","id":1,"method":"x","params":{"a":")" +
+                    std::string(kMaxMessageBytes, 'a') + "\"}}";
+  r = Decode(big);
+  ASSERT_TRUE(std::holds_alternative<Fault>(r));
+  EXPECT_EQ(std::get<Fault>(r).code, JsonRpcCodeFor(Code::kTooLarge));
+}
+
+TEST(JsonRpcTest, DumpSurvivesInvalidUtf8) {
+  json j = {{"text", std::string("ok \xff\xfe end")}};
+  EXPECT_NE(Dump(j).find("ok "), std::string::npos);
+}
+
+// ---- Sessions -------------------------------------------------------------------------------
+
+TEST(SessionTableTest, IdsAreRandomHexAndBoundToEndpointAndCredential) {
+  std::set<std::string> ids;
+  for (int i = 0; i < 1000; ++i) {
+    std::string id = NewSessionId();
+    ASSERT_EQ(id.size(), 32u);
+    ASSERT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos);
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 1000u);
+
+  SessionTable t(10, std::chrono::seconds(60));
+  auto s = t.Create("/mcp", "token:a", "2025-11-25");
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(t.Use(s->id, "/mcp", "token:a").ok());
+  EXPECT_EQ(t.Use(s->id, "/mcp", "token:b").status().code(), Code::kNotFound);
+  EXPECT_EQ(t.Use(s->id, "/mcp/claude", "token:a").status().code(), Code::kNotFound);
+  EXPECT_EQ(t.Use("nope", "/mcp", "token:a").status().code(), Code::kNotFound);
+  EXPECT_EQ(t.End(s->id, "/mcp", "token:b").code(), Code::kNotFound);
+  EXPECT_TRUE(t.End(s->id, "/mcp", "token:a").ok());
+  EXPECT_EQ(t.Use(s->id, "/mcp", "token:a").status().code(), Code::kNotFound);
+}
+
+TEST(SessionTableTest, IdleSessionsExpireButNotWhileACallRuns) {
+  auto now = std::chrono::steady_clock::now();
+  SessionTable t(2, std::chrono::seconds(60), [&] { return now; });
+  auto a = t.Create("/mcp", "c", "2025-11-25");
+  auto b = t.Create("/mcp", "c", "2025-11-25");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(t.Create("/mcp", "c", "2025-11-25").status().code(), Code::kLimitExceeded);
+  auto cancel = std::make_shared<CancelSignal>();
+  t.BeginCall(a->id, "1", cancel);
+  now += std::chrono::seconds(61);
+  EXPECT_TRUE(t.Use(a->id, "/mcp", "c").ok());                            // busy: kept
+  EXPECT_EQ(t.Use(b->id, "/mcp", "c").status().code(), Code::kNotFound);  // idle: gone
+  EXPECT_TRUE(t.CancelCall(a->id, "1"));
+  EXPECT_TRUE(cancel->cancelled());
+  EXPECT_FALSE(t.CancelCall(a->id, "2"));
+  t.EndCall(a->id, "1");
+  EXPECT_TRUE(t.Create("/mcp", "c", "2025-11-25").ok());
+}
+
+TEST(OriginTest, LoopbackOriginsOnly) {
+  EXPECT_TRUE(IsLoopbackOrigin("http://localhost"));
+  EXPECT_TRUE(IsLoopbackOrigin("http://localhost:6274"));
+  EXPECT_TRUE(IsLoopbackOrigin("https://127.0.0.1:8080"));
+  EXPECT_TRUE(IsLoopbackOrigin("http://[::1]:80"));
+  EXPECT_TRUE(IsLoopbackOrigin("http://warren.localhost:8080"));
+  EXPECT_FALSE(IsLoopbackOrigin("http://evil.example.com"));
+  EXPECT_FALSE(IsLoopbackOrigin("http://localhost.evil.com"));
+  EXPECT_FALSE(IsLoopbackOrigin("http://127.0.0.1.evil.com"));
+  EXPECT_FALSE(IsLoopbackOrigin("http://localhost:80@evil.com"));
+  EXPECT_FALSE(IsLoopbackOrigin("null"));
+  EXPECT_FALSE(IsLoopbackOrigin("file://localhost"));
+}
+
+// ---- The handler ----------------------------------------------------------------------------
+
+// Records what the handler answers; calls may finish on another thread.
+class RecordingResponder final : public HttpResponder {
+ public:
+  void Respond(int status, HttpHeaders headers, std::string body) override {
+    std::lock_guard lock(mu_);
+    status_ = status;
+    headers_ = std::move(headers);
+    body_ = std::move(body);
+    done_ = true;
+    cv_.notify_all();
+  }
+  void BeginStream(int status, HttpHeaders headers) override {
+    std::lock_guard lock(mu_);
+    status_ = status;
+    headers_ = std::move(headers);
+    streaming_ = true;
+  }
+  bool Write(std::string_view bytes) override {
+    std::lock_guard lock(mu_);
+    body_ += bytes;
+    cv_.notify_all();
+    return true;
+  }
+  void End() override {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    cv_.notify_all();
+  }
+  std::shared_ptr<CancelSignal> closed() const override { return closed_; }
+
+  void Await() {
+    std::unique_lock lock(mu_);
+    ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; }));
+  }
+  // Waits until the body holds `text`.
+  bool AwaitText(const std::string& text) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10),
+                        [&] { return body_.find(text) != std::string::npos; });
+  }
+  int status() {
+    std::lock_guard lock(mu_);
+    return status_;
+  }
+  std::string header(const std::string& name) {
+    std::lock_guard lock(mu_);
+    for (auto& [k, v] : headers_) {
+      if (k == name) return v;
+    }
+    return "";
+  }
+  std::string body() {
+    std::lock_guard lock(mu_);
+    return body_;
+  }
+  bool streaming() {
+    std::lock_guard lock(mu_);
+    return streaming_;
+  }
+  // The JSON-RPC messages sent: the body, or each SSE event's data.
+  std::vector<json> Messages() {
+    std::string b = body();
+    std::vector<json> out;
+    if (!streaming()) {
+      if (!b.empty()) out.push_back(json::parse(b));
+      return out;
+    }
+    size_t pos = 0;
+    while ((pos = b.find("data: ", pos)) != std::string::npos) {
+      size_t end = b.find('\n', pos);
+      out.push_back(json::parse(b.substr(pos + 6, end - pos - 6)));
+      pos = end;
+    }
+    return out;
+  }
+
+  std::shared_ptr<CancelSignal> closed_ = std::make_shared<CancelSignal>();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int status_ = 0;
+  HttpHeaders headers_;
+  std::string body_;
+  bool streaming_ = false;
+  bool done_ = false;
+};
+
+class McpHandlerTest : public VmCommandTest {
+ protected:
+  void SetUp() override {
+    VmCommandTest::SetUp();
+    MakeHandler({});
+  }
+  void TearDown() override {
+    handler_.reset();
+    VmCommandTest::TearDown();
+  }
+
+  void MakeHandler(McpOptions options) {
+    handler_.reset();
+    options.progress_interval_ms = 20;
+    handler_ = std::make_shared<McpHandler>(
+        *interpreter_,
+        [this](std::string_view token, std::string_view) -> Result<Caller> {
+          if (token == "alice") return Alice("mcp");
+          if (token == "alice-ci") return AliceCi("mcp");
+          if (token == "bob") return Bob("mcp");
+          if (token == "alice-exp") {
+            return CallerForKey(*store_, clock_, ParseAuthorizedKey(kExpiringKey)->fingerprint,
+                                "mcp");
+          }
+          return Unauthenticated("invalid API token");
+        },
+        std::move(options));
+  }
+
+  std::shared_ptr<RecordingResponder> Send(const std::string& method, const std::string& body,
+                                           HttpHeaders extra = {},
+                                           const std::string& token = "alice",
+                                           const std::string& path = "/mcp") {
+    HttpRequest req;
+    req.method = method;
+    req.path = path;
+    req.target = path;
+    req.body = body;
+    if (!token.empty()) req.headers.push_back({"authorization", "Bearer " + token});
+    req.headers.push_back({"content-type", "application/json"});
+    req.headers.push_back({"accept", "application/json, text/event-stream"});
+    for (auto& h : extra) req.headers.push_back(h);
+    auto r = std::make_shared<RecordingResponder>();
+    handler_->Handle(std::move(req), r);
+    r->Await();
+    return r;
+  }
+
+  // initialize; returns the session id.
+  std::string Init(const std::string& token = "alice", const std::string& path = "/mcp",
+                   const std::string& version = "2025-11-25") {
+    auto r = Send("POST",
+                  json{{"jsonrpc", "2.0"},
+                       {"id", 1},
+                       {"method", "initialize"},
+                       {"params",
+                        {{"protocolVersion", version},
+                         {"capabilities", json::object()},
+                         {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}}
+                      .dump(),
+                  {}, token, path);
+    EXPECT_EQ(r->status(), 200) << r->body();
+    last_init_ = r->Messages().empty() ? json() : r->Messages()[0];
+    return r->header("Mcp-Session-Id");
+  }
+
+  std::shared_ptr<RecordingResponder> Rpc(const std::string& session, const std::string& method,
+                                          json params, const std::string& token = "alice",
+                                          const std::string& path = "/mcp", json id = 2) {
+    return Send("POST",
+                json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}}.dump(),
+                {{"mcp-session-id", session}, {"mcp-protocol-version", "2025-11-25"}}, token, path);
+  }
+
+  // tools/call; returns the result (the last message).
+  json Call(const std::string& session, const std::string& tool, json args,
+            const std::string& token = "alice", const std::string& path = "/mcp") {
+    auto r = Rpc(session, "tools/call", {{"name", tool}, {"arguments", args}}, token, path);
+    auto msgs = r->Messages();
+    EXPECT_FALSE(msgs.empty()) << r->body();
+    return msgs.empty() ? json() : msgs.back().value("result", json());
+  }
+
+  // Waits until the guest has run more than `before` commands (`new` runs some too).
+  void AwaitGuestCommand(size_t before) {
+    for (int i = 0; i < 500 && guests_.commands().size() <= before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GT(guests_.commands().size(), before);
+  }
+
+  static std::string Text(const json& result) { return result["content"][0].value("text", ""); }
+
+  std::shared_ptr<McpHandler> handler_;
+  json last_init_;
+};
+
+TEST_F(McpHandlerTest, InitializeNegotiatesTheVersionAndOpensASession) {
+  std::string id = Init();
+  ASSERT_EQ(id.size(), 32u);
+  json result = last_init_["result"];
+  EXPECT_EQ(result["protocolVersion"], "2025-11-25");
+  EXPECT_EQ(result["serverInfo"]["name"], "warren");
+  EXPECT_TRUE(result["capabilities"].contains("tools"));
+  EXPECT_FALSE(result["capabilities"].contains("logging"));
+  EXPECT_NE(result["instructions"].get<std::string>().find("exec"), std::string::npos);
+  // Unrestricted: no limits named.
+  EXPECT_EQ(result["instructions"].get<std::string>().find("limited"), std::string::npos);
+
+  Init("alice", "/mcp", "2025-06-18");
+  EXPECT_EQ(last_init_["result"]["protocolVersion"], "2025-06-18");
+  Init("alice", "/mcp", "1999-01-01");
+  EXPECT_EQ(last_init_["result"]["protocolVersion"], "2025-11-25");
+}
+
+TEST_F(McpHandlerTest, InstructionsNameALimitedCredentialsTag) {
+  Init("alice-ci");
+  std::string text = last_init_["result"]["instructions"];
+  EXPECT_NE(text.find("limited"), std::string::npos) << text;
+  EXPECT_NE(text.find("tagged \"ci\""), std::string::npos) << text;
+}
+
+TEST_F(McpHandlerTest, TransportRules) {
+  std::string id = Init();
+  // Origin.
+  auto r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+                {{"origin", "http://evil.example.com"}, {"mcp-session-id", id}});
+  EXPECT_EQ(r->status(), 403);
+  r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+           {{"origin", "http://localhost:6274"}, {"mcp-session-id", id}});
+  EXPECT_EQ(r->status(), 200);
+  // Auth.
+  r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})", {{"mcp-session-id", id}}, "");
+  EXPECT_EQ(r->status(), 401);
+  EXPECT_NE(r->header("WWW-Authenticate").find("Bearer"), std::string::npos);
+  r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})", {{"mcp-session-id", id}},
+           "forged");
+  EXPECT_EQ(r->status(), 401);
+  // Sessions: unknown -> 404, missing -> 400, someone else's -> 404.
+  r = Rpc("0123456789abcdef0123456789abcdef", "ping", json::object());
+  EXPECT_EQ(r->status(), 404);
+  r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})");
+  EXPECT_EQ(r->status(), 400);
+  r = Rpc(id, "ping", json::object(), "bob");
+  EXPECT_EQ(r->status(), 404);
+  // Protocol version.
+  r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+           {{"mcp-session-id", id}, {"mcp-protocol-version", "2099-01-01"}});
+  EXPECT_EQ(r->status(), 400);
+  // Batch, malformed JSON: JSON-RPC errors, not HTML.
+  r = Send("POST", R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])", {{"mcp-session-id", id}});
+  EXPECT_EQ(r->status(), 400);
+  EXPECT_EQ(r->Messages()[0]["error"]["code"], kInvalidRequest);
+  r = Send("POST", "{oops", {{"mcp-session-id", id}});
+  EXPECT_EQ(r->status(), 400);
+  EXPECT_EQ(r->Messages()[0]["error"]["code"], kParseError);
+  // GET: no server-initiated stream.
+  r = Send("GET", "", {{"mcp-session-id", id}});
+  EXPECT_EQ(r->status(), 405);
+  // Notifications are accepted with 202.
+  r = Send("POST", R"({"jsonrpc":"2.0","method":"notifications/initialized"})",
+           {{"mcp-session-id", id}});
+  EXPECT_EQ(r->status(), 202);
+  // Unknown methods are JSON-RPC errors.
+  r = Rpc(id, "resources/list", json::object());
+  EXPECT_EQ(r->Messages()[0]["error"]["code"], kMethodNotFound);
+  // DELETE ends the session.
+  r = Send("DELETE", "", {{"mcp-session-id", id}});
+  EXPECT_EQ(r->status(), 200);
+  EXPECT_EQ(Rpc(id, "ping", json::object())->status(), 404);
+  EXPECT_EQ(handler_->sessions(), 0u);
+}
+
+TEST_F(McpHandlerTest, ToolsListHasSchemasAndAnnotations) {
+  std::string id = Init();
+  json tools = Rpc(id, "tools/list", json::object())->Messages()[0]["result"]["tools"];
+  ASSERT_EQ(tools.size(), 3u);
+  std::map<std::string, json> by_name;
+  for (auto& t : tools) by_name[t["name"]] = t;
+  EXPECT_TRUE(by_name["exec"]["annotations"]["destructiveHint"].get<bool>());
+  EXPECT_FALSE(by_name["exec"]["annotations"]["readOnlyHint"].get<bool>());
+  EXPECT_TRUE(by_name["exec_read_only"]["annotations"]["readOnlyHint"].get<bool>());
+  EXPECT_TRUE(by_name["wait"]["annotations"]["readOnlyHint"].get<bool>());
+  EXPECT_EQ(by_name["exec"]["inputSchema"]["required"], json({"command"}));
+  EXPECT_EQ(by_name["exec"]["inputSchema"]["properties"]["wait_seconds"]["maximum"], 45);
+  EXPECT_TRUE(by_name["wait"].contains("outputSchema"));
+
+  std::string cid = Init("alice", "/mcp/claude");
+  json curated = Rpc(cid, "tools/list", json::object(), "alice", "/mcp/claude")
+                     ->Messages()[0]["result"]["tools"];
+  std::set<std::string> names;
+  for (auto& t : curated) names.insert(t["name"]);
+  EXPECT_EQ(names,
+            (std::set<std::string>{"list_vms", "create_vm", "run_vm_command", "get_cli_help"}));
+  // A session belongs to its endpoint.
+  EXPECT_EQ(Rpc(cid, "tools/list", json::object())->status(), 404);
+}
+
+TEST_F(McpHandlerTest, ExecRunsLobbyCommandsAsJson) {
+  New(Alice(), {"--name", "web-one"});
+  std::string id = Init();
+  json r = Call(id, "exec", {{"command", "ls"}});
+  EXPECT_FALSE(r["isError"].get<bool>()) << r.dump();
+  EXPECT_NE(Text(r).find("web-one"), std::string::npos) << r.dump();
+  ASSERT_TRUE(r.contains("structuredContent"));
+  EXPECT_TRUE(r["structuredContent"].is_object());
+  // help is text.
+  r = Call(id, "exec", {{"command", "help"}});
+  EXPECT_FALSE(r["isError"].get<bool>());
+  EXPECT_NE(Text(r).find("ssh"), std::string::npos);
+  EXPECT_TRUE(r["structuredContent"].contains("text"));
+  // A failing command is a tool error, not a JSON-RPC error.
+  r = Call(id, "exec", {{"command", "frobnicate"}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_NE(Text(r).find("unknown command"), std::string::npos) << r.dump();
+  // Bad arguments too.
+  r = Call(id, "exec", {{"command", 5}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  r = Call(id, "exec", {{"command", "ls"}, {"wait_seconds", 46}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  r = Call(id, "exec", {{"command", "ls"}, {"extra", 1}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  r = Call(id, "exec", {{"command", "ls 'unterminated"}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  // An unknown tool is a protocol error.
+  auto raw = Rpc(id, "tools/call", {{"name", "nope"}, {"arguments", json::object()}});
+  EXPECT_EQ(raw->Messages().back()["error"]["code"], kInvalidParams);
+}
+
+TEST_F(McpHandlerTest, ExecSshReturnsOutputExitCodeAndStdin) {
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("make test", {"ok 1\n", "FAIL 2\n", 3});
+  std::string id = Init();
+  json r = Call(id, "exec", {{"command", "ssh web-one make test"}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_EQ(r["structuredContent"]["stdout"], "ok 1\n");
+  EXPECT_EQ(r["structuredContent"]["stderr"], "FAIL 2\n");
+  EXPECT_EQ(r["structuredContent"]["exit_code"], 3);
+  EXPECT_NE(Text(r).find("[remote command exited with status 3]"), std::string::npos) << Text(r);
+
+  r = Call(id, "exec", {{"command", "ssh web-one cat"}, {"stdin", "hello\n"}});
+  EXPECT_FALSE(r["isError"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["structuredContent"]["stdout"], "hello\n");
+  EXPECT_EQ(r["structuredContent"]["exit_code"], 0);
+  // "ssh VM prog --json" gives --json to prog.
+  guests_.SetScript("tool --json", {"{}\n", "", 0});
+  r = Call(id, "exec", {{"command", "ssh web-one tool --json"}});
+  EXPECT_EQ(r["structuredContent"]["stdout"], "{}\n") << r.dump();
+}
+
+TEST_F(McpHandlerTest, LongCommandsBecomeJobsFollowedWithWait) {
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("build", {"step 1\n", "", std::nullopt, /*hold=*/true});
+  std::string job = guests_.next_job();
+  std::string id = Init();
+  json r = Call(id, "exec", {{"command", "ssh web-one build"}, {"wait_seconds", 0}});
+  EXPECT_FALSE(r["isError"].get<bool>()) << r.dump();
+  EXPECT_FALSE(r["structuredContent"]["finished"].get<bool>());
+  std::string name = r["structuredContent"]["job"];
+  EXPECT_EQ(name, "web-one/" + job);
+  EXPECT_NE(Text(r).find("call wait with job"), std::string::npos) << Text(r);
+
+  guests_.Release(job, 0, "step 2\n");
+  r = Call(id, "wait", {{"job", name}});
+  EXPECT_FALSE(r["isError"].get<bool>()) << r.dump();
+  EXPECT_TRUE(r["structuredContent"]["finished"].get<bool>());
+  EXPECT_EQ(r["structuredContent"]["stdout"], "step 2\n");
+  EXPECT_EQ(r["structuredContent"]["exit_code"], 0);
+}
+
+TEST_F(McpHandlerTest, ProgressNotificationsWhileACommandRuns) {
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("slow", {"", "", std::nullopt, /*hold=*/true});
+  std::string job = guests_.next_job();
+  std::string id = Init();
+  auto r = Rpc(id, "tools/call",
+               {{"name", "exec"},
+                {"arguments", {{"command", "ssh web-one slow"}, {"wait_seconds", 1}}},
+                {"_meta", {{"progressToken", "p1"}}}});
+  EXPECT_TRUE(r->streaming());
+  auto msgs = r->Messages();
+  ASSERT_GE(msgs.size(), 3u) << r->body();
+  EXPECT_EQ(msgs[0]["method"], "notifications/progress");
+  EXPECT_EQ(msgs[0]["params"]["progressToken"], "p1");
+  EXPECT_LT(msgs[0]["params"]["progress"].get<int>(), msgs[1]["params"]["progress"].get<int>());
+  EXPECT_EQ(msgs.back()["id"], 2);
+  EXPECT_FALSE(msgs.back()["result"]["structuredContent"]["finished"].get<bool>());
+  guests_.Release(job, 0);
+}
+
+TEST_F(McpHandlerTest, CancelledCallStopsItsCommand) {
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("slow", {"", "", std::nullopt, /*hold=*/true});
+  std::string id = Init();
+  HttpRequest req;
+  req.method = "POST";
+  req.path = "/mcp";
+  req.body = json{{"jsonrpc", "2.0"},
+                  {"id", "call-9"},
+                  {"method", "tools/call"},
+                  {"params", {{"name", "exec"}, {"arguments", {{"command", "ssh web-one slow"}}}}}}
+                 .dump();
+  req.headers = {{"authorization", "Bearer alice"},
+                 {"content-type", "application/json"},
+                 {"accept", "application/json, text/event-stream"},
+                 {"mcp-session-id", id}};
+  auto call = std::make_shared<RecordingResponder>();
+  const size_t before = guests_.commands().size();
+  handler_->Handle(req, call);
+  // Wait until the command runs in the guest, then cancel it.
+  AwaitGuestCommand(before);
+  auto c = Send("POST",
+                json{{"jsonrpc", "2.0"},
+                     {"method", "notifications/cancelled"},
+                     {"params", {{"requestId", "call-9"}, {"reason", "user"}}}}
+                    .dump(),
+                {{"mcp-session-id", id}});
+  EXPECT_EQ(c->status(), 202);
+  call->Await();
+  EXPECT_EQ(guests_.killed(), 1);
+  // No response for a cancelled request.
+  for (const json& m : call->Messages()) EXPECT_FALSE(m.contains("id")) << m.dump();
+}
+
+TEST_F(McpHandlerTest, ClientGoingAwayStopsItsCommand) {
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("slow", {"", "", std::nullopt, /*hold=*/true});
+  std::string id = Init();
+  HttpRequest req;
+  req.method = "POST";
+  req.path = "/mcp";
+  req.body = json{{"jsonrpc", "2.0"},
+                  {"id", 5},
+                  {"method", "tools/call"},
+                  {"params", {{"name", "exec"}, {"arguments", {{"command", "ssh web-one slow"}}}}}}
+                 .dump();
+  req.headers = {{"authorization", "Bearer alice"},
+                 {"content-type", "application/json"},
+                 {"accept", "application/json, text/event-stream"},
+                 {"mcp-session-id", id}};
+  auto call = std::make_shared<RecordingResponder>();
+  const size_t before = guests_.commands().size();
+  handler_->Handle(req, call);
+  AwaitGuestCommand(before);
+  call->closed_->Cancel();
+  call->Await();
+  EXPECT_EQ(guests_.killed(), 1);
+}
+
+TEST_F(McpHandlerTest, ExecReadOnlyRefusesSshAndChanges) {
+  New(Alice(), {"--name", "web-one"});
+  const size_t before = guests_.commands().size();
+  std::string id = Init();
+  json r = Call(id, "exec_read_only", {{"command", "ssh web-one true"}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_NE(Text(r).find("never runs ssh"), std::string::npos);
+  r = Call(id, "exec_read_only", {{"command", "rm web-one"}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_TRUE(store_->GetVmByName("web-one").ok());
+  r = Call(id, "exec_read_only", {{"command", "ls"}});
+  EXPECT_FALSE(r["isError"].get<bool>()) << r.dump();
+  r = Call(id, "exec_read_only", {{"command", "rm --help"}});
+  EXPECT_FALSE(r["isError"].get<bool>()) << r.dump();
+  EXPECT_EQ(guests_.commands().size(), before);
+}
+
+TEST_F(McpHandlerTest, ATagScopedCallerSeesOnlyItsTag) {
+  New(Alice(), {"--name", "private-one"});
+  std::string id = Init("alice-ci");
+  json r = Call(id, "exec", {{"command", "ssh private-one true"}}, "alice-ci");
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_NE(Text(r).find("no VM named"), std::string::npos) << Text(r);
+  r = Call(id, "exec", {{"command", "rm private-one"}}, "alice-ci");
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_TRUE(store_->GetVmByName("private-one").ok());
+  r = Call(id, "exec", {{"command", "ls"}}, "alice-ci");
+  EXPECT_EQ(Text(r).find("private-one"), std::string::npos) << Text(r);
+}
+
+TEST_F(McpHandlerTest, ExpiryAndRevocationActAtOnceInAnOpenSession) {
+  Scope scope;
+  scope.expires_at = vmtest::kStart + 3600;
+  ASSERT_TRUE(store_->AddKey(vmtest::KeyRecord(kExpiringKey, "alice", "short", scope)).ok());
+  std::string id = Init("alice-exp");
+  json r = Call(id, "exec", {{"command", "whoami"}}, "alice-exp");
+  EXPECT_FALSE(r["isError"].get<bool>()) << r.dump();
+  EXPECT_NE(last_init_["result"]["instructions"].get<std::string>().find("expires"),
+            std::string::npos);
+  clock_.now += 3601;
+  auto raw = Rpc(id, "tools/call", {{"name", "exec"}, {"arguments", {{"command", "whoami"}}}},
+                 "alice-exp");
+  EXPECT_EQ(raw->status(), 401) << raw->body();
+  clock_.now -= 3601;
+  EXPECT_EQ(Rpc(id, "ping", json::object(), "alice-exp")->status(), 200);
+  const std::string fp = ParseAuthorizedKey(kExpiringKey)->fingerprint;
+  ASSERT_TRUE(store_->RemoveKey("alice", fp).ok());
+  EXPECT_EQ(Rpc(id, "ping", json::object(), "alice-exp")->status(), 401);
+}
+
+TEST_F(McpHandlerTest, CuratedToolsMapOntoCommands) {
+  std::string id = Init("alice", "/mcp/claude");
+  json r = Call(id, "create_vm", {{"name", "cur-one"}}, "alice", "/mcp/claude");
+  EXPECT_FALSE(r["isError"].get<bool>()) << r.dump();
+  EXPECT_TRUE(store_->GetVmByName("cur-one").ok());
+  r = Call(id, "list_vms", json::object(), "alice", "/mcp/claude");
+  EXPECT_NE(Text(r).find("cur-one"), std::string::npos) << r.dump();
+  guests_.SetScript("echo hi && id", {"hi\n", "", 0});
+  r = Call(id, "run_vm_command", {{"vm", "cur-one"}, {"command", "echo hi && id"}}, "alice",
+           "/mcp/claude");
+  EXPECT_EQ(r["structuredContent"]["stdout"], "hi\n") << r.dump();
+  r = Call(id, "get_cli_help", {{"command", "new"}}, "alice", "/mcp/claude");
+  EXPECT_NE(Text(r).find("--name"), std::string::npos) << r.dump();
+  // The full tools are not here.
+  auto raw = Rpc(id, "tools/call", {{"name", "exec"}, {"arguments", {{"command", "ls"}}}}, "alice",
+                 "/mcp/claude");
+  EXPECT_EQ(raw->Messages().back()["error"]["code"], kInvalidParams);
+}
+
+TEST_F(McpHandlerTest, FixturesOnlyBehindTheTestFlag) {
+  std::string id = Init();
+  json tools = Rpc(id, "tools/list", json::object())->Messages()[0]["result"]["tools"];
+  for (auto& t : tools)
+    EXPECT_EQ(t["name"].get<std::string>().rfind("test_", 0), std::string::npos);
+  McpOptions o;
+  o.conformance_fixtures = true;
+  MakeHandler(o);
+  id = Init();
+  EXPECT_TRUE(last_init_["result"]["capabilities"].contains("logging"));
+  auto r = Rpc(id, "tools/call",
+               {{"name", "test_tool_with_progress"},
+                {"arguments", json::object()},
+                {"_meta", {{"progressToken", 7}}}});
+  auto msgs = r->Messages();
+  ASSERT_EQ(msgs.size(), 4u) << r->body();
+  EXPECT_EQ(msgs[2]["params"]["progress"], 100);
+}
+
+TEST_F(McpHandlerTest, ShutdownCancelsCallsInFlight) {
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("slow", {"", "", std::nullopt, /*hold=*/true});
+  std::string id = Init();
+  HttpRequest req;
+  req.method = "POST";
+  req.path = "/mcp";
+  req.body = json{{"jsonrpc", "2.0"},
+                  {"id", 5},
+                  {"method", "tools/call"},
+                  {"params", {{"name", "exec"}, {"arguments", {{"command", "ssh web-one slow"}}}}}}
+                 .dump();
+  req.headers = {{"authorization", "Bearer alice"},
+                 {"content-type", "application/json"},
+                 {"mcp-session-id", id}};
+  auto call = std::make_shared<RecordingResponder>();
+  const size_t before = guests_.commands().size();
+  handler_->Handle(req, call);
+  AwaitGuestCommand(before);
+  EXPECT_TRUE(handler_->Shutdown());
+  call->Await();
+  EXPECT_EQ(guests_.killed(), 1);
+}
+
+}  // namespace
+}  // namespace warren::mcp
