@@ -4,16 +4,16 @@
 //   seed.img      read-only first-boot seed (seed_image.h)
 //   console.log   the serial console, appended by virtlogd
 //   control.sock  host end of the warren.control virtio-serial port
-// Disks live apart, in DATA/disks (the pool "warren-disks"), because `cp` shares them
-// between VMs: each VM's disk is a chain of qcow2 files "<id>-<random>.qcow2" ending at
-// the image's read-only rootfs.qcow2. The top one is the VM's own; the ones below are
-// frozen and may be shared with copies. Copy freezes the source's top and puts a fresh
-// overlay over it for both VMs. Which files are in use is read from the disks themselves
-// (each domain's top, then each file's backing store, through the storage API), never kept
-// elsewhere where it could drift; a file no chain reaches is deleted (RemoveUnusedDisks,
-// after every Destroy). A chain deeper than kMaxDiskLayers is flattened onto the image
-// with a live block pull. Disks and seed go through the storage API (volume create, stream
-// upload), so the same code can later drive a remote host by URI.
+// Disks live apart, in DATA/disks (the pool "warren-disks-<hash of that path>"), because
+// `cp` shares them between VMs: each VM's disk is a chain of qcow2 files
+// "<id>-<random>.qcow2" ending at the image's read-only rootfs.qcow2. The top one is the
+// VM's own; the ones below are frozen and may be shared with copies. Copy freezes the source's top
+// and puts a fresh overlay over it for both VMs. Which files are in use is read from the disks
+// themselves (each domain's top, then each file's backing store, through the storage API), never
+// kept elsewhere where it could drift; a file no chain reaches is deleted (RemoveUnusedDisks, after
+// every Destroy). A chain deeper than kMaxDiskLayers is flattened onto the image with a live block
+// pull. Disks and seed go through the storage API (volume create, stream upload), so the same code
+// can later drive a remote host by URI.
 //
 // Thread-safe: libvirt connections are thread-safe and shared; operations on one VM are
 // serialised by a per-VM lock, operations on different VMs run in parallel. Whatever
