@@ -10,7 +10,8 @@ add_executable(commands_test
   unit/vm_commands_test.cc
   unit/vm_copy_commands_test.cc
   unit/job_commands_test.cc
-  unit/reconcile_test.cc)
+  unit/reconcile_test.cc
+  unit/vm_login_test.cc)
 target_link_libraries(commands_test PRIVATE
   warren_commands warren_keys warren_test_fakes warren_test_guest_fake GTest::gtest_main)
 gtest_discover_tests(commands_test DISCOVERY_MODE PRE_TEST)

@@ -2,9 +2,13 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -585,6 +589,172 @@ TEST_F(GuestControlTest, AHostileRunnerIsContained) {
   ASSERT_TRUE(healed.progress.ok()) << healed.progress.status().ToString();
   EXPECT_EQ(healed.out, "healed\n");
   EXPECT_LT(Seconds(t0), 10 + 5 * TimeScale());
+}
+
+// ---- Raw channels (ssh NAME@HOST: shells, terminals, sftp, port forwards) ----
+
+// A raw channel driven the way the lobby drives one: on notifications, without blocking.
+struct RawRun {
+  std::string out, err;
+  GuestPipe::End end;
+  Status status;
+};
+
+class Notified {
+ public:
+  std::function<void()> Callback() {
+    return [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++n_;
+      cv_.notify_all();
+    };
+  }
+  void WaitFor(int ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    uint64_t seen = n_;
+    cv_.wait_for(lock, milliseconds(ms), [&] { return n_ != seen; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t n_ = 0;
+};
+
+RawRun DrainPipe(GuestPipe& pipe, Notified& notified, const std::string& input, bool close_input,
+                 double seconds) {
+  RawRun r;
+  size_t sent = 0;
+  bool input_closed = false;
+  auto deadline = Clock::now() + milliseconds(static_cast<int>(seconds * 1000));
+  while (Clock::now() < deadline) {
+    if (!pipe.opening()) {
+      if (sent < input.size()) sent += pipe.Write(std::string_view(input).substr(sent));
+      if (sent == input.size() && close_input && !input_closed) {
+        pipe.CloseInput();
+        input_closed = true;
+      }
+      std::string bytes;
+      for (bool is_stderr : {false, true}) {
+        while (pipe.PeekOutput(is_stderr, 65536, &bytes)) {
+          (is_stderr ? r.err : r.out) += bytes;
+          pipe.ConsumeOutput(is_stderr, bytes.size());
+        }
+      }
+      r.end = pipe.end();
+      r.status = pipe.status();
+      if (r.end.closed || !r.status.ok()) return r;
+    }
+    notified.WaitFor(100);
+  }
+  r.status = Timeout("the raw channel did not end");
+  return r;
+}
+
+int OpenChannelsSettled(SshGuestControl& control, int want, double seconds) {
+  auto deadline = Clock::now() + milliseconds(static_cast<int>(seconds * 1000));
+  int n = control.OpenChannels(kTestVm);
+  while (n != want && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+    n = control.OpenChannels(kTestVm);
+  }
+  return n;
+}
+
+TEST_F(GuestControlTest, RawTerminalCommandWithEnvAndExitStatus) {
+  GuestChannelRequest req;
+  req.kind = GuestChannelRequest::Kind::kExec;
+  req.command = "echo \"$GREETING\"; stty size; exit 3";
+  req.terminal = GuestTerminal{"xterm", 101, 33, 0, 0};
+  req.env = {{"GREETING", "it's \"quoted\" $HOME"}};
+  Notified notified;
+  Result<std::shared_ptr<GuestPipe>> pipe =
+      control_->OpenChannel(kTestVm, req, notified.Callback());
+  ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
+  RawRun r = DrainPipe(**pipe, notified, "", false, 30 * TimeScale());
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString() << "\n" << target().LogTail();
+  // One stream with a terminal, and the terminal's own line endings.
+  EXPECT_EQ(r.out, "it's \"quoted\" $HOME\r\n33 101\r\n");
+  EXPECT_EQ(r.end.exit_status, 3);
+}
+
+TEST_F(GuestControlTest, RawShellWithoutTerminalReadsItsInput) {
+  GuestChannelRequest req;
+  req.kind = GuestChannelRequest::Kind::kShell;
+  req.env = {{"FOO", "bar"}};
+  Notified notified;
+  Result<std::shared_ptr<GuestPipe>> pipe =
+      control_->OpenChannel(kTestVm, req, notified.Callback());
+  ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
+  RawRun r =
+      DrainPipe(**pipe, notified, "echo $FOO; echo oops >&2; exit 4\n", true, 30 * TimeScale());
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.out, "bar\n");
+  EXPECT_EQ(r.err, "oops\n");
+  EXPECT_EQ(r.end.exit_status, 4);
+}
+
+TEST_F(GuestControlTest, RawTcpToAClosedPortFailsClearly) {
+  GuestChannelRequest req;
+  req.kind = GuestChannelRequest::Kind::kTcp;
+  req.port = 1;
+  Notified notified;
+  Result<std::shared_ptr<GuestPipe>> pipe =
+      control_->OpenChannel(kTestVm, req, notified.Callback());
+  ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
+  RawRun r = DrainPipe(**pipe, notified, "", false, 30 * TimeScale());
+  EXPECT_EQ(r.status.code(), Code::kUnavailable) << r.status.ToString();
+  EXPECT_NE(r.status.message().find("port 1"), std::string::npos) << r.status.message();
+}
+
+TEST_F(GuestControlTest, FiftyRawChannelsAtOnceAndNoneLeftOpen) {
+  // What a client with 50 channels into one VM costs the control connection, and that
+  // closing them (a dropped client) leaves nothing open on it.
+  constexpr int kN = 50;
+  Notified notified;
+  std::vector<std::shared_ptr<GuestPipe>> pipes;
+  for (int i = 0; i < kN; ++i) {
+    GuestChannelRequest req;
+    req.kind = GuestChannelRequest::Kind::kExec;
+    req.command = "cat";
+    Result<std::shared_ptr<GuestPipe>> pipe =
+        control_->OpenChannel(kTestVm, req, notified.Callback());
+    ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
+    pipes.push_back(std::move(pipe).value());
+  }
+  for (int i = 0; i < kN; ++i) {
+    RawRun r =
+        DrainPipe(*pipes[i], notified, "n" + std::to_string(i) + "\n", true, 60 * TimeScale());
+    ASSERT_TRUE(r.status.ok()) << i << ": " << r.status.ToString();
+    EXPECT_EQ(r.out, "n" + std::to_string(i) + "\n");
+    EXPECT_EQ(r.end.exit_status, 0);
+  }
+  pipes.clear();
+  EXPECT_EQ(OpenChannelsSettled(*control_, 0, 10 * TimeScale()), 0);
+
+  // Channels still running when their client goes away are closed too.
+  for (int i = 0; i < kN; ++i) {
+    GuestChannelRequest req;
+    req.kind = GuestChannelRequest::Kind::kExec;
+    req.command = "cat";
+    req.terminal = GuestTerminal{};
+    Result<std::shared_ptr<GuestPipe>> pipe =
+        control_->OpenChannel(kTestVm, req, notified.Callback());
+    ASSERT_TRUE(pipe.ok());
+    pipes.push_back(std::move(pipe).value());
+  }
+  auto t0 = Clock::now();
+  while (std::any_of(pipes.begin(), pipes.end(), [](auto& p) { return p->opening(); }) &&
+         Seconds(t0) < 60 * TimeScale()) {
+    notified.WaitFor(100);
+  }
+  EXPECT_EQ(control_->OpenChannels(kTestVm), kN);
+  pipes.clear();
+  EXPECT_EQ(OpenChannelsSettled(*control_, 0, 10 * TimeScale()), 0);
+  // And the connection serves on.
+  Outcome o = RunExec(*control_, "echo still");
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_EQ(o.out, "still\n");
 }
 
 }  // namespace
