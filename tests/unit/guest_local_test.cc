@@ -23,13 +23,15 @@ std::string ReadProcFile(const std::string& path) {
   return ss.str();
 }
 
-// Every sshd process serving a connection to this target (the `sshd -i` socat started for
-// it and the sshd processes below it); the listener (socat) is not one of them.
+// Every sshd process serving a connection to this target: the sshd processes below the
+// socat that listens for it (its command line names the target's sshd_config; sshd's own
+// retitle themselves), not socat itself.
 std::set<pid_t> TargetSshdProcesses(const std::string& config_path) {
   std::map<pid_t, pid_t> parent;
-  std::set<pid_t> found;
+  std::map<pid_t, std::string> comm;
+  std::set<pid_t> tree;
   DIR* d = opendir("/proc");
-  if (d == nullptr) return found;
+  if (d == nullptr) return tree;
   while (dirent* e = readdir(d)) {
     pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
     if (pid <= 0) continue;
@@ -41,20 +43,21 @@ std::set<pid_t> TargetSshdProcesses(const std::string& config_path) {
     char state = 0;
     if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
     parent[pid] = ppid;
-    std::string comm = ReadProcFile(dir + "/comm");
-    std::string cmdline = ReadProcFile(dir + "/cmdline");
-    if (comm.rfind("sshd", 0) == 0 && cmdline.find(config_path) != std::string::npos) {
-      found.insert(pid);
-    }
+    comm[pid] = ReadProcFile(dir + "/comm");
+    if (ReadProcFile(dir + "/cmdline").find(config_path) != std::string::npos) tree.insert(pid);
   }
   closedir(d);
   for (bool grew = true; grew;) {
     grew = false;
     for (auto [pid, ppid] : parent) {
-      if (!found.count(pid) && found.count(ppid)) grew = found.insert(pid).second;
+      if (!tree.count(pid) && tree.count(ppid)) grew = tree.insert(pid).second;
     }
   }
-  return found;
+  std::set<pid_t> sshd;
+  for (pid_t pid : tree) {
+    if (comm[pid].rfind("sshd", 0) == 0) sshd.insert(pid);
+  }
+  return sshd;
 }
 
 // The guest's sshd freezes in the middle of a command (a virtio-serial port would show no
