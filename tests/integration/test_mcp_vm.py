@@ -54,7 +54,7 @@ class McpVmTest(e2e.VmTestCase):
         self.assertFalse(r["isError"], r)
         self.assertNotIn(other, mcp_http.text_of(r))
         for command in ("stat " + other, "ssh %s true" % other, "cp " + other, "rm " + other,
-                        "rename %s x" % other, "wait %s/00000001" % other):
+                        "rename %s mcp-renamed" % other, "wait %s/00000001" % other):
             r = c.exec(command)
             self.assertTrue(r["isError"], (command, r))
             self.assertRegex(mcp_http.text_of(r).lower(), "no vm named|not found", (command, r))
