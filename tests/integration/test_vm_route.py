@@ -83,6 +83,9 @@ class VmRouteTest(h.LobbyTestCase):
         cls.admin = cls.keys["admin"]
         cls.server = h.Server(cls.data, cls.admin, vms=True,
                               extra_args=["--images-dir", IMAGES, "--vm-egress", "none"])
+        # The harness keeps the log beside the data dir; it goes once the server has stopped.
+        cls.addClassCleanup(lambda: cls.server.log_path and os.path.exists(cls.server.log_path)
+                            and os.remove(cls.server.log_path))
         cls.addClassCleanup(cls.server.stop)
         cls.server.start(timeout=120)
         cls.pin_host_key(cls.server)
