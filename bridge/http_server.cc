@@ -126,6 +126,9 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   void ReadHeader() {
     parser_.emplace();
     parser_->header_limit(kMaxHeaderBytes);
+    // The route's own limit is set once the path is known (OnHeader); until then Beast must
+    // not judge the Content-Length against its default.
+    parser_->body_limit(boost::none);
     Lowest().expires_after(kIdleTimeout);
     http::async_read_header(
         stream_, buffer_, *parser_,
@@ -569,8 +572,8 @@ Status HttpServer::Start() {
   for (int i = 0; i < std::max(1, state_->options.threads); ++i) {
     state_->threads.emplace_back([this] { state_->io.run(); });
   }
-  LogInfo(std::string(tls() ? "https" : "http") + " listening on " + state_->options.address + ":" +
-          std::to_string(port()));
+  LogInfo("http listening on " + state_->options.address + ":" + std::to_string(port()) +
+          (tls() ? " (HTTPS)" : ""));
   return Status::Ok();
 }
 

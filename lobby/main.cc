@@ -16,14 +16,18 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "bridge/exec_handler.h"
 #include "bridge/http_server.h"
 #include "bridge/mcp/mcp_handler.h"
+#include "bridge/metrics.h"
+#include "bridge/metrics_handler.h"
 #include "bridge/oauth/oauth_handler.h"
 
 #include "keys/lmdb_store.h"
@@ -57,11 +61,36 @@ struct ServeFlags {
   std::string vm_egress = "full";  // "off": a lobby without VMs (VM commands answer unavailable)
   VmRuntimeOptions vm;
   mcp::McpOptions mcp;
+  // HTTPS on the --http listener when both are given.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  ExecHandlerOptions exec;
   // OAuth sign-in: the base URL clients reach the HTTP bridge at (default: from --http),
   // and how long a sign-in code lives.
   std::string public_url;
   int64_t oauth_code_lifetime = 600;
 };
+
+// The operator metrics that are not counted where they happen: sampled at each scrape.
+void AddServerGauges(Metrics& metrics, Store& store, const ssh::SshServer& ssh_server) {
+  metrics.AddGauge("warren_vms", "VMs by state (as the store records them)", [&store] {
+    std::map<std::string, double> by_state = {
+        {"creating", 0}, {"running", 0}, {"stopped", 0}, {"paused", 0}};
+    if (Result<std::vector<VmRecord>> vms = store.ListVms(); vms.ok()) {
+      for (const VmRecord& vm : *vms) {
+        by_state[vm.phase == VmPhase::kCreating
+                     ? "creating"
+                     : std::string(DesiredStateName(vm.desired_state))] += 1;
+      }
+    }
+    std::vector<GaugeSample> out;
+    for (const auto& [state, n] : by_state) out.push_back({{{"state", state}}, n});
+    return out;
+  });
+  metrics.AddGauge("warren_ssh_connections", "open SSH connections", [&ssh_server] {
+    return std::vector<GaugeSample>{{{}, static_cast<double>(ssh_server.open_connections())}};
+  });
+}
 
 struct HostPort {
   std::string host;
@@ -252,6 +281,18 @@ int Serve(const ServeFlags& flags) {
   services.info.ssh_port = ssh_addr->port;
   services.info.domain = flags.domain;
   services.vm_defaults.egress = flags.vm_egress;
+  Metrics metrics;
+  metrics.DeclareHistogram("warren_command_duration_seconds",
+                           "lobby command latency by command path, every surface",
+                           Metrics::LatencyBuckets());
+  metrics.DeclareCounter("warren_commands_total", "lobby commands by path, surface and outcome");
+  services.on_command = [&metrics](const CommandEvent& e) {
+    const std::string command(e.path);
+    metrics.Observe("warren_command_duration_seconds", {{"command", command}}, e.seconds);
+    metrics.Inc("warren_commands_total", {{"command", command},
+                                          {"surface", std::string(e.surface)},
+                                          {"code", std::string(CodeName(e.code))}});
+  };
   // VMs come up (and the store is reconciled with libvirt) before any command is served.
   std::unique_ptr<VmRuntime> vm_runtime;
   if (flags.vms == "on") {
@@ -277,10 +318,14 @@ int Serve(const ServeFlags& flags) {
   ssh::SshServer ssh_server(ssh_options, interpreter, *store, clock);
   if (Status st = ssh_server.Start(); !st.ok()) return Fail(st.Annotate("starting SSH"));
 
-  // The HTTP bridge. It will share `interpreter` and `*store` when it grows /exec and MCP.
+  // The HTTP bridge: /healthz, /metrics and POST /exec over the same interpreter.
+  AddServerGauges(metrics, *store, ssh_server);
   HttpServerOptions http_options;
   http_options.address = http_addr->host;
   http_options.port = http_addr->port;
+  http_options.tls_cert_file = flags.tls_cert_file;
+  http_options.tls_key_file = flags.tls_key_file;
+  http_options.metrics = &metrics;
   HttpServer http_server(http_options);
   // OAuth sign-in for MCP clients, approved over SSH with `authorize CODE`.
   OAuthOptions oauth_options;
@@ -314,6 +359,9 @@ int Serve(const ServeFlags& flags) {
       },
       mcp_options);
   http_server.AddHandler(mcp_handler);
+  auto exec_handler = std::make_shared<ExecHandler>(interpreter, flags.exec);
+  http_server.AddHandler(exec_handler);
+  http_server.AddHandler(std::make_shared<MetricsHandler>(metrics));
   if (Status st = http_server.Start(); !st.ok()) {
     ssh_server.Stop();
     return Fail(st.Annotate("starting HTTP"));
@@ -329,10 +377,12 @@ int Serve(const ServeFlags& flags) {
   }
   LogInfo(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
 
+  // /exec's commands end (cancelled) before the listener they answer through stops.
+  bool clean = exec_handler->Stop();
   // MCP calls end (cancelled) before the listener they answer through stops.
   const bool mcp_clean = mcp_handler->Shutdown();
   http_server.Stop();
-  bool clean = ssh_server.Stop();
+  clean = ssh_server.Stop() && clean;
   clean = mcp_clean && clean;
   if (!clean) {
     // A command ignored cancellation; its thread still uses the store and interpreter, so
@@ -391,6 +441,9 @@ int main(int argc, char** argv) {
                     "The guest runner binary (default: warren-run next to warren)");
   serve->add_option("--domain", flags.domain, "Domain under which VMs are served")
       ->capture_default_str();
+  serve->add_option("--tls-cert", flags.tls_cert_file,
+                    "PEM certificate (chain) for HTTPS on --http; needs --tls-key");
+  serve->add_option("--tls-key", flags.tls_key_file, "PEM private key for --tls-cert");
   serve->add_option("--public-url", flags.public_url,
                     "Base URL clients reach --http at, e.g. https://warren.example (OAuth "
                     "metadata and token audience; default: from --http)");
@@ -398,6 +451,22 @@ int main(int argc, char** argv) {
       ->add_option("--oauth-code-lifetime", flags.oauth_code_lifetime,
                    "Seconds an OAuth sign-in code waits for `authorize CODE`")
       ->check(CLI::Range(2, 3600))
+      ->capture_default_str();
+  serve
+      ->add_option("--exec-rate", flags.exec.rate_per_second,
+                   "POST /exec: requests a second per API token label, on average")
+      ->check(CLI::Range(0.01, 100000.0))
+      ->capture_default_str();
+  serve
+      ->add_option("--exec-burst", flags.exec.burst,
+                   "POST /exec: requests per API token label allowed at once")
+      ->check(CLI::Range(1.0, 100000.0))
+      ->capture_default_str();
+  serve
+      ->add_option("--exec-timeout", flags.exec.timeout_seconds,
+                   "POST /exec: seconds before a still-running command is answered 504 (it "
+                   "goes on)")
+      ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   CLI::App* version = app.add_subcommand("version", "Print the version");
 

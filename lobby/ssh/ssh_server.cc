@@ -89,6 +89,12 @@ class SshServer::State {
 
   Status Start();
   bool Stop();
+  int OpenConnections() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const Entry& e : entries_) n += e.done ? 0 : 1;
+    return n;
+  }
 
   SshServerOptions options;
   ConnectionConfig config;
@@ -340,6 +346,8 @@ SshServer::~SshServer() { Stop(); }
 Status SshServer::Start() { return state_->Start(); }
 bool SshServer::Stop() { return state_->Stop(); }
 int SshServer::port() const { return state_->port; }
+
+int SshServer::open_connections() const { return state_->OpenConnections(); }
 const std::string& SshServer::host_key_fingerprint() const { return state_->host_key_fingerprint; }
 
 }  // namespace warren::ssh

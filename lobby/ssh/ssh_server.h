@@ -51,6 +51,8 @@ class SshServer {
   bool Stop();
 
   int port() const;
+  // Connections open now (authenticated or not), for metrics. Any thread.
+  int open_connections() const;
   // "SHA256:..." of the host key (after Start).
   const std::string& host_key_fingerprint() const;
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 
 #include "keys/lmdb_store.h"
 #include "keys/public_key.h"
+#include "keys/token.h"
 #include "lobby/base/error_map.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/commands.h"
@@ -174,6 +176,12 @@ class InterpreterTest : public ::testing::Test {
     services.clock = &clock_;
     services.info.ssh_host = "warren.test";
     services.info.ssh_port = 2222;
+    services.token_signer = &signer_;
+    services.on_command = [this](const CommandEvent& e) {
+      std::lock_guard lock(events_mu_);
+      events_.push_back(std::string(e.path) + "/" + std::string(e.surface) + "/" +
+                        std::string(CodeName(e.code)));
+    };
     interpreter_ = std::make_unique<Interpreter>(services);
 
     ASSERT_TRUE(
@@ -234,8 +242,27 @@ class InterpreterTest : public ::testing::Test {
     return As(key_line);
   }
 
+  // Mints an API token as `caller` with `flags`; "" (and a test failure) when refused.
+  std::string MintToken(const Caller& caller, std::vector<std::string> flags) {
+    std::vector<std::string> argv = {"ssh-key", "generate-api-key"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--json");
+    Outcome o = Exec(caller, argv);
+    EXPECT_TRUE(o.status.ok()) << o.out << o.err;
+    return o.status.ok() ? o.Json()["token"].get<std::string>() : "";
+  }
+
+  Caller ForToken(const std::string& token) {
+    Result<Caller> c = interpreter_->CallerForToken(token, "exec");
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? c.value() : Caller{};
+  }
+
   std::string dir_;
   FakeClock clock_;
+  TokenSigner signer_ = TokenSigner::FromSecret(std::string(32, 's')).value();
+  std::mutex events_mu_;
+  std::vector<std::string> events_;
   std::unique_ptr<LmdbStore> real_store_;
   std::unique_ptr<FaultyStore> store_;
   std::unique_ptr<Interpreter> interpreter_;
@@ -401,7 +428,7 @@ TEST_F(InterpreterTest, GroupWordAloneShowsGroupHelp) {
   EXPECT_NE(o.out.find("ssh-key rename"), std::string::npos) << o.out;
   EXPECT_EQ(o.out.find("whoami"), std::string::npos) << o.out;
   json j = Exec(As(kAliceKey), {"ssh-key", "--json"}).Json();
-  EXPECT_EQ(j["commands"].size(), 4u);
+  EXPECT_EQ(j["commands"].size(), 5u);  // list, add, remove, rename, generate-api-key
   // A non-admin asking for the user group learns it is closed to them.
   EXPECT_EQ(Exec(As(kAliceKey), {"user"}).status.code(), Code::kPermissionDenied);
 }
@@ -985,6 +1012,172 @@ TEST_F(InterpreterTest, AuditLineNamesTheCommandButNeverTheKey) {
   EXPECT_NE(log.find("code=not_found"), std::string::npos) << log;
   EXPECT_EQ(log.find(Blob(kSpareKey3)), std::string::npos) << log;
   EXPECT_EQ(log.find("secret-token"), std::string::npos) << log;
+}
+
+// --- API tokens ----------------------------------------------------------------------
+
+TEST_F(InterpreterTest, GenerateApiKeyPrintsATokenThatAuthenticates) {
+  Outcome o = Exec(As(kAliceKey), {"ssh-key", "generate-api-key", "--label", "ci"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  std::string token = o.out.substr(0, o.out.find('\n'));
+  EXPECT_TRUE(token.starts_with("wr1.")) << o.out;
+  EXPECT_EQ(o.out, token + "\n");  // stdout is the token alone; the note is on stderr
+  EXPECT_NE(o.err.find("ssh-key remove ci"), std::string::npos) << o.err;
+
+  Caller caller = ForToken(token);
+  EXPECT_EQ(caller.user, "alice");
+  EXPECT_FALSE(caller.admin);
+  EXPECT_TRUE(caller.credential.starts_with("token:")) << caller.credential;
+  EXPECT_EQ(caller.credential, "token:" + caller.token_label_id);
+  EXPECT_TRUE(caller.key_fingerprint.empty());
+  Outcome who = Exec(caller, {"whoami", "--json"});
+  ASSERT_TRUE(who.status.ok()) << who.out;
+  EXPECT_EQ(who.Json()["user"], "alice");
+
+  Outcome list = Exec(caller, {"ssh-key", "list", "--json"});
+  ASSERT_TRUE(list.status.ok()) << list.out;
+  json labels = list.Json()["api_tokens"];
+  ASSERT_EQ(labels.size(), 1u);
+  EXPECT_EQ(labels[0]["label"], "ci");
+  EXPECT_EQ(labels[0]["in_use"], true);
+  EXPECT_EQ(list.out.find(token), std::string::npos);  // listings never show a token
+}
+
+TEST_F(InterpreterTest, TokensCarryTheirLimitsAndRestrictedCallersMintNarrowerOnly) {
+  std::string token = MintToken(
+      As(kAliceKey), {"--label", "ro", "--cmds", "whoami,ssh-key", "--tag", "ci", "--exp", "12h"});
+  Caller caller = ForToken(token);
+  EXPECT_EQ(caller.scope.cmds, (std::vector<std::string>{"whoami", "ssh-key"}));
+  EXPECT_EQ(caller.scope.tag, "ci");
+  EXPECT_EQ(caller.scope.expires_at, kStart + 12 * kHour);
+  EXPECT_EQ(Exec(caller, {"ls"}).status.code(), Code::kPermissionDenied);
+
+  // Leaving a flag out inherits it; asking for more is refused with the reason.
+  std::string child = MintToken(caller, {"--label", "child"});
+  Caller child_caller = ForToken(child);
+  EXPECT_EQ(child_caller.scope, caller.scope);
+  Outcome wider = Exec(caller, {"ssh-key", "generate-api-key", "--label", "w", "--cmds", "ls"});
+  EXPECT_EQ(wider.status.code(), Code::kPermissionDenied);
+  EXPECT_NE(wider.err.find("it would allow \"ls\""), std::string::npos) << wider.err;
+  EXPECT_EQ(
+      Exec(caller, {"ssh-key", "generate-api-key", "--label", "w", "--tag", "other"}).status.code(),
+      Code::kPermissionDenied);
+  EXPECT_EQ(
+      Exec(caller, {"ssh-key", "generate-api-key", "--label", "w", "--exp", "never"}).status.code(),
+      Code::kPermissionDenied);
+  // A restricted token cannot remove a wider label; the owner's key can.
+  MintToken(As(kAliceKey), {"--label", "wide"});
+  EXPECT_EQ(Exec(caller, {"ssh-key", "remove", "wide"}).status.code(), Code::kPermissionDenied);
+  EXPECT_TRUE(Exec(caller, {"ssh-key", "remove", "child"}).status.ok());
+}
+
+TEST_F(InterpreterTest, RemovingALabelRevokesItsTokensAtOnceAndANewOneRevivesNone) {
+  std::string t1 = MintToken(As(kAliceKey), {"--label", "ci"});
+  std::string t2 = MintToken(As(kAliceKey), {"--label", "ci"});
+  Caller open_session = ForToken(t1);  // a caller built before the removal
+  ASSERT_TRUE(Exec(open_session, {"whoami"}).status.ok());
+
+  Outcome removed = Exec(As(kAliceKey), {"ssh-key", "remove", "ci", "--json"});
+  ASSERT_TRUE(removed.status.ok()) << removed.out;
+  EXPECT_EQ(removed.Json()["revoked_tokens"], 2);
+  Outcome after = Exec(open_session, {"whoami"});
+  EXPECT_EQ(after.status.code(), Code::kUnauthenticated);
+  EXPECT_NE(after.err.find("revoked"), std::string::npos) << after.err;
+  EXPECT_FALSE(interpreter_->CallerForToken(t2, "exec").ok());
+
+  std::string t3 = MintToken(As(kAliceKey), {"--label", "ci"});
+  EXPECT_TRUE(interpreter_->CallerForToken(t3, "exec").ok());
+  EXPECT_FALSE(interpreter_->CallerForToken(t1, "exec").ok());
+  EXPECT_FALSE(interpreter_->CallerForToken(t2, "exec").ok());
+}
+
+TEST_F(InterpreterTest, TokenExpiryTakesEffectAtOnce) {
+  std::string token = MintToken(As(kAliceKey), {"--label", "short", "--exp", "1h"});
+  Caller caller = ForToken(token);
+  ASSERT_TRUE(Exec(caller, {"whoami"}).status.ok());
+  clock_.now += kHour;
+  Outcome o = Exec(caller, {"whoami"});
+  EXPECT_EQ(o.status.code(), Code::kUnauthenticated);
+  EXPECT_NE(o.err.find("this token expired"), std::string::npos) << o.err;
+  auto fresh = interpreter_->CallerForToken(token, "exec");
+  ASSERT_FALSE(fresh.ok());
+  EXPECT_NE(fresh.status().message().find("expired"), std::string::npos);
+}
+
+TEST_F(InterpreterTest, TokenOfARemovedUserIsRefused) {
+  std::string token = MintToken(As(kAliceKey), {"--label", "ci"});
+  Caller caller = ForToken(token);
+  ASSERT_TRUE(Exec(As(kRootKey), {"user", "rm", "alice"}).status.ok());
+  EXPECT_EQ(Exec(caller, {"whoami"}).status.code(), Code::kUnauthenticated);
+  EXPECT_FALSE(interpreter_->CallerForToken(token, "exec").ok());
+}
+
+TEST_F(InterpreterTest, LabelsAndKeyNamesShareANamespace) {
+  Outcome o = Exec(As(kAliceKey), {"ssh-key", "generate-api-key", "--label", "laptop"});
+  EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
+  MintToken(As(kAliceKey), {"--label", "ci"});
+  o = Exec(As(kAliceKey), {"ssh-key", "add", "--name", "ci", kSpareKey1});
+  EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
+  o = Exec(As(kAliceKey), {"ssh-key", "rename", "ci", "laptop"});
+  EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
+  o = Exec(As(kAliceKey), {"ssh-key", "rename", "ci", "ci2"});
+  EXPECT_TRUE(o.status.ok()) << o.err;
+  o = Exec(As(kAliceKey), {"ssh-key", "remove", "nothing-here"});
+  EXPECT_EQ(o.status.code(), Code::kNotFound);
+  EXPECT_EQ(
+      Exec(As(kAliceKey), {"ssh-key", "generate-api-key", "--label", "bad label"}).status.code(),
+      Code::kInvalidArgument);
+  EXPECT_EQ(Exec(As(kAliceKey), {"ssh-key", "generate-api-key"}).status.code(),
+            Code::kInvalidArgument);  // --label is required
+}
+
+TEST_F(InterpreterTest, ForgedAndMalformedTokensAreUnauthenticated) {
+  std::string token = MintToken(As(kAliceKey), {"--label", "ci"});
+  TokenSigner other = TokenSigner::FromSecret(std::string(32, 'o')).value();
+  TokenClaims claims = signer_.Verify(token).value();
+  claims.user = "root";  // alice's label, root's name: signed by the server, still refused
+  for (const std::string& bad :
+       {std::string(""), std::string("wr1."), token.substr(0, token.size() - 1),
+        other.Sign(signer_.Verify(token).value()).value(), signer_.Sign(claims).value()}) {
+    auto r = interpreter_->CallerForToken(bad, "exec");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kUnauthenticated);
+  }
+}
+
+TEST_F(InterpreterTest, SessionJsonAndTheCommandObserver) {
+  StringSink out, err;
+  CommandSession s;
+  s.caller = As(kAliceKey, "exec");
+  s.out = &out;
+  s.err = &err;
+  s.json = true;  // as /exec does: JSON without --json in argv
+  interpreter_->ExecuteLine(s, "whoami");
+  ASSERT_TRUE(s.status.ok()) << err.str();
+  EXPECT_EQ(json::parse(out.str())["user"], "alice");
+  StringSink out2;
+  s.out = &out2;
+  interpreter_->ExecuteLine(s, "nope");
+  EXPECT_EQ(json::parse(out2.str())["error"].get<std::string>().rfind("unknown command", 0), 0u);
+  std::lock_guard lock(events_mu_);
+  ASSERT_GE(events_.size(), 2u);
+  EXPECT_EQ(events_[events_.size() - 2], "whoami/exec/ok");
+  EXPECT_EQ(events_.back(), "-/exec/not_found");
+}
+
+TEST_F(InterpreterTest, NoSignerMeansNoTokens) {
+  Services services;
+  services.store = store_.get();
+  services.clock = &clock_;
+  Interpreter bare(services);
+  EXPECT_EQ(bare.CallerForToken("wr1.a.b", "exec").status().code(), Code::kUnauthenticated);
+  StringSink out, err;
+  CommandSession s;
+  s.caller = As(kAliceKey);
+  s.out = &out;
+  s.err = &err;
+  bare.ExecuteLine(s, "ssh-key generate-api-key --label x");
+  EXPECT_EQ(s.status.code(), Code::kUnavailable);
 }
 
 }  // namespace

@@ -1,0 +1,259 @@
+#include "bridge/exec_handler.h"
+
+#include <cctype>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <system_error>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "lobby/base/error_map.h"
+#include "lobby/base/log.h"
+#include "lobby/commands/guest_output.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/session.h"
+
+namespace warren {
+namespace {
+
+// What a request asks to run, from either body form.
+struct ExecRequest {
+  std::string command;
+  std::optional<std::string> stdin_text;
+  std::optional<int> wait_seconds;
+};
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  }
+  return true;
+}
+
+// The bearer token of `req`, or Unauthenticated.
+Result<std::string> BearerToken(const HttpRequest& req) {
+  std::string_view auth = Trim(req.Header("authorization"));
+  if (auth.empty()) {
+    return Unauthenticated(
+        "missing API token: send \"Authorization: Bearer TOKEN\" (mint one with ssh HOST "
+        "ssh-key generate-api-key --label NAME)");
+  }
+  if (!StartsWithNoCase(auth, "bearer ")) {
+    return Unauthenticated("the Authorization header must be \"Bearer TOKEN\"");
+  }
+  std::string_view token = Trim(auth.substr(7));
+  if (token.empty()) return Unauthenticated("the bearer token is empty");
+  return std::string(token);
+}
+
+Result<ExecRequest> ParseBody(const HttpRequest& req) {
+  std::string_view body = Trim(req.body);
+  const bool json = StartsWithNoCase(Trim(req.Header("content-type")), "application/json") ||
+                    (!body.empty() && body.front() == '{');
+  ExecRequest out;
+  if (!json) {
+    if (body.empty()) {
+      return InvalidArgument(
+          "the body is empty: send one command line, e.g. \"ls\", or JSON "
+          "{\"command\": \"ls\"}");
+    }
+    out.command = std::string(body);
+    return out;
+  }
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("the body is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("the JSON body must be an object {\"command\": …}");
+  auto command = j.find("command");
+  if (command == j.end() || !command->is_string() ||
+      Trim(command->get_ref<const std::string&>()).empty()) {
+    return InvalidArgument("the JSON body needs \"command\": a non-empty string");
+  }
+  out.command = command->get<std::string>();
+  if (auto in = j.find("stdin"); in != j.end() && !in->is_null()) {
+    if (!in->is_string()) return InvalidArgument("\"stdin\" must be a string");
+    out.stdin_text = in->get<std::string>();
+  }
+  if (auto wait = j.find("wait_seconds"); wait != j.end() && !wait->is_null()) {
+    if (!wait->is_number_integer() || wait->get<int64_t>() < 0 ||
+        wait->get<int64_t>() > kMaxWaitSeconds) {
+      return InvalidArgument("\"wait_seconds\" must be an integer from 0 to " +
+                             std::to_string(kMaxWaitSeconds));
+    }
+    out.wait_seconds = static_cast<int>(wait->get<int64_t>());
+  }
+  return out;
+}
+
+void RespondStatus(HttpResponder& responder, const Status& st) {
+  HttpHeaders headers;
+  if (st.code() == Code::kUnauthenticated) {
+    headers.emplace_back("WWW-Authenticate", "Bearer realm=\"warren\"");
+  } else if (st.code() == Code::kLimitExceeded) {
+    headers.emplace_back("Retry-After", "1");
+  } else if (st.code() == Code::kMethodNotAllowed) {
+    headers.emplace_back("Allow", "POST");
+  }
+  RespondJsonError(responder, HttpStatusFor(st.code()), st.message(), std::move(headers));
+}
+
+}  // namespace
+
+ExecHandler::ExecHandler(Interpreter& interpreter, ExecHandlerOptions options)
+    : interpreter_(interpreter),
+      options_(options),
+      limiter_(options.rate_per_second, options.burst) {}
+
+ExecHandler::~ExecHandler() { Stop(); }
+
+bool ExecHandler::Enter(const std::shared_ptr<CancelSignal>& cancel) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return false;
+  ++running_;
+  cancels_.insert(cancel);
+  return true;
+}
+
+void ExecHandler::Leave(const std::shared_ptr<CancelSignal>& cancel) {
+  std::lock_guard lock(mu_);
+  --running_;
+  if (auto it = cancels_.find(cancel); it != cancels_.end()) cancels_.erase(it);
+  cv_.notify_all();
+}
+
+void ExecHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) {
+  if (request.method != "POST") {
+    return RespondStatus(*responder,
+                         Status(Code::kMethodNotAllowed, "use POST with the command as the body"));
+  }
+  std::shared_ptr<CancelSignal> cancel = responder->closed();
+  {
+    std::lock_guard lock(mu_);
+    if (running_ >= options_.max_in_flight) {
+      return RespondStatus(*responder,
+                           LimitExceeded("too many commands running over /exec (" +
+                                         std::to_string(options_.max_in_flight) + "); retry"));
+    }
+  }
+  if (!Enter(cancel)) return RespondStatus(*responder, Unavailable("the server is stopping"));
+  try {
+    std::thread([this, request = std::move(request), responder, cancel]() mutable {
+      try {
+        Run(std::move(request), responder);
+      } catch (const std::exception& e) {
+        LogError(std::string("/exec threw: ") + LogQuote(e.what()));
+        RespondStatus(*responder, Internal("internal error"));
+      }
+      responder.reset();  // answers (500) now if Run did not
+      Leave(cancel);
+    }).detach();
+  } catch (const std::system_error& e) {
+    Leave(cancel);
+    RespondStatus(*responder, Unavailable("cannot start a command thread; retry"));
+  }
+}
+
+namespace {
+
+// One command's session and what it produced, shared by the thread that runs it and the one
+// that answers the request (which may give up waiting first: 504).
+struct ExecRun {
+  explicit ExecRun(std::string stdin_text) : in(std::move(stdin_text)) {}
+  StringInput in;
+  StringSink out;
+  StringSink err;
+  CommandSession session;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+}  // namespace
+
+void ExecHandler::Run(HttpRequest request, std::shared_ptr<HttpResponder> responder) {
+  Result<std::string> token = BearerToken(request);
+  if (!token.ok()) return RespondStatus(*responder, token.status());
+  Result<Caller> caller = interpreter_.CallerForToken(*token, "exec");
+  if (!caller.ok()) return RespondStatus(*responder, caller.status());
+  if (!limiter_.Allow(caller->token_label_id)) {
+    return RespondStatus(*responder,
+                         LimitExceeded("rate limit: at most " + std::to_string(limiter_.burst()) +
+                                       " requests at once and " + std::to_string(limiter_.rate()) +
+                                       " a second per token label"));
+  }
+  Result<ExecRequest> parsed = ParseBody(request);
+  if (!parsed.ok()) return RespondStatus(*responder, parsed.status());
+
+  auto run = std::make_shared<ExecRun>(parsed->stdin_text.value_or(""));
+  CommandSession& session = run->session;
+  session.caller = std::move(caller).value();
+  session.in = &run->in;
+  session.out = &run->out;
+  session.err = &run->err;
+  session.cancel = responder->closed();
+  session.json = true;
+  session.wait_seconds = parsed->wait_seconds;
+
+  // The command runs on a thread of its own so this one can answer 504 at the deadline
+  // and let it finish.
+  std::shared_ptr<CancelSignal> cancel = session.cancel;
+  if (!Enter(cancel)) return RespondStatus(*responder, Unavailable("the server is stopping"));
+  try {
+    std::thread([this, run, cancel, command = std::move(parsed->command)] {
+      try {
+        interpreter_.ExecuteLine(run->session, command);
+      } catch (const std::exception& e) {
+        LogError(std::string("/exec command threw: ") + LogQuote(e.what()));
+      }
+      {
+        std::lock_guard lock(run->mu);
+        run->done = true;
+      }
+      run->cv.notify_all();
+      Leave(cancel);
+    }).detach();
+  } catch (const std::system_error&) {
+    Leave(cancel);
+    return RespondStatus(*responder, Unavailable("cannot start a command thread; retry"));
+  }
+  {
+    std::unique_lock lock(run->mu);
+    if (!run->cv.wait_for(lock, std::chrono::seconds(options_.timeout_seconds),
+                          [&] { return run->done; })) {
+      return RespondStatus(
+          *responder,
+          Timeout("the command is still running after " + std::to_string(options_.timeout_seconds) +
+                  " s; it was not stopped (ls, jobs and wait show how it ends)"));
+    }
+  }
+
+  std::string body = run->out.str();
+  if (body.empty()) {
+    nlohmann::json j = session.status.ok() ? nlohmann::json::object()
+                                           : nlohmann::json{{"error", session.status.message()}};
+    body = j.dump() + "\n";
+  }
+  responder->Respond(HttpStatusFor(session.status.code()),
+                     {{"Content-Type", "application/json"},
+                      {"Cache-Control", "no-store"},
+                      {"X-Warren-Exit-Status", std::to_string(session.exit_status)}},
+                     std::move(body));
+}
+
+bool ExecHandler::Stop(int timeout_ms) {
+  std::unique_lock lock(mu_);
+  stopping_ = true;
+  for (const auto& c : cancels_) c->Cancel();
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [this] { return running_ == 0; });
+}
+
+}  // namespace warren

@@ -1,0 +1,35 @@
+// MetricsHandler: GET /metrics, the Metrics registry in Prometheus text format, for
+// operators (no credential; the listener is loopback unless configured otherwise, and the
+// figures name no user or VM). Thread-safe.
+#pragma once
+
+#include <string>
+
+#include "bridge/http_handler.h"
+#include "bridge/metrics.h"
+
+namespace warren {
+
+class MetricsHandler final : public HttpHandler {
+ public:
+  // `metrics` must outlive the handler.
+  explicit MetricsHandler(const Metrics& metrics) : metrics_(metrics) {}
+
+  bool Matches(std::string_view path) const override { return path == "/metrics"; }
+  std::string route() const override { return "/metrics"; }
+  size_t max_body_bytes() const override { return 0; }
+  void Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) override {
+    if (request.method != "GET" && request.method != "HEAD") {
+      return RespondJsonError(*responder, 405, "use GET", {{"Allow", "GET, HEAD"}});
+    }
+    responder->Respond(200,
+                       {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"},
+                        {"Cache-Control", "no-store"}},
+                       metrics_.Render());
+  }
+
+ private:
+  const Metrics& metrics_;
+};
+
+}  // namespace warren
