@@ -219,7 +219,7 @@ const json kGuestOutputSchema = {
      {{"stdout", {{"type", "string"}}},
       {"stderr", {{"type", "string"}}},
       {"exit_code",
-       {{"type", {"integer", "null"}},
+       {{"anyOf", {{{"type", "integer"}}, {{"type", "null"}}}},
         {"description", "the command's exit status; null while it runs or when it has none"}}},
       {"finished", {{"type", "boolean"}}},
       {"job", {{"type", "string"}, {"description", "VM/xxxxxxxx: follow it with wait"}}},

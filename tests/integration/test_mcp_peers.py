@@ -127,6 +127,8 @@ class McpPeersTest(h.LobbyTestCase):
                           "tools/list", "--strict", "--header", header], timeout=120)
             self.assertEqual(r.returncode, 0, "inspector --strict %s:\n%s\n%s"
                              % (path, r.stdout, r.stderr))
+            # No portability finding at all, warnings included.
+            self.assertNotIn("Warning", r.stderr, r.stderr)
             names = {t["name"] for t in json.loads(r.stdout)["tools"]}
             self.assertTrue(names, r.stdout)
         r = run_peer(["mcp-inspector", "--cli", self.url(), "--transport", "http", "--method",
