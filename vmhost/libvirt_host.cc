@@ -1233,6 +1233,16 @@ Result<std::vector<VmInfo>> LibvirtHost::List() {
     std::string_view sv(name);
     const std::string& prefix = options_.domain_prefix;
     if (sv.size() <= prefix.size() || sv.substr(0, prefix.size()) != prefix) continue;
+    // Another warren on the same libvirtd (its own data directory) names its domains the
+    // same way: only domains whose files live in this data directory are this host's, so
+    // reconcile never takes a neighbour's VMs for orphans.
+    LibvirtString def(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
+    if (!def) {
+      virResetLastError();
+      continue;  // undefined while we listed
+    }
+    const std::string dir = XmlEscape(VmDir(sv.substr(prefix.size()))) + "/";
+    if (std::string_view(def.get()).find(dir) == std::string_view::npos) continue;
     Result<VmInfo> info = InfoOf(dom.get(), sv.substr(prefix.size()));
     // A VM destroyed while we listed is simply not there any more.
     if (!info.ok() && info.status().code() == Code::kNotFound) continue;

@@ -70,6 +70,7 @@ class LibvirtHost final : public VmHost {
   Status Destroy(std::string_view id) override;
   Status Rename(std::string_view id, std::string_view name) override;
   Result<VmInfo> Inspect(std::string_view id) override;
+  // The domains with this host's prefix whose files are in this host's data directory.
   Result<std::vector<VmInfo>> List() override;
   Result<std::string> Console(std::string_view id, int max_lines) override;
   Status Copy(std::string_view source_id, const VmSpec& spec) override;

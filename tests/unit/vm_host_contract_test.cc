@@ -297,6 +297,12 @@ TEST(LibvirtHostLimitsTest, ResizeBeyondTheHostIsRefused) {
   s.disk_gib = 1;
   s.egress = Egress::kNone;
   ASSERT_TRUE(host.Create(s).ok());
+  // A second warren on the same libvirtd, with its own data directory, does not count
+  // this VM as its own (its reconcile would destroy it as an orphan).
+  LibvirtHostOptions other = env.HostOptions();
+  other.data_dir = env.data_dir + "/other";
+  EXPECT_TRUE(LibvirtHost(other).List()->empty());
+  EXPECT_EQ(host.List()->size(), 1u);
   ResizeSpec huge;
   huge.memory_mib = 250 * 1024;
   EXPECT_EQ(host.Resize("cccc0001", huge).status().code(), Code::kLimitExceeded);
