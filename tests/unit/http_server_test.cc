@@ -2,13 +2,23 @@
 // exactly the bytes a client would.
 #include "bridge/http_server.h"
 
+#include "bridge/metrics.h"
+#include "bridge/metrics_handler.h"
+#include "bridge/rate_limiter.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace warren {
 namespace {
@@ -93,6 +103,185 @@ TEST(HttpServerStartTest, BusyPortIsUnavailable) {
   HttpServer second(o);
   Status st = second.Start();
   EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+}
+
+// ---- The route seam -------------------------------------------------------------------
+
+// A handler whose behaviour each test sets: it records what reached it and answers from
+// its own thread, as real handlers do.
+class TestHandler final : public HttpHandler {
+ public:
+  std::function<void(HttpRequest, std::shared_ptr<HttpResponder>)> on_request;
+  size_t limit = 1024;
+  std::atomic<int> calls{0};
+
+  bool Matches(std::string_view path) const override { return path.starts_with("/t/"); }
+  std::string route() const override { return "/t"; }
+  size_t max_body_bytes() const override { return limit; }
+  void Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) override {
+    ++calls;
+    std::thread([this, request = std::move(request), responder]() mutable {
+      on_request(std::move(request), std::move(responder));
+    }).detach();
+  }
+};
+
+class HttpSeamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    handler_ = std::make_shared<TestHandler>();
+    HttpServerOptions o;
+    o.port = 0;
+    o.metrics = &metrics_;
+    server_ = std::make_unique<HttpServer>(o);
+    server_->AddHandler(handler_);
+    server_->AddHandler(std::make_shared<MetricsHandler>(metrics_));
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override {
+    server_->Stop();
+    // Detached handler threads hold responders; give them a moment to finish.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  Metrics metrics_;
+  std::shared_ptr<TestHandler> handler_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpSeamTest, HandlerGetsTheParsedRequestAndAnswersFromItsThread) {
+  handler_->on_request = [](HttpRequest req, std::shared_ptr<HttpResponder> res) {
+    std::string echo = req.method + " " + req.path + " " + req.target + " " +
+                       std::string(req.Header("x-thing")) + " " + req.body;
+    res->Respond(201, {{"Content-Type", "text/plain"}}, echo);
+  };
+  std::string r = RoundTrip(server_->port(),
+                            "POST /t/a?q=1 HTTP/1.1\r\nHost: x\r\nX-Thing: yes\r\n"
+                            "Content-Length: 5\r\nConnection: close\r\n\r\nhello");
+  EXPECT_EQ(r.rfind("HTTP/1.1 201", 0), 0u) << r;
+  EXPECT_NE(r.find("POST /t/a /t/a?q=1 yes hello"), std::string::npos) << r;
+  EXPECT_NE(metrics_.Render().find("warren_http_requests_total{route=\"/t\",code=\"201\"} 1"),
+            std::string::npos)
+      << metrics_.Render();
+}
+
+TEST_F(HttpSeamTest, StreamedResponseIsChunkedAndWrittenOverTime) {
+  handler_->on_request = [](HttpRequest, std::shared_ptr<HttpResponder> res) {
+    res->BeginStream(200, {{"Content-Type", "text/event-stream"}});
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_TRUE(res->Write("data: " + std::to_string(i) + "\n\n"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    res->End();
+  };
+  std::string r =
+      RoundTrip(server_->port(), "GET /t/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_NE(r.find("Transfer-Encoding: chunked"), std::string::npos) << r;
+  EXPECT_NE(r.find("9\r\ndata: 0\n\n\r\n9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n"),
+            std::string::npos)
+      << r;
+}
+
+TEST_F(HttpSeamTest, KeepAliveServesTheNextRequestAfterAResponse) {
+  handler_->on_request = [](HttpRequest req, std::shared_ptr<HttpResponder> res) {
+    res->Respond(200, {}, req.path);
+  };
+  std::string r = RoundTrip(server_->port(),
+                            "GET /t/one HTTP/1.1\r\nHost: x\r\n\r\n"
+                            "GET /t/two HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(r.find("/t/one"), std::string::npos) << r;
+  EXPECT_NE(r.find("/t/two"), std::string::npos) << r;
+}
+
+TEST_F(HttpSeamTest, BodyOverTheRouteLimitIs413WithoutReachingTheHandler) {
+  handler_->on_request = [](HttpRequest, std::shared_ptr<HttpResponder> res) {
+    res->Respond(200, {}, "should not run");
+  };
+  std::string r = RoundTrip(server_->port(),
+                            "POST /t/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n"
+                            "\r\nonly a little of it");
+  EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r;
+  EXPECT_NE(r.find("at most 1024 bytes"), std::string::npos) << r;
+  // Chunked past the limit too.
+  std::string chunk(2000, 'a');
+  char size[16];
+  snprintf(size, sizeof size, "%zx", chunk.size());
+  r = RoundTrip(server_->port(),
+                "POST /t/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                "\r\n" +
+                    std::string(size) + "\r\n" + chunk + "\r\n0\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r;
+  EXPECT_EQ(handler_->calls.load(), 0);
+}
+
+TEST_F(HttpSeamTest, AClientThatGoesAwayCancelsTheRequest) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool cancelled = false;
+  handler_->on_request = [&](HttpRequest, std::shared_ptr<HttpResponder> res) {
+    bool seen = res->closed()->WaitFor(5000);
+    std::lock_guard lock(mu);
+    cancelled = seen;
+    cv.notify_all();
+    EXPECT_FALSE(res->Write("late"));  // nothing to write into: not streaming, client gone
+  };
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  std::string req = "GET /t/slow HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  close(fd);
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(6), [&] { return cancelled; }));
+}
+
+TEST_F(HttpSeamTest, ADroppedResponderAnswers500) {
+  handler_->on_request = [](HttpRequest, std::shared_ptr<HttpResponder>) {};
+  std::string r =
+      RoundTrip(server_->port(), "GET /t/none HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 500", 0), 0u) << r;
+}
+
+TEST_F(HttpSeamTest, MetricsEndpointRendersPrometheusText) {
+  metrics_.DeclareHistogram("t_seconds", "a test histogram", {0.1, 1});
+  metrics_.Observe("t_seconds", {{"command", "ls"}}, 0.05);
+  metrics_.Observe("t_seconds", {{"command", "ls"}}, 5);
+  metrics_.AddGauge("t_gauge", "a gauge", [] {
+    return std::vector<GaugeSample>{{{{"state", "a\"b"}}, 2}};
+  });
+  std::string r =
+      RoundTrip(server_->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  for (const char* line :
+       {"# TYPE t_seconds histogram", "t_seconds_bucket{command=\"ls\",le=\"0.1\"} 1",
+        "t_seconds_bucket{command=\"ls\",le=\"1\"} 1",
+        "t_seconds_bucket{command=\"ls\",le=\"+Inf\"} 2", "t_seconds_count{command=\"ls\"} 2",
+        "t_seconds_sum{command=\"ls\"} 5.05", "# TYPE t_gauge gauge",
+        "t_gauge{state=\"a\\\"b\"} 2"}) {
+    EXPECT_NE(r.find(line), std::string::npos) << line << "\n" << r;
+  }
+  std::string post = RoundTrip(server_->port(),
+                               "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                               "Connection: close\r\n\r\n");
+  EXPECT_EQ(post.rfind("HTTP/1.1 405", 0), 0u) << post;
+}
+
+TEST(RateLimiterTest, BurstThenRatePerKey) {
+  double now = 100;
+  RateLimiter limiter(2, 3, [&] { return now; });
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter.Allow("a")) << i;
+  EXPECT_FALSE(limiter.Allow("a"));
+  EXPECT_TRUE(limiter.Allow("b"));  // its own bucket
+  now += 0.5;                       // one more request's worth at 2/s
+  EXPECT_TRUE(limiter.Allow("a"));
+  EXPECT_FALSE(limiter.Allow("a"));
+  now += 100;  // refills to the burst, not beyond
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter.Allow("a")) << i;
+  EXPECT_FALSE(limiter.Allow("a"));
 }
 
 }  // namespace
