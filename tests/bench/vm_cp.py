@@ -2,7 +2,7 @@
 """cp latency at a 2 GiB and a 20 GiB disk, through the SSH lobby.
 
 Starts its own `warren serve` (VMs on, guests without network) over the tiny image in
-WARREN_TEST_IMAGES; for each disk size makes a source VM, writes 64 MiB into it, then runs
+WARREN_TEST_IMAGES; for each disk size makes a source VM, writes 32 MiB into it, then runs
 `cp SRC` N times (removing each copy) and prints the medians of the disk fork alone
 (`copy_seconds`: snapshot + overlays + define + start, measured by warren) and of the
 whole `cp` as the client sees it (sync in the source, fork, the copy booting until it runs a
@@ -59,7 +59,7 @@ def main():
             src = "bench-src-" + disk.lower()
             ssh("new", "--image", "tiny", "--name", src, "--cpu", "1", "--memory", "256M",
                 "--disk", disk)
-            ssh("ssh", src, "dd if=/dev/urandom of=~/blob bs=1M count=64 2>/dev/null")
+            ssh("ssh", src, "head -c 33554432 /dev/urandom > ~/blob && sync")
             forks, totals = [], []
             for i in range(args.runs):
                 copy = "bench-copy-%s-%d" % (disk.lower(), i)
@@ -70,7 +70,7 @@ def main():
             ssh("rm", src)
             results[disk] = (statistics.median(forks), statistics.median(totals))
 
-        print("cp of a running tiny VM with 64 MiB written, median of %d, TCG, 2 cores"
+        print("cp of a running tiny VM with 32 MiB written, median of %d, TCG, 2 cores"
               % args.runs)
         for disk, (fork, total) in results.items():
             print("  disk %-4s fork %6.3fs  whole cp (sync, fork, copy boots) %6.2fs"
