@@ -31,11 +31,18 @@ class McpVmTest(e2e.VmTestCase):
     def other_vm(self):
         """A VM of the admin's without a tag."""
         if not getattr(type(self), "_other", None):
-            type(self)._other = "mcp-other"
-            # Removed also when a test fails, before the server stops (cleanups run LIFO).
-            type(self).addClassCleanup(lambda: self.vm("rm", "mcp-other"))
+            type(self)._other = "mcp-other"  # removed by tearDownClass, also after a failure
             self.vm_ok("new", "--name", "mcp-other", "--image", "tiny")
         return "mcp-other"
+
+    @classmethod
+    def tearDownClass(cls):
+        # Before the class cleanups stop the (possibly restarted) server.
+        if getattr(cls, "_other", None):
+            r = cls("test_1_sdk_client_vm_life").vm("rm", cls._other)
+            if r.returncode != 0:
+                raise AssertionError("rm %s: %s" % (cls._other, r.stderr))
+        super().tearDownClass()
 
     def test_1_sdk_client_vm_life(self):
         token = mcp_http.mint_token(self, self.admin, label="sdk")
