@@ -8,7 +8,8 @@ size`, Ctrl-C interrupting `sleep`, the exit status), `-L` to busybox httpd star
 VM, `-W`, sftp and scp up and down with sha256 checks, 50 channels at once from paramiko
 and a clean refusal past the limit, a connection dropped in the middle of an sftp download
 (nothing left open in the guest, the VM still serves), scoped and removed keys, and last a
-stopped VM's message. Guests get no network device (`--vm-egress none`).
+stopped VM's message. A second class boots the Debian image for legacy `scp -O` and a python3
+server reached with -W. Guests get no network device (`--vm-egress none`).
 
 Needs root, libvirt and QEMU, and the tiny image from packaging/images (WARREN_TEST_IMAGES,
 default /var/lib/warren-test/images); skips, saying why, when they are missing.
@@ -422,6 +423,73 @@ finish
         r = self.sftp("ls\n")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("is stopped", r.stderr)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root for libvirt's system daemon")
+@unittest.skipUnless(shutil.which("virsh") and have_image("debian"),
+                     "needs libvirt and the debian image in " + IMAGES)
+class DebianVmRouteTest(h.LobbyTestCase):
+    """The default image: legacy scp (-O runs `scp -t`/`scp -f` in the VM through the exec
+    path) both ways, and a forward to python3's http.server."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="warren-it-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        os.makedirs(DATA_PARENT, exist_ok=True)
+        cls.data = tempfile.mkdtemp(prefix="route-", dir=DATA_PARENT)
+        os.chmod(cls.data, 0o711)
+        cls.addClassCleanup(shutil.rmtree, cls.data, ignore_errors=True)
+        cls.keys = {"admin": h.Key(cls.tmp, "admin")}
+        cls.admin = cls.keys["admin"]
+        cls.server = h.Server(cls.data, cls.admin, vms=True,
+                              extra_args=["--images-dir", IMAGES, "--vm-egress", "none"])
+        cls.addClassCleanup(lambda: cls.server.log_path and os.path.exists(cls.server.log_path)
+                            and os.remove(cls.server.log_path))
+        cls.addClassCleanup(cls.server.stop)
+        cls.server.start(timeout=120)
+        cls.pin_host_key(cls.server)
+        cls.addClassCleanup(lambda: subprocess.run(
+            VmRouteTest.ssh_args_cls.__func__(cls, cls.admin, "rm", "rt-debian"),
+            capture_output=True, timeout=120))
+        r = subprocess.run(VmRouteTest.ssh_args_cls.__func__(
+            cls, cls.admin, "new", "--name", "rt-debian", "--cpu", "1", "--memory", "1G"),
+            capture_output=True, text=True, timeout=400)
+        if r.returncode != 0:
+            raise RuntimeError("new failed: %s\n%s" % (r.stderr, cls.server.log_tail(40)))
+
+    def test_legacy_scp_and_a_python_server(self):
+        local = os.path.join(self.tmp, "legacy.bin")
+        with open(local, "wb") as f:
+            f.write(os.urandom(2 << 20))
+        base = ["scp", "-O", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+                "-o", "UserKnownHostsFile=" + self.known_hosts,
+                "-o", "StrictHostKeyChecking=yes", "-i", self.admin.path,
+                "-P", str(self.server.port)]
+        r = subprocess.run(base + [local, "rt-debian@127.0.0.1:legacy.bin"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        back = os.path.join(self.tmp, "legacy.back")
+        r = subprocess.run(base + ["rt-debian@127.0.0.1:legacy.bin", back],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sha256(back), sha256(local))
+
+        # python3's http.server in the VM, reached with -W.
+        r = self.ssh(self.admin, "mkdir -p srv && echo from-python > srv/p.txt && "
+                     "(cd srv && setsid python3 -m http.server 8001 --bind 127.0.0.1 "
+                     ">/dev/null 2>&1 < /dev/null &) ; sleep 3", user="rt-debian", timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        deadline = time.monotonic() + 60
+        while True:
+            r = subprocess.run(self.ssh_args(self.admin, user="rt-debian",
+                                             options=("-W", "localhost:8001")),
+                               input=b"GET /p.txt HTTP/1.0\r\n\r\n", capture_output=True,
+                               timeout=60)
+            if r.stdout.endswith(b"from-python\n") or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        self.assertTrue(r.stdout.endswith(b"from-python\n"), r.stdout + r.stderr)
 
 
 if __name__ == "__main__":
