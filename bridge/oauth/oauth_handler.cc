@@ -342,8 +342,9 @@ void OAuthHandler::Authorize(const HttpRequest& req, HttpResponder& res) {
   oauth::SignInPage page;
   page.user_code = user_code;
   const int port = options_.ssh_port ? options_.ssh_port() : 2222;
-  page.ssh_command =
-      "ssh -p " + std::to_string(port) + " " + options_.ssh_host + " authorize " + user_code;
+  // As the lobby's own hints: "ssh HOST" on port 22, "ssh -p PORT HOST" elsewhere.
+  page.ssh_command = (port == 22 ? "ssh " : "ssh -p " + std::to_string(port) + " ") +
+                     options_.ssh_host + " authorize " + user_code;
   page.client_name = client->name;
   page.redirect_host = UriHost(redirect_uri);
   page.page_secret = page_secret;
