@@ -18,7 +18,7 @@ struct VmRuntimeOptions {
   std::string data_dir;
   std::string images_dir;  // default DATA/images
   std::string libvirt_uri = "qemu:///system";
-  std::string accel;        // "", "kvm" or "tcg": empty probes
+  std::string accel;  // "", "kvm" or "tcg": empty probes
   // How long a command waits for a running VM's control connection (a guest whose sshd is
   // gone, or one still booting) before it reports the VM unavailable.
   int guest_reach_timeout_s = 60;
