@@ -28,7 +28,10 @@ GuestChannel::GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWak
       notify_(std::move(notify)) {}
 
 void GuestChannel::Notify() {
-  if (notify_) notify_();
+  // Held while the callback runs, so that once Close() returned it never runs again: the
+  // caller may then destroy whatever the callback refers to.
+  std::lock_guard<std::mutex> lock(notify_mu_);
+  if (notify_ && !notify_off_) notify_();
 }
 
 Status GuestChannel::WaitOpen(Clock::time_point deadline) {
@@ -133,6 +136,10 @@ std::string GuestChannel::StderrText() {
 }
 
 void GuestChannel::Close() {
+  {
+    std::lock_guard<std::mutex> lock(notify_mu_);
+    notify_off_ = true;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (caller_closed_) return;

@@ -74,7 +74,8 @@ class GuestChannel {
   // The first kStderrKeep bytes the command wrote to stderr.
   std::string StderrText();
   // The caller is done: the owner closes the channel (the command on the other side sees
-  // its output pipe closed). Idempotent; unblocks Write.
+  // its output pipe closed). Idempotent; unblocks Write. A raw channel's notify is never
+  // called once Close returned. Not from inside the notify callback.
   void Close();
 
   // ---- Caller, raw channels (non-blocking) ----
@@ -128,6 +129,8 @@ class GuestChannel {
   const bool raw_;
   const std::shared_ptr<EventWaker> waker_;
   const std::function<void()> notify_;
+  std::mutex notify_mu_;  // held while notify_ runs; taken by Close to turn it off
+  bool notify_off_ = false;
 
   std::mutex mu_;
   std::condition_variable cv_;  // any change a caller may wait for
