@@ -359,6 +359,14 @@ int Serve(const ServeFlags& flags) {
       },
       mcp_options);
   http_server.AddHandler(mcp_handler);
+  // A weak reference: the registry outlives the handler, which must not outlive the
+  // interpreter it holds.
+  metrics.AddGauge(
+      "warren_mcp_sessions", "open MCP sessions",
+      [mcp = std::weak_ptr<mcp::McpHandler>(mcp_handler)] {
+        auto h = mcp.lock();
+        return std::vector<GaugeSample>{{{}, h ? static_cast<double>(h->sessions()) : 0.0}};
+      });
   auto exec_handler = std::make_shared<ExecHandler>(interpreter, flags.exec);
   http_server.AddHandler(exec_handler);
   http_server.AddHandler(std::make_shared<MetricsHandler>(metrics));

@@ -289,6 +289,7 @@ class HttpExecTest(ExecTestCase):
             samples['warren_commands_total{command="whoami",surface="exec",code="ok"}'], 1)
         self.assertIn('warren_vms{state="running"}', samples)
         self.assertIn("warren_ssh_connections", samples)
+        self.assertIn("warren_mcp_sessions", samples)
         # A lobby SSH connection held open shows in the gauge.
         client = self.paramiko_client(self.admin)
         try:
