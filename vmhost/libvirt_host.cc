@@ -731,6 +731,25 @@ Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn) {
     Status st = RemoveFiles(conn, vm_id);
     if (!st.ok()) LogWarn("vmhost: removing what is left of vm " + vm_id + ": " + st.ToString());
   }
+  // Pools of ours whose directory is gone (a data directory deleted with its VMs, as tests
+  // do) can never serve again: forget them so they do not pile up in the daemon.
+  virStoragePoolPtr* pools = nullptr;
+  int np = virConnectListAllStoragePools(conn.get(), &pools, 0);
+  for (int i = 0; i < np; ++i) {
+    StoragePoolHandle p(pools[i]);
+    const char* pname = virStoragePoolGetName(p.get());
+    if (pname == nullptr || std::string_view(pname).rfind(options_.domain_prefix, 0) != 0) continue;
+    LibvirtString pxml(virStoragePoolGetXMLDesc(p.get(), 0));
+    if (!pxml) continue;
+    std::string target = ElementTextOf(pxml.get(), "path");
+    if (target.empty() || fs::exists(target, ec)) continue;
+    if (virStoragePoolIsActive(p.get()) == 1 && virStoragePoolDestroy(p.get()) < 0) {
+      virResetLastError();
+    }
+    if (virStoragePoolUndefine(p.get()) < 0) virResetLastError();
+  }
+  if (np < 0) virResetLastError();
+  free(pools);  // NOLINT: allocated by libvirt
   // An empty pool is forgotten (it comes back with the next disk), so a host without VMs
   // leaves no pool behind.
   if (removed == n && virStoragePoolDestroy(pool.get()) < 0) virResetLastError();
