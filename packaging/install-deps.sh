@@ -22,9 +22,12 @@ RUN_PKGS=(
 mapfile -t IMAGE_PKGS < <(grep -v '^\s*\(#\|$\)' "$(dirname "$0")/images/deps.txt")
 TEST_PKGS=(
   openssh-client openssh-server python3 python3-paramiko expect curl
-  npm  # installs the MCP peers (packaging/install-peers.sh)
   chromium  # the OAuth sign-in page rendered headless (tests/integration/test_oauth_page.py)
 )
+# npm installs the MCP peers (packaging/install-peers.sh). A machine whose Node.js comes
+# from elsewhere (NodeSource's nodejs bundles npm) cannot take Debian's npm, which needs
+# Debian's nodejs: ask for the package only when there is no npm at all.
+if ! command -v npm >/dev/null 2>&1; then TEST_PKGS+=(npm); fi
 
 missing=()
 for p in "${BUILD_PKGS[@]}" "${RUN_PKGS[@]}" "${IMAGE_PKGS[@]}" "${TEST_PKGS[@]}"; do
