@@ -5,20 +5,10 @@
 #include <openssl/sha.h>
 
 #include "keys/base64.h"
+#include "lobby/base/hex.h"
 
 namespace warren {
 namespace {
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 0xf]);
-  }
-  return out;
-}
 
 std::string Sha256(std::string_view data) {
   unsigned char md[SHA256_DIGEST_LENGTH];
@@ -65,7 +55,7 @@ std::string_view OAuthPhaseName(OAuthPhase p) {
   return "pending";
 }
 
-std::string HashSecret(std::string_view secret) { return Hex(Sha256(secret)); }
+std::string HashSecret(std::string_view secret) { return HexEncode(Sha256(secret)); }
 
 Result<std::string> NewSecret(size_t bytes) {
   WARREN_ASSIGN_OR_RETURN(std::string raw, RandomBytes(bytes));
@@ -74,7 +64,7 @@ Result<std::string> NewSecret(size_t bytes) {
 
 Result<std::string> NewClientId() {
   WARREN_ASSIGN_OR_RETURN(std::string raw, RandomBytes(16));
-  return "wc-" + Hex(raw);
+  return "wc-" + HexEncode(raw);
 }
 
 Result<std::string> NewUserCode() {

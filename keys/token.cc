@@ -17,6 +17,7 @@
 
 #include "keys/base64.h"
 #include "lobby/base/file_write.h"
+#include "lobby/base/hex.h"
 
 namespace warren {
 namespace {
@@ -31,17 +32,6 @@ Status NotAToken() {
 }
 
 Status InvalidToken() { return Unauthenticated("invalid API token"); }
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 0xf]);
-  }
-  return out;
-}
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -116,7 +106,7 @@ Result<TokenSigner> TokenSigner::LoadOrCreate(const std::string& path) {
   Result<std::string> text = ReadSecretFile(path);
   if (!text.ok() && text.status().code() == Code::kNotFound) {
     WARREN_ASSIGN_OR_RETURN(std::string secret, RandomBytes(kSecretBytes));
-    WARREN_RETURN_IF_ERROR(WriteFileAtomic(path, Hex(secret) + "\n", 0600));
+    WARREN_RETURN_IF_ERROR(WriteFileAtomic(path, HexEncode(secret) + "\n", 0600));
     return TokenSigner(std::move(secret));
   }
   if (!text.ok()) return text.status();
@@ -216,7 +206,7 @@ Result<TokenClaims> TokenSigner::Verify(std::string_view token) const {
 
 Result<std::string> NewTokenLabelId() {
   WARREN_ASSIGN_OR_RETURN(std::string bytes, RandomBytes(16));
-  return Hex(bytes);
+  return HexEncode(bytes);
 }
 
 Result<CheckedToken> CheckToken(Store& store, const TokenSigner& signer, std::string_view token,

@@ -4,6 +4,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <string_view>
+
+#include "lobby/base/hex.h"
 
 namespace warren::mcp {
 
@@ -17,13 +20,7 @@ std::string NewSessionId() {
     if (n <= 0) std::abort();
     got += static_cast<size_t>(n);
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (unsigned char b : bytes) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
 SessionTable::SessionTable(size_t max_sessions, std::chrono::seconds idle_limit, Clock clock)

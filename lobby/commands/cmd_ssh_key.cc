@@ -345,7 +345,7 @@ class GenerateApiKeyCommand final : public Command {
     WARREN_ASSIGN_OR_RETURN(Scope scope, scope_flags_.Resolve(ctx, "mint"));
     WARREN_ASSIGN_OR_RETURN(std::string new_id, NewTokenLabelId());
     // Signed before it is recorded, so a scope too large for a token records nothing.
-    TokenClaims claims{caller.user, new_id, scope, ctx.now};
+    TokenClaims claims{caller.user, new_id, scope, ctx.now, /*audience=*/""};
     WARREN_RETURN_IF_ERROR(ctx.services.token_signer->Sign(claims).status());
     WARREN_ASSIGN_OR_RETURN(
         TokenLabel label,

@@ -1,0 +1,12 @@
+// Lowercase hexadecimal of bytes (two digits per byte), for ids and digests shown as text.
+// Pure; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace warren {
+
+std::string HexEncode(std::string_view bytes);
+
+}  // namespace warren
