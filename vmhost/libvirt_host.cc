@@ -1260,8 +1260,17 @@ Result<std::vector<VmInfo>> LibvirtHost::List() {
       virResetLastError();
       continue;  // undefined while we listed
     }
-    const std::string dir = XmlEscape(VmDir(sv.substr(prefix.size()))) + "/";
-    if (std::string_view(def.get()).find(dir) == std::string_view::npos) continue;
+    // A file path under our data dir, as an attribute value or an element's text.
+    std::string root = options_.data_dir;
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    const std::string dir = XmlEscape(root) + "/";
+    const std::string_view xml(def.get());
+    bool ours = false;
+    for (size_t at = xml.find(dir); at != std::string_view::npos && !ours;
+         at = xml.find(dir, at + 1)) {
+      ours = at > 0 && (xml[at - 1] == '\'' || xml[at - 1] == '"' || xml[at - 1] == '>');
+    }
+    if (!ours) continue;
     Result<VmInfo> info = InfoOf(dom.get(), sv.substr(prefix.size()));
     // A VM destroyed while we listed is simply not there any more.
     if (!info.ok() && info.status().code() == Code::kNotFound) continue;

@@ -10,6 +10,7 @@ Run tests with Debian's /usr/bin/python3 (it has paramiko). WARREN_BIN names the
 by default build/warren in the source tree.
 """
 
+import atexit
 import ctypes
 import json
 import os
@@ -49,6 +50,13 @@ def _load_exit_statuses():
 
 
 EXIT = _load_exit_statuses()
+
+
+def _remove_quietly(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
 _PR_SET_PDEATHSIG = 1
@@ -95,9 +103,11 @@ class Server:
 
     def start(self, timeout=10):
         os.makedirs(self.data_dir, exist_ok=True)
-        self.log_path = os.path.join(
-            os.path.dirname(self.data_dir), "warren-%d.log" % int(time.time() * 1000)
-        )
+        # Beside no data dir: VM tests keep theirs under /var/lib/warren-test, which outlives
+        # the test. The file stays readable after stop() and goes when the test process ends.
+        fd, self.log_path = tempfile.mkstemp(prefix="warren-", suffix=".log")
+        os.close(fd)
+        atexit.register(_remove_quietly, self.log_path)
         self._log = open(self.log_path, "wb")
         args = [
             WARREN_BIN, "serve",

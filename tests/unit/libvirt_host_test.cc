@@ -396,6 +396,10 @@ class TestDriverHostTest : public ::testing::Test {
     c.image = "tiny@1";
     c.cpus = 2;
     c.memory_mib = 512;
+    // The host owns a domain whose files are under its data dir; with the devices gone below,
+    // the kernel (DATA/images, as in a default install) is what says so.
+    c.kernel = dir_.path() + "/images/tiny@1/vmlinuz";
+    c.initrd = dir_.path() + "/images/tiny@1/initrd.img";
     std::string xml = DomainXml(c);
     // The test driver runs only its own domain type and knows none of our devices.
     xml.replace(xml.find("type='qemu'"), 11, "type='test'");
@@ -463,6 +467,27 @@ TEST_F(TestDriverHostTest, ListSeesOnlyWarrenDomains) {
   ASSERT_EQ(all->size(), 2u);
   EXPECT_EQ((*all)[0].id, "abcd0001");
   EXPECT_EQ((*all)[1].name, "b");
+}
+
+// Another warren on the same libvirtd (its own data dir) names its domains the same way; it
+// must not take ours for its own (its reconcile would destroy them as orphans).
+TEST_F(TestDriverHostTest, ListLeavesOutAnotherDataDirsDomains) {
+  Define("abcd0004", "mine");
+  TempDir other_dir;
+  Result<ConnectHandle> conn = OpenLibvirt("test:///default");
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  LibvirtHostOptions o;
+  o.uri = "test:///default";
+  o.data_dir = other_dir.path();
+  LibvirtHost neighbour(o, std::move(conn).value());
+  ASSERT_TRUE(neighbour.Inspect("abcd0004").ok()) << "both see one libvirt";
+  Result<std::vector<VmInfo>> theirs = neighbour.List();
+  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+  EXPECT_TRUE(theirs->empty());
+  Result<std::vector<VmInfo>> ours = host_->List();
+  ASSERT_TRUE(ours.ok());
+  ASSERT_EQ(ours->size(), 1u);
+  EXPECT_EQ((*ours)[0].id, "abcd0004");
 }
 
 TEST_F(TestDriverHostTest, RenameRewritesMetadataTitleAndNextBootHostname) {
