@@ -694,6 +694,15 @@ Result<int> LibvirtHost::RemoveUnusedDisks() {
   return RemoveUnusedDisksLocked(conn);
 }
 
+void LibvirtHost::UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what) {
+  const std::string context = "cleaning up after a failed " + std::string(what) + ": ";
+  Status st = RemoveFiles(conn, id);
+  if (!st.ok()) LogWarn(context + st.ToString());
+  // Last: also forgets the disks pool if this was its only disk.
+  Result<int> collected = RemoveUnusedDisksLocked(conn);
+  if (!collected.ok()) LogWarn(context + collected.status().ToString());
+}
+
 Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn) {
   std::error_code ec;
   if (!fs::exists(DisksDir(), ec)) return 0;
@@ -874,14 +883,7 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   // VM uses them, and they would stand in the way.
   WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
   Rollback rollback;
-  rollback.Add([this, conn, id = spec.id] {
-    Status st = RemoveFiles(conn, id);
-    if (!st.ok()) LogWarn("cleaning up after a failed create: " + st.ToString());
-    // Last: also forgets the disks pool if this was its only disk.
-    Result<int> collected = RemoveUnusedDisksLocked(conn);
-    if (!collected.ok())
-      LogWarn("cleaning up after a failed create: " + collected.status().ToString());
-  });
+  rollback.Add([this, conn, id = spec.id] { UndoNewVmFiles(conn, id, "create"); });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle disks, OpenDisksPool(conn.get()));
   WARREN_ASSIGN_OR_RETURN(
@@ -1068,14 +1070,7 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
 
   WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
   Rollback rollback;
-  rollback.Add([this, conn, id = spec.id] {
-    Status st = RemoveFiles(conn, id);
-    if (!st.ok()) LogWarn("cleaning up after a failed copy: " + st.ToString());
-    // Last: also forgets the disks pool if this was its only disk.
-    Result<int> collected = RemoveUnusedDisksLocked(conn);
-    if (!collected.ok())
-      LogWarn("cleaning up after a failed copy: " + collected.status().ToString());
-  });
+  rollback.Add([this, conn, id = spec.id] { UndoNewVmFiles(conn, id, "copy"); });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle disks, OpenDisksPool(conn.get()));
   WARREN_ASSIGN_OR_RETURN(std::string frozen, TopDisk(src.get()));

@@ -111,6 +111,9 @@ class LibvirtHost final : public VmHost {
   Result<std::vector<std::string>> DisksInUse(virConnectPtr conn);
   // RemoveUnusedDisks with disks_mu_ held.
   Result<int> RemoveUnusedDisksLocked(const Conn& conn);
+  // The rollback of a Create or Copy cut short (`what`): the new VM's files, then the disks
+  // no VM uses any more. Logs what it cannot undo. Call with disks_mu_ held.
+  void UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what);
   // Starts a live block pull onto the image when the running domain's chain is too deep.
   void MaybeFlatten(virDomainPtr dom, std::string_view id);
   // Builds the seed, defines the domain over `disk` and starts it; undo steps go to
