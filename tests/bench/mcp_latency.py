@@ -11,20 +11,14 @@ WARREN_TEST_IMAGES) and removes everything it made. Usage:
 """
 import argparse
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import mcp_http  # noqa: E402
-import warren_harness as h  # noqa: E402
-
-IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
-
+import vm_bench  # noqa: E402
 
 def pct(values, p):
     s = sorted(values)
@@ -37,30 +31,15 @@ def main():
     ap.add_argument("--clients", type=int, default=200)
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="warren-bench-")
-    os.makedirs("/var/lib/warren-test", exist_ok=True)
-    data = tempfile.mkdtemp(prefix="bench-", dir="/var/lib/warren-test")
-    os.chmod(data, 0o711)
+    bench = vm_bench.VmBench()
     server = None
     vm = "bench-mcp"
     made_vm = False
     try:
-        key = h.Key(tmp, "bench")
-        server = h.Server(data, key, vms=True,
-                          extra_args=["--images-dir", IMAGES, "--vm-egress", "none"]).start(120)
-        kh = os.path.join(tmp, "known_hosts")
-        with open(kh, "w") as f:
-            f.write("[127.0.0.1]:%d %s\n" % (server.port, server.host_public_key()))
+        server = bench.start()
 
         def ssh(*cmd):
-            argv = ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                    "-i", key.path, "-o", "UserKnownHostsFile=" + kh,
-                    "-o", "StrictHostKeyChecking=yes", "-p", str(server.port),
-                    "lobby@127.0.0.1"] + list(cmd)
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-            if r.returncode != 0:
-                raise RuntimeError("%s: %d %s" % (" ".join(cmd), r.returncode, r.stderr[-400:]))
-            return r.stdout
+            return bench.ssh(*cmd)[1]
 
         ssh("new", "--image", "tiny", "--name", vm, "--cpu", "1", "--memory", "512M")
         made_vm = True
@@ -140,9 +119,7 @@ def main():
                     ssh("rm", vm)
                 except Exception as e:  # noqa: BLE001
                     print("cleanup: rm %s: %s" % (vm, e), file=sys.stderr)
-            server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(data, ignore_errors=True)
+        bench.close()
 
 
 if __name__ == "__main__":

@@ -11,18 +11,9 @@ disk, so the ratio should be about 1. Usage: tests/bench/vm_cp.py [--runs N]
 """
 import argparse
 import json
-import os
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-import warren_harness as h  # noqa: E402
-
-IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+import vm_bench
 
 
 def main():
@@ -30,29 +21,12 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="warren-bench-")
-    os.makedirs("/var/lib/warren-test", exist_ok=True)
-    data = tempfile.mkdtemp(prefix="bench-", dir="/var/lib/warren-test")
-    os.chmod(data, 0o711)
-    server = None
+    bench = vm_bench.VmBench()
     try:
-        key = h.Key(tmp, "bench")
-        server = h.Server(data, key, vms=True,
-                          extra_args=["--images-dir", IMAGES, "--vm-egress", "none"]).start(120)
-        kh = os.path.join(tmp, "known_hosts")
-        with open(kh, "w") as f:
-            f.write("[127.0.0.1]:%d %s\n" % (server.port, server.host_public_key()))
+        bench.start()
 
         def ssh(*cmd):
-            argv = ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                    "-i", key.path, "-o", "UserKnownHostsFile=" + kh,
-                    "-o", "StrictHostKeyChecking=yes", "-p", str(server.port),
-                    "lobby@127.0.0.1"] + list(cmd)
-            t = time.monotonic()
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-            if r.returncode != 0:
-                raise RuntimeError("%s: %d %s" % (" ".join(cmd), r.returncode, r.stderr[-400:]))
-            return time.monotonic() - t, r.stdout
+            return bench.ssh(*cmd)
 
         results = {}
         for disk in ("2G", "20G"):
@@ -78,10 +52,7 @@ def main():
         (f2, t2), (f20, t20) = results["2G"], results["20G"]
         print("ratio 20G/2G: fork %.2f, whole cp %.2f" % (f20 / f2, t20 / t2))
     finally:
-        if server:
-            server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(data, ignore_errors=True)
+        bench.close()
 
 
 if __name__ == "__main__":

@@ -8,18 +8,9 @@ Also times `ssh VM true` on the warm control connection against the lobby's own 
 (the SSH-to-warren floor that every `ssh VM …` pays). Usage: tests/bench/vm_new.py [--runs N]
 """
 import argparse
-import os
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-import warren_harness as h  # noqa: E402
-
-IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+import vm_bench
 
 
 def main():
@@ -28,29 +19,12 @@ def main():
     ap.add_argument("--warm", type=int, default=30, help="ssh VM true repetitions")
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="warren-bench-")
-    os.makedirs("/var/lib/warren-test", exist_ok=True)
-    data = tempfile.mkdtemp(prefix="bench-", dir="/var/lib/warren-test")
-    os.chmod(data, 0o711)
-    server = None
+    bench = vm_bench.VmBench()
     try:
-        key = h.Key(tmp, "bench")
-        server = h.Server(data, key, vms=True,
-                          extra_args=["--images-dir", IMAGES, "--vm-egress", "none"]).start(120)
-        kh = os.path.join(tmp, "known_hosts")
-        with open(kh, "w") as f:
-            f.write("[127.0.0.1]:%d %s\n" % (server.port, server.host_public_key()))
+        bench.start()
 
         def ssh(*cmd):
-            argv = ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                    "-i", key.path, "-o", "UserKnownHostsFile=" + kh,
-                    "-o", "StrictHostKeyChecking=yes", "-p", str(server.port),
-                    "lobby@127.0.0.1"] + list(cmd)
-            t = time.monotonic()
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-            if r.returncode != 0:
-                raise RuntimeError("%s: %d %s" % (" ".join(cmd), r.returncode, r.stderr[-400:]))
-            return time.monotonic() - t
+            return bench.ssh(*cmd)[0]
 
         results = {}
         for image, mem in (("tiny", "512M"), ("debian", "1G")):
@@ -76,10 +50,7 @@ def main():
         print("ssh VM true on the warm control connection: median %.0f ms over %d; "
               "lobby whoami %.0f ms; ratio %.2f" % (w * 1000, args.warm, f * 1000, w / f))
     finally:
-        if server:
-            server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(data, ignore_errors=True)
+        bench.close()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,55 @@
+"""What the VM benchmarks share: their own `warren serve` with VMs on (guests without
+network) over the images in WARREN_TEST_IMAGES, a key of their own, the server's host key
+pinned, and an OpenSSH `ssh` into the lobby that times each command. close() removes the
+server and every file it made."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+import warren_harness as h  # noqa: E402
+
+IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+
+
+class VmBench:
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="warren-bench-")
+        os.makedirs("/var/lib/warren-test", exist_ok=True)
+        # Under qemu:///system QEMU runs as libvirt-qemu: VM files cannot live in /tmp.
+        self.data = tempfile.mkdtemp(prefix="bench-", dir="/var/lib/warren-test")
+        os.chmod(self.data, 0o711)
+        self.server = None
+        self.key = None
+        self.known_hosts = os.path.join(self.tmp, "known_hosts")
+
+    def start(self):
+        """Starts the server; returns it."""
+        self.key = h.Key(self.tmp, "bench")
+        self.server = h.Server(self.data, self.key, vms=True,
+                               extra_args=["--images-dir", IMAGES, "--vm-egress", "none"])
+        self.server.start(120)
+        with open(self.known_hosts, "w") as f:
+            f.write("[127.0.0.1]:%d %s\n" % (self.server.port, self.server.host_public_key()))
+        return self.server
+
+    def ssh(self, *cmd):
+        """Runs one lobby command; returns (seconds, stdout). Raises when it fails."""
+        argv = ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+                "-i", self.key.path, "-o", "UserKnownHostsFile=" + self.known_hosts,
+                "-o", "StrictHostKeyChecking=yes", "-p", str(self.server.port),
+                "lobby@127.0.0.1"] + list(cmd)
+        t = time.monotonic()
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError("%s: %d %s" % (" ".join(cmd), r.returncode, r.stderr[-400:]))
+        return time.monotonic() - t, r.stdout
+
+    def close(self):
+        if self.server is not None:
+            self.server.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        shutil.rmtree(self.data, ignore_errors=True)
