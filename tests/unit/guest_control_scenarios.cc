@@ -238,6 +238,33 @@ TEST_F(GuestControlTest, WaitZeroHandsBackOnceStarted) {
   EXPECT_EQ(rest.progress->exit_code, 0);
 }
 
+// A wait of no time reports what is there now: the rest of the output and, for a job that
+// has ended, its end — never "still running" for a job that is over.
+TEST_F(GuestControlTest, WaitZeroOnAnEndedJobReportsItsEnd) {
+  Outcome o = RunExec(*control_, "echo one; sleep 1; echo two; exit 3", 0);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  ASSERT_FALSE(o.progress->finished);
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(2500 * TimeScale())));
+  for (int i = 0; i < 3; ++i) {
+    Outcome now = RunWait(*control_, *o.progress, 0);
+    ASSERT_TRUE(now.progress.ok()) << now.progress.status().ToString();
+    EXPECT_TRUE(now.progress->finished) << i;
+    EXPECT_EQ(now.progress->exit_code, 3) << i;
+    EXPECT_EQ(o.out + now.out, "one\ntwo\n") << i;
+  }
+  // And a running job with nothing new: handed back at once, still running.
+  Outcome run = RunExec(*control_, "echo x; sleep 30", 0);
+  ASSERT_TRUE(run.progress.ok()) << run.progress.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(500 * TimeScale())));
+  auto t0 = Clock::now();
+  Outcome mid = RunWait(*control_, *run.progress, 0);
+  ASSERT_TRUE(mid.progress.ok()) << mid.progress.status().ToString();
+  EXPECT_FALSE(mid.progress->finished);
+  EXPECT_EQ(run.out + mid.out, "x\n") << "what the start had not delivered comes now";
+  EXPECT_LT(Seconds(t0), 5.0 * TimeScale());
+  EXPECT_TRUE(control_->Kill(kTestVm, run.progress->job).ok());
+}
+
 TEST_F(GuestControlTest, KillEndsTheWholeProcessTree) {
   std::string n = UniqueSeconds();
   Outcome o = RunExec(*control_, "sleep " + n + " & sleep " + n + "; echo never", 1000);

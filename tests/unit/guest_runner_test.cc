@@ -339,6 +339,34 @@ TEST_F(RunnerTest, AttachFollowsARunningJob) {
   EXPECT_EQ(follow.last->payload, "exit 0");
 }
 
+// `wait` with no time to wait needs to know when the runner has sent all it had: one
+// CaughtUp frame per attach, after the spooled output and before anything newer; none for a
+// job that has already ended (its End says it all).
+TEST_F(RunnerTest, AttachSaysOnceThatItCaughtUp) {
+  RunnerProcess start(home_, {"start", "0000c0c0"});
+  start.Write(Header("echo a; sleep 1; echo b"));
+  start.CloseStdin();
+  ASSERT_TRUE(start.ReadUntil(FrameType::kStarted).has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  RunnerRun follow = Framed({"attach", "0000c0c0", "0", "0"});
+  std::string order;
+  for (const Frame& f : follow.frames) {
+    if (f.type == FrameType::kCaughtUp) {
+      EXPECT_TRUE(f.payload.empty());
+      order += "|";
+    } else if (f.type == FrameType::kStdout) {
+      order += f.payload;
+    }
+  }
+  EXPECT_EQ(order, "a\n|b\n");
+  EXPECT_EQ(follow.last->payload, "exit 0");
+
+  RunnerRun ended = Framed({"attach", "0000c0c0", "0", "0"});
+  for (const Frame& f : ended.frames) EXPECT_NE(f.type, FrameType::kCaughtUp);
+  EXPECT_EQ(ended.out, "a\nb\n");
+  EXPECT_EQ(ended.last->payload, "exit 0");
+}
+
 TEST_F(RunnerTest, LargeOutputComesInBoundedFrames) {
   RunnerRun r = Framed({"start", "0000eeee"}, Header("head -c 1000000 /dev/zero | tr '\\0' a"));
   EXPECT_EQ(r.out, std::string(1000000, 'a'));

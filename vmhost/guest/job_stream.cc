@@ -11,12 +11,18 @@ constexpr auto kCancelPoll = std::chrono::milliseconds(100);
 
 }  // namespace
 
-JobStream::JobStream(std::string job, uint64_t stdout_from, uint64_t stderr_from, bool expect_start)
-    : job_(std::move(job)), out_off_(stdout_from), err_off_(stderr_from), started_(!expect_start) {}
+JobStream::JobStream(std::string job, uint64_t stdout_from, uint64_t stderr_from, bool expect_start,
+                     bool hand_back_caught_up)
+    : job_(std::move(job)),
+      out_off_(stdout_from),
+      err_off_(stderr_from),
+      started_(!expect_start),
+      hand_back_caught_up_(hand_back_caught_up) {}
 
 void JobStream::Reattach() {
   reader_ = FrameReader();
   error_ = Status::Ok();
+  caught_up_ = false;
 }
 
 JobStream::Stop JobStream::Follow(GuestChannel& ch, OutputSink& out, OutputSink& err,
@@ -53,6 +59,9 @@ JobStream::Stop JobStream::Follow(GuestChannel& ch, OutputSink& out, OutputSink&
           err_off_ += f.payload.size();
           err.Write(f.payload);
           break;
+        case FrameType::kCaughtUp:
+          caught_up_ = true;
+          break;
         case FrameType::kEnd: {
           Result<JobEnd> end = ParseJobEnd(f.payload);
           if (!end.ok()) {
@@ -69,9 +78,17 @@ JobStream::Stop JobStream::Follow(GuestChannel& ch, OutputSink& out, OutputSink&
     }
     if (cancel != nullptr && cancel->cancelled()) return Stop::kCancelled;
     auto now = Clock::now();
-    if (now >= hand_back) return Stop::kHandBack;
+    // A wait that must first hear what the runner has on file holds the hand-back until
+    // the CaughtUp frame (bounded: an old or stuck runner cannot hold it for ever).
+    Clock::time_point give_back = hand_back;
+    if (hand_back_caught_up_ && !caught_up_ && hand_back != Clock::time_point::max()) {
+      give_back = hand_back + kCatchUpLimit;
+    }
+    if (now >= hand_back && (caught_up_ || !hand_back_caught_up_ || now >= give_back)) {
+      return Stop::kHandBack;
+    }
     // Capped so a "forever" deadline never overflows a clock conversion.
-    auto until = std::min(hand_back, now + std::chrono::hours(1));
+    auto until = std::min(now >= hand_back ? give_back : hand_back, now + std::chrono::hours(1));
     if (cancel != nullptr) until = std::min(until, now + kCancelPoll);
     Result<size_t> n = ch.Read(buf, sizeof buf, until);
     if (!n.ok()) {

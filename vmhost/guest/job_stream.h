@@ -32,7 +32,14 @@ class JobStream {
   };
 
   // `expect_start`: the channel runs `start` (a Started frame comes first).
-  JobStream(std::string job, uint64_t stdout_from, uint64_t stderr_from, bool expect_start);
+  // `hand_back_caught_up`: never hand back before the runner said it has sent everything
+  // spooled so far (a CaughtUp frame, or the End) — what `wait` needs, so that a wait of no
+  // time on a job that has ended reports its end, not "still running". The runner is given
+  // at most kCatchUpLimit past the hand-back deadline for that.
+  JobStream(std::string job, uint64_t stdout_from, uint64_t stderr_from, bool expect_start,
+            bool hand_back_caught_up = false);
+
+  static constexpr std::chrono::seconds kCatchUpLimit{10};
 
   // Follows the job on `ch` until one of the stops above. Call again after kStarted, or with a
   // new channel (an `attach` from offsets()) after kChannelEnded.
@@ -54,6 +61,8 @@ class JobStream {
   uint64_t out_off_;
   uint64_t err_off_;
   bool started_;
+  bool hand_back_caught_up_;
+  bool caught_up_ = false;  // this channel's CaughtUp frame has arrived
   std::optional<JobEnd> end_;
   Status error_;
   FrameReader reader_;

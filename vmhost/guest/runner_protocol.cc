@@ -118,6 +118,7 @@ Result<std::optional<Frame>> FrameReader::Next() {
     case 'S':
     case 'o':
     case 'e':
+    case 'c':
     case 'x':
     case 'E':
       break;

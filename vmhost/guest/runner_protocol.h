@@ -51,6 +51,7 @@ enum class FrameType : char {
   kStarted = 'S',
   kStdout = 'o',
   kStderr = 'e',
+  kCaughtUp = 'c',  // attach: what was spooled has been sent; the job still runs
   kEnd = 'x',
   kError = 'E',
 };

@@ -281,7 +281,8 @@ Result<GuestProgress> SshGuestControl::Wait(std::string_view vm_id, std::string_
                                        : Clock::now() + std::chrono::milliseconds(streams.wait_ms);
   std::shared_ptr<Vm> vm = VmFor(vm_id);
   std::string id(job_id);
-  JobStream job(id, stdout_from, stderr_from, /*expect_start=*/false);
+  JobStream job(id, stdout_from, stderr_from, /*expect_start=*/false,
+                /*hand_back_caught_up=*/true);
   int reattached = 0;
   for (;;) {
     WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch,

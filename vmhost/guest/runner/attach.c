@@ -150,7 +150,7 @@ int attach_loop(const char* id, uint64_t out_from, uint64_t err_from, int stdin_
   ob.len = ob.off = 0;
   if (send_started) queue_frame(&ob, kFrameStarted, id, strlen(id));
   uint64_t out_off = out_from, err_off = err_from;
-  bool ended = false, done = false, prefer_err = false;
+  bool ended = false, done = false, prefer_err = false, caught_up_sent = false;
   long long last_full_check = monotonic_ms();
   char inobuf[4096];
 
@@ -224,6 +224,13 @@ int attach_loop(const char* id, uint64_t out_from, uint64_t err_from, int stdin_
       if (full) last_full_check = now;
       if ((full ? job_status(dir, &info) : job_finished(dir, &info)) && info.state != kJobRunning) {
         ended = true;
+        continue;
+      }
+      // Once per attach: all that was spooled has been sent and the job still runs, so a
+      // host that asked to wait for no time can answer now instead of guessing.
+      if (!caught_up_sent) {
+        queue_frame(&ob, kFrameCaughtUp, "", 0);
+        caught_up_sent = true;
         continue;
       }
     }

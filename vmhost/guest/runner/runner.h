@@ -71,8 +71,9 @@ enum {
   kFrameStarted = 'S',  // payload: the job id; the job runs (start only)
   kFrameStdout = 'o',
   kFrameStderr = 'e',
-  kFrameEnd = 'x',    // payload: "exit N" | "signal N" | "lost"; the last frame
-  kFrameError = 'E',  // payload: "notfound|invalid|exists|internal MESSAGE"; the last frame
+  kFrameCaughtUp = 'c',  // no payload: everything spooled so far was sent, the job runs on
+  kFrameEnd = 'x',       // payload: "exit N" | "signal N" | "lost"; the last frame
+  kFrameError = 'E',     // payload: "notfound|invalid|exists|internal MESSAGE"; the last frame
 };
 // Writes the 5-byte frame head (type, big-endian u32 length) into out.
 void frame_head(char out[5], char type, uint32_t len);
