@@ -4,16 +4,17 @@
 // thread-safe: SshServer calls it under its own mutex.
 //
 // A connection goes through four stages; each is counted per source address and in all:
-//   silent     accepted, nothing received yet — held by the listener thread, no thread of
-//              its own, closed when its identification line is late (--ssh-version-timeout)
-//   waiting    its "SSH-2.0-..." line arrived; waits in the listener for a handshake slot
+//   silent     accepted and greeted, nothing received yet — held by the listener thread
+//              without a thread of its own, closed after --ssh-version-timeout
+//   waiting    the client has sent its first bytes; waits in the listener for a handshake
+//              slot (still no thread)
 //   handshake  key exchange and authentication, on a thread of its own
 //   logged_in  authenticated
 // The first three are "startups" (unauthenticated). A silent connection is the cheapest to
-// lose and the likeliest to be abuse (every real client sends its identification at once,
-// RFC 4253 §4.2), so when a limit is reached a new connection displaces the oldest silent
-// one where it can, and is refused only when there is none: a flood of idle sockets can
-// never keep a client that speaks out.
+// lose and the likeliest to be abuse (a real client answers our identification line within
+// a round trip, RFC 4253 §4.2), so when a limit is reached a new connection displaces the
+// oldest silent one where it can, and is refused only when there is none: a flood of idle
+// sockets can never keep out a client that speaks.
 #pragma once
 
 #include <map>

@@ -1,14 +1,15 @@
 // SshServer: the SSH lobby's listener. One listener thread accepts connections and holds
-// every one that has not started its key exchange yet (epoll, no thread per socket): it
-// waits, with MSG_PEEK, for the client's identification line, closes connections that stay
-// silent past `version_timeout`, and applies the admission limits (ssh_admission.h: per
-// source address, per user, in all, and a MaxStartups-like early drop). A connection that
-// spoke gets a thread of its own (SshConnection) for its key exchange, authentication and
+// every one that has not started its key exchange yet, in an epoll set, with no thread per
+// socket: it sends our identification line at once (clients such as ssh-keyscan wait for
+// it), waits for the client's first bytes, closes connections that stay silent past
+// `version_timeout`, and applies the admission limits (ssh_admission.h: per source
+// address, per user, in all, and a MaxStartups-like early drop). A connection that has
+// spoken gets a thread of its own (SshConnection) for its key exchange, authentication and
 // event loop once a handshake slot is free, so one slow or hostile peer never holds up
-// another, and the number of threads is set by the limits, never by clients: listener 1,
-// handshakes <= limits.handshakes, logins <= limits.logins (plus their command workers).
-// Why not a thread at accept, as before: 1,024 idle sockets then cost 1,024 threads and
-// filled the one global cap, so every login failed while they were held.
+// another, and the number of threads is set by the limits, never by clients: the listener,
+// at most limits.handshakes key exchanges and limits.logins logins (plus the logins'
+// command workers). Why not a thread at accept, as before: 1,024 idle sockets then cost
+// 1,024 threads and filled the one global cap, and every login failed while they were held.
 // Public-key authentication only; modern algorithms only.
 // Start() and Stop() are called from one thread (main); port() from any thread after
 // Start(); open_connections() from any thread.
