@@ -109,6 +109,17 @@ class Flood:
         self.socks = []
 
 
+def timed_ssh(argv, timeout=10):
+    """(exit status or None on timeout, seconds, stderr) of one `ssh` run."""
+    started = time.monotonic()
+    try:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, time.monotonic() - started, "timed out"
+    return r.returncode, time.monotonic() - started, r.stderr
+
+
 def thread_count(pid):
     with open("/proc/%d/status" % pid, encoding="ascii") as f:
         for line in f:
@@ -136,13 +147,7 @@ class FloodTestCase(h.LobbyTestCase):
 
     def timed_whoami(self):
         """(exit status, seconds, stderr) of one `ssh whoami` from 127.0.0.1."""
-        started = time.monotonic()
-        try:
-            r = subprocess.run(self.ssh_args(self.admin, "whoami"), stdin=subprocess.DEVNULL,
-                               capture_output=True, text=True, timeout=10)
-        except subprocess.TimeoutExpired:
-            return None, time.monotonic() - started, "timed out"
-        return r.returncode, time.monotonic() - started, r.stderr
+        return timed_ssh(self.ssh_args(self.admin, "whoami"))
 
     def assert_owner_served(self, times=20, within=2.0):
         for i in range(times):
