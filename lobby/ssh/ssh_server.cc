@@ -81,7 +81,8 @@ Status SetBindOption(ssh_bind bind, ssh_bind_options_e option, const void* value
 }
 
 // Under a flood one log line per refused connection would be a flood of its own: at most
-// one line every 5 s, saying how many were left out. Listener thread only.
+// one line every 5 s, each saying how many were left out since the one before
+// (more_unlogged=N). Listener thread only.
 class ThrottledLog {
  public:
   explicit ThrottledLog(std::string what) : what_(std::move(what)) {}
@@ -199,7 +200,7 @@ class SshServer::State {
 
   // Listener thread only (and Stop, after joining it).
   HeldList silent_;   // in accept order: the front is the oldest and expires first
-  HeldList waiting_;  // in the order their identification lines arrived
+  HeldList waiting_;  // in the order they first spoke
   std::unordered_map<int, HeldList::iterator> held_;  // by fd
   std::mt19937 rng_{std::random_device{}()};
   ThrottledLog refused_log_{"connections refused"};
