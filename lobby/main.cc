@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 
@@ -69,6 +71,11 @@ struct ServeFlags {
   // and how long a sign-in code lives.
   std::string public_url;
   int64_t oauth_code_lifetime = 600;
+  // The SSH listener's timeouts (seconds) and admission limits (lobby/ssh/ssh_admission.h).
+  int ssh_version_timeout = 5;
+  int ssh_preauth_timeout = 20;
+  std::string ssh_max_startups = ssh::StartupRuleText(ssh::StartupRule{});
+  ssh::AdmissionLimits ssh_limits;
 };
 
 // The operator metrics that are not counted where they happen: sampled at each scrape.
@@ -227,6 +234,43 @@ Status BootstrapAdmin(Store& store, const Clock& clock, const std::string& key_f
   return Status::Ok();
 }
 
+// The SSH listener's flags: timeouts before authentication and the admission limits.
+void AddSshLimitFlags(CLI::App& serve, ServeFlags& flags) {
+  serve
+      .add_option("--ssh-version-timeout", flags.ssh_version_timeout,
+                  "Seconds a new SSH connection may stay silent before sending its "
+                  "identification line (it holds no thread meanwhile)")
+      ->check(CLI::Range(1, 600))
+      ->capture_default_str();
+  serve
+      .add_option("--ssh-preauth-timeout", flags.ssh_preauth_timeout,
+                  "Seconds for key exchange plus authentication")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  serve
+      .add_option("--ssh-max-startups", flags.ssh_max_startups,
+                  "BEGIN:RATE:FULL as OpenSSH's MaxStartups: from BEGIN unauthenticated "
+                  "connections on, drop new ones with RATE% probability, rising to all at FULL "
+                  "(a connection that has sent nothing yet is displaced instead)")
+      ->capture_default_str();
+  ssh::AdmissionLimits& l = flags.ssh_limits;
+  const std::tuple<const char*, int*, const char*> counts[] = {
+      {"--ssh-max-startups-per-source", &l.startups_per_source,
+       "Unauthenticated SSH connections one address may hold"},
+      {"--ssh-max-handshakes", &l.handshakes,
+       "SSH key exchanges running at once (a thread each); more wait without one"},
+      {"--ssh-max-handshakes-per-source", &l.handshakes_per_source,
+       "SSH key exchanges one address may run at once"},
+      {"--ssh-max-connections-per-source", &l.connections_per_source,
+       "SSH connections (authenticated or not) one address may hold"},
+      {"--ssh-max-logins", &l.logins, "Authenticated SSH connections in all"},
+      {"--ssh-max-logins-per-user", &l.logins_per_user, "Authenticated SSH connections per user"},
+  };
+  for (const auto& [name, value, help] : counts) {
+    serve.add_option(name, *value, help)->check(CLI::Range(1, 1000000))->capture_default_str();
+  }
+}
+
 int Fail(const Status& st) {
   std::fprintf(stderr, "warren: %s\n", st.ToString().c_str());
   return 1;
@@ -312,6 +356,12 @@ int Serve(const ServeFlags& flags) {
   ssh_options.address = ssh_addr->host;
   ssh_options.port = ssh_addr->port;
   ssh_options.data_dir = flags.data_dir;
+  ssh_options.version_timeout = std::chrono::seconds(flags.ssh_version_timeout);
+  ssh_options.preauth_timeout = std::chrono::seconds(flags.ssh_preauth_timeout);
+  ssh_options.limits = flags.ssh_limits;
+  Result<ssh::StartupRule> startups = ssh::ParseStartupRule(flags.ssh_max_startups);
+  if (!startups.ok()) return Fail(startups.status().Annotate("--ssh-max-startups"));
+  ssh_options.limits.startups = *startups;
   ssh_options.on_listening = [&interpreter](int port) {
     interpreter.services().info.ssh_port = port;
   };
@@ -415,6 +465,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--ssh", flags.ssh, "SSH lobby address, ADDR:PORT (port 0: any free port)")
       ->capture_default_str();
+  warren::AddSshLimitFlags(*serve, flags);
   serve->add_option("--http", flags.http, "HTTP bridge address, ADDR:PORT")->capture_default_str();
   serve->add_option("--admin-key", flags.admin_key_file,
                     "Public key file (FILE.pub) of the first admin; added if not known yet");

@@ -804,6 +804,12 @@ int SshConnection::OnAuthPubkey(const char* user, ssh_key pubkey, char signature
     SendAccessBannerOnce(KeyLine(pubkey));
     return SSH_AUTH_DENIED;
   }
+  if (config_.admit_login) {
+    if (Status admitted = config_.admit_login(*this, caller->user); !admitted.ok()) {
+      CountAuthFailure("publickey", admitted.message(), *fp);
+      return SSH_AUTH_DENIED;
+    }
+  }
   caller_ = std::move(caller).value();
   authenticated_ = true;
   // Where this connection leads, decided once: the login name names one of the caller's

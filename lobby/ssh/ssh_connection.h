@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,8 @@
 
 namespace warren::ssh {
 
+class SshConnection;
+
 // What every connection of one server shares. All pointers outlive the connections.
 struct ConnectionConfig {
   Interpreter* interpreter = nullptr;
@@ -43,6 +46,9 @@ struct ConnectionConfig {
   int max_channels = 10;  // open session channels per connection (OpenSSH's MaxSessions)
   // Open channels (sessions and TCP forwards) per connection into a VM; more are refused.
   int max_vm_channels = 64;
+  // Asked on the connection's thread once a key is accepted, before the login is granted;
+  // an error refuses the login like a failed attempt (the server's login limits).
+  std::function<Status(const SshConnection& conn, const std::string& user)> admit_login;
 };
 
 // Where a connection leads, decided once after authentication (lobby/commands/vm_login.h).

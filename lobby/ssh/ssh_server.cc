@@ -1,21 +1,24 @@
 #include "lobby/ssh/ssh_server.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <random>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "lobby/base/log.h"
 #include "lobby/ssh/channel_io.h"
@@ -46,20 +49,25 @@ constexpr char kCompression[] = "none";
 // "SSH-2.0-warren": the identification string names the product, not the library version.
 constexpr char kIdentification[] = "warren";
 
-std::string FormatAddress(const sockaddr_storage& ss) {
+// The peer's address alone: the "source" the per-address limits count.
+std::string HostOf(const sockaddr_storage& ss) {
   char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
   if (ss.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, host, sizeof host);
+  } else if (ss.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, host, sizeof host);
+  }
+  return host;
+}
+
+std::string FormatAddress(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET) {
+    return HostOf(ss) + ":" +
+           std::to_string(ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port));
   }
   if (ss.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    port = ntohs(in6->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
+    return "[" + HostOf(ss) +
+           "]:" + std::to_string(ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port));
   }
   return "?";
 }
@@ -72,12 +80,52 @@ Status SetBindOption(ssh_bind bind, ssh_bind_options_e option, const void* value
   return Status::Ok();
 }
 
+// Under a flood one log line per refused connection would be a flood of its own: at most
+// one line every 5 s, each saying how many were left out since the one before
+// (more_unlogged=N). Listener thread only.
+class ThrottledLog {
+ public:
+  explicit ThrottledLog(std::string what) : what_(std::move(what)) {}
+
+  void Note(const std::string& line) {
+    auto now = std::chrono::steady_clock::now();
+    if (logged_once_ && now - last_ < kEvery) {
+      ++left_out_;
+      return;
+    }
+    LogWarn(line + LeftOut());
+    logged_once_ = true;
+    last_ = now;
+  }
+  // Says how many were left out once the flood is over.
+  void Flush() {
+    if (left_out_ > 0 && std::chrono::steady_clock::now() - last_ >= kEvery) {
+      LogWarn("ssh " + what_ + LeftOut());
+      last_ = std::chrono::steady_clock::now();
+    }
+  }
+
+ private:
+  static constexpr std::chrono::seconds kEvery{5};
+  std::string LeftOut() {
+    if (left_out_ == 0) return "";
+    std::string text = " more_unlogged=" + std::to_string(left_out_);
+    left_out_ = 0;
+    return text;
+  }
+
+  std::string what_;
+  bool logged_once_ = false;
+  std::chrono::steady_clock::time_point last_;
+  long left_out_ = 0;
+};
+
 }  // namespace
 
 class SshServer::State {
  public:
   State(SshServerOptions opts, Interpreter& interpreter, Store& store, const Clock& clock)
-      : options(std::move(opts)) {
+      : options(std::move(opts)), admission_(options.limits) {
     config.interpreter = &interpreter;
     config.store = &store;
     config.clock = &clock;
@@ -85,15 +133,16 @@ class SshServer::State {
     config.preauth_timeout = options.preauth_timeout;
     config.max_auth_failures = options.max_auth_failures;
     config.max_channels = options.max_channels_per_connection;
+    config.admit_login = [this](const SshConnection& conn, const std::string& user) {
+      return AdmitLogin(conn, user);
+    };
   }
 
   Status Start();
   bool Stop();
   int OpenConnections() {
     std::lock_guard<std::mutex> lock(mu_);
-    int n = 0;
-    for (const Entry& e : entries_) n += e.done ? 0 : 1;
-    return n;
+    return admission_.totals().total();
   }
 
   SshServerOptions options;
@@ -102,29 +151,66 @@ class SshServer::State {
   std::string host_key_fingerprint;
 
  private:
+  // A connection the listener holds: accepted, no thread of its own yet. Its session has
+  // sent our identification line (or will, first thing on its thread) and owns the socket.
+  struct Held {
+    SessionPtr session;
+    int fd = -1;
+    std::string peer;    // address:port, for logs
+    std::string source;  // the address, for the limits
+    std::chrono::steady_clock::time_point accepted;
+    bool spoke = false;  // the client has sent something (it is in waiting_, not silent_)
+  };
+  using HeldList = std::list<Held>;
+  // A connection with a thread of its own (handshake or logged in).
   struct Entry {
     std::shared_ptr<SshConnection> conn;
     std::thread thread;
-    bool done = false;  // guarded by mu_
+    std::string source;
+    Stage stage = Stage::kHandshake;  // guarded by mu_
+    std::string user;                 // guarded by mu_; set at login
+    bool done = false;                // guarded by mu_
   };
 
   Status Listen();
   Status ConfigureBind(HostKey host_key);
-  void AcceptLoop();
+  void ListenLoop();
+  void AcceptPending();
   void Accepted(int fd, const sockaddr_storage& peer);
+  SessionPtr NewSession(int fd, const std::string& peer);
+  bool Greet(Held& held);
+  void Readable(int fd, uint32_t events);
+  void Drop(HeldList::iterator it, const char* reason);
+  void ExpireHeld();
+  int MillisUntilNextExpiry() const;
+  void StartHandshakes();
+  void StartConnection(Held held);
+  Status AdmitLogin(const SshConnection& conn, const std::string& user);
   void ReapFinished();
 
   BindPtr bind_;
   int listen_fd_ = -1;
-  std::shared_ptr<Waker> accept_waker_ = std::make_shared<Waker>();
-  std::thread acceptor_;
+  int epoll_fd_ = -1;
+  // Wakes the listener: to stop, or because a handshake slot came free.
+  std::shared_ptr<Waker> waker_ = std::make_shared<Waker>();
+  std::thread listener_;
   std::atomic<bool> stopping_{false};
   bool started_ = false;
   bool stopped_ = false;
 
+  // Listener thread only (and Stop, after joining it).
+  HeldList silent_;   // in accept order: the front is the oldest and expires first
+  HeldList waiting_;  // in the order they first spoke
+  std::unordered_map<int, HeldList::iterator> held_;  // by fd
+  std::mt19937 rng_{std::random_device{}()};
+  ThrottledLog refused_log_{"connections refused"};
+  ThrottledLog dropped_log_{"connections dropped"};
+
   std::mutex mu_;
   std::condition_variable cv_;
+  SshAdmission admission_;    // guarded by mu_
   std::list<Entry> entries_;  // a list: an Entry's address stays valid for its thread
+  std::unordered_map<const SshConnection*, Entry*> by_conn_;  // guarded by mu_
 };
 
 Status SshServer::State::Listen() {
@@ -141,7 +227,9 @@ Status SshServer::State::Listen() {
   }
   std::string last_error = "no address";
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    // Non-blocking: the listener takes what is pending and goes back to epoll_wait.
+    int fd =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0) {
       last_error = std::strerror(errno);
       continue;
@@ -204,63 +292,142 @@ Status SshServer::State::ConfigureBind(HostKey host_key) {
 Status SshServer::State::Start() {
   if (started_) return Internal("SSH server started twice");
   started_ = true;
-  if (!accept_waker_->ok()) return Internal("cannot create an eventfd");
+  WARREN_RETURN_IF_ERROR(CheckLimits(options.limits));
+  if (!waker_->ok()) return Internal("cannot create an eventfd");
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return Internal(std::string("epoll_create1: ") + std::strerror(errno));
   ssh_init();
   WARREN_ASSIGN_OR_RETURN(HostKey host_key, LoadOrCreateHostKey(options.data_dir));
   host_key_fingerprint = host_key.fingerprint;
   WARREN_RETURN_IF_ERROR(ConfigureBind(std::move(host_key)));
   WARREN_RETURN_IF_ERROR(Listen());
+  for (int fd : {listen_fd_, waker_->fd()}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return Internal(std::string("epoll_ctl: ") + std::strerror(errno));
+    }
+  }
   LogInfo("ssh host key " + host_key_fingerprint);
   if (options.on_listening) options.on_listening(port);
   try {
-    acceptor_ = std::thread([this] { AcceptLoop(); });
+    listener_ = std::thread([this] { ListenLoop(); });
   } catch (const std::system_error& e) {
-    return Internal(std::string("cannot start the SSH accept thread: ") + e.what());
+    return Internal(std::string("cannot start the SSH listener thread: ") + e.what());
   }
   return Status::Ok();
 }
 
-void SshServer::State::AcceptLoop() {
+void SshServer::State::ListenLoop() {
+  epoll_event events[64];
   while (!stopping_.load()) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {accept_waker_->fd(), POLLIN, 0}};
-    int ready = ::poll(fds, 2, 1000);
+    int n = ::epoll_wait(epoll_fd_, events, 64, MillisUntilNextExpiry());
     ReapFinished();
-    if (ready <= 0) continue;
-    if (fds[1].revents != 0) accept_waker_->Drain();
-    if ((fds[0].revents & POLLIN) == 0 || stopping_.load()) continue;
-    sockaddr_storage peer{};
-    socklen_t len = sizeof peer;
-    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        LogWarn(std::string("ssh accept: ") + std::strerror(errno));
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < n && !stopping_.load(); ++i) {
+      int fd = events[i].data.fd;
+      if (fd == listen_fd_) {
+        AcceptPending();
+      } else if (fd == waker_->fd()) {
+        waker_->Drain();
+      } else {
+        Readable(fd, events[i].events);
       }
-      continue;
     }
-    Accepted(fd, peer);
+    ExpireHeld();
+    StartHandshakes();
+    refused_log_.Flush();
+    dropped_log_.Flush();
   }
 }
 
-// Runs on the accept thread: only cheap work here. The key exchange, which costs a
-// round trip and some crypto, happens on the connection's own thread.
+// The listen socket is non-blocking and level-triggered: take a bounded batch, the rest
+// comes at the next turn (after the held sockets had theirs).
+void SshServer::State::AcceptPending() {
+  for (int i = 0; i < 256; ++i) {
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Accepted(fd, peer);
+      continue;
+    }
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      refused_log_.Note(std::string("ssh accept: ") + std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return;  // EAGAIN: nothing more now; other errors concern that one connection
+  }
+}
+
+// Counting, one session set up and our identification line sent; no thread: the
+// connection waits for the client's first bytes in the epoll set.
 void SshServer::State::Accepted(int fd, const sockaddr_storage& peer_addr) {
-  std::string peer = FormatAddress(peer_addr);
+  Held held;
+  held.fd = fd;
+  held.peer = FormatAddress(peer_addr);
+  held.source = HostOf(peer_addr);
+  held.accepted = std::chrono::steady_clock::now();
+  AcceptVerdict verdict;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (static_cast<int>(entries_.size()) >= options.max_connections) {
-      LogWarn("ssh connection refused peer=" + peer + " reason=\"too many connections\"");
-      ::close(fd);
-      return;
-    }
+    verdict = admission_.Accept(held.source, std::uniform_int_distribution<int>(0, 99)(rng_));
   }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (verdict.action == AcceptVerdict::kRefuse) {
+    refused_log_.Note("ssh connection refused peer=" + held.peer +
+                      " reason=" + LogQuote(verdict.reason));
+    ::close(fd);
+    return;
+  }
+  HeldList::iterator displaced = silent_.end();
+  if (verdict.action == AcceptVerdict::kAdmitDisplacingSource) {
+    displaced = std::find_if(silent_.begin(), silent_.end(),
+                             [&](const Held& h) { return h.source == held.source; });
+  } else if (verdict.action == AcceptVerdict::kAdmitDisplacingOldest) {
+    displaced = silent_.begin();
+  }
+  if (displaced != silent_.end()) Drop(displaced, verdict.reason);
 
+  auto forget = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    admission_.Leave(held.source, Stage::kSilent);
+  };
+  held.session = NewSession(fd, held.peer);  // owns the socket from here, even on failure
+  if (held.session == nullptr || !Greet(held)) {
+    held.session.reset();
+    forget();
+    return;
+  }
+  // Edge-triggered: the client's first bytes are all the listener waits for.
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    LogWarn(std::string("ssh epoll_ctl: ") + std::strerror(errno));
+    held.session.reset();
+    forget();
+    return;
+  }
+  if (held.spoke) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      admission_.Spoke(held.source);
+    }
+    waiting_.push_back(std::move(held));
+    held_[fd] = std::prev(waiting_.end());
+  } else {
+    silent_.push_back(std::move(held));
+    held_[fd] = std::prev(silent_.end());
+  }
+}
+
+// A session for an accepted socket (no crypto: the bind's keys and our algorithms). Null on
+// failure, with the socket closed.
+SessionPtr SshServer::State::NewSession(int fd, const std::string& peer) {
   SessionPtr session(ssh_new());
   if (session == nullptr) {
     ::close(fd);
-    return;
+    return nullptr;
   }
   int verbosity = SSH_LOG_NOLOG;
   ssh_options_set(session.get(), SSH_OPTIONS_LOG_VERBOSITY, &verbosity);
@@ -268,27 +435,168 @@ void SshServer::State::Accepted(int fd, const sockaddr_storage& peer_addr) {
     LogWarn("ssh accept failed peer=" + peer + " error=" + LogQuote(ssh_get_error(bind_.get())));
     // Once the session has adopted the socket, freeing the session closes it.
     if (ssh_get_fd(session.get()) != fd) ::close(fd);
-    return;
+    return nullptr;
   }
   // No compression: the bind has no option for it, the session does.
   ssh_options_set(session.get(), SSH_OPTIONS_COMPRESSION_C_S, kCompression);
   ssh_options_set(session.get(), SSH_OPTIONS_COMPRESSION_S_C, kCompression);
-  auto conn = std::make_shared<SshConnection>(config, std::move(session), peer);
+  return session;
+}
+
+// Sends our identification line now, because some clients (ssh-keyscan, monitoring probes)
+// wait for it before they say anything. That is the first, non-blocking step of libssh's
+// key exchange; the connection's thread resumes it later (ssh_handle_key_exchange picks up
+// where it stopped). Skipped when the client has spoken already: its thread will greet it,
+// and the listener never parses client packets (nor does crypto for them).
+bool SshServer::State::Greet(Held& held) {
+  char byte;
+  if (::recv(held.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+    held.spoke = true;
+    return true;
+  }
+  ssh_session s = held.session.get();
+  ssh_set_blocking(s, 0);
+  int rc = ssh_handle_key_exchange(s);
+  ssh_set_blocking(s, 1);
+  if (rc == SSH_ERROR) {
+    dropped_log_.Note("ssh connection dropped peer=" + held.peer +
+                      " reason=" + LogQuote(ssh_get_error(s)));
+    return false;
+  }
+  // Bytes that raced in were read by libssh: the client has spoken.
+  held.spoke = rc == SSH_OK || ssh_get_clientbanner(s) != nullptr;
+  return true;
+}
+
+void SshServer::State::Readable(int fd, uint32_t events) {
+  auto found = held_.find(fd);
+  if (found == held_.end()) return;  // closed earlier in this batch
+  HeldList::iterator it = found->second;
+  char byte;
+  ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    Drop(it, nullptr);  // the client left
+    return;
+  }
+  if (it->spoke) {
+    // More from a waiting client (its key exchange init): only a hang-up matters.
+    if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) Drop(it, nullptr);
+    return;
+  }
+  if (n < 0) return;
+  // Its first bytes: what they are is for libssh to judge, on the connection's thread.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    admission_.Spoke(it->source);
+  }
+  it->spoke = true;
+  waiting_.splice(waiting_.end(), silent_, it);  // `it` (in held_) stays valid
+}
+
+// `reason` null: the client left by itself, nothing to log.
+void SshServer::State::Drop(HeldList::iterator it, const char* reason) {
+  if (reason != nullptr) {
+    dropped_log_.Note("ssh connection dropped peer=" + it->peer + " reason=" + LogQuote(reason));
+  }
+  held_.erase(it->fd);
+  it->session.reset();  // closes the socket, which takes it out of the epoll set
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    admission_.Leave(it->source, it->spoke ? Stage::kWaiting : Stage::kSilent);
+  }
+  (it->spoke ? waiting_ : silent_).erase(it);
+}
+
+void SshServer::State::ExpireHeld() {
+  auto now = std::chrono::steady_clock::now();
+  while (!silent_.empty() && silent_.front().accepted + options.version_timeout <= now) {
+    Drop(silent_.begin(), "silent past the version timeout");
+  }
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    auto next = std::next(it);
+    if (it->accepted + options.preauth_timeout <= now) {
+      Drop(it, "no handshake slot in time");
+    }
+    it = next;
+  }
+}
+
+int SshServer::State::MillisUntilNextExpiry() const {
+  auto now = std::chrono::steady_clock::now();
+  auto next = now + std::chrono::seconds(1);  // at least once a second: reaping, log flushes
+  if (!silent_.empty()) next = std::min(next, silent_.front().accepted + options.version_timeout);
+  for (const Held& h : waiting_) next = std::min(next, h.accepted + options.preauth_timeout);
+  // Rounded up, so that the deadline has passed when epoll_wait returns.
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
+  return static_cast<int>(std::max<long>(0, ms));
+}
+
+// Oldest first, skipping addresses at their own handshake limit.
+void SshServer::State::StartHandshakes() {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    auto next = std::next(it);
+    bool start = false;
+    bool all_busy = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      start = admission_.MayStartHandshake(it->source);
+      if (start) admission_.StartHandshake(it->source);
+      all_busy = admission_.totals().handshake >= admission_.limits().handshakes;
+    }
+    if (start) {
+      Held held = std::move(*it);
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, held.fd, nullptr);
+      held_.erase(held.fd);
+      waiting_.erase(it);
+      StartConnection(std::move(held));
+    }
+    if (all_busy) return;
+    it = next;
+  }
+}
+
+// The key exchange, which costs round trips and some crypto, runs on the connection's own
+// thread.
+void SshServer::State::StartConnection(Held held) {
+  int one = 1;
+  setsockopt(held.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  auto conn = std::make_shared<SshConnection>(config, std::move(held.session), held.peer);
   std::lock_guard<std::mutex> lock(mu_);
   entries_.emplace_back();
   Entry* entry = &entries_.back();
   entry->conn = conn;
+  entry->source = held.source;
+  by_conn_[conn.get()] = entry;
   try {
     entry->thread = std::thread([this, conn, entry] {
       conn->Run();
       std::lock_guard<std::mutex> done_lock(mu_);
+      admission_.Leave(entry->source, entry->stage, entry->user);
+      by_conn_.erase(conn.get());
       entry->done = true;
       cv_.notify_all();
+      waker_->Wake();  // a slot came free
     });
   } catch (const std::system_error& e) {
-    LogError("ssh cannot start a connection thread peer=" + peer + ": " + e.what());
+    LogError("ssh cannot start a connection thread peer=" + held.peer + ": " + e.what());
+    admission_.Leave(held.source, Stage::kHandshake);
+    by_conn_.erase(conn.get());
     entries_.pop_back();  // the connection (and its socket) is freed with it
   }
+}
+
+// On the connection's thread, once its key is accepted.
+Status SshServer::State::AdmitLogin(const SshConnection& conn, const std::string& user) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_conn_.find(&conn);
+  if (it == by_conn_.end()) return Internal("a login on a connection the server does not hold");
+  Entry& entry = *it->second;
+  if (entry.stage == Stage::kLoggedIn) return Status::Ok();
+  WARREN_RETURN_IF_ERROR(admission_.Login(entry.source, user));
+  entry.stage = Stage::kLoggedIn;
+  entry.user = user;
+  waker_->Wake();  // its handshake slot came free
+  return Status::Ok();
 }
 
 void SshServer::State::ReapFinished() {
@@ -308,10 +616,14 @@ bool SshServer::State::Stop() {
   if (!started_ || stopped_) return true;
   stopped_ = true;
   stopping_.store(true);
-  accept_waker_->Wake();
-  if (acceptor_.joinable()) acceptor_.join();
+  waker_->Wake();
+  if (listener_.joinable()) listener_.join();
   if (listen_fd_ >= 0) ::close(listen_fd_);
   listen_fd_ = -1;
+  while (!silent_.empty()) Drop(silent_.begin(), nullptr);
+  while (!waiting_.empty()) Drop(waiting_.begin(), nullptr);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  epoll_fd_ = -1;
 
   std::unique_lock<std::mutex> lock(mu_);
   for (Entry& e : entries_) e.conn->Stop();

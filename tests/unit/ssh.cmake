@@ -1,4 +1,5 @@
-# Pure parts of the SSH lobby (no sockets): the REPL's line editor.
-add_executable(ssh_unit_test unit/line_editor_test.cc)
+# Pure parts of the SSH lobby (no sockets): the REPL's line editor, the listener's admission
+# rules.
+add_executable(ssh_unit_test unit/line_editor_test.cc unit/ssh_admission_test.cc)
 target_link_libraries(ssh_unit_test PRIVATE warren_ssh GTest::gtest_main)
 gtest_discover_tests(ssh_unit_test DISCOVERY_MODE PRE_TEST)
