@@ -13,8 +13,8 @@
 #include <CLI/CLI.hpp>
 
 #include "keys/oauth.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/key_view.h"
 #include "lobby/commands/text_format.h"
 

@@ -19,8 +19,8 @@
 #include <CLI/CLI.hpp>
 
 #include "keys/token.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/key_view.h"
 #include "lobby/commands/text_format.h"
@@ -106,6 +106,20 @@ const TokenLabel* FindLabel(const std::vector<TokenLabel>& labels, std::string_v
   return nullptr;
 }
 
+// Keys and token labels share one name space per user: Conflict when `name` is taken.
+Status CheckNameFree(const std::vector<SshKey>& keys, const std::vector<TokenLabel>& labels,
+                     std::string_view name) {
+  for (const SshKey& k : keys) {
+    if (k.name == name) {
+      return Conflict("you already have a key named \"" + std::string(name) + "\"");
+    }
+  }
+  if (FindLabel(labels, name) != nullptr) {
+    return Conflict("you already have an API token label named \"" + std::string(name) + "\"");
+  }
+  return Status::Ok();
+}
+
 // A restricted caller may touch a label only when it covers every token of it.
 Status RequireNarrowerLabel(const Caller& caller, const TokenLabel& label, std::string_view verb) {
   for (const IssuedToken& t : label.tokens) {
@@ -176,14 +190,9 @@ class AddCommand final : public Command {
       return existing.status();
     }
     std::string name = name_opt_->count() > 0 ? name_ : DefaultKeyName(pk.comment, keys);
-    for (const SshKey& k : keys) {
-      if (k.name == name) return Conflict("you already have a key named \"" + name + "\"");
-    }
     WARREN_ASSIGN_OR_RETURN(std::vector<TokenLabel> labels,
                             ctx.store().ListTokenLabels(caller.user));
-    if (FindLabel(labels, name) != nullptr) {
-      return Conflict("you already have an API token label named \"" + name + "\"");
-    }
+    WARREN_RETURN_IF_ERROR(CheckNameFree(keys, labels, name));
 
     SshKey key;
     key.fingerprint = pk.fingerprint;
@@ -278,14 +287,7 @@ class RenameCommand final : public Command {
     WARREN_RETURN_IF_ERROR(RequireNarrower(caller, key.scope, "rename"));
     const std::string old_name = key.name;
     if (new_name_ != old_name) {
-      for (const SshKey& k : keys) {
-        if (k.name == new_name_) {
-          return Conflict("you already have a key named \"" + new_name_ + "\"");
-        }
-      }
-      if (FindLabel(labels, new_name_) != nullptr) {
-        return Conflict("you already have an API token label named \"" + new_name_ + "\"");
-      }
+      WARREN_RETURN_IF_ERROR(CheckNameFree(keys, labels, new_name_));
       WARREN_RETURN_IF_ERROR(ctx.store().RenameKey(caller.user, key.fingerprint, new_name_));
       key.name = new_name_;
     }
@@ -305,14 +307,7 @@ class RenameCommand final : public Command {
     WARREN_RETURN_IF_ERROR(RequireNarrowerLabel(caller, label, "rename"));
     const std::string old_name = label.name;
     if (new_name_ != old_name) {
-      for (const SshKey& k : keys) {
-        if (k.name == new_name_) {
-          return Conflict("you already have a key named \"" + new_name_ + "\"");
-        }
-      }
-      if (FindLabel(labels, new_name_) != nullptr) {
-        return Conflict("you already have an API token label named \"" + new_name_ + "\"");
-      }
+      WARREN_RETURN_IF_ERROR(CheckNameFree(keys, labels, new_name_));
       WARREN_RETURN_IF_ERROR(ctx.store().RenameTokenLabel(caller.user, label.id, new_name_));
       label.name = new_name_;
     }

@@ -20,8 +20,8 @@
 #include "keys/public_key.h"
 #include "keys/token.h"
 #include "lobby/base/error_map.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/session.h"
 
 namespace warren {
@@ -252,6 +252,15 @@ class InterpreterTest : public ::testing::Test {
     return o.status.ok() ? o.Json()["token"].get<std::string>() : "";
   }
 
+  // A session writing to `out` and `err`, as a surface builds one.
+  static CommandSession Session(const Caller& caller, StringSink& out, StringSink& err) {
+    CommandSession s;
+    s.caller = caller;
+    s.out = &out;
+    s.err = &err;
+    return s;
+  }
+
   Caller ForToken(const std::string& token) {
     Result<Caller> c = interpreter_->CallerForToken(token, "exec");
     EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -419,6 +428,22 @@ TEST_F(InterpreterTest, HelpJsonDescribesCommandsAndFlags) {
 
   json alice = Exec(As(kAliceKey), {"help", "--json"}).Json();
   for (const json& c : alice["commands"]) EXPECT_EQ(c["admin_only"], false) << c["path"];
+}
+
+TEST_F(InterpreterTest, HelpJsonCarriesTheErrorModel) {
+  Outcome o = Exec(As(kAliceKey), {"help", "--json"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  json errors = o.Json()["errors"];
+  ASSERT_TRUE(errors.is_array());
+  EXPECT_EQ(errors.size(), ErrorMappings().size());
+  bool found = false;
+  for (const json& e : errors) {
+    if (e["code"] != "not_found") continue;
+    found = true;
+    EXPECT_EQ(e["exit_status"], ExitStatusFor(Code::kNotFound));
+    EXPECT_EQ(e["http_status"], 404);
+  }
+  EXPECT_TRUE(found) << errors.dump();
 }
 
 TEST_F(InterpreterTest, GroupWordAloneShowsGroupHelp) {
@@ -1147,10 +1172,7 @@ TEST_F(InterpreterTest, ForgedAndMalformedTokensAreUnauthenticated) {
 
 TEST_F(InterpreterTest, SessionJsonAndTheCommandObserver) {
   StringSink out, err;
-  CommandSession s;
-  s.caller = As(kAliceKey, "exec");
-  s.out = &out;
-  s.err = &err;
+  CommandSession s = Session(As(kAliceKey, "exec"), out, err);
   s.json = true;  // as /exec does: JSON without --json in argv
   interpreter_->ExecuteLine(s, "whoami");
   ASSERT_TRUE(s.status.ok()) << err.str();
@@ -1163,6 +1185,53 @@ TEST_F(InterpreterTest, SessionJsonAndTheCommandObserver) {
   ASSERT_GE(events_.size(), 2u);
   EXPECT_EQ(events_[events_.size() - 2], "whoami/exec/ok");
   EXPECT_EQ(events_.back(), "-/exec/not_found");
+}
+
+TEST_F(InterpreterTest, SessionKeepsTheResultAsDataAndWhetherItWasHelp) {
+  StringSink out, err;
+  CommandSession s = Session(As(kAliceKey, "mcp"), out, err);
+  s.json = true;  // as MCP does; it then reads the result from the session
+  interpreter_->ExecuteLine(s, "whoami");
+  ASSERT_TRUE(s.status.ok()) << err.str();
+  ASSERT_TRUE(s.result.has_value());
+  EXPECT_EQ(s.result->data["user"], "alice");
+  EXPECT_FALSE(s.help);
+  // Help, asked in words or with --help, is text for people even when JSON is wanted...
+  for (const char* line : {"help", "help whoami", "whoami --help", "ssh-key", "ssh-key -h"}) {
+    interpreter_->ExecuteLine(s, line);
+    ASSERT_TRUE(s.status.ok()) << line;
+    EXPECT_TRUE(s.help) << line;
+    ASSERT_TRUE(s.result.has_value()) << line;
+    EXPECT_FALSE(s.result->text.empty()) << line;
+  }
+  // ...unless the line itself says --json.
+  interpreter_->ExecuteLine(s, "help --json");
+  EXPECT_FALSE(s.help);
+  EXPECT_TRUE(s.result->data.contains("commands"));
+  // A failure leaves no result, only the status.
+  interpreter_->ExecuteLine(s, "nope");
+  EXPECT_EQ(s.status.code(), Code::kNotFound);
+  EXPECT_FALSE(s.result.has_value());
+  EXPECT_FALSE(s.help);
+}
+
+TEST_F(InterpreterTest, ReadOnlySessionRunsOnlyReadOnlyCommandsAndHelp) {
+  StringSink out, err;
+  CommandSession s = Session(As(kAliceKey, "mcp"), out, err);
+  s.read_only = true;
+  interpreter_->ExecuteLine(s, "whoami");
+  EXPECT_TRUE(s.status.ok()) << err.str();
+  interpreter_->ExecuteLine(s, "ssh-key add '" + std::string(kSpareKey1) + "'");
+  EXPECT_EQ(s.status.code(), Code::kPermissionDenied);
+  // The refusal names the command and what may run instead, from the table.
+  EXPECT_NE(s.status.message().find("\"ssh-key add\""), std::string::npos) << s.status.message();
+  EXPECT_NE(s.status.message().find("runs only commands that change nothing"), std::string::npos);
+  EXPECT_NE(s.status.message().find("whoami"), std::string::npos);
+  EXPECT_FALSE(store_->GetKey(Fingerprint(kSpareKey1)).ok());
+  // Help for a command that changes things is still help.
+  interpreter_->ExecuteLine(s, "ssh-key add --help");
+  EXPECT_TRUE(s.status.ok());
+  EXPECT_TRUE(s.help);
 }
 
 TEST_F(InterpreterTest, NoSignerMeansNoTokens) {

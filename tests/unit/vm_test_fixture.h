@@ -151,6 +151,8 @@ class VmCommandTest : public ::testing::Test {
     s.in = &input;
     s.out = &out;
     s.err = &err;
+    // What the surface the caller names would set: the SSH channel and the REPL stream.
+    s.streams_output = caller.surface == "ssh" || caller.surface == "repl";
     if (cancel != nullptr) s.cancel = cancel;
     interpreter_->Execute(s);
     return {out.str(), err.str(), s.status, s.exit_status};
