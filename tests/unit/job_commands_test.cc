@@ -13,10 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-bool Has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 class JobCommandTest : public VmCommandTest {
  protected:
   void SetUp() override {
