@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +17,7 @@
 #include "keys/base64.h"
 #include "lobby/base/file_write.h"
 #include "lobby/base/hex.h"
+#include "lobby/base/time_format.h"
 
 namespace warren {
 namespace {
@@ -45,15 +45,6 @@ Result<std::string> RandomBytes(size_t n) {
     return Internal("the system random number generator failed");
   }
   return out;
-}
-
-std::string UtcTime(int64_t t) {
-  std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
 }
 
 bool IsLabelId(std::string_view id) {
@@ -213,7 +204,7 @@ Result<CheckedToken> CheckToken(Store& store, const TokenSigner& signer, std::st
                                 int64_t now_unix) {
   WARREN_ASSIGN_OR_RETURN(TokenClaims claims, signer.Verify(token));
   if (claims.scope.Expired(now_unix)) {
-    return Unauthenticated("this API token expired at " + UtcTime(claims.scope.expires_at));
+    return Unauthenticated("this API token expired at " + FormatTime(claims.scope.expires_at));
   }
   Result<TokenLabel> label = store.GetTokenLabel(claims.label_id);
   if (!label.ok()) {

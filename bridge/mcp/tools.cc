@@ -8,10 +8,8 @@
 
 #include "bridge/mcp/jsonrpc.h"
 #include "lobby/commands/command.h"
-#include "lobby/commands/command_table.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/text_format.h"
-#include "lobby/commands/tokenizer.h"
 
 namespace warren::mcp {
 
@@ -92,21 +90,6 @@ class Args {
   std::string error_;
 };
 
-// True when argv only asks for help: `help …`, or --help/-h among our own flags. Help is
-// text for people and models alike, so it is not rendered as JSON.
-bool IsHelpRequest(const CommandTable& table, const std::vector<std::string>& argv) {
-  CommandTable::Match m = table.Lookup(argv);
-  if (m.spec == nullptr) return false;
-  if (m.spec->path == "help") return true;
-  for (size_t i = m.words; i < argv.size(); ++i) {
-    if (argv[i] == "--") return false;
-    if (argv[i] == "--help" || argv[i] == "-h") return true;
-    // After `ssh VM`, every word is the remote command's.
-    if (m.spec->path == "ssh" && !argv[i].empty() && argv[i][0] != '-') return false;
-  }
-  return false;
-}
-
 // Sends notifications/progress every interval while a command runs, from its own thread.
 class ProgressTicker {
  public:
@@ -180,28 +163,71 @@ std::string GuestText(const json& data) {
   return text;
 }
 
-json RunLine(Interpreter& interpreter, ToolCall& call, const std::string& line,
-             std::string stdin_bytes, std::optional<int> wait_seconds, bool read_only) {
-  Result<std::vector<std::string>> words = Tokenize(line);
-  if (!words.ok()) return ErrorResult("error: " + words.status().message());
-  if (words->empty()) return ErrorResult("error: no command given; try help");
-  if (read_only) {
-    const CommandTable& table = interpreter.table();
-    CommandTable::Match m = table.Lookup(*words);
-    if ((*words)[0] == "ssh" || (m.spec != nullptr && m.spec->path == "ssh")) {
-      return ErrorResult(
-          "error: exec_read_only never runs ssh (a command in a VM may change anything); use "
-          "exec");
-    }
-    if (m.spec != nullptr && !m.spec->read_only && !IsHelpRequest(table, *words)) {
-      return ErrorResult(
-          "error: exec_read_only runs only commands that change nothing (ls, "
-          "stat, jobs, help…); \"" +
-          m.spec->path + "\" is not one of them: use exec");
+// The CallToolResult for a finished session: text content, structuredContent (the
+// command's JSON data; a list comes as {"items": […]}, help as {"text": …}), isError.
+json ToolResult(const CommandSession& session, const std::string& err) {
+  const bool failed = !session.status.ok();
+  json result = {{"isError", failed}};
+  if (!session.result.has_value()) {
+    // A command that failed before producing anything: the message is the whole answer.
+    result["content"] = json::array({TextContent("error: " + session.status.message())});
+    return result;
+  }
+  const CommandResult& r = *session.result;
+  if (session.help) {
+    // Help is text for people and models alike.
+    std::string text = r.text;
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    result["content"] = json::array({TextContent(JoinOutput(text, err))});
+    if (!failed) result["structuredContent"] = {{"text", text}};
+    return result;
+  }
+  const json& data = r.data;
+  std::string text;
+  if (data.is_object() && data.contains("stdout") && data.contains("finished")) {
+    text = GuestText(data);
+  } else {
+    text = JoinOutput(DumpJson(data) + "\n", err);
+  }
+  result["content"] = json::array({TextContent(std::move(text))});
+  result["structuredContent"] = data.is_object() ? data : json{{"items", data}};
+  return result;
+}
+
+// What a tool runs: a command line as typed (`line`), or words already split (`argv`).
+struct ToolCommand {
+  std::optional<std::string> line;
+  std::vector<std::string> argv;
+  std::string stdin_bytes;
+  std::optional<int> wait_seconds;
+  bool read_only = false;
+};
+
+// Runs one command as an MCP call: one session through the interpreter, which tokenizes,
+// looks up, checks (read-only included) and runs it; JSON data back; progress
+// notifications while it runs.
+json RunTool(Interpreter& interpreter, ToolCall& call, ToolCommand command) {
+  StringInput in(std::move(command.stdin_bytes));
+  StringSink err;
+  CommandSession session;
+  session.caller = call.caller;
+  session.argv = std::move(command.argv);
+  session.in = &in;
+  session.out = nullptr;  // the result is read as data from the session, not re-parsed
+  session.err = &err;
+  session.cancel = call.cancel ? call.cancel : std::make_shared<CancelSignal>();
+  session.json = true;
+  session.wait_seconds = command.wait_seconds;
+  session.read_only = command.read_only;
+  {
+    ProgressTicker ticker(call);
+    if (command.line.has_value()) {
+      interpreter.ExecuteLine(session, *command.line);
+    } else {
+      interpreter.Execute(session);
     }
   }
-  return CommandResultToTool(
-      RunCommand(interpreter, call, std::move(*words), std::move(stdin_bytes), wait_seconds));
+  return ToolResult(session, err.str());
 }
 
 const json kWaitSecondsSchema = {
@@ -246,68 +272,6 @@ json Annotations(std::string title, bool read_only, bool destructive, bool idemp
 
 }  // namespace
 
-CommandRun RunCommand(Interpreter& interpreter, ToolCall& call, std::vector<std::string> argv,
-                      std::string stdin_bytes, std::optional<int> wait_seconds) {
-  CommandRun run;
-  run.json = !IsHelpRequest(interpreter.table(), argv);
-  StringInput in(std::move(stdin_bytes));
-  StringSink out;
-  StringSink err;
-  CommandSession session;
-  session.caller = call.caller;
-  session.argv = std::move(argv);
-  session.in = &in;
-  session.out = &out;
-  session.err = &err;
-  session.cancel = call.cancel ? call.cancel : std::make_shared<CancelSignal>();
-  session.json = run.json;
-  session.wait_seconds = wait_seconds;
-  {
-    ProgressTicker ticker(call);
-    interpreter.Execute(session);
-  }
-  run.status = session.status;
-  run.exit_status = session.exit_status;
-  run.out = out.str();
-  run.err = err.str();
-  return run;
-}
-
-json CommandResultToTool(const CommandRun& run) {
-  const bool failed = !run.status.ok();
-  json result = {{"isError", failed}};
-  std::optional<json> data;
-  if (run.json) {
-    try {
-      data = json::parse(run.out);
-    } catch (const json::exception&) {
-      data.reset();
-    }
-  }
-  if (!data.has_value()) {
-    std::string text = JoinOutput(run.out, run.err);
-    if (text.empty() && failed) text = "error: " + run.status.message();
-    result["content"] = json::array({TextContent(text)});
-    if (!failed) result["structuredContent"] = {{"text", run.out}};
-    return result;
-  }
-  if (data->is_object() && data->size() == 1 && data->contains("error")) {
-    // A command that failed before producing anything: the message is the whole answer.
-    result["content"] = json::array({TextContent("error: " + (*data)["error"].get<std::string>())});
-    return result;
-  }
-  std::string text;
-  if (data->is_object() && data->contains("stdout") && data->contains("finished")) {
-    text = GuestText(*data);
-  } else {
-    text = DumpJson(*data) + "\n";
-    if (!run.err.empty()) text = JoinOutput(text, run.err);
-  }
-  result["content"] = json::array({TextContent(std::move(text))});
-  result["structuredContent"] = data->is_object() ? *data : json{{"items", *data}};
-  return result;
-}
-
 ToolSet FullTools(Interpreter& interpreter) {
   ToolSet tools;
   Interpreter* in = &interpreter;
@@ -342,7 +306,9 @@ ToolSet FullTools(Interpreter& interpreter) {
         auto stdin_bytes = args.String("stdin", false);
         auto wait = args.WaitSeconds();
         if (!args.error().empty()) return ErrorResult("error: " + args.error());
-        return RunLine(*in, call, *command, stdin_bytes.value_or(""), wait, false);
+        return RunTool(
+            *in, call,
+            {.line = *command, .stdin_bytes = stdin_bytes.value_or(""), .wait_seconds = wait});
       }});
   tools.Add(Tool{
       {{"name", "exec_read_only"},
@@ -363,7 +329,7 @@ ToolSet FullTools(Interpreter& interpreter) {
         Args args(arguments, {"command"});
         auto command = args.String("command", true);
         if (!args.error().empty()) return ErrorResult("error: " + args.error());
-        return RunLine(*in, call, *command, "", std::nullopt, true);
+        return RunTool(*in, call, {.line = *command, .read_only = true});
       }});
   tools.Add(
       Tool{{{"name", "wait"},
@@ -386,7 +352,7 @@ ToolSet FullTools(Interpreter& interpreter) {
              auto job = args.String("job", true);
              auto wait = args.WaitSeconds();
              if (!args.error().empty()) return ErrorResult("error: " + args.error());
-             return CommandResultToTool(RunCommand(*in, call, {"wait", *job}, "", wait));
+             return RunTool(*in, call, {.argv = {"wait", *job}, .wait_seconds = wait});
            }});
   return tools;
 }
@@ -405,7 +371,7 @@ ToolSet CuratedTools(Interpreter& interpreter) {
            [in](const json& arguments, ToolCall& call) {
              Args args(arguments, {});
              if (!args.error().empty()) return ErrorResult("error: " + args.error());
-             return CommandResultToTool(RunCommand(*in, call, {"ls"}, "", std::nullopt));
+             return RunTool(*in, call, {.argv = {"ls"}});
            }});
   tools.Add(
       Tool{{{"name", "create_vm"},
@@ -429,7 +395,7 @@ ToolSet CuratedTools(Interpreter& interpreter) {
              std::vector<std::string> argv = {"new"};
              if (name) argv.push_back("--name=" + *name);
              if (image) argv.push_back("--image=" + *image);
-             return CommandResultToTool(RunCommand(*in, call, std::move(argv), "", std::nullopt));
+             return RunTool(*in, call, {.argv = std::move(argv)});
            }});
   tools.Add(
       Tool{{{"name", "run_vm_command"},
@@ -458,8 +424,10 @@ ToolSet CuratedTools(Interpreter& interpreter) {
              if (!args.error().empty()) return ErrorResult("error: " + args.error());
              // "--" so a VM name is never read as a flag; the command is one word, parsed again
              // by the VM's shell.
-             return CommandResultToTool(RunCommand(*in, call, {"ssh", "--", *vm, *command},
-                                                   stdin_bytes.value_or(""), wait));
+             return RunTool(*in, call,
+                            {.argv = {"ssh", "--", *vm, *command},
+                             .stdin_bytes = stdin_bytes.value_or(""),
+                             .wait_seconds = wait});
            }});
   tools.Add(
       Tool{{{"name", "get_cli_help"},
@@ -477,14 +445,8 @@ ToolSet CuratedTools(Interpreter& interpreter) {
              Args args(arguments, {"command"});
              auto command = args.String("command", false);
              if (!args.error().empty()) return ErrorResult("error: " + args.error());
-             std::vector<std::string> argv = {"help"};
-             if (command) {
-               Result<std::vector<std::string>> words = Tokenize(*command);
-               if (!words.ok()) return ErrorResult("error: " + words.status().message());
-               size_t from = !words->empty() && (*words)[0] == "help" ? 1 : 0;
-               argv.insert(argv.end(), words->begin() + from, words->end());
-             }
-             return CommandResultToTool(RunCommand(*in, call, std::move(argv), "", std::nullopt));
+             // The interpreter splits the line; `help` takes "help new" as "new".
+             return RunTool(*in, call, {.line = "help " + command.value_or("")});
            }});
   return tools;
 }

@@ -1,7 +1,8 @@
 // MCP tools: what `tools/list` shows and what `tools/call` runs. Every warren tool is a thin
 // mapping onto one lobby command line, run as an in-process command session through
-// Interpreter::Execute exactly as over SSH (same tokenizer, same permission check, same
-// audit line, surface "mcp"). The full endpoint (/mcp) has exec, exec_read_only and wait;
+// Interpreter::ExecuteLine or Execute exactly as over SSH (same tokenizer, same permission
+// and read-only checks, same audit line, surface "mcp"); the result is read as data from
+// the session. The full endpoint (/mcp) has exec, exec_read_only and wait;
 // the curated ones (/mcp/claude, /mcp/openai) have list_vms, create_vm, run_vm_command and
 // get_cli_help. Conformance fixture tools exist only when asked for (a test-only flag).
 //
@@ -71,21 +72,5 @@ void AddConformanceFixtures(ToolSet& tools);
 // The `instructions` of the initialize result: how the tools work and, for a limited
 // credential, its tag, commands and expiry, so an agent does not waste turns on the rest.
 std::string Instructions(const Caller& caller, bool curated);
-
-// Runs one command line as an MCP call would (exposed for tests and the curated tools):
-// JSON output unless the line only asks for help; progress notifications while it runs.
-struct CommandRun {
-  Status status;
-  int exit_status = 0;
-  std::string out;
-  std::string err;
-  bool json = false;
-};
-CommandRun RunCommand(Interpreter& interpreter, ToolCall& call, std::vector<std::string> argv,
-                      std::string stdin_bytes, std::optional<int> wait_seconds);
-
-// The CallToolResult for a finished command: text content, structuredContent (the
-// command's JSON data; a list comes as {"items": […]}, help as {"text": …}), isError.
-nlohmann::json CommandResultToTool(const CommandRun& run);
 
 }  // namespace warren::mcp

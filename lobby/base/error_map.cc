@@ -27,6 +27,8 @@ constexpr std::array<ErrorMapping, 14> kMappings = {{
 
 }  // namespace
 
+std::span<const ErrorMapping> ErrorMappings() { return kMappings; }
+
 const ErrorMapping& MappingFor(Code code) {
   for (const auto& m : kMappings) {
     if (m.code == code) return m;

@@ -3,6 +3,8 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <span>
+
 #include "lobby/base/status.h"
 
 namespace warren {
@@ -15,6 +17,8 @@ struct ErrorMapping {
 };
 
 const ErrorMapping& MappingFor(Code code);
+// Every code's mapping, in Code order: what `help --json` publishes as the error model.
+std::span<const ErrorMapping> ErrorMappings();
 
 inline int ExitStatusFor(Code code) { return MappingFor(code).exit_status; }
 inline int HttpStatusFor(Code code) { return MappingFor(code).http_status; }

@@ -13,9 +13,10 @@
 #include <CLI/CLI.hpp>
 
 #include "keys/oauth.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/key_view.h"
+#include "lobby/commands/scope_flags.h"
 #include "lobby/commands/text_format.h"
 
 namespace warren {
@@ -61,13 +62,9 @@ class AuthorizeCommand final : public Command {
  public:
   void DeclareFlags(CLI::App& app) override {
     app.add_option("CODE", code_, "the code the sign-in page shows, e.g. KQ7M-X2PD")->required();
-    cmds_opt_ =
-        app.add_option("--cmds", cmds_, "the client may run only these commands, comma-separated")
-            ->type_name("LIST");
-    tag_opt_ = app.add_option("--tag", tag_, "only VMs with this tag exist for the client")
-                   ->type_name("TAG");
-    exp_opt_ = app.add_option("--exp", exp_, "the sign-in expires: Nh, Nd, Nw, Ny or never")
-                   ->type_name("WHEN");
+    scope_flags_.Declare(app, {"the client may run only these commands, comma-separated",
+                               "only VMs with this tag exist for the client",
+                               "the sign-in expires: Nh, Nd, Nw, Ny or never"});
     app.add_flag("--deny", deny_, "refuse the sign-in instead");
   }
 
@@ -78,22 +75,7 @@ class AuthorizeCommand final : public Command {
     WARREN_RETURN_IF_ERROR(Misses().Check(caller.user, ctx.now));
 
     // The limits first: a wrong flag must not burn the code.
-    Scope scope = caller.scope;
-    if (cmds_opt_->count() > 0) {
-      WARREN_ASSIGN_OR_RETURN(scope.cmds, ParseCommandList(cmds_));
-      for (const std::string& c : scope.cmds) {
-        if (ctx.table.Find(c) == nullptr && !ctx.table.IsGroup(c)) {
-          return InvalidArgument("--cmds: unknown command \"" + c + "\"; see help");
-        }
-      }
-    }
-    if (tag_opt_->count() > 0) {
-      WARREN_RETURN_IF_ERROR(ValidateTag(tag_));
-      scope.tag = tag_;
-    }
-    if (exp_opt_->count() > 0) {
-      WARREN_ASSIGN_OR_RETURN(scope.expires_at, ParseExpiry(exp_, ctx.now));
-    }
+    WARREN_ASSIGN_OR_RETURN(Scope scope, scope_flags_.Apply(ctx));
     if (!caller.scope.Covers(scope)) {
       return PermissionDenied(
           "a restricted credential can only approve a sign-in with "
@@ -154,10 +136,8 @@ class AuthorizeCommand final : public Command {
   }
 
  private:
-  std::string code_, cmds_, tag_, exp_;
-  CLI::Option* cmds_opt_ = nullptr;
-  CLI::Option* tag_opt_ = nullptr;
-  CLI::Option* exp_opt_ = nullptr;
+  std::string code_;
+  ScopeFlags scope_flags_;
   bool deny_ = false;
 };
 

@@ -3,12 +3,25 @@
 // holding a narrow token can discover exactly what it may do.
 #include <CLI/CLI.hpp>
 
+#include "lobby/base/error_map.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/help_text.h"
 
 namespace warren {
 namespace {
+
+// The error model, from its one home (lobby/base/error_map.cc): what each code means on
+// each surface, so a script or test harness reads it from the binary instead of the source.
+nlohmann::json ErrorModelJson() {
+  nlohmann::json errors = nlohmann::json::array();
+  for (const ErrorMapping& m : ErrorMappings()) {
+    errors.push_back({{"code", std::string(CodeName(m.code))},
+                      {"exit_status", m.exit_status},
+                      {"http_status", m.http_status}});
+  }
+  return errors;
+}
 
 struct Section {
   std::string title;  // empty for the ungrouped commands at the top
@@ -60,6 +73,9 @@ class HelpCommand final : public Command {
     auto visible = [&](const CommandSpec& spec) {
       return CheckCommandAllowed(ctx.caller(), spec).ok();
     };
+    // "help help new" is "help new": a caller (MCP's get_cli_help) may pass on a line that
+    // already starts with help. "help help" still describes help.
+    if (words_.size() > 1 && words_.front() == "help") words_.erase(words_.begin());
     if (words_.empty()) return Listing(ctx, "");
 
     const std::string path = JoinWords(words_);
@@ -111,6 +127,7 @@ class HelpCommand final : public Command {
                " COMMAND\" or \"COMMAND --help\" shows a command's flags.\n";
       return r;
     }
+    r.data["errors"] = ErrorModelJson();
     std::string out = "warren: Linux VMs for people and agents.\nRun a command with: " +
                       SshHint(ctx.services.info) + " COMMAND [ARGS…]\n";
     const Scope& scope = ctx.caller().scope;
@@ -139,7 +156,8 @@ void RegisterHelpCommand(CommandTable& table) {
       .description = "With no argument, lists the commands you may run with a one-line summary "
                      "each.\nWith a command (help ssh-key add) or a group (help ssh-key), shows "
                      "its usage, arguments and flags.\n\"help --json\" describes every command "
-                     "and flag in machine-readable form.\n",
+                     "and flag in machine-readable form, and the error model: each error "
+                     "code with its exit status and HTTP status.\n",
       .read_only = true,
       .always_allowed = true,
       .make = [] { return std::make_unique<HelpCommand>(); },

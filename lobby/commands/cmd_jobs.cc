@@ -8,8 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "lobby/base/log.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/guest_output.h"
 #include "lobby/commands/job_names.h"
 #include "lobby/commands/text_format.h"
@@ -197,9 +197,8 @@ class JobsCommand final : public Command {
 
   Result<CommandResult> Run(CommandContext& ctx) override {
     std::vector<VmRecord> vms;
-    if (!vm_.empty()) {
-      WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
-      vms.push_back(std::move(vm));
+    if (ctx.vm.has_value()) {
+      vms.push_back(*ctx.vm);
     } else {
       WARREN_ASSIGN_OR_RETURN(vms, VisibleVms(ctx));
     }
@@ -322,6 +321,7 @@ void RegisterJobCommands(CommandTable& table) {
       .description = "Lists commands handed back as jobs (by `ssh VM CMD` past its wait): "
                      "running ones and those that ended within a day.\n",
       .read_only = true,
+      .target = {"VM", VmNeed::kExists},
       .make = [] { return std::make_unique<JobsCommand>(); },
   });
 }

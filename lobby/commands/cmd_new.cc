@@ -10,8 +10,8 @@
 
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_flags.h"
@@ -53,21 +53,14 @@ class NewCommand final : public Command {
     WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
     WARREN_ASSIGN_OR_RETURN(GuestControl * guests, RequireGuests(ctx));
     WARREN_ASSIGN_OR_RETURN(VmRecord vm, Plan(ctx));
-    VmSpec spec = SpecFor(ctx, vm);
+    VmSpec spec = NewVmSpec(ctx, vm);
+    spec.setup_script = setup_script_text_;
     // Checked with stand-in id and name before anything is written.
     WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
 
     const auto start = std::chrono::steady_clock::now();
-    WARREN_RETURN_IF_ERROR(RecordNewVm(ctx, vm));
-    spec.id = vm.id;
-    spec.name = vm.name;
+    WARREN_RETURN_IF_ERROR(RecordAndPrepareVm(ctx, vm, spec, "new"));
     ctx.audit_vm = vm.name;
-    if (ctx.services.prepare_vm) {
-      if (Status st = ctx.services.prepare_vm(spec); !st.ok()) {
-        AbandonVm(ctx, vm, /*domain_made=*/false, "new");
-        return st.Annotate("preparing " + vm.name);
-      }
-    }
     Progress(ctx, "creating " + vm.name + " (" + vm.image + ", " + std::to_string(vm.cpus) +
                       " vCPU, " + FormatMib(vm.memory_mib) + " memory, " +
                       std::to_string(vm.disk_gib) + " GiB disk)…");
@@ -76,21 +69,7 @@ class NewCommand final : public Command {
       return st.Annotate("creating " + vm.name);
     }
     Progress(ctx, "booting…");
-    if (Status st = AwaitGuestReady(ctx, *host, *guests, vm); !st.ok()) {
-      AbandonVm(ctx, vm, /*domain_made=*/true, "new");
-      return st;
-    }
-    Status ready = ctx.store().UpdateVm(vm.id, [](VmRecord& r) {
-      r.phase = VmPhase::kReady;
-      return Status::Ok();
-    });
-    if (!ready.ok()) {
-      // Removed meanwhile (`rm` from another session), or the store failed: either way
-      // this VM is not the caller's to keep.
-      AbandonVm(ctx, vm, /*domain_made=*/true, "new");
-      return ready.Annotate("recording " + vm.name + " as ready");
-    }
-    vm.phase = VmPhase::kReady;
+    WARREN_RETURN_IF_ERROR(FinishNewVm(ctx, *host, *guests, vm, "new"));
 
     const std::string took = SecondsText(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -108,40 +87,23 @@ class NewCommand final : public Command {
   // Checks every flag and settles every value, before anything is written.
   Result<VmRecord> Plan(CommandContext& ctx) {
     const VmDefaults& d = ctx.services.vm_defaults;
-    VmRecord vm;
-    vm.owner = ctx.caller().user;
-    vm.created_at = ctx.now;
-    vm.desired_state = DesiredState::kRunning;
-    vm.phase = VmPhase::kCreating;
-    if (name_opt_->count() > 0) {
-      WARREN_RETURN_IF_ERROR(CheckVmName(name_));
-      vm.name = name_;
-    }
+    if (name_opt_->count() > 0 && name_.empty()) WARREN_RETURN_IF_ERROR(CheckVmName(name_));
+    WARREN_ASSIGN_OR_RETURN(VmRecord vm, PlanNewVm(ctx, name_));
     vm.cpus = cpu_opt_->count() > 0 ? cpus_ : d.cpus;
     vm.egress = d.egress;
-    if (vm.cpus < 1 || vm.cpus > d.max_cpus) {
-      return InvalidArgument("--cpu must be 1 to " + std::to_string(d.max_cpus));
-    }
+    WARREN_RETURN_IF_ERROR(CheckVmCpus(vm.cpus, d));
     vm.memory_mib = d.memory_mib;
     if (memory_opt_->count() > 0) {
       WARREN_ASSIGN_OR_RETURN(vm.memory_mib, ParseMemoryMib(memory_));
     }
-    if (vm.memory_mib < 256 || vm.memory_mib > d.max_memory_mib) {
-      return InvalidArgument("--memory must be 256M to " + FormatMib(d.max_memory_mib));
-    }
+    WARREN_RETURN_IF_ERROR(CheckVmMemoryMib(vm.memory_mib, d));
     vm.disk_gib = d.disk_gib;
     if (disk_opt_->count() > 0) {
       WARREN_ASSIGN_OR_RETURN(vm.disk_gib, ParseDiskGib(disk_));
     }
-    if (vm.disk_gib < 1 || vm.disk_gib > d.max_disk_gib) {
-      return InvalidArgument("--disk must be 1G to " + std::to_string(d.max_disk_gib) + "G");
-    }
+    WARREN_RETURN_IF_ERROR(CheckVmDiskGib(vm.disk_gib, d));
     WARREN_ASSIGN_OR_RETURN(vm.tags, ParseTags(tags_));
-    // A credential limited to a tag makes VMs it can see.
-    if (!ctx.caller().scope.tag.empty()) MergeTags(vm.tags, {ctx.caller().scope.tag});
-    if (vm.tags.size() > kMaxTagsPerVm) {
-      return InvalidArgument("a VM may carry at most " + std::to_string(kMaxTagsPerVm) + " tags");
-    }
+    WARREN_RETURN_IF_ERROR(SettleNewVmTags(ctx, vm.tags));
     WARREN_RETURN_IF_ERROR(CheckComment(comment_));
     vm.comment = comment_;
     if (env_.size() > kMaxEnvEntries) {
@@ -182,22 +144,6 @@ class NewCommand final : public Command {
     if (script->empty()) return InvalidArgument("--setup-script /dev/stdin: stdin was empty");
     setup_script_text_ = std::move(script).value();
     return Status::Ok();
-  }
-
-  VmSpec SpecFor(const CommandContext& ctx, const VmRecord& vm) const {
-    VmSpec spec;
-    spec.image = vm.image;
-    spec.cpus = vm.cpus;
-    spec.memory_mib = vm.memory_mib;
-    spec.disk_gib = vm.disk_gib;
-    // Stand-ins until Record settles them.
-    spec.name = vm.name.empty() ? "placeholder" : vm.name;
-    spec.id = "placeholder0";
-    spec.egress = vm.egress == "none" ? Egress::kNone : Egress::kFull;
-    spec.authorized_keys = ctx.services.control_authorized_key;
-    spec.env = vm.env;
-    spec.setup_script = setup_script_text_;
-    return spec;
   }
 
   std::string name_, image_, memory_, disk_, comment_, setup_script_;

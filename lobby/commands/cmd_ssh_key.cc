@@ -19,10 +19,11 @@
 #include <CLI/CLI.hpp>
 
 #include "keys/token.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/key_view.h"
+#include "lobby/commands/scope_flags.h"
 #include "lobby/commands/text_format.h"
 
 namespace warren {
@@ -58,45 +59,18 @@ Status RequireNarrower(const Caller& caller, const Scope& target, std::string_vi
                           (why.empty() ? "" : ": " + why));
 }
 
-// The limits a new credential gets: the caller's own, with each flag given on the command
-// line replacing its part. Checked to be no wider than the caller's.
-struct ScopeFlags {
-  std::string cmds, tag, exp;
-  CLI::Option* cmds_opt = nullptr;
-  CLI::Option* tag_opt = nullptr;
-  CLI::Option* exp_opt = nullptr;
+// The limits a new key or token gets (ScopeFlags), checked to be no wider than the caller's.
+Result<Scope> NarrowerScope(const ScopeFlags& flags, const CommandContext& ctx,
+                            std::string_view verb) {
+  WARREN_ASSIGN_OR_RETURN(Scope scope, flags.Apply(ctx));
+  WARREN_RETURN_IF_ERROR(RequireNarrower(ctx.caller(), scope, verb));
+  return scope;
+}
 
-  void Declare(CLI::App& app, std::string_view what) {
-    cmds_opt = app.add_option("--cmds", cmds,
-                              "only these commands, comma-separated (e.g. \"ls,share show\")")
-                   ->type_name("LIST");
-    tag_opt =
-        app.add_option("--tag", tag, "only VMs with this tag exist for the " + std::string(what))
-            ->type_name("TAG");
-    exp_opt = app.add_option("--exp", exp, "expiry: Nh, Nd, Nw, Ny or never")->type_name("WHEN");
-  }
-
-  Result<Scope> Resolve(const CommandContext& ctx, std::string_view verb) const {
-    Scope scope = ctx.caller().scope;  // inherited unless the command line says otherwise
-    if (cmds_opt->count() > 0) {
-      WARREN_ASSIGN_OR_RETURN(scope.cmds, ParseCommandList(cmds));
-      for (const std::string& c : scope.cmds) {
-        if (ctx.table.Find(c) == nullptr && !ctx.table.IsGroup(c)) {
-          return InvalidArgument("--cmds: unknown command \"" + c + "\"; see help");
-        }
-      }
-    }
-    if (tag_opt->count() > 0) {
-      WARREN_RETURN_IF_ERROR(ValidateTag(tag));
-      scope.tag = tag;
-    }
-    if (exp_opt->count() > 0) {
-      WARREN_ASSIGN_OR_RETURN(scope.expires_at, ParseExpiry(exp, ctx.now));
-    }
-    WARREN_RETURN_IF_ERROR(RequireNarrower(ctx.caller(), scope, verb));
-    return scope;
-  }
-};
+ScopeFlagsHelp HelpFor(const std::string& what) {
+  return {"only these commands, comma-separated (e.g. \"ls,share show\")",
+          "only VMs with this tag exist for the " + what, "expiry: Nh, Nd, Nw, Ny or never"};
+}
 
 // The label among `labels` called `name` (or with that id), if any.
 const TokenLabel* FindLabel(const std::vector<TokenLabel>& labels, std::string_view name) {
@@ -104,6 +78,20 @@ const TokenLabel* FindLabel(const std::vector<TokenLabel>& labels, std::string_v
     if (l.name == name || l.id == name) return &l;
   }
   return nullptr;
+}
+
+// Keys and token labels share one name space per user: Conflict when `name` is taken.
+Status CheckNameFree(const std::vector<SshKey>& keys, const std::vector<TokenLabel>& labels,
+                     std::string_view name) {
+  for (const SshKey& k : keys) {
+    if (k.name == name) {
+      return Conflict("you already have a key named \"" + std::string(name) + "\"");
+    }
+  }
+  if (FindLabel(labels, name) != nullptr) {
+    return Conflict("you already have an API token label named \"" + std::string(name) + "\"");
+  }
+  return Status::Ok();
 }
 
 // A restricted caller may touch a label only when it covers every token of it.
@@ -156,13 +144,13 @@ class AddCommand final : public Command {
                    "when absent");
     name_opt_ = app.add_option("--name", name_, "the key's name (default: its comment, or key-N)")
                     ->type_name("NAME");
-    scope_flags_.Declare(app, "key");
+    scope_flags_.Declare(app, HelpFor("key"));
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
     const Caller& caller = ctx.caller();
     // Flags first: they are cheap to check and must not wait on stdin.
-    WARREN_ASSIGN_OR_RETURN(Scope scope, scope_flags_.Resolve(ctx, "add"));
+    WARREN_ASSIGN_OR_RETURN(Scope scope, NarrowerScope(scope_flags_, ctx, "add"));
     if (name_opt_->count() > 0) WARREN_RETURN_IF_ERROR(ValidateKeyName(name_));
 
     WARREN_ASSIGN_OR_RETURN(PublicKey pk, ReadPublicKey(JoinWords(key_words_), *ctx.session.in));
@@ -176,14 +164,9 @@ class AddCommand final : public Command {
       return existing.status();
     }
     std::string name = name_opt_->count() > 0 ? name_ : DefaultKeyName(pk.comment, keys);
-    for (const SshKey& k : keys) {
-      if (k.name == name) return Conflict("you already have a key named \"" + name + "\"");
-    }
     WARREN_ASSIGN_OR_RETURN(std::vector<TokenLabel> labels,
                             ctx.store().ListTokenLabels(caller.user));
-    if (FindLabel(labels, name) != nullptr) {
-      return Conflict("you already have an API token label named \"" + name + "\"");
-    }
+    WARREN_RETURN_IF_ERROR(CheckNameFree(keys, labels, name));
 
     SshKey key;
     key.fingerprint = pk.fingerprint;
@@ -278,14 +261,7 @@ class RenameCommand final : public Command {
     WARREN_RETURN_IF_ERROR(RequireNarrower(caller, key.scope, "rename"));
     const std::string old_name = key.name;
     if (new_name_ != old_name) {
-      for (const SshKey& k : keys) {
-        if (k.name == new_name_) {
-          return Conflict("you already have a key named \"" + new_name_ + "\"");
-        }
-      }
-      if (FindLabel(labels, new_name_) != nullptr) {
-        return Conflict("you already have an API token label named \"" + new_name_ + "\"");
-      }
+      WARREN_RETURN_IF_ERROR(CheckNameFree(keys, labels, new_name_));
       WARREN_RETURN_IF_ERROR(ctx.store().RenameKey(caller.user, key.fingerprint, new_name_));
       key.name = new_name_;
     }
@@ -305,14 +281,7 @@ class RenameCommand final : public Command {
     WARREN_RETURN_IF_ERROR(RequireNarrowerLabel(caller, label, "rename"));
     const std::string old_name = label.name;
     if (new_name_ != old_name) {
-      for (const SshKey& k : keys) {
-        if (k.name == new_name_) {
-          return Conflict("you already have a key named \"" + new_name_ + "\"");
-        }
-      }
-      if (FindLabel(labels, new_name_) != nullptr) {
-        return Conflict("you already have an API token label named \"" + new_name_ + "\"");
-      }
+      WARREN_RETURN_IF_ERROR(CheckNameFree(keys, labels, new_name_));
       WARREN_RETURN_IF_ERROR(ctx.store().RenameTokenLabel(caller.user, label.id, new_name_));
       label.name = new_name_;
     }
@@ -333,7 +302,7 @@ class GenerateApiKeyCommand final : public Command {
                    "the label the token is minted under; ssh-key remove LABEL revokes it")
         ->type_name("NAME")
         ->required();
-    scope_flags_.Declare(app, "token");
+    scope_flags_.Declare(app, HelpFor("token"));
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
@@ -342,7 +311,7 @@ class GenerateApiKeyCommand final : public Command {
       return Unavailable("this server issues no API tokens");
     }
     WARREN_RETURN_IF_ERROR(ValidateKeyName(label_).Annotate("--label"));
-    WARREN_ASSIGN_OR_RETURN(Scope scope, scope_flags_.Resolve(ctx, "mint"));
+    WARREN_ASSIGN_OR_RETURN(Scope scope, NarrowerScope(scope_flags_, ctx, "mint"));
     WARREN_ASSIGN_OR_RETURN(std::string new_id, NewTokenLabelId());
     // Signed before it is recorded, so a scope too large for a token records nothing.
     TokenClaims claims{caller.user, new_id, scope, ctx.now, /*audience=*/""};

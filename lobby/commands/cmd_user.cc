@@ -4,8 +4,8 @@
 // limited by --cmds/--tag/--exp could mint an account without those limits and escape them.
 #include <CLI/CLI.hpp>
 
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/text_format.h"
 #include "lobby/commands/vm_access.h"

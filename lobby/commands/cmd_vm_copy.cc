@@ -11,8 +11,8 @@
 #include <CLI/CLI.hpp>
 
 #include "keys/vm_rules.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_flags.h"
@@ -48,12 +48,11 @@ class CopyCommand final : public Command {
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
-    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    VmHost* host = ctx.services.vms;
     WARREN_ASSIGN_OR_RETURN(GuestControl * guests, RequireGuests(ctx));
-    WARREN_ASSIGN_OR_RETURN(VmRecord src, FindVisibleVm(ctx, src_));
-    WARREN_RETURN_IF_ERROR(RequireReady(src));
+    const VmRecord& src = *ctx.vm;
     WARREN_ASSIGN_OR_RETURN(VmRecord vm, Plan(ctx, src));
-    VmSpec spec = SpecFor(ctx, vm);
+    VmSpec spec = NewVmSpec(ctx, vm);
     WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
     Result<VmInfo> src_info = host->Inspect(src.id);
     if (!src_info.ok()) {
@@ -64,16 +63,8 @@ class CopyCommand final : public Command {
     }
 
     const auto start = std::chrono::steady_clock::now();
-    WARREN_RETURN_IF_ERROR(RecordNewVm(ctx, vm));
-    spec.id = vm.id;
-    spec.name = vm.name;
+    WARREN_RETURN_IF_ERROR(RecordAndPrepareVm(ctx, vm, spec, "cp"));
     ctx.audit_vm = src.name + "->" + vm.name;
-    if (ctx.services.prepare_vm) {
-      if (Status st = ctx.services.prepare_vm(spec); !st.ok()) {
-        AbandonVm(ctx, vm, /*domain_made=*/false, "cp");
-        return st.Annotate("preparing " + vm.name);
-      }
-    }
     const bool synced = src_info->state == VmState::kRunning;
     if (synced) {
       // The guest's page cache reaches its disk first: the copy sees what the source's
@@ -97,19 +88,7 @@ class CopyCommand final : public Command {
     }
     const double fork_seconds = SecondsSince(fork_start);
     Progress(ctx, "booting " + vm.name + "…");
-    if (Status st = AwaitGuestReady(ctx, *host, *guests, vm); !st.ok()) {
-      AbandonVm(ctx, vm, /*domain_made=*/true, "cp");
-      return st;
-    }
-    Status ready = ctx.store().UpdateVm(vm.id, [](VmRecord& r) {
-      r.phase = VmPhase::kReady;
-      return Status::Ok();
-    });
-    if (!ready.ok()) {
-      AbandonVm(ctx, vm, /*domain_made=*/true, "cp");
-      return ready.Annotate("recording " + vm.name + " as ready");
-    }
-    vm.phase = VmPhase::kReady;
+    WARREN_RETURN_IF_ERROR(FinishNewVm(ctx, *host, *guests, vm, "cp"));
 
     const ServerInfo& info = ctx.services.info;
     const double total = SecondsSince(start);
@@ -129,23 +108,14 @@ class CopyCommand final : public Command {
 
  private:
   Result<VmRecord> Plan(CommandContext& ctx, const VmRecord& src) {
-    VmRecord vm;
-    vm.owner = ctx.caller().user;
-    vm.created_at = ctx.now;
-    vm.desired_state = DesiredState::kRunning;
-    vm.phase = VmPhase::kCreating;
-    if (!new_name_.empty()) {
-      WARREN_RETURN_IF_ERROR(CheckVmName(new_name_));
-      vm.name = new_name_;
-    }
+    WARREN_ASSIGN_OR_RETURN(VmRecord vm, PlanNewVm(ctx, new_name_));
     vm.image = src.image;
     vm.cpus = src.cpus;
     vm.memory_mib = src.memory_mib;
     vm.disk_gib = src.disk_gib;
     vm.env = src.env;
     if (copy_tags_) vm.tags = src.tags;
-    // A credential limited to a tag makes VMs it can see.
-    if (!ctx.caller().scope.tag.empty()) MergeTags(vm.tags, {ctx.caller().scope.tag});
+    WARREN_RETURN_IF_ERROR(SettleNewVmTags(ctx, vm.tags));
     vm.egress = src.egress;
     if (!egress_.empty()) {
       if (egress_ == "integrations") {
@@ -160,20 +130,6 @@ class CopyCommand final : public Command {
       vm.egress = "full";
     }
     return vm;
-  }
-
-  VmSpec SpecFor(const CommandContext& ctx, const VmRecord& vm) const {
-    VmSpec spec;
-    spec.image = vm.image;
-    spec.cpus = vm.cpus;
-    spec.memory_mib = vm.memory_mib;
-    spec.disk_gib = vm.disk_gib;
-    spec.name = vm.name.empty() ? "placeholder" : vm.name;  // stand-ins until recorded
-    spec.id = "placeholder0";
-    spec.egress = vm.egress == "none" ? Egress::kNone : Egress::kFull;
-    spec.authorized_keys = ctx.services.control_authorized_key;
-    spec.env = vm.env;
-    return spec;
   }
 
   static Status SyncGuest(CommandContext& ctx, GuestControl& guests, const VmRecord& src) {
@@ -219,6 +175,7 @@ void RegisterVmCopyCommand(CommandTable& table) {
           "SRC's resources and environment, and SRC's tags unless --no-copy-tags:\n"
           "  cp web-1 web-2\n"
           "  cp web-1 --no-copy-tags\n",
+      .target = {"SRC", VmNeed::kReady},
       .make = [] { return std::make_unique<CopyCommand>(); },
   });
 }

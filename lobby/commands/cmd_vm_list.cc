@@ -6,8 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/text_format.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_view.h"
@@ -94,9 +94,8 @@ class StatCommand final : public Command {
   void DeclareFlags(CLI::App& app) override { app.add_option("VM", vm_, "the VM")->required(); }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
-    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
-    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
-    Result<VmInfo> info = host->Inspect(vm.id);
+    const VmRecord& vm = *ctx.vm;
+    Result<VmInfo> info = ctx.services.vms->Inspect(vm.id);
     if (!info.ok() && info.status().code() != Code::kNotFound) {
       return info.status().Annotate("asking the hypervisor about " + vm.name);
     }
@@ -146,9 +145,8 @@ class ConsoleCommand final : public Command {
     if (lines_ < 1 || lines_ > kMaxConsoleLines) {
       return InvalidArgument("--lines must be 1 to " + std::to_string(kMaxConsoleLines));
     }
-    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
-    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
-    Result<std::string> log = host->Console(vm.id, lines_);
+    const VmRecord& vm = *ctx.vm;
+    Result<std::string> log = ctx.services.vms->Console(vm.id, lines_);
     if (!log.ok()) {
       if (log.status().code() == Code::kNotFound) {
         return NotFound(vm.name + " has no console log: its domain is missing");
@@ -186,6 +184,7 @@ void RegisterVmListCommands(CommandTable& table) {
       .description = "Shows the VM's state as the hypervisor reports it (\"missing\" when its "
                      "domain is gone), uptime, vCPUs, memory, disk, image and tags.\n",
       .read_only = true,
+      .target = {"VM", VmNeed::kExists},
       .make = [] { return std::make_unique<StatCommand>(); },
   });
   table.Add({
@@ -195,6 +194,7 @@ void RegisterVmListCommands(CommandTable& table) {
       .description = "Prints the last lines of the VM's serial console: its boot messages, "
                      "and what to look at when it does not come up.\n",
       .read_only = true,
+      .target = {"VM", VmNeed::kExists},
       .make = [] { return std::make_unique<ConsoleCommand>(); },
   });
 }

@@ -5,8 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_flags.h"
 
@@ -27,7 +27,7 @@ class TagCommand final : public Command {
                               ctx.caller().scope.tag + "\" and may not change tags");
     }
     WARREN_ASSIGN_OR_RETURN(std::vector<std::string> tags, ParseTags(words_));
-    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
+    const VmRecord& vm = *ctx.vm;
     std::vector<std::string> result;
     WARREN_RETURN_IF_ERROR(ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
       if (delete_) {
@@ -69,7 +69,7 @@ class CommentCommand final : public Command {
   Result<CommandResult> Run(CommandContext& ctx) override {
     const std::string comment = JoinWords(words_);
     WARREN_RETURN_IF_ERROR(CheckComment(comment));
-    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
+    const VmRecord& vm = *ctx.vm;
     WARREN_RETURN_IF_ERROR(ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
       r.comment = comment;
       return Status::Ok();
@@ -95,6 +95,7 @@ void RegisterVmMetaCommands(CommandTable& table) {
       .args = "VM TAG…",
       .description = "Adds tags to a VM (-d removes them). Tags group VMs for ls and limit "
                      "what a key or token limited with --tag can see.\n",
+      .target = {"VM", VmNeed::kExists},
       .make = [] { return std::make_unique<TagCommand>(); },
   });
   table.Add({
@@ -103,6 +104,7 @@ void RegisterVmMetaCommands(CommandTable& table) {
       .args = "VM TEXT…",
       .description = "Sets a short note shown by ls -l and stat, at most 200 bytes; "
                      "comment VM \"\" clears it.\n",
+      .target = {"VM", VmNeed::kExists},
       .make = [] { return std::make_unique<CommentCommand>(); },
   });
 }

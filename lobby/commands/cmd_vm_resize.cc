@@ -7,8 +7,8 @@
 
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_flags.h"
@@ -43,30 +43,23 @@ class ResizeCommand final : public Command {
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
-    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    VmHost* host = ctx.services.vms;
     const VmDefaults& d = ctx.services.vm_defaults;
     ResizeSpec spec;
     if (cpu_opt_->count() > 0) {
-      if (cpus_ < 1 || cpus_ > d.max_cpus) {
-        return InvalidArgument("--cpu must be 1 to " + std::to_string(d.max_cpus));
-      }
+      WARREN_RETURN_IF_ERROR(CheckVmCpus(cpus_, d));
       spec.cpus = cpus_;
     }
     if (memory_opt_->count() > 0) {
       WARREN_ASSIGN_OR_RETURN(spec.memory_mib, ParseMemoryMib(memory_));
-      if (spec.memory_mib < 256 || spec.memory_mib > d.max_memory_mib) {
-        return InvalidArgument("--memory must be 256M to " + FormatMib(d.max_memory_mib));
-      }
+      WARREN_RETURN_IF_ERROR(CheckVmMemoryMib(spec.memory_mib, d));
     }
     if (disk_opt_->count() > 0) {
       WARREN_ASSIGN_OR_RETURN(spec.disk_gib, ParseDiskGib(disk_));
-      if (spec.disk_gib < 1 || spec.disk_gib > d.max_disk_gib) {
-        return InvalidArgument("--disk must be 1G to " + std::to_string(d.max_disk_gib) + "G");
-      }
+      WARREN_RETURN_IF_ERROR(CheckVmDiskGib(spec.disk_gib, d));
     }
     WARREN_RETURN_IF_ERROR(ValidateResizeSpec(spec));
-    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
-    WARREN_RETURN_IF_ERROR(RequireReady(vm));
+    VmRecord vm = *ctx.vm;
     if (spec.disk_gib != 0 && spec.disk_gib < vm.disk_gib) {
       return InvalidArgument("the disk only grows: " + vm.name + "'s is " +
                              std::to_string(vm.disk_gib) + " GiB");
@@ -175,6 +168,7 @@ void RegisterVmResizeCommand(CommandTable& table) {
           "next restart (the output says so):\n"
           "  resize web-1 --disk 40G\n"
           "  resize web-1 --cpu 4 --memory 8G\n",
+      .target = {"VM", VmNeed::kReady},
       .make = [] { return std::make_unique<ResizeCommand>(); },
   });
 }

@@ -9,8 +9,8 @@
 #include <CLI/CLI.hpp>
 
 #include "lobby/base/log.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/guest_output.h"
 #include "lobby/commands/job_names.h"
 #include "lobby/commands/vm_access.h"
@@ -38,22 +38,13 @@ class SshCommand final : public Command {
 
   Result<CommandResult> Run(CommandContext& ctx) override {
     WARREN_RETURN_IF_ERROR(CheckWaitSeconds(wait_opt_->count() > 0, wait_seconds_));
-    WARREN_ASSIGN_OR_RETURN(GuestControl * guests, RequireGuests(ctx));
-    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
-    WARREN_RETURN_IF_ERROR(RequireReady(vm));
+    GuestControl* guests = ctx.services.guests;
+    const VmRecord& vm = *ctx.vm;
     // "ssh web -- ls": the "--" only ends our flags.
     if (!words_.empty() && words_.front() == "--") words_.erase(words_.begin());
     if (words_.empty()) {
       return InvalidArgument("give the command to run: ssh " + vm.name + " CMD…; for a shell, " +
                              VmSshCommand(ctx.services.info, vm.name));
-    }
-    Result<VmInfo> info = ctx.services.vms->Inspect(vm.id);
-    if (!info.ok() || info->state != VmState::kRunning) {
-      std::string state = VmStateText(vm, info);
-      std::string hint = state == "paused"    ? "; resume it first"
-                         : state == "missing" ? ""
-                                              : "; start it first";
-      return Conflict(vm.name + " is " + state + hint);
     }
 
     GuestCommand command;
@@ -111,6 +102,7 @@ void RegisterVmSshCommand(CommandTable& table) {
           "reads the rest and `kill JOB` stops it. Output returned in one piece is cut to "
           "its first and last 35 KB or so.\n"
           "For an interactive shell, ssh to NAME@HOST instead.\n",
+      .target = {"VM", VmNeed::kRunning},
       .make = [] { return std::make_unique<SshCommand>(); },
   });
 }

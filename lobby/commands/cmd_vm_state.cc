@@ -7,8 +7,8 @@
 
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
@@ -32,9 +32,8 @@ class StateCommand final : public Command {
   void DeclareFlags(CLI::App& app) override { app.add_option("VM", vm_, "the VM")->required(); }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
-    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
-    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
-    WARREN_RETURN_IF_ERROR(RequireReady(vm));
+    VmHost* host = ctx.services.vms;
+    VmRecord vm = *ctx.vm;
     if (t_.drops_guest && ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
     Status st = (host->*t_.act)(vm.id);
     if (st.code() == Code::kNotFound) {
@@ -123,10 +122,9 @@ class RenameCommand final : public Command {
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
-    WARREN_ASSIGN_OR_RETURN(VmHost * host, RequireVmHost(ctx));
+    VmHost* host = ctx.services.vms;
     WARREN_RETURN_IF_ERROR(CheckVmName(new_name_));
-    WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, vm_));
-    WARREN_RETURN_IF_ERROR(RequireReady(vm));
+    VmRecord vm = *ctx.vm;
     const std::string old_name = vm.name;
     if (new_name_ != old_name) {
       // The store first: it decides whether the name is free.
@@ -160,6 +158,7 @@ void AddTransition(CommandTable& table, const Transition& t, std::string summary
       .summary = std::move(summary),
       .args = "VM",
       .description = std::move(description),
+      .target = {"VM", VmNeed::kReady},
       .make = [&t] { return std::make_unique<StateCommand>(t); },
   });
 }
@@ -181,6 +180,7 @@ void RegisterVmStateCommands(CommandTable& table) {
       .args = "VM NEWNAME",
       .description = "Renames a VM in any state; its ssh name and jobs follow at once, the "
                      "guest's hostname at its next boot.\n",
+      .target = {"VM", VmNeed::kReady},
       .make = [] { return std::make_unique<RenameCommand>(); },
   });
   AddTransition(table, kStart, "start a stopped VM", "Boots a stopped VM.\n");

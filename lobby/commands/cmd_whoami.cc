@@ -1,7 +1,7 @@
 // whoami: the caller's user, whether it is an admin, the limits of the credential in use,
 // and the user's keys with the one in use marked.
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/key_view.h"
 
 namespace warren {

@@ -17,6 +17,7 @@
 #include "keys/store.h"
 #include "lobby/base/status.h"
 #include "lobby/commands/caller.h"
+#include "lobby/commands/command_result.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/session.h"
 
@@ -28,15 +29,23 @@ namespace warren {
 
 class CommandTable;
 
-// What a command produced. Handlers return values and never print: the interpreter renders
-// `text` for people or `data` under --json, so every surface shows the same thing.
-struct CommandResult {
-  nlohmann::json data = nlohmann::json::object();
-  std::string text;
-  // For a command that runs something else which exited non-zero (`ssh VM CMD`): the
-  // session then ends with kCommandFailed and this exit status, and the output above is
-  // still shown. Unset or 0 means success.
-  std::optional<int> exit_status;
+// The one VM a command acts on, declared in its table entry (CommandSpec::target) and
+// resolved at dispatch, once, before Run — as tmux resolves a command's target from its
+// cmd_entry. The caller must see the VM (else "no VM named …", as for one that does not
+// exist) and it must be in the state asked for.
+enum class VmNeed {
+  kNone,     // no target: the command takes no VM, or several (rm VM…), and resolves them
+             // itself through FindVisibleVm (vm_access.h)
+  kExists,   // any phase or state (stat, console, tag, comment, jobs VM)
+  kReady,    // finished being created (start, stop, rename, resize, cp SRC)
+  kRunning,  // ready and running (ssh VM CMD): "NAME is stopped; start it with: …"
+};
+
+struct VmTarget {
+  // The positional that names the VM ("VM", "SRC"). An optional positional left out
+  // resolves nothing (CommandContext::vm stays empty).
+  std::string arg = {};
+  VmNeed need = VmNeed::kNone;
 };
 
 // What a handler may use while it runs.
@@ -47,7 +56,10 @@ struct CommandContext {
   std::string path;   // the command being run: "ssh-key add"
   int64_t now = 0;    // Unix seconds, read once per call
   bool json = false;  // --json was given (streamed progress should stay quiet then)
-  // Set by a command that acts on a VM, for the audit line.
+  // The VM the table entry's target names, resolved before Run; empty without a target.
+  std::optional<VmRecord> vm = {};
+  // The VM acted on, for the audit line: set at dispatch for a target, by the command
+  // otherwise.
   std::string audit_vm = {};
 
   const Caller& caller() const { return session.caller; }
@@ -74,6 +86,7 @@ struct CommandSpec {
   // Runs for every authenticated caller whatever its --cmds: only `help`, so a restricted
   // agent can discover what it may do.
   bool always_allowed = false;
+  VmTarget target = {};  // the VM it acts on, resolved at dispatch
   std::function<std::unique_ptr<Command>()> make = {};
 };
 

@@ -1,6 +1,6 @@
 // CommandTable: every lobby command, by path, with its groups ("ssh-key", "user") — the one
 // table every surface dispatches through, as tmux's cmd_table does. Filled once at startup by
-// RegisterBuiltinCommands (commands.h) and read-only afterwards, so concurrent lookups are
+// RegisterBuiltinCommands (builtin_commands.h) and read-only afterwards, so concurrent lookups are
 // safe; registering after the first lookup is not.
 #pragma once
 

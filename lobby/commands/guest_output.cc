@@ -1,16 +1,9 @@
 #include "lobby/commands/guest_output.h"
 
 namespace warren {
-namespace {
-
-bool IsSshSurface(const Caller& caller) {
-  return caller.surface == "ssh" || caller.surface == "repl";
-}
-
-}  // namespace
 
 GuestOutput::GuestOutput(CommandContext& ctx, std::optional<int> wait_seconds) : ctx_(ctx) {
-  streaming_ = IsSshSurface(ctx.caller()) && !ctx.json;
+  streaming_ = ctx.session.streams_output && !ctx.json;
   // The surface's own default (/exec's "wait_seconds") when the command line gives none.
   if (!wait_seconds.has_value()) wait_seconds = ctx.session.wait_seconds;
   if (wait_seconds.has_value()) {

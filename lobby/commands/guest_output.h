@@ -1,9 +1,9 @@
-// GuestOutput: how `ssh VM CMD` and `wait JOB` deliver a guest command's output. Over an
-// SSH session (surface "ssh" or "repl") without --json the bytes stream straight to the
-// caller's channel; everywhere else (--json, /exec, MCP) they are collected, bounded
-// (HeadTailBuffer) and returned in one piece. It also decides how long to stay attached
-// before handing the command back as a job, and turns the guest's answer into the
-// command's result. One per command call; used by the thread running it.
+// GuestOutput: how `ssh VM CMD` and `wait JOB` deliver a guest command's output. To a
+// session that streams output (CommandSession::streams_output: the SSH channel, the REPL)
+// without --json the bytes go straight to the caller; everywhere else (--json, /exec, MCP)
+// they are collected, bounded (HeadTailBuffer) and returned in one piece. It also decides
+// how long to stay attached before handing the command back as a job, and turns the
+// guest's answer into the command's result. One per command call; used by the thread running it.
 #pragma once
 
 #include <optional>

@@ -9,12 +9,13 @@
 #include "keys/token.h"
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command.h"
 #include "lobby/commands/command_table.h"
-#include "lobby/commands/commands.h"
 #include "lobby/commands/help_text.h"
 #include "lobby/commands/text_format.h"
 #include "lobby/commands/tokenizer.h"
+#include "lobby/commands/vm_access.h"
 
 namespace warren {
 namespace {
@@ -71,6 +72,19 @@ Status UnknownCommand(const CommandTable& table, const Caller& caller,
   return NotFound(message);
 }
 
+// The caller's admin flag as the store has it now; Unauthenticated when its user is gone.
+Status RefreshAdmin(Caller& caller, Store& store) {
+  Result<User> user = store.GetUser(caller.user);
+  if (!user.ok()) {
+    if (user.status().code() == Code::kNotFound) {
+      return Unauthenticated("user " + caller.user + " no longer exists");
+    }
+    return user.status().Annotate("checking your account");
+  }
+  caller.admin = user->admin;
+  return Status::Ok();
+}
+
 // The credential may have changed since the surface authenticated it — a key removed from
 // another session must stop working at once, even inside an open REPL — so it is checked
 // again against the store on every command, and the caller's limits and admin flag are
@@ -88,14 +102,7 @@ Status RefreshCaller(Caller& caller, Store& store, int64_t now) {
     }
     if (key->user != caller.user) return Unauthenticated("this key no longer belongs to you");
     caller.scope = key->scope;
-    Result<User> user = store.GetUser(caller.user);
-    if (!user.ok()) {
-      if (user.status().code() == Code::kNotFound) {
-        return Unauthenticated("user " + caller.user + " no longer exists");
-      }
-      return user.status().Annotate("checking your account");
-    }
-    caller.admin = user->admin;
+    WARREN_RETURN_IF_ERROR(RefreshAdmin(caller, store));
   } else if (!caller.token_label_id.empty()) {
     // The token's limits are signed into it and cannot change; its label and user can.
     Result<TokenLabel> label = store.GetTokenLabel(caller.token_label_id);
@@ -108,20 +115,26 @@ Status RefreshCaller(Caller& caller, Store& store, int64_t now) {
     if (label->user != caller.user) {
       return Unauthenticated("this API token has been revoked (its label was removed)");
     }
-    Result<User> user = store.GetUser(caller.user);
-    if (!user.ok()) {
-      if (user.status().code() == Code::kNotFound) {
-        return Unauthenticated("user " + caller.user + " no longer exists");
-      }
-      return user.status().Annotate("checking your account");
-    }
-    caller.admin = user->admin;
+    WARREN_RETURN_IF_ERROR(RefreshAdmin(caller, store));
   }
   if (caller.scope.Expired(now)) {
     return Unauthenticated(CredentialNoun(caller) + " expired at " +
                            FormatTime(caller.scope.expires_at));
   }
   return Status::Ok();
+}
+
+// Why a read-only session may not run `spec`, naming the commands it may run instead.
+Status ReadOnlyRefusal(const CommandTable& table, const Caller& caller, const CommandSpec& spec) {
+  std::string allowed;
+  for (const CommandSpec& c : table.commands()) {
+    if (!c.read_only || !CheckCommandAllowed(caller, c).ok()) continue;
+    allowed += (allowed.empty() ? "" : ", ") + c.path;
+  }
+  return PermissionDenied("\"" + spec.path +
+                          "\" may change things (a command in a VM may change anything), and "
+                          "this session runs only commands that change nothing: " +
+                          allowed);
 }
 
 Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
@@ -157,6 +170,7 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
   try {
     app->parse(args);
   } catch (const CLI::Success&) {
+    session.help = !WantsJson(argv);
     CommandResult help;
     help.text = CommandHelpText(spec);
     help.data = CommandHelpJson(spec);
@@ -173,11 +187,25 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
     return InvalidArgument(message + " (see \"" + spec.path + " --help\")");
   }
   json = json_flag || session.json;
+  if (spec.path == "help") session.help = !json_flag;
+  if (session.read_only && !spec.read_only) {
+    return ReadOnlyRefusal(table, session.caller, spec);
+  }
+  CommandContext ctx{session, services, table, spec.path, now, json};
+  if (spec.target.need != VmNeed::kNone) {
+    const CLI::Option* arg = app->get_option_no_throw(spec.target.arg);
+    if (arg == nullptr) return Internal("\"" + spec.path + "\" has no " + spec.target.arg);
+    if (!arg->results().empty()) {
+      const std::string& name = arg->results().front();
+      ctx.audit_vm = Echo(name);
+      audit.vm = ctx.audit_vm;
+      WARREN_ASSIGN_OR_RETURN(ctx.vm, ResolveVm(services, session.caller, name, spec.target.need));
+    }
+  }
   if (session.cancel != nullptr && session.cancel->cancelled()) {
     return Cancelled("cancelled before it started");
   }
 
-  CommandContext ctx{session, services, table, spec.path, now, json};
   Result<CommandResult> result = handler->Run(ctx);
   audit.vm = ctx.audit_vm;
   return result;
@@ -189,6 +217,7 @@ void Finish(const Services& services, CommandSession& session, bool json,
             std::chrono::steady_clock::time_point start) {
   if (result.ok()) {
     const CommandResult& r = result.value();
+    session.result = r;
     if (json) {
       session.out->Write(DumpJson(r.data) + "\n");
     } else if (!r.text.empty()) {
@@ -263,6 +292,8 @@ Interpreter::~Interpreter() = default;
 
 void Interpreter::Execute(CommandSession& session) {
   const auto start = std::chrono::steady_clock::now();
+  session.result.reset();
+  session.help = false;
   WithStreams(session, [&] {
     bool json = session.json || WantsJson(session.argv);
     AuditFacts audit;
@@ -291,6 +322,8 @@ void Interpreter::ExecuteLine(CommandSession& session, std::string_view line) {
   if (!words.ok()) {
     const auto start = std::chrono::steady_clock::now();
     session.argv.clear();
+    session.result.reset();
+    session.help = false;
     WithStreams(session, [&] {
       Finish(services_, session, session.json, Result<CommandResult>(words.status()), AuditFacts{},
              start);

@@ -1,6 +1,8 @@
 // Interpreter: the one command interpreter every surface uses. Execute() is the only way
 // in: look up the command -> check the caller's permissions -> parse flags (a fresh
-// CLI::App per call) -> run the handler -> render text or --json -> one audit line.
+// CLI::App per call) -> refuse a change in a read-only session -> resolve the VM the table
+// entry names (CommandSpec::target) -> run the handler -> render text or --json, keep the
+// result on the session -> one audit line.
 // Thread-safe: many sessions may Execute concurrently on one Interpreter.
 #pragma once
 
@@ -101,16 +103,16 @@ class CommandTable;
 
 class Interpreter {
  public:
-  // With the built-in commands (commands.h).
+  // With the built-in commands (builtin_commands.h).
   explicit Interpreter(Services services);
   // With the commands in `table` instead: tests and test-only builds register fixture
   // commands this way. The table must not change afterwards.
   Interpreter(Services services, std::unique_ptr<CommandTable> table);
   ~Interpreter();
 
-  // Runs session.argv. Sets session.status and session.exit_status; writes the command's
-  // output (text, or JSON under --json) to session.out and errors to session.err (or, under
-  // --json, {"error": "..."} to session.out).
+  // Runs session.argv. Sets session.status, exit_status, result and help; writes the
+  // command's output (text, or JSON under --json) to session.out and errors to session.err
+  // (or, under --json, {"error": "..."} to session.out).
   void Execute(CommandSession& session);
 
   // Splits `line` with shell-like quoting (never a shell) into session.argv, then Execute.

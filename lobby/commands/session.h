@@ -1,8 +1,11 @@
 // CommandSession: one command invocation from any surface — the caller, argv, stdin,
-// stdout/stderr sinks, a cancel signal and the resulting exit status. The SSH lobby builds
-// one per exec channel (and per REPL line); the bridge builds one per tool call or /exec
-// request. A session is used by one thread at a time; CancelSignal may be set from any
-// thread; sinks and streams must be safe to call from the thread running the command.
+// stdout/stderr sinks, a cancel signal, what the surface is (whether output may stream,
+// whether only read-only commands may run), and the outcome: status, exit status and the
+// command's result as data. The SSH lobby builds one per exec channel (and per REPL line);
+// the bridge builds one per tool call or /exec request. Surfaces set properties and read
+// the outcome; every rule about commands stays in the interpreter. A session is used by one thread
+// at a time; CancelSignal may be set from any thread; sinks and streams must be safe to call from
+// the thread running the command.
 #pragma once
 
 #include <atomic>
@@ -18,6 +21,7 @@
 #include "lobby/base/status.h"
 #include "lobby/base/streams.h"
 #include "lobby/commands/caller.h"
+#include "lobby/commands/command_result.h"
 
 namespace warren {
 
@@ -34,10 +38,23 @@ struct CommandSession {
   // How long `ssh VM CMD` and `wait` stay attached when the command line gives no
   // --wait-seconds (0..45; /exec's "wait_seconds"). Unset: the surface's default.
   std::optional<int> wait_seconds;
+  // The peer is a live byte stream (an SSH channel or the REPL), so a command in a VM may
+  // stream its output to out/err as it comes (unless --json) instead of collecting it and
+  // returning it in one piece. /exec and MCP leave it off.
+  bool streams_output = false;
+  // Only commands whose table entry is read_only may run (requests for help always may);
+  // any other is refused with PermissionDenied at dispatch. MCP's exec_read_only.
+  bool read_only = false;
 
   // Set by Interpreter::Execute.
   Status status;
   int exit_status = 0;
+  // What the command returned, for surfaces that render it themselves (MCP); unset when it
+  // failed without producing anything (status says why).
+  std::optional<CommandResult> result;
+  // The line only asked for help ("help …", "CMD --help") and not with --json on its
+  // command line: result->text is the answer, for people and models alike.
+  bool help = false;
 };
 
 }  // namespace warren

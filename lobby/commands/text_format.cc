@@ -1,7 +1,6 @@
 #include "lobby/commands/text_format.h"
 
 #include <algorithm>
-#include <ctime>
 
 namespace warren {
 namespace {
@@ -31,16 +30,6 @@ std::string TextTable::Render() const {
     out += line + "\n";
   }
   return out;
-}
-
-std::string FormatTime(int64_t unix_seconds, const std::string& never_text) {
-  if (unix_seconds == 0) return never_text;
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
 }
 
 }  // namespace warren

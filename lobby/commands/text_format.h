@@ -1,10 +1,12 @@
-// Small helpers for the human-readable output of commands: aligned tables and times. Pure
-// functions; thread-safe.
+// Small helpers for the human-readable output of commands: aligned tables, and times (whose
+// one home is lobby/base/time_format.h). Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "lobby/base/time_format.h"
 
 namespace warren {
 
@@ -19,8 +21,5 @@ class TextTable {
  private:
   std::vector<std::vector<std::string>> rows_;
 };
-
-// "2024-05-01 12:00 UTC"; `never_text` for 0.
-std::string FormatTime(int64_t unix_seconds, const std::string& never_text = "never");
 
 }  // namespace warren

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lobby/base/log.h"
+#include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
 
@@ -24,19 +25,51 @@ bool VmVisibleTo(const Caller& caller, const VmRecord& vm) {
   return std::find(vm.tags.begin(), vm.tags.end(), caller.scope.tag) != vm.tags.end();
 }
 
-Result<VmRecord> FindVisibleVm(CommandContext& ctx, std::string_view name) {
-  if (ctx.audit_vm.empty()) ctx.audit_vm = Shown(name);
-  Result<VmRecord> vm = ctx.store().GetVmByName(name);
+Result<VmRecord> FindVisibleVm(Store& store, const Caller& caller, std::string_view name) {
+  Result<VmRecord> vm = store.GetVmByName(name);
   if (!vm.ok()) {
     if (vm.status().code() == Code::kNotFound) {
       return NotFound("no VM named \"" + Shown(name) + "\"; see ls");
     }
     return vm.status();
   }
-  if (!VmVisibleTo(ctx.caller(), *vm)) {
+  if (!VmVisibleTo(caller, *vm)) {
     return NotFound("no VM named \"" + Shown(name) + "\"; see ls");
   }
   return vm;
+}
+
+Result<VmRecord> FindVisibleVm(CommandContext& ctx, std::string_view name) {
+  if (ctx.audit_vm.empty()) ctx.audit_vm = Shown(name);
+  return FindVisibleVm(ctx.store(), ctx.caller(), name);
+}
+
+Result<VmRecord> ResolveVm(Services& services, const Caller& caller, std::string_view name,
+                           VmNeed need) {
+  if (services.vms == nullptr || (need == VmNeed::kRunning && services.guests == nullptr)) {
+    return Unavailable("this server runs no VMs");
+  }
+  WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(*services.store, caller, name));
+  if (need == VmNeed::kReady || need == VmNeed::kRunning) {
+    WARREN_RETURN_IF_ERROR(RequireReady(vm));
+  }
+  if (need == VmNeed::kRunning) WARREN_RETURN_IF_ERROR(CheckVmRunning(services, vm));
+  return vm;
+}
+
+Status CheckVmRunning(const Services& services, const VmRecord& vm) {
+  if (services.vms == nullptr) return Unavailable("this server runs no VMs");
+  Result<VmInfo> info = services.vms->Inspect(vm.id);
+  if (info.ok() && info->state == VmState::kRunning) return Status::Ok();
+  const std::string state = VmStateText(vm, info);
+  const std::string lobby = SshHint(services.info);
+  if (state == "paused") {
+    return Conflict(vm.name + " is paused; resume it with: " + lobby + " resume " + vm.name);
+  }
+  if (state == "missing" || state == "unknown") {
+    return Conflict(vm.name + " is " + state + "; see " + lobby + " stat " + vm.name);
+  }
+  return Conflict(vm.name + " is " + state + "; start it with: " + lobby + " start " + vm.name);
 }
 
 Result<std::vector<VmRecord>> VisibleVms(CommandContext& ctx) {

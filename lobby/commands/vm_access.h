@@ -19,9 +19,24 @@ class GuestControl;
 
 bool VmVisibleTo(const Caller& caller, const VmRecord& vm);
 
-// The VM named `name` if the caller may see it; NotFound ("no VM named …") otherwise.
-// Records the name for the audit line.
+// The one resolver of a VM name for a caller: the VM named `name` if the caller may see
+// it; NotFound ("no VM named …; see ls") otherwise, worded exactly as for a VM that does
+// not exist.
+Result<VmRecord> FindVisibleVm(Store& store, const Caller& caller, std::string_view name);
+// The same for the caller of `ctx`, recording the name for the audit line: for commands
+// that take several VMs or none (rm VM…, jobs, wait JOB).
 Result<VmRecord> FindVisibleVm(CommandContext& ctx, std::string_view name);
+
+// FindVisibleVm, then what `need` asks (CommandSpec::target, resolved at dispatch): that
+// this server runs VMs (Unavailable), that the VM is ready (RequireReady) and that it runs
+// (CheckVmRunning).
+Result<VmRecord> ResolveVm(Services& services, const Caller& caller, std::string_view name,
+                           VmNeed need);
+
+// Conflict unless the hypervisor says `vm` runs, with how to get it there: "web-1 is
+// stopped; start it with: ssh -p 2222 HOST start web-1" (paused: resume; missing or
+// unknown: see stat). Needs services.vms.
+Status CheckVmRunning(const Services& services, const VmRecord& vm);
 
 // The caller's VMs, by name.
 Result<std::vector<VmRecord>> VisibleVms(CommandContext& ctx);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "keys/vm_rules.h"
 #include "lobby/base/log.h"
 #include "lobby/commands/vm_flags.h"
 #include "vmhost/guest_control.h"
@@ -38,6 +39,76 @@ std::string SecondsText(double seconds) {
 
 void Progress(CommandContext& ctx, const std::string& line) {
   if (!ctx.json) ctx.session.err->Write(line + "\n");
+}
+
+Result<VmRecord> PlanNewVm(const CommandContext& ctx, const std::string& name) {
+  VmRecord vm;
+  vm.owner = ctx.caller().user;
+  vm.created_at = ctx.now;
+  vm.desired_state = DesiredState::kRunning;
+  vm.phase = VmPhase::kCreating;
+  if (!name.empty()) {
+    WARREN_RETURN_IF_ERROR(CheckVmName(name));
+    vm.name = name;
+  }
+  return vm;
+}
+
+Status SettleNewVmTags(const CommandContext& ctx, std::vector<std::string>& tags) {
+  // A credential limited to a tag makes VMs it can see.
+  if (!ctx.caller().scope.tag.empty()) MergeTags(tags, {ctx.caller().scope.tag});
+  if (tags.size() > kMaxTagsPerVm) {
+    return InvalidArgument("a VM may carry at most " + std::to_string(kMaxTagsPerVm) + " tags");
+  }
+  return Status::Ok();
+}
+
+VmSpec NewVmSpec(const CommandContext& ctx, const VmRecord& vm) {
+  VmSpec spec;
+  spec.image = vm.image;
+  spec.cpus = vm.cpus;
+  spec.memory_mib = vm.memory_mib;
+  spec.disk_gib = vm.disk_gib;
+  // Stand-ins until RecordAndPrepareVm settles them, so the spec can be checked first.
+  spec.name = vm.name.empty() ? "placeholder" : vm.name;
+  spec.id = "placeholder0";
+  spec.egress = vm.egress == "none" ? Egress::kNone : Egress::kFull;
+  spec.authorized_keys = ctx.services.control_authorized_key;
+  spec.env = vm.env;
+  return spec;
+}
+
+Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const char* verb) {
+  WARREN_RETURN_IF_ERROR(RecordNewVm(ctx, vm));
+  spec.id = vm.id;
+  spec.name = vm.name;
+  if (ctx.services.prepare_vm) {
+    if (Status st = ctx.services.prepare_vm(spec); !st.ok()) {
+      AbandonVm(ctx, vm, /*domain_made=*/false, verb);
+      return st.Annotate("preparing " + vm.name);
+    }
+  }
+  return Status::Ok();
+}
+
+Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
+                   const char* verb) {
+  if (Status st = AwaitGuestReady(ctx, host, guests, vm); !st.ok()) {
+    AbandonVm(ctx, vm, /*domain_made=*/true, verb);
+    return st;
+  }
+  Status ready = ctx.store().UpdateVm(vm.id, [](VmRecord& r) {
+    r.phase = VmPhase::kReady;
+    return Status::Ok();
+  });
+  if (!ready.ok()) {
+    // Removed meanwhile (`rm` from another session), or the store failed: either way
+    // this VM is not the caller's to keep.
+    AbandonVm(ctx, vm, /*domain_made=*/true, verb);
+    return ready.Annotate("recording " + vm.name + " as ready");
+  }
+  vm.phase = VmPhase::kReady;
+  return Status::Ok();
 }
 
 Status RecordNewVm(CommandContext& ctx, VmRecord& vm) {

@@ -1,6 +1,7 @@
-// The steps `new` and `cp` share when they make a VM: write its record first (phase
-// "creating", with a made-up free name when none was given), wait until the booted guest
-// runs a command, and undo everything when a step fails. Stateless functions; thread-safe.
+// The steps `new` and `cp` share when they make a VM: settle its record and spec, write the
+// record first (phase "creating", with a made-up free name when none was given), let the
+// server complete the spec, wait until the booted guest runs a command, record it ready,
+// and undo everything when a step fails. Stateless functions; thread-safe.
 #pragma once
 
 #include <string>
@@ -8,11 +9,32 @@
 #include "keys/store.h"
 #include "lobby/base/status.h"
 #include "lobby/commands/command.h"
+#include "vmhost/vm_host.h"
 
 namespace warren {
 
-class VmHost;
 class GuestControl;
+
+// A VM record to be made for the caller: its owner, creation time, "creating" and wanted
+// running; named `name` (checked) unless it is empty, when RecordNewVm makes one up.
+Result<VmRecord> PlanNewVm(const CommandContext& ctx, const std::string& name);
+
+// Adds the tag a tag-limited credential is held to (so it can see the VM it makes) and
+// checks the count: InvalidArgument past kMaxTagsPerVm.
+Status SettleNewVmTags(const CommandContext& ctx, std::vector<std::string>& tags);
+
+// What the host is asked to make for `vm`: its image, sizes, egress, env and warren's
+// control key; id and name are stand-ins until RecordAndPrepareVm settles them.
+VmSpec NewVmSpec(const CommandContext& ctx, const VmRecord& vm);
+
+// RecordNewVm, then settles spec's id and name and lets services.prepare_vm complete it.
+// A failure of prepare_vm deletes the record again. `verb` ("new", "cp") is for logs.
+Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const char* verb);
+
+// The tail once the host made and booted the VM: AwaitGuestReady, then phase "ready" in
+// the store and in `vm`. Any failure undoes the VM (AbandonVm, domain included).
+Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
+                   const char* verb);
 
 // Writes `vm` (phase creating) with a fresh id, making up a free name when vm.name is empty.
 // Conflict when the asked-for name is taken.

@@ -7,6 +7,8 @@
 #include <random>
 
 #include "keys/scope.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/vm_view.h"
 
 namespace warren {
 namespace {
@@ -70,6 +72,21 @@ Result<int64_t> ParseDiskGib(std::string_view text) {
   return InvalidArgument("disk \"" + std::string(text.substr(0, 32)) +
                          "\" has an unknown unit (disks come in whole GiB); use e.g. " +
                          std::string(kExamples));
+}
+
+Status CheckVmCpus(int cpus, const VmDefaults& limits) {
+  if (cpus >= 1 && cpus <= limits.max_cpus) return Status::Ok();
+  return InvalidArgument("--cpu must be 1 to " + std::to_string(limits.max_cpus));
+}
+
+Status CheckVmMemoryMib(int64_t memory_mib, const VmDefaults& limits) {
+  if (memory_mib >= 256 && memory_mib <= limits.max_memory_mib) return Status::Ok();
+  return InvalidArgument("--memory must be 256M to " + FormatMib(limits.max_memory_mib));
+}
+
+Status CheckVmDiskGib(int64_t disk_gib, const VmDefaults& limits) {
+  if (disk_gib >= 1 && disk_gib <= limits.max_disk_gib) return Status::Ok();
+  return InvalidArgument("--disk must be 1G to " + std::to_string(limits.max_disk_gib) + "G");
 }
 
 Result<std::vector<std::string>> ParseTags(const std::vector<std::string>& words) {

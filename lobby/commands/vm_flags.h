@@ -13,6 +13,8 @@
 
 namespace warren {
 
+struct VmDefaults;
+
 inline constexpr size_t kMaxCommentBytes = 200;
 inline constexpr size_t kMaxTagsPerVm = 32;
 inline constexpr size_t kMaxEnvEntries = 64;
@@ -22,6 +24,12 @@ inline constexpr size_t kMaxEnvValueBytes = 4096;
 Result<int64_t> ParseMemoryMib(std::string_view text);
 // Disk: a bare number is GiB; G/GB/GiB and T/TB/TiB suffixes are accepted.
 Result<int64_t> ParseDiskGib(std::string_view text);
+
+// --cpu, --memory and --disk against this server's limits (VmDefaults::max_*), for `new`
+// and `resize` alike: InvalidArgument naming the range allowed.
+Status CheckVmCpus(int cpus, const VmDefaults& limits);
+Status CheckVmMemoryMib(int64_t memory_mib, const VmDefaults& limits);
+Status CheckVmDiskGib(int64_t disk_gib, const VmDefaults& limits);
 
 // Tags from --tag a,b (repeatable): each ^[a-z][a-z0-9_-]*$; returned sorted, unique.
 Result<std::vector<std::string>> ParseTags(const std::vector<std::string>& words);

@@ -15,6 +15,7 @@ int RunExecCommand(ChannelIo& io, Interpreter& interpreter, const Caller& caller
   CommandSession session;
   session.caller = caller;
   session.caller.surface = "ssh";
+  session.streams_output = true;  // a channel: `ssh VM CMD` streams to it
   session.in = &in;
   session.out = &out;
   session.err = &err;

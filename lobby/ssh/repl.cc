@@ -68,6 +68,7 @@ class Repl {
     session.out = &out;
     session.err = &err;
     session.cancel = io_.cancel();
+    session.streams_output = true;  // a terminal: `ssh VM CMD` streams to it
     interpreter_.ExecuteLine(session, line);
     last_status_ = session.exit_status;
     if (pty_ && !at_line_start) out_.Write("\n");

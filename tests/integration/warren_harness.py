@@ -35,21 +35,23 @@ def _raise_exit(signum, frame):
 signal.signal(signal.SIGTERM, _raise_exit)
 
 
-def _load_exit_statuses():
-    """Code name -> SSH exit status, read from the one mapping in lobby/base/error_map.cc."""
-    path = os.path.join(SOURCE_DIR, "lobby", "base", "error_map.cc")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    table = {}
-    for name, status in re.findall(r"\{Code::k(\w+),\s*(\d+),", text):
-        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-        table[snake] = int(status)
-    if "not_found" not in table:
-        raise RuntimeError("cannot read exit statuses from " + path)
-    return table
+class _ExitStatuses(dict):
+    """Code name -> SSH exit status, as the binary under test reports it: the "errors" of
+    `help --json` (from the one mapping in lobby/base/error_map.cc), asked over SSH of the
+    first server whose host key a test class pins with an admin key (pin_host_key)."""
+
+    def learn(self, help_json):
+        for e in help_json.get("errors", []):
+            self[e["code"]] = int(e["exit_status"])
+        if "not_found" not in self:
+            raise RuntimeError("help --json gave no error model: %r" % help_json)
+
+    def __missing__(self, name):
+        raise KeyError("no exit status for %r (known: %s); the harness learns them from the "
+                       "first lobby server started" % (name, ", ".join(sorted(self)) or "none"))
 
 
-EXIT = _load_exit_statuses()
+EXIT = _ExitStatuses()
 
 
 def _remove_quietly(path):
@@ -213,10 +215,27 @@ class LobbyTestCase(unittest.TestCase):
         return server
 
     @classmethod
+    def _learn_exit_statuses(cls, server, key):
+        args = [
+            "ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+            "-o", "UserKnownHostsFile=" + cls.known_hosts,
+            "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes",
+            "-o", "ConnectTimeout=10", "-p", str(server.port), "-i", key.path,
+            "lobby@127.0.0.1", "help", "--json",
+        ]
+        r = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=30, check=False)
+        if r.returncode != 0:
+            raise RuntimeError("help --json failed (%d): %s" % (r.returncode, r.stderr))
+        EXIT.learn(json.loads(r.stdout))
+
+    @classmethod
     def pin_host_key(cls, server):
         cls.known_hosts = os.path.join(cls.tmp, "known_hosts")
         with open(cls.known_hosts, "w", encoding="ascii") as f:
             f.write("[127.0.0.1]:%d %s\n" % (server.port, server.host_public_key()))
+        if not EXIT and server.admin_key is not None:
+            cls._learn_exit_statuses(server, server.admin_key)
 
     # ---- OpenSSH ----
 

@@ -1,4 +1,5 @@
-# The command interpreter: tokenizer, dispatch and the built-in commands, against a real
+# The command interpreter: tokenizer, dispatch (interpreter_test) and the built-in commands
+# (a cmd_*_test per cmd_*.cc; lobby_test_fixture.h and vm_test_fixture.h), against a real
 # LmdbStore in a temp dir; the VM commands and reconcile against FakeVmHost and
 # FakeGuestControl.
 add_library(warren_test_guest_fake STATIC fakes/fake_guest_control.cc)
@@ -7,8 +8,14 @@ target_link_libraries(warren_test_guest_fake PUBLIC warren_vmhost)
 add_executable(commands_test
   unit/tokenizer_test.cc
   unit/interpreter_test.cc
+  unit/cmd_authorize_test.cc
+  unit/cmd_help_test.cc
+  unit/cmd_ssh_key_test.cc
+  unit/cmd_user_test.cc
+  unit/cmd_whoami_test.cc
   unit/vm_commands_test.cc
-  unit/vm_copy_commands_test.cc
+  unit/cmd_vm_copy_test.cc
+  unit/cmd_vm_resize_test.cc
   unit/job_commands_test.cc
   unit/reconcile_test.cc
   unit/vm_login_test.cc)

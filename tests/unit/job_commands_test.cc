@@ -13,10 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-bool Has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 class JobCommandTest : public VmCommandTest {
  protected:
   void SetUp() override {
@@ -91,6 +87,22 @@ TEST_F(JobCommandTest, WordsAfterTheVmBelongToTheRemoteCommand) {
   o = Exec(Alice(), {"ssh", "web-one"});
   EXPECT_EQ(o.status.code(), Code::kInvalidArgument);
   EXPECT_TRUE(Has(o.err, "ssh -p 2222 web-one@warren.test")) << o.err;
+}
+
+TEST_F(JobCommandTest, SshNeedsARunningVmAndSaysHowToGetThere) {
+  // The target (table entry "VM", running) is resolved at dispatch: nothing runs in the VM.
+  const size_t before = guests_.commands().size();
+  ASSERT_TRUE(Exec(Alice(), {"stop", "web-one"}).status.ok());
+  Outcome o = Exec(Alice(), {"ssh", "web-one", "true"});
+  EXPECT_EQ(o.status.code(), Code::kConflict);
+  EXPECT_TRUE(Has(o.status.message(), "web-one is stopped; start it with: ssh ")) << o.err;
+  EXPECT_TRUE(Has(o.status.message(), " start web-one")) << o.err;
+  ASSERT_TRUE(Exec(Alice(), {"start", "web-one"}).status.ok());
+  ASSERT_TRUE(Exec(Alice(), {"pause", "web-one"}).status.ok());
+  o = Exec(Alice(), {"ssh", "web-one", "true"});
+  EXPECT_TRUE(Has(o.status.message(), "web-one is paused; resume it with: ")) << o.err;
+  EXPECT_EQ(guests_.commands().size(), before);
+  EXPECT_EQ(Exec(Alice(), {"ssh", "no-such-vm", "true"}).status.code(), Code::kNotFound);
 }
 
 TEST_F(JobCommandTest, SshPassesStdin) {

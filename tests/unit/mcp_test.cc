@@ -585,7 +585,9 @@ TEST_F(McpHandlerTest, ExecReadOnlyRefusesSshAndChanges) {
   std::string id = Init();
   json r = Call(id, "exec_read_only", {{"command", "ssh web-one true"}});
   EXPECT_TRUE(r["isError"].get<bool>());
-  EXPECT_NE(Text(r).find("never runs ssh"), std::string::npos);
+  // The interpreter refuses it (ssh is not read-only) and says what may run instead.
+  EXPECT_NE(Text(r).find("runs only commands that change nothing"), std::string::npos) << Text(r);
+  EXPECT_NE(Text(r).find("\"ssh\""), std::string::npos) << Text(r);
   r = Call(id, "exec_read_only", {{"command", "rm web-one"}});
   EXPECT_TRUE(r["isError"].get<bool>());
   EXPECT_TRUE(store_->GetVmByName("web-one").ok());
@@ -642,6 +644,12 @@ TEST_F(McpHandlerTest, CuratedToolsMapOntoCommands) {
   EXPECT_EQ(r["structuredContent"]["stdout"], "hi\n") << r.dump();
   r = Call(id, "get_cli_help", {{"command", "new"}}, "alice", "/mcp/claude");
   EXPECT_NE(Text(r).find("--name"), std::string::npos) << r.dump();
+  // A command given as "help new" is the same question.
+  r = Call(id, "get_cli_help", {{"command", "help new"}}, "alice", "/mcp/claude");
+  EXPECT_NE(Text(r).find("--name"), std::string::npos) << r.dump();
+  r = Call(id, "get_cli_help", json::object(), "alice", "/mcp/claude");
+  EXPECT_FALSE(r["isError"].get<bool>()) << r.dump();
+  EXPECT_NE(Text(r).find("list commands"), std::string::npos) << r.dump();
   // The full tools are not here.
   auto raw = Rpc(id, "tools/call", {{"name", "exec"}, {"arguments", {{"command", "ls"}}}}, "alice",
                  "/mcp/claude");

@@ -17,10 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-bool Has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 // --- new ---------------------------------------------------------------------------------
 
 TEST_F(VmCommandTest, NewWithDefaultsIsReadyAndPrintsHowToReachIt) {
@@ -464,11 +460,7 @@ TEST_F(VmCommandTest, StateTransitions) {
 }
 
 TEST_F(VmCommandTest, AVmStillBeingCreatedRefusesStateChanges) {
-  VmRecord vm;
-  vm.id = "aaaaaaaaaaaa";
-  vm.name = "half-made";
-  vm.owner = "alice";
-  ASSERT_TRUE(store_->CreateVm(vm).ok());  // phase creating
+  HalfMade("half-made");
   EXPECT_EQ(Exec(Alice(), {"stop", "half-made"}).status.code(), Code::kConflict);
   EXPECT_EQ(Exec(Alice(), {"ssh", "half-made", "true"}).status.code(), Code::kConflict);
   EXPECT_EQ(Exec(Alice(), {"ls", "--json"}).Json()["vms"][0]["state"], "creating");

@@ -24,6 +24,18 @@
 
 namespace warren::vmtest {
 
+inline bool Has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Whether the guest was asked to run `command`.
+inline bool Ran(const FakeGuestControl& guests, const std::string& command) {
+  for (const std::string& c : guests.commands()) {
+    if (c == command) return true;
+  }
+  return false;
+}
+
 // Real keys from ssh-keygen -t ed25519.
 inline constexpr const char* kAliceKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpiw2c40u05jE00mSRp+vT+DI/HeS0e/0O9x2wN8yM9 "
@@ -151,6 +163,8 @@ class VmCommandTest : public ::testing::Test {
     s.in = &input;
     s.out = &out;
     s.err = &err;
+    // What the surface the caller names would set: the SSH channel and the REPL stream.
+    s.streams_output = caller.surface == "ssh" || caller.surface == "repl";
     if (cancel != nullptr) s.cancel = cancel;
     interpreter_->Execute(s);
     return {out.str(), err.str(), s.status, s.exit_status};
@@ -162,6 +176,15 @@ class VmCommandTest : public ::testing::Test {
     argv.insert(argv.end(), flags.begin(), flags.end());
     Outcome o = Exec(caller, argv);
     ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  }
+
+  // A VM record of alice's still "creating", as `new` leaves it half-way.
+  void HalfMade(const std::string& name) {
+    VmRecord vm;
+    vm.id = "aaaaaaaaaaaa";
+    vm.name = name;
+    vm.owner = "alice";
+    ASSERT_TRUE(store_->CreateVm(vm).ok());  // phase creating
   }
 
   std::string IdOf(const std::string& name) {

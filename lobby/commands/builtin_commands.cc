@@ -1,4 +1,4 @@
-#include "lobby/commands/commands.h"
+#include "lobby/commands/builtin_commands.h"
 
 namespace warren {
 
