@@ -24,6 +24,20 @@ Status NoSuchVm(std::string_view name) {
   return NotFound("no VM named \"" + Shown(name) + "\"; see ls");
 }
 
+// VM `name` as `caller` may see it, by the visibility rule of every VM command
+// (vm_access.h VmVisibleTo) over the store's lookup. A malformed, unknown or invisible name
+// all answer the same NotFound.
+Result<VmRecord> FindVisibleVmByName(Store& store, const Caller& caller, std::string_view name) {
+  if (!CheckVmName(name).ok()) return NoSuchVm(name);
+  Result<VmRecord> vm = store.GetVmByName(name);
+  if (!vm.ok()) {
+    if (vm.status().code() == Code::kNotFound) return NoSuchVm(name);
+    return vm.status();
+  }
+  if (!VmVisibleTo(caller, *vm)) return NoSuchVm(name);
+  return vm;
+}
+
 }  // namespace
 
 std::optional<std::string> VmLoginTarget(Store& store, const Caller& caller,
@@ -31,9 +45,7 @@ std::optional<std::string> VmLoginTarget(Store& store, const Caller& caller,
   if (login.substr(0, kVmPrefix.size()) == kVmPrefix) {
     return std::string(login.substr(kVmPrefix.size()));
   }
-  if (!CheckVmName(login).ok()) return std::nullopt;
-  Result<VmRecord> vm = store.GetVmByName(login);
-  if (!vm.ok() || !VmVisibleTo(caller, *vm)) return std::nullopt;
+  if (!FindVisibleVmByName(store, caller, login).ok()) return std::nullopt;
   return std::string(login);
 }
 
@@ -45,13 +57,8 @@ Result<VmRecord> AuthorizeVmLogin(Interpreter& interpreter, Caller& caller, std:
   if (ssh.spec == nullptr) return Internal("the ssh command is not registered");
   WARREN_RETURN_IF_ERROR(CheckCommandAllowed(caller, *ssh.spec));
 
-  if (!CheckVmName(name).ok()) return NoSuchVm(name);
-  Result<VmRecord> vm = services.store->GetVmByName(name);
-  if (!vm.ok()) {
-    if (vm.status().code() == Code::kNotFound) return NoSuchVm(name);
-    return vm.status();
-  }
-  if (!VmVisibleTo(caller, *vm)) return NoSuchVm(name);
+  Result<VmRecord> vm = FindVisibleVmByName(*services.store, caller, name);
+  if (!vm.ok()) return vm.status();
   WARREN_RETURN_IF_ERROR(RequireReady(*vm));
   if (services.vms == nullptr || services.guests == nullptr) {
     return Unavailable("this server runs no VMs");
