@@ -17,8 +17,8 @@
 #include <mutex>
 #include <thread>
 
+#include "lobby/base/event_waker.h"
 #include "lobby/base/log.h"
-#include "lobby/ssh/channel_io.h"
 #include "lobby/ssh/host_key.h"
 #include "lobby/ssh/libssh_handles.h"
 #include "lobby/ssh/ssh_connection.h"
@@ -116,7 +116,7 @@ class SshServer::State {
 
   BindPtr bind_;
   int listen_fd_ = -1;
-  std::shared_ptr<Waker> accept_waker_ = std::make_shared<Waker>();
+  std::shared_ptr<EventWaker> accept_waker_ = std::make_shared<EventWaker>();
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};
   bool started_ = false;
