@@ -1,5 +1,7 @@
 #include "vmhost/vm_host.h"
 
+#include "lobby/base/env_name.h"
+
 namespace warren {
 
 std::string_view VmStateName(VmState state) {
@@ -39,20 +41,6 @@ Status ValidateVmName(std::string_view name) {
   }
   return Status::Ok();
 }
-
-namespace {
-
-bool IsEnvKey(std::string_view key) {
-  if (key.empty() || key.size() > 128) return false;
-  for (size_t i = 0; i < key.size(); ++i) {
-    char c = key[i];
-    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (!(alpha || (i > 0 && c >= '0' && c <= '9'))) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 Status ValidateResizeSpec(const ResizeSpec& spec) {
   if (spec.cpus == 0 && spec.memory_mib == 0 && spec.disk_gib == 0) {
@@ -104,7 +92,7 @@ Status ValidateVmSpec(const VmSpec& spec) {
   }
   if (spec.env.size() > 256) return InvalidArgument("at most 256 env variables");
   for (const auto& [key, value] : spec.env) {
-    if (!IsEnvKey(key)) return InvalidArgument("env name must match [A-Za-z_][A-Za-z0-9_]*");
+    if (!ValidEnvName(key)) return InvalidArgument("env name must match [A-Za-z_][A-Za-z0-9_]*");
     if (value.size() > 4096 ||
         value.find_first_of(std::string_view("\n\r\0", 3)) != std::string::npos) {
       return InvalidArgument("env value must be one line of at most 4096 bytes");

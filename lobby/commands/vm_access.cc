@@ -1,5 +1,7 @@
 #include "lobby/commands/vm_access.h"
 
+#include "keys/vm_rules.h"
+
 #include <algorithm>
 
 #include "lobby/base/log.h"
@@ -26,6 +28,8 @@ bool VmVisibleTo(const Caller& caller, const VmRecord& vm) {
 }
 
 Result<VmRecord> FindVisibleVm(Store& store, const Caller& caller, std::string_view name) {
+  // A malformed name is as unknown as any other (a login name may be anything).
+  if (!CheckVmName(name).ok()) return NotFound("no VM named \"" + Shown(name) + "\"; see ls");
   Result<VmRecord> vm = store.GetVmByName(name);
   if (!vm.ok()) {
     if (vm.status().code() == Code::kNotFound) {

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "keys/scope.h"
+#include "lobby/base/env_name.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/vm_view.h"
 
@@ -121,10 +122,7 @@ void MergeTags(std::vector<std::string>& tags, const std::vector<std::string>& m
 Result<std::pair<std::string, std::string>> ParseEnvEntry(std::string_view entry) {
   size_t eq = entry.find('=');
   std::string_view key = entry.substr(0, eq);
-  bool ok = eq != std::string_view::npos && !key.empty() && key.size() <= 128 &&
-            !std::isdigit(static_cast<unsigned char>(key[0]));
-  for (char c : key) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-  if (!ok) {
+  if (eq == std::string_view::npos || !ValidEnvName(key)) {
     return InvalidArgument("--env \"" + std::string(entry.substr(0, 40)) +
                            "\" must be KEY=VALUE with KEY of letters, digits and _, not starting "
                            "with a digit");

@@ -1,45 +1,12 @@
 #include "lobby/ssh/channel_io.h"
 
-#include <chrono>
-
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdint>
+#include <chrono>
 #include <cstring>
 
 namespace warren::ssh {
 
-Waker::Waker() { fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
-
-Waker::~Waker() { Close(); }
-
-void Waker::Wake() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ < 0) return;
-  uint64_t one = 1;
-  // EAGAIN means the counter is saturated: the loop is certainly going to wake.
-  ssize_t ignored = ::write(fd_, &one, sizeof one);
-  (void)ignored;
-}
-
-void Waker::Drain() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ < 0) return;
-  uint64_t value;
-  ssize_t ignored = ::read(fd_, &value, sizeof value);
-  (void)ignored;
-}
-
-void Waker::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
-ChannelIo::ChannelIo(std::shared_ptr<Waker> waker) : waker_(std::move(waker)) {}
+ChannelIo::ChannelIo(std::shared_ptr<EventWaker> waker) : waker_(std::move(waker)) {}
 
 size_t ChannelIo::PushStdin(const char* data, size_t len) {
   std::lock_guard<std::mutex> lock(mu_);

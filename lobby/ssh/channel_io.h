@@ -7,7 +7,7 @@
 // blocks in Write: flow control end to end.
 //
 // Thread-safe: the "owner" methods are called by the connection thread, the "worker"
-// methods by the worker; Cancel() from either. Waker::Wake may be called from any thread.
+// methods by the worker; Cancel() from either. EventWaker::Wake may be called from any thread.
 #pragma once
 
 #include <condition_variable>
@@ -18,38 +18,20 @@
 #include <string>
 #include <string_view>
 
+#include "lobby/base/event_waker.h"
 #include "lobby/base/status.h"
 #include "lobby/commands/session.h"
 
 namespace warren::ssh {
-
-// Wakes a connection's event loop (an eventfd in its ssh_event). Shared with workers, which
-// may outlive the connection's loop by a moment; Wake after Close is a no-op.
-class Waker {
- public:
-  Waker();
-  ~Waker();
-  Waker(const Waker&) = delete;
-  Waker& operator=(const Waker&) = delete;
-
-  bool ok() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
-  void Wake();
-  // Reads away pending wakeups (connection thread).
-  void Drain();
-  void Close();
-
- private:
-  std::mutex mu_;
-  int fd_ = -1;
-};
 
 class ChannelIo {
  public:
   static constexpr size_t kStdinCapacity = 256 * 1024;
   static constexpr size_t kOutputCapacity = 256 * 1024;
 
-  explicit ChannelIo(std::shared_ptr<Waker> waker);
+  // `waker` wakes the connection's event loop (an eventfd in its ssh_event). Workers share
+  // it and may outlive the loop by a moment: a Wake after its Close is a no-op.
+  explicit ChannelIo(std::shared_ptr<EventWaker> waker);
 
   std::shared_ptr<CancelSignal> cancel() const { return cancel_; }
 
@@ -93,7 +75,7 @@ class ChannelIo {
     std::string data;
   };
 
-  std::shared_ptr<Waker> waker_;
+  std::shared_ptr<EventWaker> waker_;
   std::shared_ptr<CancelSignal> cancel_ = std::make_shared<CancelSignal>();
 
   std::mutex mu_;

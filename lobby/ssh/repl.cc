@@ -5,7 +5,7 @@
 
 #include "lobby/commands/tokenizer.h"
 #include "lobby/ssh/line_editor.h"
-#include "lobby/ssh/workers.h"
+#include "lobby/ssh/lobby_workers.h"
 
 namespace warren::ssh {
 namespace {

@@ -13,8 +13,9 @@
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
 #include "lobby/commands/vm_login.h"
-#include "lobby/ssh/workers.h"
-#include "vmhost/guest_control.h"
+#include "lobby/ssh/lobby_workers.h"
+#include "lobby/ssh/session_channel.h"
+#include "lobby/ssh/vm_route.h"
 
 namespace warren::ssh {
 
@@ -23,63 +24,6 @@ std::atomic<int> g_abandoned_workers{0};
 }  // namespace
 
 int AbandonedWorkers() { return g_abandoned_workers.load(); }
-
-namespace {
-
-constexpr size_t kMaxEnvVars = 64;
-constexpr size_t kMaxEnvValue = 4096;
-
-// Which env requests a VM session takes: any [A-Za-z_][A-Za-z0-9_]* name (LANG, LC_*, TERM,
-// whatever SetEnv sends), except WARREN_* (ours, e.g. WARREN_JOB); values up to 4 KiB.
-bool AcceptableEnv(std::string_view name, std::string_view value) {
-  if (name.empty() || name.size() > 128 || value.size() > kMaxEnvValue) return false;
-  if (name.substr(0, 7) == "WARREN_") return false;
-  if (value.find('\0') != std::string_view::npos) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    bool ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-              (i > 0 && c >= '0' && c <= '9');
-    if (!ok) return false;
-  }
-  return true;
-}
-
-// Where `ssh -L`/`-W` may point: a port of the VM itself, however the client names it.
-bool GuestLocalHost(std::string_view host, std::string_view vm_name) {
-  return host == "localhost" || host == "127.0.0.1" || host == "::1" || host == "ip6-localhost" ||
-         host == vm_name;
-}
-
-}  // namespace
-
-// One session channel, seen from the connection thread. libssh's callbacks only record
-// what happened (flags, stdin bytes); Service() acts on it. That keeps every libssh call
-// outside the callbacks, which libssh may run re-entrantly from inside its own functions.
-struct SshConnection::Channel {
-  SshConnection* conn = nullptr;
-  int id = 0;
-  ssh_channel ch = nullptr;
-  ssh_channel_callbacks_struct callbacks{};
-  std::shared_ptr<ChannelIo> io;
-  std::thread worker;
-
-  bool started = false;  // an exec or shell request was accepted
-  bool pty = false;
-  size_t backlog = 0;  // client bytes libssh still holds because stdin was full
-  bool remote_eof = false;
-  bool eof_delivered = false;
-  bool remote_closed = false;
-  bool finished = false;  // exit-status, EOF and close were sent
-  bool broken = false;    // writing to the channel failed
-
-  // VM route.
-  GuestTerminal terminal;  // from pty-req and window-change
-  std::vector<std::pair<std::string, std::string>> env;
-  std::shared_ptr<GuestPipe> pipe;  // a raw channel into the VM (shell, pty, sftp, TCP)
-  std::string pending_in;           // client bytes read from libssh that the pipe had no room for
-  bool tcp = false;                 // a direct-tcpip channel
-  bool eof_sent = false;            // EOF to the client
-};
 
 // The static trampolines libssh calls; each forwards to the connection or channel.
 struct ConnectionCallbacks {
@@ -101,19 +45,11 @@ struct ConnectionCallbacks {
     return 0;
   }
 
-  using Channel = SshConnection::Channel;
   static int Data(ssh_session, ssh_channel, void* data, uint32_t len, int is_stderr, void* ud) {
-    auto* c = static_cast<Channel*>(ud);
+    auto* c = static_cast<SessionChannel*>(ud);
     // Extended data from a client means nothing to us; a closed channel drops input.
     if (is_stderr || c->finished || c->remote_closed || c->broken) return static_cast<int>(len);
-    if (c->pipe != nullptr) {
-      // Into the VM: what the guest side has no room for stays in libssh, as below.
-      size_t n = c->pending_in.empty()
-                     ? c->pipe->Write(std::string_view(static_cast<const char*>(data), len))
-                     : 0;
-      c->backlog = len - n;
-      return static_cast<int>(n);
-    }
+    if (c->pipe != nullptr) return static_cast<int>(VmRoute::PushInput(*c, data, len));
     // libssh hands over everything it holds for the channel (earlier leftovers included), so
     // what stays unconsumed is exactly len - n. While it stays, libssh stops widening the
     // client's window: that is the flow control.
@@ -122,15 +58,15 @@ struct ConnectionCallbacks {
     return static_cast<int>(n);
   }
   static void Eof(ssh_session, ssh_channel, void* ud) {
-    static_cast<Channel*>(ud)->remote_eof = true;
+    static_cast<SessionChannel*>(ud)->remote_eof = true;
   }
   static void Close(ssh_session, ssh_channel, void* ud) {
-    auto* c = static_cast<Channel*>(ud);
+    auto* c = static_cast<SessionChannel*>(ud);
     c->remote_closed = true;
     c->remote_eof = true;
     c->io->Cancel();  // thread-safe and touches no libssh state
   }
-  static void SetTerminal(Channel* c, int width, int height, int pxwidth, int pxheight) {
+  static void SetTerminal(SessionChannel* c, int width, int height, int pxwidth, int pxheight) {
     c->terminal.cols = static_cast<uint32_t>(std::clamp(width, 0, 10000));
     c->terminal.rows = static_cast<uint32_t>(std::clamp(height, 0, 10000));
     c->terminal.width_px = static_cast<uint32_t>(std::clamp(pxwidth, 0, 1 << 20));
@@ -138,7 +74,7 @@ struct ConnectionCallbacks {
   }
   static int PtyRequest(ssh_session, ssh_channel, const char* term, int width, int height,
                         int pxwidth, int pxheight, void* ud) {
-    auto* c = static_cast<Channel*>(ud);
+    auto* c = static_cast<SessionChannel*>(ud);
     if (c->started) return -1;
     c->pty = true;
     std::string_view t = term == nullptr ? "" : term;
@@ -148,70 +84,51 @@ struct ConnectionCallbacks {
   }
   static int PtyResize(ssh_session, ssh_channel, int width, int height, int pxwidth, int pxheight,
                        void* ud) {
-    auto* c = static_cast<Channel*>(ud);
+    auto* c = static_cast<SessionChannel*>(ud);
     SetTerminal(c, width, height, pxwidth, pxheight);
     if (c->pipe != nullptr) c->pipe->Resize(c->terminal);  // thread-safe, no libssh
     return 0;
   }
   static void Signal(ssh_session, ssh_channel, const char* signal, void* ud) {
-    auto* c = static_cast<Channel*>(ud);
+    auto* c = static_cast<SessionChannel*>(ud);
     std::string_view sig = signal == nullptr ? "" : signal;
     if (c->pipe != nullptr && !sig.empty() && sig.size() <= 16) c->pipe->Signal(sig);
   }
   static int Shell(ssh_session, ssh_channel, void* ud) {
-    auto* c = static_cast<Channel*>(ud);
-    if (c->conn->route_ == LoginRoute::kVm) {
-      return c->conn->StartVmSession(*c, static_cast<int>(GuestChannelRequest::Kind::kShell), "")
-                 ? 0
-                 : -1;
+    auto* c = static_cast<SessionChannel*>(ud);
+    if (VmRoute* vm = c->conn->vm_route_.get()) {
+      return vm->StartSession(*c, GuestChannelRequest::Kind::kShell, "") ? 0 : -1;
     }
     return c->conn->StartWorker(*c, /*shell=*/true, "") ? 0 : -1;
   }
   static int Exec(ssh_session, ssh_channel, const char* command, void* ud) {
-    auto* c = static_cast<Channel*>(ud);
-    if (c->conn->route_ == LoginRoute::kVm) {
-      return c->conn->StartVmSession(*c, static_cast<int>(GuestChannelRequest::Kind::kExec),
-                                     command == nullptr ? "" : command)
-                 ? 0
-                 : -1;
+    auto* c = static_cast<SessionChannel*>(ud);
+    std::string line = command == nullptr ? "" : command;
+    if (VmRoute* vm = c->conn->vm_route_.get()) {
+      return vm->StartSession(*c, GuestChannelRequest::Kind::kExec, std::move(line)) ? 0 : -1;
     }
-    return c->conn->StartWorker(*c, /*shell=*/false, command == nullptr ? "" : command) ? 0 : -1;
+    return c->conn->StartWorker(*c, /*shell=*/false, std::move(line)) ? 0 : -1;
   }
   static int Env(ssh_session, ssh_channel, const char* name, const char* value, void* ud) {
-    auto* c = static_cast<Channel*>(ud);
+    auto* c = static_cast<SessionChannel*>(ud);
+    VmRoute* vm = c->conn->vm_route_.get();
     // The lobby accepts and ignores them (OpenSSH sends LANG and friends).
-    if (c->conn->route_ != LoginRoute::kVm) return 0;
-    std::string_view n = name == nullptr ? "" : name;
-    std::string_view v = value == nullptr ? "" : value;
-    if (c->started || c->env.size() >= kMaxEnvVars || !AcceptableEnv(n, v)) return -1;
-    for (auto& [k, old] : c->env) {
-      if (k == n) {
-        old = std::string(v);
-        return 0;
-      }
-    }
-    c->env.emplace_back(std::string(n), std::string(v));
-    return 0;
+    if (vm == nullptr) return 0;
+    return vm->TakeEnv(*c, name == nullptr ? "" : name, value == nullptr ? "" : value) ? 0 : -1;
   }
   static int Subsystem(ssh_session, ssh_channel, const char* subsystem, void* ud) {
-    auto* c = static_cast<Channel*>(ud);
-    std::string_view name = subsystem == nullptr ? "" : subsystem;
-    if (c->conn->route_ == LoginRoute::kVm && name == "sftp") {
-      return c->conn->StartVmSession(*c, static_cast<int>(GuestChannelRequest::Kind::kSubsystem),
-                                     "sftp")
-                 ? 0
-                 : -1;
+    auto* c = static_cast<SessionChannel*>(ud);
+    std::string name = subsystem == nullptr ? "" : subsystem;
+    if (VmRoute* vm = c->conn->vm_route_.get()) {
+      return vm->StartSession(*c, GuestChannelRequest::Kind::kSubsystem, std::move(name)) ? 0 : -1;
     }
     LogInfo("ssh subsystem refused peer=" + c->conn->peer_ + " subsystem=" + LogQuote(name) +
-            (c->conn->route_ == LoginRoute::kVm ? " reason=\"only sftp\""
-                                                : " reason=\"not available in the lobby\""));
+            " reason=\"not available in the lobby\"");
     return -1;  // the client reports "subsystem request failed"
   }
 };
 
 namespace {
-
-constexpr size_t kMaxWriteChunk = size_t{32} * 1024;
 
 std::string KeyLine(ssh_key key) {
   char* b64_raw = nullptr;
@@ -272,7 +189,7 @@ SshConnection::SshConnection(const ConnectionConfig& config, SessionPtr session,
       session_(std::move(session)),
       peer_(std::move(peer)),
       started_(std::chrono::steady_clock::now()),
-      waker_(std::make_shared<Waker>()) {
+      waker_(std::make_shared<EventWaker>()) {
   socket_fd_ = ssh_get_fd(session_.get());
 }
 
@@ -357,18 +274,18 @@ void SshConnection::Run() {
 }
 
 void SshConnection::Service() {
-  std::vector<Channel*> snapshot;
+  std::vector<SessionChannel*> snapshot;
   snapshot.reserve(channels_.size());
   for (auto& [id, c] : channels_) snapshot.push_back(c.get());
   // Channels are only ever freed in ReapChannels, so the pointers stay valid even when a
   // libssh call below runs callbacks (which may open new channels).
-  for (Channel* c : snapshot) ServiceChannel(*c);
+  for (SessionChannel* c : snapshot) ServiceChannel(*c);
   ReapChannels();
 }
 
-void SshConnection::ServiceChannel(Channel& c) {
+void SshConnection::ServiceChannel(SessionChannel& c) {
   if (c.pipe != nullptr) {
-    ServiceVmChannel(c);
+    vm_route_->Service(c);  // a raw channel into the VM
     return;
   }
   // Stdin: move what libssh kept back into the buffer the worker has since made room in.
@@ -408,17 +325,14 @@ void SshConnection::ServiceChannel(Channel& c) {
   }
 }
 
-void SshConnection::FlushOutput(Channel& c) {
+void SshConnection::FlushOutput(SessionChannel& c) {
   std::string bytes;
   bool is_stderr = false;
   for (;;) {
-    if (!ssh_channel_is_open(c.ch)) return;
-    uint32_t window = ssh_channel_window_size(c.ch);
-    if (window == 0) return;  // resumes when the client's window adjust wakes the loop
-    if (!c.io->PeekOutput(std::min<size_t>(window, kMaxWriteChunk), &bytes, &is_stderr)) return;
-    int n = is_stderr
-                ? ssh_channel_write_stderr(c.ch, bytes.data(), static_cast<uint32_t>(bytes.size()))
-                : ssh_channel_write(c.ch, bytes.data(), static_cast<uint32_t>(bytes.size()));
+    size_t room = WritableNow(c.ch);
+    if (room == 0) return;
+    if (!c.io->PeekOutput(room, &bytes, &is_stderr)) return;
+    int n = WriteToClient(c.ch, is_stderr, bytes);
     if (n < 0) {
       c.broken = true;
       c.io->Cancel();
@@ -431,7 +345,7 @@ void SshConnection::FlushOutput(Channel& c) {
 
 void SshConnection::ReapChannels() {
   for (auto it = channels_.begin(); it != channels_.end();) {
-    Channel& c = *it->second;
+    SessionChannel& c = *it->second;
     bool closed = c.finished || c.remote_closed || c.broken;
     bool worker_running = c.worker.joinable() && !c.io->worker_done();
     if (!closed || worker_running) {
@@ -448,8 +362,8 @@ void SshConnection::ReapChannels() {
   }
 }
 
-bool SshConnection::StartWorker(Channel& c, bool shell, std::string command) {
-  if (c.started || !authenticated_ || route_ != LoginRoute::kLobby) return false;
+bool SshConnection::StartWorker(SessionChannel& c, bool shell, std::string command) {
+  if (c.started || !authenticated_ || vm_route_ != nullptr) return false;
   auto io = c.io;
   Interpreter* interpreter = config_.interpreter;
   Caller caller = caller_;
@@ -473,240 +387,18 @@ bool SshConnection::StartWorker(Channel& c, bool shell, std::string command) {
   return true;
 }
 
-namespace {
-
-const char* VmChannelKindName(int kind, bool pty) {
-  switch (static_cast<GuestChannelRequest::Kind>(kind)) {
-    case GuestChannelRequest::Kind::kShell:
-      return pty ? "shell" : "shell-nopty";
-    case GuestChannelRequest::Kind::kExec:
-      return pty ? "exec-pty" : "exec";
-    case GuestChannelRequest::Kind::kSubsystem:
-      return "sftp";
-    case GuestChannelRequest::Kind::kTcp:
-      return "tcp";
-  }
-  return "?";
-}
-
-}  // namespace
-
-void SshConnection::AuditVm(std::string_view what, const Status& st) {
-  // The lobby's audit line shape; never the command line or bytes.
-  LogInfo("audit cmd=\"ssh\" vm=" + LogQuote(vm_name_) + " channel=" + LogQuote(what) +
-          " caller=" + LogQuote(caller_.credential) + " user=" + LogQuote(caller_.user) +
-          " surface=\"ssh-vm\" code=" + std::string(CodeName(st.code())) +
-          (st.ok() ? "" : " error=" + LogQuote(st.message())));
-}
-
-void SshConnection::FailChannel(Channel& c, const Status& why) {
-  // Said on the channel, then exit-status -> EOF -> close through the ChannelIo, as when a
-  // lobby command fails. With a terminal there is one stream and the client's tty is raw.
-  std::string text = "error: " + why.message() + (c.pty ? "\r\n" : "\n");
-  c.io->WriteOutput(/*is_stderr=*/!c.pty, text);  // an empty queue: never blocks
-  c.io->Finish(ExitStatusFor(why.code()));
-  c.started = true;
-}
-
-bool SshConnection::StartVmSession(Channel& c, int kind_int, std::string command) {
-  if (c.started || !authenticated_) return false;
-  auto kind = static_cast<GuestChannelRequest::Kind>(kind_int);
-  const char* what = VmChannelKindName(kind_int, c.pty);
-  c.started = true;
-  // Checked for every channel: a key removed or narrowed since the login stops here.
-  Result<VmRecord> vm = AuthorizeVmLogin(*config_.interpreter, caller_, vm_name_);
-  AuditVm(what, vm.status());
-  if (!vm.ok()) {
-    FailChannel(c, vm.status());
-    return true;
-  }
-  GuestControl* guests = config_.interpreter->services().guests;
-  if (kind == GuestChannelRequest::Kind::kExec && !c.pty) {
-    // A command without a terminal (also what scp -O runs) goes through the guest runner,
-    // like `ssh VM CMD`: exact stdout/stderr/exit status, and closing the channel kills the
-    // command's whole process tree.
-    GuestCommand cmd;
-    cmd.command = std::move(command);
-    cmd.env = c.env;
-    auto io = c.io;
-    std::string vm_id = vm->id;
-    try {
-      c.worker = std::thread([io, guests, vm_id, cmd = std::move(cmd)] {
-        int status = ExitStatusFor(Code::kInternal);
-        try {
-          status = RunVmCommand(*io, *guests, vm_id, cmd);
-        } catch (const std::exception& e) {
-          LogError(std::string("ssh vm worker failed: ") + e.what());
-        }
-        io->Finish(status);
-      });
-    } catch (const std::system_error& e) {
-      LogError(std::string("ssh cannot start a worker thread: ") + e.what());
-      FailChannel(c, Unavailable("the server is out of threads"));
-    }
-    return true;
-  }
-  GuestChannelRequest req;
-  req.kind = kind;
-  req.command = std::move(command);
-  if (c.pty) req.terminal = c.terminal;
-  req.env = c.env;
-  std::shared_ptr<Waker> waker = waker_;
-  Result<std::shared_ptr<GuestPipe>> pipe =
-      guests->OpenChannel(vm->id, req, [waker] { waker->Wake(); });
-  if (!pipe.ok()) {
-    FailChannel(c, pipe.status());
-    return true;
-  }
-  c.pipe = std::move(pipe).value();
-  return true;
-}
-
 bool SshConnection::OpenVmTcp(ssh_message message) {
   if (static_cast<int>(channels_.size()) >= config_.max_vm_channels) {
     LogInfo("ssh channel refused peer=" + peer_ +
             " type=direct-tcpip reason=\"too many channels\"");
     return false;
   }
-  const char* dest_raw = ssh_message_channel_request_open_destination(message);
-  std::string dest = dest_raw == nullptr ? "" : dest_raw;
-  int port = ssh_message_channel_request_open_destination_port(message);
-  const char* orig_raw = ssh_message_channel_request_open_originator(message);
-  int orig_port = ssh_message_channel_request_open_originator_port(message);
-  if (!GuestLocalHost(dest, vm_name_) || port <= 0 || port > 65535) {
-    LogInfo("ssh channel refused peer=" + peer_ + " type=direct-tcpip dest=" + LogQuote(dest) +
-            " reason=\"only ports inside the VM (localhost:PORT)\"");
-    return false;
-  }
-  Result<VmRecord> vm = AuthorizeVmLogin(*config_.interpreter, caller_, vm_name_);
-  AuditVm("tcp:" + std::to_string(port), vm.status());
-  if (!vm.ok()) return false;  // the client sees "administratively prohibited"
-  GuestChannelRequest req;
-  req.kind = GuestChannelRequest::Kind::kTcp;
-  req.port = static_cast<uint16_t>(port);
-  std::string orig = orig_raw == nullptr ? "" : orig_raw;
-  req.originator = orig.empty() || orig.size() > 64 ? "127.0.0.1" : orig;
-  req.originator_port = static_cast<uint16_t>(std::clamp(orig_port, 0, 65535));
-  std::shared_ptr<Waker> waker = waker_;
-  Result<std::shared_ptr<GuestPipe>> pipe =
-      config_.interpreter->services().guests->OpenChannel(vm->id, req, [waker] { waker->Wake(); });
-  if (!pipe.ok()) {
-    LogInfo("ssh direct-tcpip failed peer=" + peer_ +
-            " error=" + LogQuote(pipe.status().message()));
-    return false;
-  }
-  // Accepted at once (libssh answers an open only inside this callback); when nothing in the
-  // guest listens on the port, the channel is closed as soon as the guest says so.
-  ssh_channel ch = ssh_message_channel_request_open_reply_accept(message);
-  if (ch == nullptr) {
-    (*pipe)->Close();
-    return true;  // the reply could not be sent: the connection is failing anyway
-  }
-  Channel* c = NewChannel(ch);
-  if (c == nullptr) {
-    (*pipe)->Close();
-    ssh_channel_close(ch);
-    return true;
-  }
-  c->tcp = true;
-  c->started = true;
-  c->pipe = std::move(pipe).value();
-  return true;
-}
-
-void SshConnection::FlushVmOutput(Channel& c) {
-  std::string bytes;
-  for (bool is_stderr : {false, true}) {
-    for (;;) {
-      if (!ssh_channel_is_open(c.ch)) return;
-      uint32_t window = ssh_channel_window_size(c.ch);
-      if (window == 0) return;  // resumes when the client's window adjust wakes the loop
-      if (!c.pipe->PeekOutput(is_stderr, std::min<size_t>(window, kMaxWriteChunk), &bytes)) break;
-      int n =
-          is_stderr
-              ? ssh_channel_write_stderr(c.ch, bytes.data(), static_cast<uint32_t>(bytes.size()))
-              : ssh_channel_write(c.ch, bytes.data(), static_cast<uint32_t>(bytes.size()));
-      if (n < 0) {
-        c.broken = true;
-        c.pipe->Close();
-        return;
-      }
-      c.pipe->ConsumeOutput(is_stderr, static_cast<size_t>(n));
-      if (static_cast<size_t>(n) < bytes.size()) return;
-    }
-  }
-}
-
-void SshConnection::ServiceVmChannel(Channel& c) {
-  GuestPipe& p = *c.pipe;
-  if (c.finished || c.broken) return;
-  if (c.remote_closed) {
-    p.Close();
-    return;
-  }
-  // Client -> guest: what libssh kept back, once the pipe has room again.
-  if (!c.pending_in.empty()) c.pending_in.erase(0, p.Write(c.pending_in));
-  while (c.pending_in.empty() && c.backlog > 0) {
-    char buf[16 * 1024];
-    size_t want = std::min(c.backlog, sizeof buf);
-    int n = ssh_channel_read_nonblocking(c.ch, buf, static_cast<uint32_t>(want), 0);
-    if (n <= 0) {
-      c.backlog = 0;
-      break;
-    }
-    size_t got = static_cast<size_t>(n);
-    c.backlog -= std::min(c.backlog, got);
-    size_t taken = p.Write(std::string_view(buf, got));
-    if (taken < got) c.pending_in.assign(buf + taken, got - taken);
-  }
-  if (c.remote_eof && c.backlog == 0 && c.pending_in.empty() && !c.eof_delivered) {
-    p.CloseInput();
-    c.eof_delivered = true;
-  }
-  if (p.opening()) return;
-
-  // Guest -> client, then the end in the order clients rely on.
-  FlushVmOutput(c);
-  if (c.broken) return;
-  GuestPipe::End end = p.end();
-  Status st = p.status();
-  if (!st.ok() && !end.closed) {
-    std::string rest;
-    if (p.PeekOutput(false, 1, &rest) || p.PeekOutput(true, 1, &rest)) return;  // flush first
-    LogInfo("ssh vm channel failed peer=" + peer_ + " vm=" + LogQuote(vm_name_) +
-            " error=" + LogQuote(st.message()));
-    p.Close();
-    if (c.tcp) {
-      // A TCP forward has no stderr: the client sees its connection closed.
-      if (!c.eof_sent) ssh_channel_send_eof(c.ch);
-      ssh_channel_close(c.ch);
-      c.finished = true;
-    } else {
-      c.pipe.reset();
-      FailChannel(c, st);
-    }
-    return;
-  }
-  if (end.output_eof && !c.eof_sent) {
-    ssh_channel_send_eof(c.ch);
-    c.eof_sent = true;
-  }
-  if (end.closed) {
-    if (end.exit_status.has_value()) {
-      ssh_channel_request_send_exit_status(c.ch, *end.exit_status);
-    } else if (!end.exit_signal.empty()) {
-      ssh_channel_request_send_exit_signal(c.ch, end.exit_signal.c_str(), 0, "", "");
-    }
-    if (!c.eof_sent) ssh_channel_send_eof(c.ch);
-    c.eof_sent = true;
-    ssh_channel_close(c.ch);
-    c.finished = true;
-  }
+  return vm_route_->OpenTcp(message, [this](ssh_channel ch) { return NewChannel(ch); });
 }
 
 ssh_channel SshConnection::OnChannelOpen() {
   if (!authenticated_ || stop_requested_.load()) return nullptr;
-  int limit = route_ == LoginRoute::kVm ? config_.max_vm_channels : config_.max_channels;
+  int limit = vm_route_ != nullptr ? config_.max_vm_channels : config_.max_channels;
   if (static_cast<int>(channels_.size()) >= limit) {
     LogInfo("ssh channel refused peer=" + peer_ +
             " reason=\"too many channels\" limit=" + std::to_string(limit));
@@ -721,8 +413,8 @@ ssh_channel SshConnection::OnChannelOpen() {
   return ch;
 }
 
-SshConnection::Channel* SshConnection::NewChannel(ssh_channel ch) {
-  auto c = std::make_unique<Channel>();
+SessionChannel* SshConnection::NewChannel(ssh_channel ch) {
+  auto c = std::make_unique<SessionChannel>();
   c->conn = this;
   c->id = next_channel_id_++;
   c->ch = ch;
@@ -742,7 +434,7 @@ SshConnection::Channel* SshConnection::NewChannel(ssh_channel ch) {
   ssh_callbacks_init(&cb);
   if (ssh_set_channel_callbacks(ch, &cb) != SSH_OK) return nullptr;
   ++channels_opened_;
-  Channel* raw = c.get();
+  SessionChannel* raw = c.get();
   channels_.emplace(c->id, std::move(c));
   return raw;
 }
@@ -816,12 +508,12 @@ int SshConnection::OnAuthPubkey(const char* user, ssh_key pubkey, char signature
   // VMs (or says vm+NAME), or it reaches the lobby.
   std::optional<std::string> vm = VmLoginTarget(*config_.store, caller_, login_name_);
   if (vm.has_value()) {
-    route_ = LoginRoute::kVm;
-    vm_name_ = *vm;
+    vm_route_ = std::make_unique<VmRoute>(*config_.interpreter, caller_, *vm, waker_, peer_);
   }
-  LogInfo("ssh login peer=" + peer_ + " login=" + LogQuote(login_name_) +
-          " user=" + LogQuote(caller_.user) + " key=" + *fp +
-          (route_ == LoginRoute::kVm ? " route=vm vm=" + LogQuote(vm_name_) : " route=lobby"));
+  LogInfo(
+      "ssh login peer=" + peer_ + " login=" + LogQuote(login_name_) +
+      " user=" + LogQuote(caller_.user) + " key=" + *fp +
+      (vm_route_ != nullptr ? " route=vm vm=" + LogQuote(vm_route_->vm_name()) : " route=lobby"));
   return SSH_AUTH_SUCCESS;
 }
 
@@ -845,7 +537,7 @@ int SshConnection::OnMessage(ssh_message message) {
       }
       break;  // the default reply: failure, "publickey" may continue
     case SSH_REQUEST_CHANNEL_OPEN:
-      if (subtype == SSH_CHANNEL_DIRECT_TCPIP && authenticated_ && route_ == LoginRoute::kVm) {
+      if (subtype == SSH_CHANNEL_DIRECT_TCPIP && authenticated_ && vm_route_ != nullptr) {
         return OpenVmTcp(message) ? 0 : 1;
       }
       LogInfo("ssh channel refused peer=" + peer_ + " type=" + ChannelTypeName(subtype) +

@@ -1,14 +1,12 @@
 // SshConnection: one client connection, from key exchange to disconnect. After
 // authentication the login name decides, once, where the connection leads: the lobby
-// (commands, the REPL) or a VM (`ssh NAME@HOST`, `vm+NAME@HOST`: shells, commands, sftp and
-// port forwards inside that VM).
+// (commands, the REPL), served here, or a VM (`ssh NAME@HOST`, `vm+NAME@HOST`), served by
+// the connection's VmRoute (lobby/ssh/vm_route.h).
 // Run() executes on the connection's own thread, which owns the libssh session and every
 // channel on it (libssh sessions are not thread-safe): it does the key exchange, answers
-// authentication, and runs the session's ssh_event loop. A lobby channel's command or REPL,
-// and a VM channel's non-terminal command (run under the guest runner), run on a worker
-// thread of their own and talk to this thread through a ChannelIo; a VM channel's shell,
-// terminal command, sftp or TCP forward is bridged by this thread itself to a GuestPipe (a
-// raw channel on the VM's control connection). An eventfd in the event loop wakes it;
+// authentication, and runs the session's ssh_event loop. A lobby channel's command or REPL
+// runs on a worker thread of its own (lobby_workers.h) and talks to this thread through a
+// ChannelIo; what a VM channel runs is VmRoute's. An EventWaker in the event loop wakes it;
 // nothing else touches the session.
 // Stop() may be called from any thread.
 #pragma once
@@ -23,9 +21,9 @@
 
 #include "keys/store.h"
 #include "lobby/base/clock.h"
+#include "lobby/base/event_waker.h"
 #include "lobby/commands/caller.h"
 #include "lobby/commands/interpreter.h"
-#include "lobby/ssh/channel_io.h"
 #include "lobby/ssh/libssh_handles.h"
 
 #include <libssh/callbacks.h>
@@ -33,6 +31,8 @@
 namespace warren::ssh {
 
 class SshConnection;
+struct SessionChannel;
+class VmRoute;
 
 // What every connection of one server shares. All pointers outlive the connections.
 struct ConnectionConfig {
@@ -50,9 +50,6 @@ struct ConnectionConfig {
   // an error refuses the login like a failed attempt (the server's login limits).
   std::function<Status(const SshConnection& conn, const std::string& user)> admit_login;
 };
-
-// Where a connection leads, decided once after authentication (lobby/commands/vm_login.h).
-enum class LoginRoute { kLobby, kVm };
 
 // How many command threads, process-wide, ignored cancellation and were left running when
 // their connection ended. Non-zero means the process should exit without destructors.
@@ -72,26 +69,19 @@ class SshConnection {
   void Stop();
 
  private:
-  struct Channel;
   friend struct ConnectionCallbacks;
 
   bool Alive();
   void Service();
-  void ServiceChannel(Channel& c);
-  void FlushOutput(Channel& c);
+  void ServiceChannel(SessionChannel& c);
+  void FlushOutput(SessionChannel& c);
   void ReapChannels();
   void Teardown();
-  bool StartWorker(Channel& c, bool shell, std::string command);
-  // VM route: starts what a session channel asked for (kShell, kExec, kSubsystem). Always
-  // accepts the request; a refusal (not allowed, not running...) is written to the
-  // client's stderr with its exit status, which says more than a failed request would.
-  bool StartVmSession(Channel& c, int kind, std::string command);
+  // Lobby: the exec request's command or the shell's REPL on a worker thread.
+  bool StartWorker(SessionChannel& c, bool shell, std::string command);
+  // VM route: a direct-tcpip open, within the connection's channel limit.
   bool OpenVmTcp(ssh_message message);
-  void FailChannel(Channel& c, const Status& why);
-  void ServiceVmChannel(Channel& c);
-  void FlushVmOutput(Channel& c);
-  Channel* NewChannel(ssh_channel ch);
-  void AuditVm(std::string_view what, const Status& st);
+  SessionChannel* NewChannel(ssh_channel ch);
   void SendAccessBannerOnce(const std::string& key_line);
   void CountAuthFailure(std::string_view method, std::string_view reason,
                         std::string_view fingerprint);
@@ -107,7 +97,7 @@ class SshConnection {
   std::string peer_;
   std::chrono::steady_clock::time_point started_;
 
-  std::shared_ptr<Waker> waker_;
+  std::shared_ptr<EventWaker> waker_;
   EventPtr event_;
   ssh_server_callbacks_struct server_callbacks_{};
   std::atomic<bool> stop_requested_{false};
@@ -124,12 +114,11 @@ class SshConnection {
   bool banner_sent_ = false;
   std::string login_name_;
   Caller caller_;
-  LoginRoute route_ = LoginRoute::kLobby;
-  std::string vm_name_;  // kVm: the VM the login name asked for
+  std::unique_ptr<VmRoute> vm_route_;  // set when the login name leads into a VM
 
   int next_channel_id_ = 0;
   int channels_opened_ = 0;
-  std::map<int, std::unique_ptr<Channel>> channels_;
+  std::map<int, std::unique_ptr<SessionChannel>> channels_;
 };
 
 }  // namespace warren::ssh

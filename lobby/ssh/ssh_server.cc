@@ -20,8 +20,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "lobby/base/event_waker.h"
 #include "lobby/base/log.h"
-#include "lobby/ssh/channel_io.h"
 #include "lobby/ssh/host_key.h"
 #include "lobby/ssh/libssh_handles.h"
 #include "lobby/ssh/ssh_connection.h"
@@ -192,7 +192,7 @@ class SshServer::State {
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   // Wakes the listener: to stop, or because a handshake slot came free.
-  std::shared_ptr<Waker> waker_ = std::make_shared<Waker>();
+  std::shared_ptr<EventWaker> waker_ = std::make_shared<EventWaker>();
   std::thread listener_;
   std::atomic<bool> stopping_{false};
   bool started_ = false;

@@ -1,10 +1,13 @@
-// `ssh NAME@HOST`: which login names lead into a VM (VmLoginTarget) and who may go in
-// (AuthorizeVmLogin), against the real interpreter and store with the fake VM host.
+// `ssh NAME@HOST`: which login names lead into a VM (VmLoginTarget), who may go in
+// (AuthorizeVmLogin), and the one way streams get there (vm_stream.h: OpenVmStream,
+// AuthorizeVmExec, each with its audit line), against the real interpreter and store with
+// the fake VM host and guest control.
 #include "lobby/commands/vm_login.h"
 
 #include <gtest/gtest.h>
 
 #include "keys/public_key.h"
+#include "lobby/commands/vm_stream.h"
 #include "tests/unit/vm_test_fixture.h"
 
 namespace warren::vmtest {
@@ -18,6 +21,28 @@ class VmLoginTest : public VmCommandTest {
     New(Alice(), {"--name", "ci-box", "--tag", "ci"});
   }
 };
+
+// The audit lines written while `fn` runs (the log goes to stderr).
+template <typename Fn>
+std::vector<std::string> AuditLines(Fn fn) {
+  testing::internal::CaptureStderr();
+  fn();
+  std::string all = testing::internal::GetCapturedStderr();
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos < all.size()) {
+    size_t end = all.find('\n', pos);
+    if (end == std::string::npos) end = all.size();
+    std::string line = all.substr(pos, end - pos);
+    if (line.find(" audit ") != std::string::npos) lines.push_back(line);
+    pos = end + 1;
+  }
+  return lines;
+}
+
+bool Has(const std::string& line, const std::string& part) {
+  return line.find(part) != std::string::npos;
+}
 
 TEST_F(VmLoginTest, LoginNamesLeadToVisibleVmsOnly) {
   EXPECT_EQ(VmLoginTarget(*store_, Alice(), "web-one"), "web-one");
@@ -95,15 +120,17 @@ TEST_F(VmLoginTest, NeedsTheSshCommandAndALiveKey) {
   EXPECT_EQ(vm.status().code(), Code::kUnauthenticated);
 }
 
-TEST_F(VmLoginTest, RawChannelsReachTheGuestControl) {
+TEST_F(VmLoginTest, RawStreamsReachTheGuestThroughTheOneService) {
   // The fake echoes: what the lobby bridges is what the guest side sent back.
   GuestChannelRequest req;
   req.kind = GuestChannelRequest::Kind::kTcp;
   req.port = 8000;
   int notified = 0;
-  Result<std::shared_ptr<GuestPipe>> pipe =
-      guests_.OpenChannel(IdOf("web-one"), req, [&] { ++notified; });
-  ASSERT_TRUE(pipe.ok());
+  Caller alice = Alice("ssh-vm");
+  Result<std::shared_ptr<GuestPipe>> pipe = Internal("not opened");
+  std::vector<std::string> audit = AuditLines(
+      [&] { pipe = OpenVmStream(*interpreter_, alice, "web-one", req, [&] { ++notified; }); });
+  ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
   EXPECT_EQ((*pipe)->Write("ping"), 4u);
   std::string got;
   ASSERT_TRUE((*pipe)->PeekOutput(false, 100, &got));
@@ -116,6 +143,72 @@ TEST_F(VmLoginTest, RawChannelsReachTheGuestControl) {
   EXPECT_GT(notified, 0);
   ASSERT_EQ(guests_.channel_requests().size(), 1u);
   EXPECT_EQ(guests_.channel_requests()[0].port, 8000);
+
+  // One audit line, in the interpreter's shape, naming the channel.
+  ASSERT_EQ(audit.size(), 1u);
+  const std::string& line = audit[0];
+  EXPECT_TRUE(Has(line, "audit cmd=ssh vm=web-one channel=tcp:8000 caller=")) << line;
+  EXPECT_TRUE(Has(line, " user=alice surface=ssh-vm code=ok dur_ms=")) << line;
+}
+
+TEST_F(VmLoginTest, AStreamIsRefusedByTheLoginRuleAndAuditedOnce) {
+  GuestChannelRequest shell;
+  shell.kind = GuestChannelRequest::Kind::kShell;
+  shell.terminal = GuestTerminal{};
+  Caller bob = Bob("ssh-vm");
+  Result<std::shared_ptr<GuestPipe>> pipe = Internal("not opened");
+  std::vector<std::string> audit =
+      AuditLines([&] { pipe = OpenVmStream(*interpreter_, bob, "web-one", shell, [] {}); });
+  ASSERT_EQ(pipe.status().code(), Code::kNotFound);
+  EXPECT_EQ(pipe.status().message(), "no VM named \"web-one\"; see ls");
+  EXPECT_TRUE(guests_.channel_requests().empty());  // the guest never heard of it
+  ASSERT_EQ(audit.size(), 1u);
+  EXPECT_TRUE(Has(audit[0], "cmd=ssh vm=web-one channel=shell ")) << audit[0];
+  EXPECT_TRUE(Has(audit[0], " code=not_found ")) << audit[0];
+
+  // A guest that cannot be reached: authorized, but the open fails, and the line says so.
+  guests_.SetReachable(false);
+  Caller alice = Alice("ssh-vm");
+  GuestChannelRequest sftp;
+  sftp.kind = GuestChannelRequest::Kind::kSubsystem;
+  sftp.command = "sftp";
+  audit = AuditLines([&] { pipe = OpenVmStream(*interpreter_, alice, "web-one", sftp, [] {}); });
+  EXPECT_EQ(pipe.status().code(), Code::kUnavailable);
+  ASSERT_EQ(audit.size(), 1u);
+  EXPECT_TRUE(Has(audit[0], "channel=sftp ")) << audit[0];
+  EXPECT_TRUE(Has(audit[0], " code=unavailable ")) << audit[0];
+}
+
+TEST_F(VmLoginTest, ACommandTargetRunsUnderTheRunnerInTheAuthorizedVm) {
+  guests_.SetScript("echo hi", {"hi\n", "", 3});
+  Caller alice = Alice("ssh-vm");
+  Result<VmExecTarget> target = Internal("not authorized");
+  std::vector<std::string> audit =
+      AuditLines([&] { target = AuthorizeVmExec(*interpreter_, alice, "web-one"); });
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  EXPECT_EQ(target->vm_name(), "web-one");
+  ASSERT_EQ(audit.size(), 1u);
+  EXPECT_TRUE(Has(audit[0], "cmd=ssh vm=web-one channel=exec ")) << audit[0];
+
+  StringSink out, err;
+  GuestStreams streams;
+  streams.out = &out;
+  streams.err = &err;
+  GuestCommand cmd;
+  cmd.command = "echo hi";
+  Result<GuestProgress> progress = target->Exec(cmd, streams);
+  ASSERT_TRUE(progress.ok()) << progress.status().ToString();
+  EXPECT_EQ(progress->exit_code, 3);
+  EXPECT_EQ(out.str(), "hi\n");
+  ASSERT_FALSE(guests_.commands().empty());
+  EXPECT_EQ(guests_.commands().back(), "echo hi");  // after the readiness probes of `new`
+
+  // Stopped: refused with the lobby's words, and nothing runs.
+  ASSERT_TRUE(Exec(Alice(), {"stop", "web-one"}).status.ok());
+  audit = AuditLines([&] { target = AuthorizeVmExec(*interpreter_, alice, "web-one"); });
+  EXPECT_EQ(target.status().code(), Code::kConflict);
+  ASSERT_EQ(audit.size(), 1u);
+  EXPECT_TRUE(Has(audit[0], " code=conflict ")) << audit[0];
 }
 
 }  // namespace

@@ -32,8 +32,8 @@
 #include <string_view>
 #include <thread>
 
+#include "lobby/base/event_waker.h"
 #include "lobby/base/status.h"
-#include "vmhost/guest/event_waker.h"
 #include "vmhost/guest/guest_channel.h"
 #include "vmhost/guest/libssh_handles.h"
 

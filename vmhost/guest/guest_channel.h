@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "lobby/base/event_waker.h"
 #include "lobby/base/status.h"
-#include "vmhost/guest/event_waker.h"
 #include "vmhost/guest_control.h"
 
 namespace warren::guest {

@@ -5,15 +5,10 @@
 #include <cstring>
 #include <random>
 
+#include "lobby/base/env_name.h"
+
 namespace warren::guest {
 namespace {
-
-bool ValidEnvName(std::string_view name) {
-  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
 
 void AppendRecord(std::string& out, std::string_view key, std::string_view value) {
   out.append(key);

@@ -4,6 +4,7 @@
 #include <thread>
 #include <utility>
 
+#include "lobby/base/env_name.h"
 #include "lobby/base/log.h"
 #include "vmhost/guest/job_stream.h"
 #include "vmhost/guest/runner_protocol.h"
@@ -99,17 +100,6 @@ class RawPipe final : public GuestPipe {
  private:
   std::shared_ptr<GuestChannel> ch_;
 };
-
-bool ValidEnvName(std::string_view name) {
-  if (name.empty() || name.size() > 128) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    bool ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-              (i > 0 && c >= '0' && c <= '9');
-    if (!ok) return false;
-  }
-  return true;
-}
 
 std::string ShellQuote(std::string_view value) {
   std::string out = "'";

@@ -1,4 +1,4 @@
-#include "vmhost/guest/event_waker.h"
+#include "lobby/base/event_waker.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 
-namespace warren::guest {
+namespace warren {
 
 EventWaker::EventWaker() { fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
@@ -51,4 +51,4 @@ void EventWaker::Close() {
   fd_ = -1;
 }
 
-}  // namespace warren::guest
+}  // namespace warren
