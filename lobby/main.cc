@@ -6,11 +6,13 @@
 // SIGTERM are blocked in every thread (the mask is set before any thread starts and is
 // inherited), so sigwait() in main is the one place they are handled.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -69,7 +72,46 @@ struct ServeFlags {
   // and how long a sign-in code lives.
   std::string public_url;
   int64_t oauth_code_lifetime = 600;
+  // HTTP connection caps and deadlines (the rest of HttpServerOptions comes from --http).
+  HttpServerOptions http_limits;
+  int http_header_timeout_s = SecondsOf(HttpServerOptions{}.header_timeout);
+  int http_idle_timeout_s = SecondsOf(HttpServerOptions{}.idle_timeout);
+  // GET /metrics has a listener of its own, loopback by default; "off" for none.
+  std::string metrics = "127.0.0.1:8081";
+  // The log (stderr) goes to this file, mode 0640, when given.
+  std::string log_file;
+
+  static int SecondsOf(std::chrono::milliseconds d) {
+    return static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+  }
 };
+
+// The metrics listener is for one scraper or two: small caps.
+constexpr int kMetricsMaxConnections = 32;
+// Descriptors warren needs besides HTTP connections: SSH connections, VM control sockets
+// and consoles, the store, libvirt, logs.
+constexpr rlim_t kDescriptorsBesideHttp = 2048;
+
+// Every connection is a file descriptor, and the usual soft limit (1024) is below what the
+// caps allow: raise it to what they need (never past the hard limit, nor lower than it was;
+// not to the hard limit itself, which children such as libvirtd would inherit).
+void RaiseOpenFileLimit(rlim_t needed) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t before = rl.rlim_cur;
+  if (rl.rlim_cur < needed) {
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? needed : std::min(needed, rl.rlim_max);
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = before;
+  }
+  const std::string hard = rl.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(rl.rlim_max);
+  LogInfo("open files limit " + std::to_string(rl.rlim_cur) + " (was " + std::to_string(before) +
+          ", hard " + hard + ", the connection caps need " + std::to_string(needed) + ")");
+  if (rl.rlim_cur < needed) {
+    LogWarn("the open files limit " + std::to_string(rl.rlim_cur) +
+            " is below what the connection caps need; raise the hard limit (systemd: "
+            "LimitNOFILE=) or lower --http-max-connections");
+  }
+}
 
 // The operator metrics that are not counted where they happen: sampled at each scrape.
 void AddServerGauges(Metrics& metrics, Store& store, const ssh::SshServer& ssh_server) {
@@ -245,6 +287,17 @@ int Serve(const ServeFlags& flags) {
   if (!ssh_addr.ok()) return Fail(ssh_addr.status());
   Result<HostPort> http_addr = ParseHostPort("--http", flags.http);
   if (!http_addr.ok()) return Fail(http_addr.status());
+  std::optional<HostPort> metrics_addr;
+  if (flags.metrics != "off") {
+    Result<HostPort> parsed = ParseHostPort("--metrics", flags.metrics);
+    if (!parsed.ok()) return Fail(parsed.status());
+    metrics_addr = *parsed;
+  }
+  if (!flags.log_file.empty()) {
+    if (Status st = OpenLogFile(flags.log_file); !st.ok()) return Fail(st.Annotate("--log-file"));
+  }
+  RaiseOpenFileLimit(static_cast<rlim_t>(flags.http_limits.max_connections) +
+                     (metrics_addr ? kMetricsMaxConnections : 0) + kDescriptorsBesideHttp);
 
   if (Status st = EnsureDir(flags.data_dir); !st.ok()) return Fail(st);
   Result<std::unique_ptr<LmdbStore>> opened = LmdbStore::Open(flags.data_dir + "/store");
@@ -318,9 +371,11 @@ int Serve(const ServeFlags& flags) {
   ssh::SshServer ssh_server(ssh_options, interpreter, *store, clock);
   if (Status st = ssh_server.Start(); !st.ok()) return Fail(st.Annotate("starting SSH"));
 
-  // The HTTP bridge: /healthz, /metrics and POST /exec over the same interpreter.
+  // The HTTP bridge: /healthz, OAuth, MCP and POST /exec over the same interpreter.
   AddServerGauges(metrics, *store, ssh_server);
-  HttpServerOptions http_options;
+  HttpServerOptions http_options = flags.http_limits;
+  http_options.header_timeout = std::chrono::seconds(flags.http_header_timeout_s);
+  http_options.idle_timeout = std::chrono::seconds(flags.http_idle_timeout_s);
   http_options.address = http_addr->host;
   http_options.port = http_addr->port;
   http_options.tls_cert_file = flags.tls_cert_file;
@@ -369,10 +424,28 @@ int Serve(const ServeFlags& flags) {
       });
   auto exec_handler = std::make_shared<ExecHandler>(interpreter, flags.exec);
   http_server.AddHandler(exec_handler);
-  http_server.AddHandler(std::make_shared<MetricsHandler>(metrics));
   if (Status st = http_server.Start(); !st.ok()) {
     ssh_server.Stop();
     return Fail(st.Annotate("starting HTTP"));
+  }
+  // GET /metrics for operators, on a listener of its own (loopback by default): the figures
+  // need no credential, so they are not served where users and agents reach warren.
+  std::unique_ptr<HttpServer> metrics_server;
+  if (metrics_addr) {
+    HttpServerOptions o;
+    o.name = "metrics";
+    o.address = metrics_addr->host;
+    o.port = metrics_addr->port;
+    o.threads = 1;
+    o.max_connections = kMetricsMaxConnections;
+    o.max_connections_per_source = kMetricsMaxConnections;
+    metrics_server = std::make_unique<HttpServer>(o);
+    metrics_server->AddHandler(std::make_shared<MetricsHandler>(metrics));
+    if (Status st = metrics_server->Start(); !st.ok()) {
+      http_server.Stop();
+      ssh_server.Stop();
+      return Fail(st.Annotate("starting the metrics listener (--metrics)"));
+    }
   }
   if (flags.public_url.empty()) {
     oauth_handler->SetPublicUrl(
@@ -390,6 +463,7 @@ int Serve(const ServeFlags& flags) {
   // MCP calls end (cancelled) before the listener they answer through stops.
   const bool mcp_clean = mcp_handler->Shutdown();
   http_server.Stop();
+  if (metrics_server) metrics_server->Stop();
   clean = ssh_server.Stop() && clean;
   clean = mcp_clean && clean;
   if (!clean) {
@@ -416,6 +490,38 @@ int main(int argc, char** argv) {
   serve->add_option("--ssh", flags.ssh, "SSH lobby address, ADDR:PORT (port 0: any free port)")
       ->capture_default_str();
   serve->add_option("--http", flags.http, "HTTP bridge address, ADDR:PORT")->capture_default_str();
+  serve
+      ->add_option("--http-max-connections", flags.http_limits.max_connections,
+                   "Open HTTP connections at most; past it new ones get 503")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  serve
+      ->add_option("--http-max-connections-per-source",
+                   flags.http_limits.max_connections_per_source,
+                   "Open HTTP connections at most from one IPv4 address or IPv6 /64 (behind a "
+                   "reverse proxy: every connection is the proxy's)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  serve
+      ->add_option("--http-header-timeout", flags.http_header_timeout_s,
+                   "Seconds a client has to send a request's whole header (slow ones are "
+                   "dropped)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  serve
+      ->add_option("--http-idle-timeout", flags.http_idle_timeout_s,
+                   "Seconds a kept-alive HTTP connection may wait for its next request, and a "
+                   "request body may take")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  serve
+      ->add_option("--metrics", flags.metrics,
+                   "Address of the GET /metrics listener (Prometheus, no credential), "
+                   "ADDR:PORT, or off")
+      ->capture_default_str();
+  serve->add_option("--log-file", flags.log_file,
+                    "Append the log to this file (made 0640; a looser one is narrowed) "
+                    "instead of stderr");
   serve->add_option("--admin-key", flags.admin_key_file,
                     "Public key file (FILE.pub) of the first admin; added if not known yet");
   serve->add_option("--admin-name", flags.admin_name, "User name for --admin-key")
