@@ -72,6 +72,7 @@ struct ServeFlags {
   // and how long a sign-in code lives.
   std::string public_url;
   int64_t oauth_code_lifetime = 600;
+  OAuthOptions oauth;  // its per-source rates; the rest is set in Serve
   // HTTP connection caps and deadlines (the rest of HttpServerOptions comes from --http).
   HttpServerOptions http_limits;
   int http_header_timeout_s = SecondsOf(HttpServerOptions{}.header_timeout);
@@ -383,7 +384,7 @@ int Serve(const ServeFlags& flags) {
   http_options.metrics = &metrics;
   HttpServer http_server(http_options);
   // OAuth sign-in for MCP clients, approved over SSH with `authorize CODE`.
-  OAuthOptions oauth_options;
+  OAuthOptions oauth_options = flags.oauth;
   oauth_options.ssh_host = services.info.ssh_host;
   oauth_options.ssh_port = [&interpreter] { return interpreter.services().info.ssh_port; };
   oauth_options.user_code_seconds = flags.oauth_code_lifetime;
@@ -565,6 +566,16 @@ int main(int argc, char** argv) {
       ->add_option("--oauth-code-lifetime", flags.oauth_code_lifetime,
                    "Seconds an OAuth sign-in code waits for `authorize CODE`")
       ->check(CLI::Range(2, 3600))
+      ->capture_default_str();
+  serve
+      ->add_option("--oauth-register-rate", flags.oauth.registrations_per_minute,
+                   "OAuth client registrations a minute per source (IPv4 address or IPv6 /64)")
+      ->check(CLI::Range(0.1, 100000.0))
+      ->capture_default_str();
+  serve
+      ->add_option("--oauth-signin-rate", flags.oauth.sign_ins_per_minute,
+                   "OAuth sign-in pages opened a minute per source (each a pending sign-in)")
+      ->check(CLI::Range(0.1, 100000.0))
       ->capture_default_str();
   serve
       ->add_option("--exec-rate", flags.exec.rate_per_second,
