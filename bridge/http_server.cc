@@ -98,7 +98,6 @@ class ConnectionCounts : public std::enable_shared_from_this<ConnectionCounts> {
     }
     int& mine = per_source_[source];
     if (mine >= max_per_source_) {
-      if (mine == 0) per_source_.erase(source);
       *refusal = "per_source";
       return nullptr;
     }
