@@ -89,9 +89,9 @@ struct ServeFlags {
 
 // The metrics listener is for one scraper or two: small caps.
 constexpr int kMetricsMaxConnections = 32;
-// Descriptors warren needs besides HTTP connections: SSH connections, VM control sockets
-// and consoles, the store, libvirt, logs.
-constexpr rlim_t kDescriptorsBesideHttp = 2048;
+// Descriptors warren needs besides HTTP connections: SSH connections (unauthenticated and
+// logged in), VM control sockets and consoles, the store, libvirt, logs.
+constexpr rlim_t kDescriptorsBesideHttp = 4096;
 
 // Every connection is a file descriptor, and the usual soft limit (1024) is below what the
 // caps allow: raise it to what they need (never past the hard limit, nor lower than it was;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -483,25 +484,36 @@ TEST_F(OAuthStoreTest, RemovingAClientSignsOutEverythingSignedInThroughIt) {
   EXPECT_EQ(store_->RemoveOAuthClient("wc-1").status().code(), Code::kNotFound);
 }
 
-// Writes OAuth client records straight into a closed store's LMDB (10,000 registrations
-// through the API would take a minute).
-void PutClientsRaw(const std::filesystem::path& dir, const std::vector<nlohmann::json>& clients) {
+// Runs `body` in one write transaction on a closed store's LMDB environment, for states
+// the API does not make (old schemas, 10,000 registrations in a moment).
+void WithRawTxn(const std::filesystem::path& dir, const std::function<void(MDB_txn*)>& body) {
   MDB_env* env = nullptr;
   ASSERT_EQ(mdb_env_create(&env), 0);
   ASSERT_EQ(mdb_env_set_maxdbs(env, 16), 0);
   ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0600), 0);
   MDB_txn* txn = nullptr;
   ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
-  MDB_dbi dbi;
-  ASSERT_EQ(mdb_dbi_open(txn, "oauth_clients", 0, &dbi), 0);
-  for (const nlohmann::json& c : clients) {
-    std::string key = c.at("id").get<std::string>(), value = c.dump();
-    MDB_val k{key.size(), key.data()};
-    MDB_val v{value.size(), value.data()};
-    ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-  }
+  body(txn);
   ASSERT_EQ(mdb_txn_commit(txn), 0);
   mdb_env_close(env);
+}
+
+void PutRaw(MDB_txn* txn, const char* table, std::string key, std::string value) {
+  MDB_dbi dbi;
+  ASSERT_EQ(mdb_dbi_open(txn, table, 0, &dbi), 0) << table;
+  MDB_val k{key.size(), key.data()};
+  MDB_val v{value.size(), value.data()};
+  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+}
+
+// OAuth client records written straight into a closed store (10,000 registrations through
+// the API would take a minute).
+void PutClientsRaw(const std::filesystem::path& dir, const std::vector<nlohmann::json>& clients) {
+  WithRawTxn(dir, [&](MDB_txn* txn) {
+    for (const nlohmann::json& c : clients) {
+      PutRaw(txn, "oauth_clients", c.at("id").get<std::string>(), c.dump());
+    }
+  });
 }
 
 nlohmann::json RawClient(const std::string& id, int64_t created_at, int64_t last_used_at) {
@@ -675,28 +687,15 @@ TEST_F(OAuthStoreTest, SchemaThreeStoreIsUpgradedInPlace) {
   ASSERT_TRUE(store_->RecordToken("alice", "ci", std::string(32, 'e'), IssuedToken{}, 1).ok());
   store_.reset();
   // Make it what warren with schema 3 left: no OAuth tables, version 3.
-  {
-    MDB_env* env = nullptr;
-    ASSERT_EQ(mdb_env_create(&env), 0);
-    ASSERT_EQ(mdb_env_set_maxdbs(env, 16), 0);
-    ASSERT_EQ(mdb_env_open(env, dir_.c_str(), 0, 0600), 0);
-    MDB_txn* txn = nullptr;
-    ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  WithRawTxn(dir_, [](MDB_txn* txn) {
     for (const char* name :
          {"oauth_clients", "oauth_requests", "oauth_user_codes", "oauth_codes", "oauth_refresh"}) {
       MDB_dbi dbi;
       ASSERT_EQ(mdb_dbi_open(txn, name, 0, &dbi), 0) << name;
       ASSERT_EQ(mdb_drop(txn, dbi, 1), 0);
     }
-    MDB_dbi meta;
-    ASSERT_EQ(mdb_dbi_open(txn, "meta", 0, &meta), 0);
-    std::string key = "schema_version", value = "3";
-    MDB_val k{key.size(), key.data()};
-    MDB_val v{value.size(), value.data()};
-    ASSERT_EQ(mdb_put(txn, meta, &k, &v, 0), 0);
-    ASSERT_EQ(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
-  }
+    PutRaw(txn, "meta", "schema_version", "3");
+  });
   auto opened = LmdbStore::Open(dir_.string());
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   store_ = std::move(opened).value();
