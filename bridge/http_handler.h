@@ -23,12 +23,15 @@ namespace warren {
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
-  std::string method;   // as sent: "GET", "POST"
-  std::string target;   // "/mcp?session=1"
-  std::string path;     // "/mcp": the target without its query
-  HttpHeaders headers;  // names lowercased, in the order sent
-  std::string body;     // at most the handler's max_body_bytes()
-  std::string remote_address;
+  std::string method;          // as sent: "GET", "POST"
+  std::string target;          // "/mcp?session=1"
+  std::string path;            // "/mcp": the target without its query
+  HttpHeaders headers;         // names lowercased, in the order sent
+  std::string body;            // at most the handler's max_body_bytes()
+  std::string remote_address;  // the peer's IP address
+  // The peer as per-source limits count it (SourceKey in http_server.h: the IPv4 address,
+  // or the IPv6 /64). Behind a reverse proxy every request has the proxy's.
+  std::string source;
   bool tls = false;
 
   // The first header called `name` (give it lowercase), or "" when absent.

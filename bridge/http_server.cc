@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,9 +43,13 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
-constexpr auto kIdleTimeout = std::chrono::seconds(30);
-constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 constexpr auto kDrainTimeout = std::chrono::seconds(2);
+// Out of file descriptors, accepting waits this long before it tries again: at once would
+// fail at once, a busy loop (the kernel keeps the listening socket readable).
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+// Refusals over the connection caps are logged at most this often (a flood would fill the
+// log otherwise); metrics count every one.
+constexpr auto kRefusalLogInterval = std::chrono::seconds(10);
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
 // Body limit for paths no handler serves: they get a 404 anyway.
 constexpr size_t kUnroutedBodyBytes = 64 * 1024;
@@ -62,10 +67,78 @@ std::string HeadText(const http::response<Body>& res) {
   return os.str();
 }
 
+// Open connections, in all and by source. A connection holds a Slot from accept until its
+// socket closes. Thread-safe; shared, since a connection (held by a responder) may outlive
+// the server.
+class ConnectionCounts : public std::enable_shared_from_this<ConnectionCounts> {
+ public:
+  ConnectionCounts(int max_total, int max_per_source)
+      : max_total_(max_total), max_per_source_(max_per_source) {}
+
+  class Slot {
+   public:
+    Slot(std::shared_ptr<ConnectionCounts> counts, std::string source)
+        : counts_(std::move(counts)), source_(std::move(source)) {}
+    ~Slot() { counts_->Release(source_); }
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+
+   private:
+    std::shared_ptr<ConnectionCounts> counts_;
+    std::string source_;
+  };
+
+  // A slot for a new connection from `source`, or null with *refusal set to "total" or
+  // "per_source" when a cap is reached.
+  std::unique_ptr<Slot> TryAcquire(const std::string& source, std::string* refusal) {
+    std::lock_guard lock(mu_);
+    if (total_ >= max_total_) {
+      *refusal = "total";
+      return nullptr;
+    }
+    int& mine = per_source_[source];
+    if (mine >= max_per_source_) {
+      *refusal = "per_source";
+      return nullptr;
+    }
+    ++mine;
+    ++total_;
+    return std::make_unique<Slot>(shared_from_this(), source);
+  }
+
+  int total() const {
+    std::lock_guard lock(mu_);
+    return total_;
+  }
+  int of(const std::string& source) const {
+    std::lock_guard lock(mu_);
+    auto it = per_source_.find(source);
+    return it == per_source_.end() ? 0 : it->second;
+  }
+  int max_total() const { return max_total_; }
+  int max_per_source() const { return max_per_source_; }
+
+ private:
+  void Release(const std::string& source) {
+    std::lock_guard lock(mu_);
+    --total_;
+    auto it = per_source_.find(source);
+    if (it != per_source_.end() && --it->second <= 0) per_source_.erase(it);
+  }
+
+  const int max_total_;
+  const int max_per_source_;
+  mutable std::mutex mu_;
+  int total_ = 0;
+  std::unordered_map<std::string, int> per_source_;
+};
+
 // What the server itself knows of every request it routes.
 struct ServerCore {
   std::vector<std::shared_ptr<HttpHandler>> handlers;
   Metrics* metrics = nullptr;
+  std::chrono::milliseconds header_timeout{0};
+  std::chrono::milliseconds idle_timeout{0};
 
   HttpHandler* Find(std::string_view path) const {
     for (const auto& h : handlers) {
@@ -85,25 +158,34 @@ struct ServerCore {
 // route allows), hand it to its handler with a responder, write what the responder sends,
 // repeat while keep-alive. While a request is served the connection keeps reading, so it
 // notices a client that goes away (and cancels the request's `closed` signal).
+// Deadlines: from accept, the first request's header (and the TLS handshake) must be in
+// within the header timeout; between requests the connection may idle for the idle timeout,
+// and once the next request's first bytes are in, its header has the header timeout again;
+// a body has the idle timeout. While a handler serves a request there is none.
 // Every member function runs on the connection's strand.
 template <class Stream>
 class Connection : public std::enable_shared_from_this<Connection<Stream>> {
  public:
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
-  Connection(Stream stream, const ServerCore& core, std::string remote)
-      : stream_(std::move(stream)), core_(core), remote_(std::move(remote)) {}
+  Connection(Stream stream, const ServerCore& core, std::string remote, std::string source,
+             std::unique_ptr<ConnectionCounts::Slot> slot)
+      : stream_(std::move(stream)),
+        core_(core),
+        remote_(std::move(remote)),
+        source_(std::move(source)),
+        slot_(std::move(slot)) {}
 
   void Run() {
+    Lowest().expires_after(core_.header_timeout);
     if constexpr (kTls) {
-      Lowest().expires_after(kHandshakeTimeout);
       stream_.async_handshake(ssl::stream_base::server,
                               [self = this->shared_from_this()](beast::error_code ec) {
                                 if (ec) return self->Close(false);
-                                self->ReadHeader();
+                                self->ReadHeader(/*fresh=*/true);
                               });
     } else {
-      ReadHeader();
+      ReadHeader(/*fresh=*/true);
     }
   }
 
@@ -123,13 +205,31 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
  private:
   beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
 
-  void ReadHeader() {
+  // `fresh`: the connection's first request, whose deadline runs from accept (Run).
+  void ReadHeader(bool fresh = false) {
     parser_.emplace();
     parser_->header_limit(kMaxHeaderBytes);
     // The route's own limit is set once the path is known (OnHeader); until then Beast must
     // not judge the Content-Length against its default.
     parser_->body_limit(boost::none);
-    Lowest().expires_after(kIdleTimeout);
+    if (fresh) return ReadHeaderBytes();
+    if (buffer_.size() > 0) {
+      // The next request has begun (pipelined, or read while the last was served).
+      Lowest().expires_after(core_.header_timeout);
+      return ReadHeaderBytes();
+    }
+    // Kept alive: wait for the next request to begin.
+    Lowest().expires_after(core_.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->Close(false);
+                              self->buffer_.commit(n);
+                              self->Lowest().expires_after(self->core_.header_timeout);
+                              self->ReadHeaderBytes();
+                            });
+  }
+
+  void ReadHeaderBytes() {
     http::async_read_header(
         stream_, buffer_, *parser_,
         [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
@@ -159,6 +259,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       return RespondEarly(route_, TooLarge(BodyTooLarge(body_limit_)), /*drain=*/true);
     }
     parser_->body_limit(body_limit_);
+    Lowest().expires_after(core_.idle_timeout);  // for the body
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       // Tell the client to send the body it is holding back (curl waits a second otherwise).
       in_flight_ = true;  // so the write below is allowed; Dispatch keeps it so
@@ -280,7 +381,13 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       return Drain();
     }
     Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    CloseSocket();
+  }
+
+  // The socket is gone: its slot counts no more, even while a handler still holds us.
+  void CloseSocket() {
     Lowest().close();
+    slot_.reset();
   }
 
   void Drain() {
@@ -288,8 +395,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
                              [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                                self->drained_ += n;
                                if (ec || self->drained_ > kMaxDrainBytes) {
-                                 self->Lowest().close();
-                                 return;
+                                 return self->CloseSocket();
                                }
                                self->Drain();
                              });
@@ -298,6 +404,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   Stream stream_;
   const ServerCore& core_;
   std::string remote_;
+  std::string source_;
+  std::unique_ptr<ConnectionCounts::Slot> slot_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
 
@@ -448,6 +556,7 @@ void Connection<Stream>::Dispatch() {
   }
   request.body = std::move(req.body());
   request.remote_address = remote_;
+  request.source = source_;
   request.tls = kTls;
 
   in_flight_ = true;
@@ -479,33 +588,126 @@ void Connection<Stream>::Dispatch() {
   }
 }
 
+// Whether an accept failed for want of file descriptors or kernel memory: trying again at
+// once would fail the same way.
+bool OutOfResources(const beast::error_code& ec) {
+  namespace errc = boost::system::errc;
+  return ec == errc::too_many_files_open || ec == errc::too_many_files_open_in_system ||
+         ec == errc::no_buffer_space || ec == errc::not_enough_memory;
+}
+
 }  // namespace
+
+std::string SourceKey(std::string_view address) {
+  beast::error_code ec;
+  asio::ip::address a = asio::ip::make_address(std::string(address), ec);
+  if (ec) return std::string(address);
+  if (a.is_v4()) return a.to_string();
+  asio::ip::address_v6 v6 = a.to_v6();
+  if (v6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string();
+  asio::ip::address_v6::bytes_type bytes = v6.to_bytes();
+  for (size_t i = 8; i < bytes.size(); ++i) bytes[i] = 0;
+  return asio::ip::address_v6(bytes).to_string() + "/64";
+}
 
 class HttpServer::State {
  public:
-  explicit State(HttpServerOptions o) : options(std::move(o)), acceptor(io) {
+  explicit State(HttpServerOptions o)
+      : options(std::move(o)),
+        acceptor(io),
+        pause_timer(io),
+        counts(
+            std::make_shared<ConnectionCounts>(std::max(1, options.max_connections),
+                                               std::max(1, options.max_connections_per_source))) {
     core.metrics = options.metrics;
+    core.header_timeout = options.header_timeout;
+    core.idle_timeout = options.idle_timeout;
   }
 
+  // One accept at a time; its handler runs on an I/O thread.
   void Accept() {
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket s) {
       if (ec == asio::error::operation_aborted) return;
-      if (!ec) {
-        beast::error_code ignored;
-        std::string remote = s.remote_endpoint(ignored).address().to_string();
-        if (ssl_ctx) {
-          using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-          std::make_shared<Connection<TlsStream>>(TlsStream(std::move(s), *ssl_ctx), core,
-                                                  std::move(remote))
-              ->Run();
-        } else {
-          std::make_shared<Connection<beast::tcp_stream>>(beast::tcp_stream(std::move(s)), core,
-                                                          std::move(remote))
-              ->Run();
-        }
+      if (ec && OutOfResources(ec)) return PauseAccepting(ec);
+      if (paused) {
+        paused = false;
+        LogInfo(options.name + ": accepting connections again");
       }
+      if (!ec) Admit(std::move(s));
       Accept();
     });
+  }
+
+  void PauseAccepting(const beast::error_code& ec) {
+    if (!paused) {
+      paused = true;
+      LogWarn(options.name + ": cannot accept connections (" + ec.message() + ", " +
+              std::to_string(counts->total()) +
+              " open); pausing accepts until descriptors free up");
+    }
+    if (core.metrics != nullptr) core.metrics->Inc("warren_http_accept_pauses_total", {});
+    pause_timer.expires_after(kAcceptPause);
+    pause_timer.async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec) Accept();
+    });
+  }
+
+  // A new connection: served when the caps allow it, else refused at once.
+  void Admit(tcp::socket s) {
+    beast::error_code ignored;
+    std::string remote = s.remote_endpoint(ignored).address().to_string();
+    std::string source = SourceKey(remote);
+    std::string refusal;
+    std::unique_ptr<ConnectionCounts::Slot> slot = counts->TryAcquire(source, &refusal);
+    if (!slot) return Refuse(std::move(s), source, refusal);
+    if (ssl_ctx) {
+      using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+      std::make_shared<Connection<TlsStream>>(TlsStream(std::move(s), *ssl_ctx), core,
+                                              std::move(remote), std::move(source), std::move(slot))
+          ->Run();
+    } else {
+      std::make_shared<Connection<beast::tcp_stream>>(beast::tcp_stream(std::move(s)), core,
+                                                      std::move(remote), std::move(source),
+                                                      std::move(slot))
+          ->Run();
+    }
+  }
+
+  // Over a cap: a plain-HTTP client gets a 503 it can read (one non-blocking write into an
+  // empty send buffer), a TLS one just the close; nothing waits on either.
+  void Refuse(tcp::socket s, const std::string& source, const std::string& reason) {
+    if (core.metrics != nullptr) {
+      core.metrics->Inc("warren_http_connections_refused_total", {{"reason", reason}});
+    }
+    const bool per_source = reason == "per_source";
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_refusal_log >= kRefusalLogInterval) {
+      last_refusal_log = now;
+      LogWarn(options.name + ": refusing connections: " +
+              (per_source ? std::to_string(counts->of(source)) + " open from " + source +
+                                " (--http-max-connections-per-source " +
+                                std::to_string(counts->max_per_source()) + ")"
+                          : std::to_string(counts->total()) + " open (--http-max-connections " +
+                                std::to_string(counts->max_total()) + ")") +
+              "; further refusals are counted in warren_http_connections_refused_total");
+    }
+    beast::error_code ignored;
+    if (!ssl_ctx) {
+      const std::string body = nlohmann::json{{"error", per_source ? "too many connections from "
+                                                                     "your address"
+                                                                   : "too many connections"}}
+                                   .dump() +
+                               "\n";
+      const std::string response =
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+          "Cache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\n"
+          "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body;
+      s.non_blocking(true, ignored);
+      s.write_some(asio::buffer(response), ignored);
+    }
+    s.shutdown(tcp::socket::shutdown_both, ignored);
+    s.close(ignored);
   }
 
   Status LoadTls() {
@@ -534,6 +736,11 @@ class HttpServer::State {
   ServerCore core;
   asio::io_context io;
   tcp::acceptor acceptor;
+  asio::steady_timer pause_timer;
+  std::shared_ptr<ConnectionCounts> counts;
+  // Touched only by the accept handler (one accept is pending at a time).
+  bool paused = false;
+  std::chrono::steady_clock::time_point last_refusal_log{};
   std::unique_ptr<ssl::context> ssl_ctx;
   std::vector<std::thread> threads;
   std::atomic<int> port{0};
@@ -550,9 +757,18 @@ void HttpServer::AddHandler(std::shared_ptr<HttpHandler> handler) {
 
 Status HttpServer::Start() {
   WARREN_RETURN_IF_ERROR(state_->LoadTls());
-  if (state_->core.metrics != nullptr) {
-    state_->core.metrics->DeclareCounter("warren_http_requests_total",
-                                         "HTTP requests answered, by route and status code");
+  if (Metrics* m = state_->core.metrics; m != nullptr) {
+    m->DeclareCounter("warren_http_requests_total",
+                      "HTTP requests answered, by route and status code");
+    m->DeclareCounter("warren_http_connections_refused_total",
+                      "HTTP connections closed at once over a connection cap, by cap");
+    m->DeclareCounter("warren_http_accept_pauses_total",
+                      "pauses of the HTTP accept loop for want of file descriptors");
+    m->AddGauge("warren_http_connections", "open HTTP connections",
+                [counts = std::weak_ptr<ConnectionCounts>(state_->counts)] {
+                  auto c = counts.lock();
+                  return std::vector<GaugeSample>{{{}, c ? static_cast<double>(c->total()) : 0}};
+                });
   }
   beast::error_code ec;
   auto address = asio::ip::make_address(state_->options.address, ec);
@@ -572,8 +788,8 @@ Status HttpServer::Start() {
   for (int i = 0; i < std::max(1, state_->options.threads); ++i) {
     state_->threads.emplace_back([this] { state_->io.run(); });
   }
-  LogInfo("http listening on " + state_->options.address + ":" + std::to_string(port()) +
-          (tls() ? " (HTTPS)" : ""));
+  LogInfo(state_->options.name + " listening on " + state_->options.address + ":" +
+          std::to_string(port()) + (tls() ? " (HTTPS)" : ""));
   return Status::Ok();
 }
 

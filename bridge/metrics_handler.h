@@ -1,6 +1,7 @@
 // MetricsHandler: GET /metrics, the Metrics registry in Prometheus text format, for
-// operators (no credential; the listener is loopback unless configured otherwise, and the
-// figures name no user or VM). Thread-safe.
+// operators. It asks no credential, so `warren serve` mounts it only on a listener of its
+// own (--metrics, loopback by default), never on --http where users and agents arrive; the
+// figures name no user or VM. Thread-safe.
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
-// RateLimiter: a token bucket per key (an API token's label id): `rate` requests a second
-// on average, bursts of up to `burst`. Buckets of keys not seen for a while are dropped, so
-// memory stays bounded by the keys active recently. Thread-safe.
+// RateLimiter: a token bucket per key (an API token's label id for /exec, a request's source
+// for OAuth): `rate` requests a second on average, bursts of up to `burst`. Buckets of keys
+// not seen for a while are dropped, so memory stays bounded by the keys active recently.
+// Thread-safe.
 #pragma once
 
 #include <functional>

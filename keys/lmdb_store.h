@@ -96,6 +96,9 @@ class LmdbStore final : public Store, public OAuthStore {
 
   Status CreateOAuthClient(const OAuthClient& client) override;
   Result<OAuthClient> GetOAuthClient(std::string_view id) override;
+  Result<std::vector<OAuthClient>> ListOAuthClients() override;
+  Status MarkOAuthClientUsed(std::string_view id, int64_t now) override;
+  Result<OAuthClientRemoval> RemoveOAuthClient(std::string_view id) override;
   Status CreateOAuthRequest(const OAuthRequest& request, int64_t now) override;
   Result<OAuthRequest> GetOAuthRequest(std::string_view id) override;
   Result<OAuthRequest> FindOAuthRequestByUserCode(std::string_view user_code_hash) override;

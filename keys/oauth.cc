@@ -55,6 +55,11 @@ std::string_view OAuthPhaseName(OAuthPhase p) {
   return "pending";
 }
 
+bool OAuthClientExpired(const OAuthClient& client, int64_t now) {
+  if (client.last_used_at == 0) return now - client.created_at >= kOAuthUnusedClientSeconds;
+  return now - client.last_used_at >= kOAuthIdleClientSeconds;
+}
+
 std::string HashSecret(std::string_view secret) { return HexEncode(Sha256(secret)); }
 
 Result<std::string> NewSecret(size_t bytes) {

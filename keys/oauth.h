@@ -31,6 +31,17 @@ namespace warren {
 // ---- Limits
 inline constexpr size_t kMaxOAuthClients = 10000;
 inline constexpr size_t kMaxPendingOAuthRequests = 1000;
+// Pending sign-ins one source (bridge: an IPv4 address or IPv6 /64) may hold at once, so a
+// flood from one place cannot fill kMaxPendingOAuthRequests for everyone.
+inline constexpr size_t kMaxPendingOAuthRequestsPerSource = 10;
+// A registered client that completes no sign-in within a day is removed, as is one
+// unused (no sign-in, no refresh) for 90 days: registrations are free and anonymous, so
+// they must not pile up for good.
+inline constexpr int64_t kOAuthUnusedClientSeconds = 24 * 3600;
+inline constexpr int64_t kOAuthIdleClientSeconds = 90 * 24 * 3600;
+// A client's last use is written at most this often (a refresh every hour would otherwise
+// write every hour).
+inline constexpr int64_t kOAuthClientUseGranularity = 24 * 3600;
 inline constexpr size_t kMaxClientNameBytes = 100;
 inline constexpr size_t kMaxRedirectUris = 8;
 inline constexpr size_t kMaxRedirectUriBytes = 1000;
@@ -44,6 +55,19 @@ struct OAuthClient {
   std::string name;
   std::vector<std::string> redirect_uris;  // exact strings; matched byte for byte
   int64_t created_at = 0;
+  std::string source;        // where it registered from (for admins: `oauth clients list`)
+  int64_t last_used_at = 0;  // its last sign-in or refresh (to a day); 0: never used
+};
+
+// Whether `client` is due for removal at `now` (kOAuthUnusedClientSeconds,
+// kOAuthIdleClientSeconds).
+bool OAuthClientExpired(const OAuthClient& client, int64_t now);
+
+// What removing a client took with it.
+struct OAuthClientRemoval {
+  size_t requests = 0;        // its sign-ins in progress
+  size_t refresh_tokens = 0;  // of its completed sign-ins…
+  size_t token_labels = 0;    // …whose token labels (hence access tokens) went too
 };
 
 enum class OAuthPhase {
@@ -65,6 +89,7 @@ struct OAuthRequest {
   std::string code_challenge;  // S256
   std::string resource;        // RFC 8707; becomes the token's audience
   std::string state;           // passed back to the client untouched
+  std::string source;          // where the browser opened the page from (per-source cap)
   int64_t created_at = 0;
   int64_t expires_at = 0;
   OAuthPhase phase = OAuthPhase::kPending;
@@ -97,12 +122,27 @@ class OAuthStore {
  public:
   virtual ~OAuthStore() = default;
 
-  // Conflict when the id exists; LimitExceeded past kMaxOAuthClients.
+  // Stores a new client, first removing expired ones (OAuthClientExpired at
+  // client.created_at, with what RemoveOAuthClient takes). At kMaxOAuthClients the oldest
+  // never-used client makes room, so a flood of registrations never locks out the clients
+  // people use; LimitExceeded only when every client has been used. Conflict when the id
+  // exists.
   virtual Status CreateOAuthClient(const OAuthClient& client) = 0;
   virtual Result<OAuthClient> GetOAuthClient(std::string_view id) = 0;  // NotFound
+  // Every client, in id order.
+  virtual Result<std::vector<OAuthClient>> ListOAuthClients() = 0;
+  // Records a use (a sign-in or refresh) at `now`, at most once per
+  // kOAuthClientUseGranularity. NotFound for an unknown client.
+  virtual Status MarkOAuthClientUsed(std::string_view id, int64_t now) = 0;
+  // Removes a client with its pending sign-ins, its refresh tokens and the token labels of
+  // its sign-ins (revoking their access tokens), in one transaction. NotFound if unknown.
+  virtual Result<OAuthClientRemoval> RemoveOAuthClient(std::string_view id) = 0;
 
-  // Stores a new pending request, first dropping expired ones. LimitExceeded past
-  // kMaxPendingOAuthRequests live requests; Conflict when the id or user code is taken.
+  // Stores a new pending request, first dropping expired ones. LimitExceeded when its
+  // source already has kMaxPendingOAuthRequestsPerSource pending. At
+  // kMaxPendingOAuthRequests live requests, the oldest pending one of the source holding
+  // the most is dropped to make room (fair shares: a flood evicts itself first). Conflict
+  // when the id or user code is taken.
   virtual Status CreateOAuthRequest(const OAuthRequest& request, int64_t now) = 0;
   virtual Result<OAuthRequest> GetOAuthRequest(std::string_view id) = 0;  // NotFound
   virtual Result<OAuthRequest> FindOAuthRequestByUserCode(std::string_view user_code_hash) = 0;

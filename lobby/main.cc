@@ -6,6 +6,7 @@
 // SIGTERM are blocked in every thread (the mask is set before any thread starts and is
 // inherited), so sigwait() in main is the one place they are handled.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -76,7 +78,47 @@ struct ServeFlags {
   int ssh_preauth_timeout = 20;
   std::string ssh_max_startups = ssh::StartupRuleText(ssh::StartupRule{});
   ssh::AdmissionLimits ssh_limits;
+  OAuthOptions oauth;  // its per-source rates; the rest is set in Serve
+  // HTTP connection caps and deadlines (the rest of HttpServerOptions comes from --http).
+  HttpServerOptions http_limits;
+  int http_header_timeout_s = SecondsOf(HttpServerOptions{}.header_timeout);
+  int http_idle_timeout_s = SecondsOf(HttpServerOptions{}.idle_timeout);
+  // GET /metrics has a listener of its own, loopback by default; "off" for none.
+  std::string metrics = "127.0.0.1:8081";
+  // The log (stderr) goes to this file, mode 0640, when given.
+  std::string log_file;
+
+  static int SecondsOf(std::chrono::milliseconds d) {
+    return static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+  }
 };
+
+// The metrics listener is for one scraper or two: small caps.
+constexpr int kMetricsMaxConnections = 32;
+// Descriptors warren needs besides HTTP and SSH connections: VM control sockets and
+// consoles, the store, libvirt, logs, and the children it runs.
+constexpr rlim_t kDescriptorsBesideListeners = 2048;
+
+// Every connection is a file descriptor, and the usual soft limit (1024) is below what the
+// caps allow: raise it to what they need (never past the hard limit, nor lower than it was;
+// not to the hard limit itself, which children such as libvirtd would inherit).
+void RaiseOpenFileLimit(rlim_t needed) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t before = rl.rlim_cur;
+  if (rl.rlim_cur < needed) {
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? needed : std::min(needed, rl.rlim_max);
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = before;
+  }
+  const std::string hard = rl.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(rl.rlim_max);
+  LogInfo("open files limit " + std::to_string(rl.rlim_cur) + " (was " + std::to_string(before) +
+          ", hard " + hard + ", the connection caps need " + std::to_string(needed) + ")");
+  if (rl.rlim_cur < needed) {
+    LogWarn("the open files limit " + std::to_string(rl.rlim_cur) +
+            " is below what the connection caps need; raise the hard limit (systemd: "
+            "LimitNOFILE=) or lower --http-max-connections");
+  }
+}
 
 // The operator metrics that are not counted where they happen: sampled at each scrape.
 void AddServerGauges(Metrics& metrics, Store& store, const ssh::SshServer& ssh_server) {
@@ -289,6 +331,23 @@ int Serve(const ServeFlags& flags) {
   if (!ssh_addr.ok()) return Fail(ssh_addr.status());
   Result<HostPort> http_addr = ParseHostPort("--http", flags.http);
   if (!http_addr.ok()) return Fail(http_addr.status());
+  Result<ssh::StartupRule> startups = ssh::ParseStartupRule(flags.ssh_max_startups);
+  if (!startups.ok()) return Fail(startups.status().Annotate("--ssh-max-startups"));
+  std::optional<HostPort> metrics_addr;
+  if (flags.metrics != "off") {
+    Result<HostPort> parsed = ParseHostPort("--metrics", flags.metrics);
+    if (!parsed.ok()) return Fail(parsed.status());
+    metrics_addr = *parsed;
+  }
+  if (!flags.log_file.empty()) {
+    if (Status st = OpenLogFile(flags.log_file); !st.ok()) return Fail(st.Annotate("--log-file"));
+  }
+  // SSH: every unauthenticated connection up to the early drop's "full", plus every login.
+  const rlim_t ssh_connections =
+      static_cast<rlim_t>(startups->full) + static_cast<rlim_t>(flags.ssh_limits.logins);
+  RaiseOpenFileLimit(static_cast<rlim_t>(flags.http_limits.max_connections) +
+                     (metrics_addr ? kMetricsMaxConnections : 0) + ssh_connections +
+                     kDescriptorsBesideListeners);
 
   if (Status st = EnsureDir(flags.data_dir); !st.ok()) return Fail(st);
   Result<std::unique_ptr<LmdbStore>> opened = LmdbStore::Open(flags.data_dir + "/store");
@@ -359,8 +418,6 @@ int Serve(const ServeFlags& flags) {
   ssh_options.version_timeout = std::chrono::seconds(flags.ssh_version_timeout);
   ssh_options.preauth_timeout = std::chrono::seconds(flags.ssh_preauth_timeout);
   ssh_options.limits = flags.ssh_limits;
-  Result<ssh::StartupRule> startups = ssh::ParseStartupRule(flags.ssh_max_startups);
-  if (!startups.ok()) return Fail(startups.status().Annotate("--ssh-max-startups"));
   ssh_options.limits.startups = *startups;
   ssh_options.on_listening = [&interpreter](int port) {
     interpreter.services().info.ssh_port = port;
@@ -368,9 +425,11 @@ int Serve(const ServeFlags& flags) {
   ssh::SshServer ssh_server(ssh_options, interpreter, *store, clock);
   if (Status st = ssh_server.Start(); !st.ok()) return Fail(st.Annotate("starting SSH"));
 
-  // The HTTP bridge: /healthz, /metrics and POST /exec over the same interpreter.
+  // The HTTP bridge: /healthz, OAuth, MCP and POST /exec over the same interpreter.
   AddServerGauges(metrics, *store, ssh_server);
-  HttpServerOptions http_options;
+  HttpServerOptions http_options = flags.http_limits;
+  http_options.header_timeout = std::chrono::seconds(flags.http_header_timeout_s);
+  http_options.idle_timeout = std::chrono::seconds(flags.http_idle_timeout_s);
   http_options.address = http_addr->host;
   http_options.port = http_addr->port;
   http_options.tls_cert_file = flags.tls_cert_file;
@@ -378,7 +437,7 @@ int Serve(const ServeFlags& flags) {
   http_options.metrics = &metrics;
   HttpServer http_server(http_options);
   // OAuth sign-in for MCP clients, approved over SSH with `authorize CODE`.
-  OAuthOptions oauth_options;
+  OAuthOptions oauth_options = flags.oauth;
   oauth_options.ssh_host = services.info.ssh_host;
   oauth_options.ssh_port = [&interpreter] { return interpreter.services().info.ssh_port; };
   oauth_options.user_code_seconds = flags.oauth_code_lifetime;
@@ -419,10 +478,28 @@ int Serve(const ServeFlags& flags) {
       });
   auto exec_handler = std::make_shared<ExecHandler>(interpreter, flags.exec);
   http_server.AddHandler(exec_handler);
-  http_server.AddHandler(std::make_shared<MetricsHandler>(metrics));
   if (Status st = http_server.Start(); !st.ok()) {
     ssh_server.Stop();
     return Fail(st.Annotate("starting HTTP"));
+  }
+  // GET /metrics for operators, on a listener of its own (loopback by default): the figures
+  // need no credential, so they are not served where users and agents reach warren.
+  std::unique_ptr<HttpServer> metrics_server;
+  if (metrics_addr) {
+    HttpServerOptions o;
+    o.name = "metrics";
+    o.address = metrics_addr->host;
+    o.port = metrics_addr->port;
+    o.threads = 1;
+    o.max_connections = kMetricsMaxConnections;
+    o.max_connections_per_source = kMetricsMaxConnections;
+    metrics_server = std::make_unique<HttpServer>(o);
+    metrics_server->AddHandler(std::make_shared<MetricsHandler>(metrics));
+    if (Status st = metrics_server->Start(); !st.ok()) {
+      http_server.Stop();
+      ssh_server.Stop();
+      return Fail(st.Annotate("starting the metrics listener (--metrics)"));
+    }
   }
   if (flags.public_url.empty()) {
     oauth_handler->SetPublicUrl(
@@ -440,6 +517,7 @@ int Serve(const ServeFlags& flags) {
   // MCP calls end (cancelled) before the listener they answer through stops.
   const bool mcp_clean = mcp_handler->Shutdown();
   http_server.Stop();
+  if (metrics_server) metrics_server->Stop();
   clean = ssh_server.Stop() && clean;
   clean = mcp_clean && clean;
   if (!clean) {
@@ -467,6 +545,38 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   warren::AddSshLimitFlags(*serve, flags);
   serve->add_option("--http", flags.http, "HTTP bridge address, ADDR:PORT")->capture_default_str();
+  serve
+      ->add_option("--http-max-connections", flags.http_limits.max_connections,
+                   "Open HTTP connections at most; past it new ones get 503")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  serve
+      ->add_option("--http-max-connections-per-source",
+                   flags.http_limits.max_connections_per_source,
+                   "Open HTTP connections at most from one IPv4 address or IPv6 /64 (behind a "
+                   "reverse proxy: every connection is the proxy's)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  serve
+      ->add_option("--http-header-timeout", flags.http_header_timeout_s,
+                   "Seconds a client has to send a request's whole header (slow ones are "
+                   "dropped)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  serve
+      ->add_option("--http-idle-timeout", flags.http_idle_timeout_s,
+                   "Seconds a kept-alive HTTP connection may wait for its next request, and a "
+                   "request body may take")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  serve
+      ->add_option("--metrics", flags.metrics,
+                   "Address of the GET /metrics listener (Prometheus, no credential), "
+                   "ADDR:PORT, or off")
+      ->capture_default_str();
+  serve->add_option("--log-file", flags.log_file,
+                    "Append the log to this file (made 0640; a looser one is narrowed) "
+                    "instead of stderr");
   serve->add_option("--admin-key", flags.admin_key_file,
                     "Public key file (FILE.pub) of the first admin; added if not known yet");
   serve->add_option("--admin-name", flags.admin_name, "User name for --admin-key")
@@ -510,6 +620,16 @@ int main(int argc, char** argv) {
       ->add_option("--oauth-code-lifetime", flags.oauth_code_lifetime,
                    "Seconds an OAuth sign-in code waits for `authorize CODE`")
       ->check(CLI::Range(2, 3600))
+      ->capture_default_str();
+  serve
+      ->add_option("--oauth-register-rate", flags.oauth.registrations_per_minute,
+                   "OAuth client registrations a minute per source (IPv4 address or IPv6 /64)")
+      ->check(CLI::Range(0.1, 100000.0))
+      ->capture_default_str();
+  serve
+      ->add_option("--oauth-signin-rate", flags.oauth.sign_ins_per_minute,
+                   "OAuth sign-in pages opened a minute per source (each a pending sign-in)")
+      ->check(CLI::Range(0.1, 100000.0))
       ->capture_default_str();
   serve
       ->add_option("--exec-rate", flags.exec.rate_per_second,

@@ -58,8 +58,12 @@ bash packaging/images/build-debian.sh "$data/images"
 bash packaging/images/build-tiny.sh "$data/images"
 
 stop_running
+# The log names users and key fingerprints: owner and group only. warren itself appends to it
+# (--log-file, which also narrows an older, looser file); the redirect catches what it says
+# before it opens the file.
+[[ -e $log ]] || install -m 0640 /dev/null "$log"
 setsid "$repo/build/warren" serve --data-dir "$data" --admin-key "$pub" --admin-name "$person" \
-  >>"$log" 2>&1 </dev/null &
+  --log-file "$log" >>"$log" 2>&1 </dev/null &
 echo $! >"$pidfile"
 
 for _ in $(seq 100); do

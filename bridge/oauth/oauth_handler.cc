@@ -1,6 +1,7 @@
 #include "bridge/oauth/oauth_handler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <utility>
 #include <vector>
@@ -37,6 +38,17 @@ void RespondJson(HttpResponder& res, int status, const nlohmann::json& body) {
 void RespondOAuthError(HttpResponder& res, int status, std::string_view code,
                        std::string_view description) {
   res.Respond(status, JsonHeaders(), OAuthErrorBody(code, description));
+}
+
+// A 429 for a source over its rate, with when to try again.
+void RespondRateLimited(HttpResponder& res, const RateLimiter& limiter, std::string_view what) {
+  HttpHeaders headers = JsonHeaders();
+  headers.emplace_back("Retry-After",
+                       std::to_string(static_cast<int>(std::ceil(1 / limiter.rate()))));
+  res.Respond(
+      429, std::move(headers),
+      OAuthErrorBody("temporarily_unavailable", "too many " + std::string(what) +
+                                                    " from your address; try again in a minute"));
 }
 
 // A fresh CSP nonce.
@@ -105,7 +117,9 @@ OAuthHandler::OAuthHandler(Store& store, OAuthStore& oauth, const TokenSigner& s
       signer_(signer),
       clock_(clock),
       options_(std::move(options)),
-      base_urls_{options_.public_url} {}
+      base_urls_{options_.public_url},
+      registrations_(options_.registrations_per_minute / 60, options_.registrations_per_minute),
+      sign_ins_(options_.sign_ins_per_minute / 60, options_.sign_ins_per_minute) {}
 
 oauth::Urls OAuthHandler::urls() const {
   std::lock_guard lock(urls_mu_);
@@ -188,6 +202,9 @@ void OAuthHandler::AuthorizationServer(HttpResponder& res) {
 }
 
 void OAuthHandler::Register(const HttpRequest& req, HttpResponder& res) {
+  if (!registrations_.Allow(req.source)) {
+    return RespondRateLimited(res, registrations_, "client registrations");
+  }
   nlohmann::json body = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (!body.is_object()) {
     return RespondOAuthError(res, 400, "invalid_client_metadata", "the body must be a JSON object");
@@ -247,6 +264,7 @@ void OAuthHandler::Register(const HttpRequest& req, HttpResponder& res) {
   if (!id.ok()) return RespondOAuthError(res, 500, "server_error", "no client id");
   client.id = *id;
   client.created_at = clock_.NowUnix();
+  client.source = req.source;
   if (Status st = oauth_.CreateOAuthClient(client); !st.ok()) {
     LogWarn("oauth: registering a client: " + st.ToString());
     int status = st.code() == Code::kLimitExceeded ? 429 : 500;
@@ -310,8 +328,14 @@ void OAuthHandler::Authorize(const HttpRequest& req, HttpResponder& res) {
   Result<std::string> resource = oauth::CanonicalResource(u, Param(q, "resource"));
   if (!resource.ok()) return fail("invalid_target", resource.status().message());
 
+  if (!sign_ins_.Allow(req.source)) {
+    return RespondErrorPage(res, 429, "Too many sign-ins",
+                            "Too many sign-ins were started from your address; try again in a "
+                            "minute.");
+  }
   const int64_t now = clock_.NowUnix();
   OAuthRequest r;
+  r.source = req.source;
   r.client_id = client->id;
   r.redirect_uri = redirect_uri;
   r.code_challenge = Param(q, "code_challenge");
@@ -533,6 +557,9 @@ void OAuthHandler::AuthorizationCodeGrant(const std::map<std::string, std::strin
     r.label_id = *label_id;
     return Status::Ok();
   });
+  if (Status used = oauth_.MarkOAuthClientUsed(client_id, now); !used.ok()) {
+    LogWarn("oauth: recording a use of client " + client_id + ": " + used.ToString());
+  }
   LogInfo("oauth: " + granted.user + " signed in client " + client_id + " as token label " + name);
   RespondJson(res, 200,
               {{"access_token", *token},
@@ -550,9 +577,8 @@ void OAuthHandler::RefreshGrant(const std::map<std::string, std::string>& form,
     return RespondOAuthError(res, 400, "invalid_request",
                              "refresh_token and client_id are required");
   }
-  if (!oauth_.GetOAuthClient(client_id).ok()) {
-    return RespondOAuthError(res, 401, "invalid_client", "unknown client_id");
-  }
+  Result<OAuthClient> client = oauth_.GetOAuthClient(client_id);
+  if (!client.ok()) return RespondOAuthError(res, 401, "invalid_client", "unknown client_id");
   if (!Param(form, "resource").empty()) {
     Result<std::string> r = oauth::CanonicalResource(u, Param(form, "resource"));
     if (!r.ok()) return RespondOAuthError(res, 400, "invalid_target", r.status().message());
@@ -572,6 +598,9 @@ void OAuthHandler::RefreshGrant(const std::map<std::string, std::string>& form,
       return RespondOAuthError(res, 400, "invalid_grant", rotated.status().message());
     }
     return RespondOAuthError(res, 500, "server_error", "the store failed");
+  }
+  if (now - client->last_used_at >= kOAuthClientUseGranularity) {
+    (void)oauth_.MarkOAuthClientUsed(client_id, now);  // kept from expiring; best effort
   }
   TokenClaims claims{rotated->user, rotated->label_id, AccessScope(rotated->scope, now), now,
                      rotated->resource};

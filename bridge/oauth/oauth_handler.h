@@ -14,6 +14,10 @@
 // replayed one revokes the sign-in (keys/oauth.h). Every record lives in the store, so a
 // restart loses nothing.
 //
+// Abuse: registrations and sign-in pages are rate-limited per source (HttpRequest::source),
+// and the store caps pending sign-ins per source and expires unused clients (keys/oauth.h),
+// so one address cannot lock others out.
+//
 // Threading: Handle runs on the server's I/O threads; store calls are short LMDB
 // transactions. Minting is serialised by a mutex so two redemptions never pick one label
 // name.
@@ -28,6 +32,7 @@
 
 #include "bridge/http_handler.h"
 #include "bridge/oauth/oauth_web.h"
+#include "bridge/rate_limiter.h"
 #include "keys/oauth.h"
 
 namespace warren {
@@ -48,6 +53,10 @@ struct OAuthOptions {
   // code it turns into may wait to be redeemed.
   int64_t user_code_seconds = kOAuthRequestSeconds;
   int64_t auth_code_seconds = kOAuthCodeSeconds;
+  // Per source, a minute: client registrations, and sign-in pages opened (each a pending
+  // request in the store). Bursts of a minute's worth.
+  double registrations_per_minute = 10;
+  double sign_ins_per_minute = 20;
 };
 
 class OAuthHandler final : public HttpHandler {
@@ -83,6 +92,8 @@ class OAuthHandler final : public HttpHandler {
   mutable std::mutex urls_mu_;
   oauth::Urls base_urls_;
   std::mutex mint_mu_;
+  RateLimiter registrations_;
+  RateLimiter sign_ins_;
 };
 
 }  // namespace warren

@@ -1,10 +1,14 @@
 #include "lobby/base/log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 namespace warren {
@@ -48,6 +52,28 @@ void Log(LogLevel level, std::string_view message) {
   line.push_back('\n');
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
+}
+
+Status OpenLogFile(const std::string& path) {
+  constexpr mode_t kLogMode = 0640;
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, kLogMode);
+  if (fd < 0) return Unavailable("cannot open log " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  Status result = Status::Ok();
+  if (::fstat(fd, &st) != 0) {
+    result = Unavailable("cannot stat log " + path + ": " + std::strerror(errno));
+  } else if (S_ISREG(st.st_mode) && (st.st_mode & 07777 & ~kLogMode) != 0 &&
+             ::fchmod(fd, st.st_mode & 07777 & kLogMode) != 0) {
+    result =
+        Unavailable("cannot narrow the mode of log " + path + " to 0640: " + std::strerror(errno));
+  } else if (fd == STDERR_FILENO) {
+    ::fcntl(fd, F_SETFD, 0);  // stderr was closed; the new file took its place
+    return result;
+  } else if (::dup2(fd, STDERR_FILENO) < 0) {
+    result = Unavailable("cannot log to " + path + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  return result;
 }
 
 std::string LogQuote(std::string_view value) {

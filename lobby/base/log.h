@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "lobby/base/status.h"
+
 namespace warren {
 
 enum class LogLevel { kDebug, kInfo, kWarn, kError };
@@ -17,6 +19,11 @@ inline void LogInfo(std::string_view m) { Log(LogLevel::kInfo, m); }
 inline void LogWarn(std::string_view m) { Log(LogLevel::kWarn, m); }
 inline void LogError(std::string_view m) { Log(LogLevel::kError, m); }
 inline void LogDebug(std::string_view m) { Log(LogLevel::kDebug, m); }
+
+// Sends the log (everything on stderr) to `path`, appended: made 0640 when new, and an
+// existing regular file readable or writable by others is narrowed to 0640 (the audit lines name
+// users and credentials' fingerprints). Call before any thread starts.
+Status OpenLogFile(const std::string& path);
 
 // Quotes a value for a key=value log line when it has spaces, quotes or control bytes,
 // and escapes control bytes so a caller cannot forge log lines.

@@ -9,6 +9,7 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterVmListCommands(table);
   RegisterNewCommand(table);
   RegisterAuthorizeCommand(table);
+  RegisterOAuthCommands(table);
   RegisterVmCopyCommand(table);
   RegisterVmResizeCommand(table);
   RegisterVmStateCommands(table);

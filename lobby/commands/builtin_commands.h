@@ -15,6 +15,7 @@ void RegisterSshKeyCommands(CommandTable& table);    // ssh-key list|add|remove|
 void RegisterUserCommands(CommandTable& table);      // user add|ls|rm
 void RegisterNewCommand(CommandTable& table);        // new
 void RegisterAuthorizeCommand(CommandTable& table);  // authorize (OAuth sign-in)
+void RegisterOAuthCommands(CommandTable& table);     // oauth clients list|remove
 void RegisterVmCopyCommand(CommandTable& table);     // cp
 void RegisterVmResizeCommand(CommandTable& table);   // resize
 void RegisterVmListCommands(CommandTable& table);    // ls, stat, console

@@ -8,6 +8,15 @@ set_tests_properties(http_exec PROPERTIES
   TIMEOUT 180
   LABELS "integration;http")
 
+# The listener under abuse: slowloris, per-source caps, the descriptor limit (CPU time from
+# /proc), the open-files limit raised at start.
+add_test(NAME http_limits
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_http_limits.py)
+set_tests_properties(http_limits PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 120
+  LABELS "integration;http")
+
 add_test(NAME http_exec_vm
          COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_http_exec_vm.py)
 set_tests_properties(http_exec_vm PROPERTIES

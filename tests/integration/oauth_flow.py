@@ -17,12 +17,16 @@ def pkce():
 
 
 class Http:
-    def __init__(self, port):
+    def __init__(self, port, source=None):
+        """`source`: the local address to connect from (another 127/8 address is another
+        source to the server's per-source limits)."""
         self.port = port
         self.base = "http://127.0.0.1:%d" % port
+        self.source = (source, 0) if source else None
 
     def request(self, method, path, body=None, headers=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30,
+                                          source_address=self.source)
         try:
             if isinstance(body, (dict, list)):
                 body = json.dumps(body)

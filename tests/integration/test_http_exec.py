@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""POST /exec, API tokens, HTTPS and /metrics on the real `warren serve` (no VMs).
+"""POST /exec, API tokens, HTTPS and /metrics (on its own listener) on the real `warren serve`
+(no VMs).
 
 Every /exec status that needs no VM is checked with curl (200, 400, 401, 403, 404, 405,
 409, 413, 429); the VM ones (409 for a stopped VM, 422 with output, 504, a job) are in
@@ -265,7 +266,10 @@ class HttpExecTest(ExecTestCase):
     def test_metrics(self):
         self.curl("whoami", self.token)
         self.curl("frobnicate", self.token)
-        conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=10)
+        # Not where users and agents reach warren: on the --metrics listener only.
+        status, _, _ = self.curl(method="GET", path="/metrics")
+        self.assertEqual(status, 404)
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.metrics_port, timeout=10)
         conn.request("GET", "/metrics")
         r = conn.getresponse()
         text = r.read().decode()
@@ -290,6 +294,7 @@ class HttpExecTest(ExecTestCase):
         self.assertIn('warren_vms{state="running"}', samples)
         self.assertIn("warren_ssh_connections", samples)
         self.assertIn("warren_mcp_sessions", samples)
+        self.assertIn("warren_http_connections", samples)
         # A lobby SSH connection held open shows in the gauge.
         client = self.paramiko_client(self.admin)
         try:

@@ -12,13 +12,18 @@ import warren_harness as h
 REDIRECT = "http://127.0.0.1:9/callback"
 
 
-class OAuthTest(h.LobbyTestCase):
-    KEYS = ("guesser", "narrow")
+class SignInTestCase(h.LobbyTestCase):
+    """A server and the steps of a sign-in, for the test classes below."""
+    EXTRA = ()
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.web = oauth_flow.Http(cls.server.http_port)
+
+    @classmethod
+    def start_server(cls, data_dir=None, admin_key="default", extra_args=()):
+        return super().start_server(data_dir, admin_key, list(extra_args) + list(cls.EXTRA))
 
     # ---- helpers
 
@@ -63,6 +68,12 @@ class OAuthTest(h.LobbyTestCase):
         status, hdrs, _ = self.web.mcp_initialize(token)
         self.assertEqual(status, 401)
         return hdrs
+
+
+class OAuthTest(SignInTestCase):
+    KEYS = ("guesser", "narrow")
+    # Every test registers from 127.0.0.1: rates are OAuthFloodTest's subject, not these.
+    EXTRA = ("--oauth-register-rate", "6000", "--oauth-signin-rate", "6000")
 
     # ---- discovery
 
@@ -279,6 +290,61 @@ class OAuthTest(h.LobbyTestCase):
         self.assertIn("127.0.0.1:9", html)
         self.assertNotIn("src=", html)
         self.assertLess(len(html), 8000)
+
+
+class OAuthFloodTest(SignInTestCase):
+    """Fair shares under abuse, at the default limits: floods come from other loopback
+    addresses (each is a source of its own to the server), the owner signs in from
+    127.0.0.1 all the same; and admins see and remove clients."""
+    KEYS = ("member",)
+
+    def test_registration_flood_from_one_source_gets_429_while_another_registers(self):
+        flood = oauth_flow.Http(self.server.http_port, source="127.0.0.2")
+        body = {"client_name": "Flood", "redirect_uris": [REDIRECT]}
+        statuses, last = [], None
+        for _ in range(30):
+            status, hdrs, last = flood.json("POST", "/oauth/register", body)
+            statuses.append(status)
+            if status == 429:
+                self.assertTrue(hdrs.get("retry-after", "").isdigit(), hdrs)
+        self.assertEqual(statuses[:10], [201] * 10)  # a minute's worth at once
+        self.assertEqual(statuses[-1], 429)
+        self.assertEqual(last["error"], "temporarily_unavailable")
+        self.assertTrue(self.web.register([REDIRECT], "Owner's app"))
+
+    def test_pending_sign_in_flood_from_one_source_does_not_block_another(self):
+        client_id = oauth_flow.Http(self.server.http_port, "127.0.0.3").register([REDIRECT])
+        flood = oauth_flow.Http(self.server.http_port, source="127.0.0.4")
+        _, challenge = oauth_flow.pkce()
+        statuses = [flood.open_page(client_id, REDIRECT, challenge)[0] for _ in range(12)]
+        self.assertEqual(statuses[:10], [200] * 10)
+        self.assertEqual(statuses[10:], [429, 429])
+        # The owner's sign-in, from 127.0.0.1, goes through.
+        _, tokens = self.sign_in(name="Owner")
+        self.assert_mcp_ok(tokens["access_token"])
+
+    def test_admin_lists_and_removes_clients(self):
+        client_id, tokens = self.sign_in(name="Listed App")
+        listed = self.ssh_json(self.admin, "oauth", "clients", "list")["clients"]
+        entry = [c for c in listed if c["id"] == client_id][0]
+        self.assertEqual(entry["name"], "Listed App")
+        self.assertEqual(entry["source"], "127.0.0.1")
+        self.assertGreater(entry["last_used_at"], 0)
+        self.assertIn("Listed App", self.ssh_ok(self.admin, "oauth", "clients", "list").stdout)
+        self.make_user("member", self.keys["member"])
+        self.assert_status(self.ssh(self.keys["member"], "oauth", "clients", "list"),
+                           "permission_denied")
+        removed = self.ssh_json(self.admin, "oauth", "clients", "remove", client_id)
+        self.assertEqual(removed["sign_ins_revoked"], 1)
+        # Signed out everywhere: the access token, the refresh token and the label.
+        self.assert_mcp_refused(tokens["access_token"])
+        status, _, err = self.web.refresh(client_id, tokens["refresh_token"])
+        self.assertEqual(status, 401, err)
+        self.assertFalse([l for l in self.labels() if l.startswith("oauth-listed-app")])
+        listed = self.ssh_json(self.admin, "oauth", "clients", "list")["clients"]
+        self.assertFalse([c for c in listed if c["id"] == client_id])
+        self.assert_status(self.ssh(self.admin, "oauth", "clients", "remove", client_id),
+                           "not_found")
 
 
 class OAuthExpiryTest(h.LobbyTestCase):

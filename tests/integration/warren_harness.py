@@ -100,6 +100,7 @@ class Server:
         self.proc = None
         self.port = None
         self.http_port = None
+        self.metrics_port = None
         self.log_path = None
         self._log = None
 
@@ -117,6 +118,10 @@ class Server:
             "--http", "127.0.0.1:0",
             "--data-dir", self.data_dir,
         ]
+        # The metrics listener on a free port too (a test may pass its own --metrics).
+        own_metrics = "--metrics" in self.extra_args
+        if not own_metrics:
+            args += ["--metrics", "127.0.0.1:0"]
         if self.admin_key is not None:
             args += ["--admin-key", self.admin_key.path + ".pub"]
         args += self.extra_args
@@ -132,9 +137,11 @@ class Server:
             log = self.log()
             m = re.search(r"ssh listening on 127\.0\.0\.1:(\d+)", log)
             h = re.search(r"http listening on 127\.0\.0\.1:(\d+)", log)
-            if m and h:
+            p = re.search(r"metrics listening on 127\.0\.0\.1:(\d+)", log)
+            if m and h and (p or own_metrics):
                 self.port = int(m.group(1))
                 self.http_port = int(h.group(1))
+                self.metrics_port = int(p.group(1)) if p else None
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError("warren exited with %d:\n%s" % (self.proc.returncode, self.log()))

@@ -7,8 +7,11 @@
 #include "bridge/rate_limiter.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,9 +22,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace warren {
 namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
 
 // Sends `request` and reads until the server closes or `timeout_s` passes.
 std::string RoundTrip(int port, const std::string& request) {
@@ -268,6 +275,266 @@ TEST_F(HttpSeamTest, MetricsEndpointRendersPrometheusText) {
                                "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
                                "Connection: close\r\n\r\n");
   EXPECT_EQ(post.rfind("HTTP/1.1 405", 0), 0u) << post;
+}
+
+// ---- Connection caps and deadlines ------------------------------------------------------
+
+// A TCP connection to the server on 127.0.0.1 from `source` (another loopback address is
+// another source to the server). -1 when it cannot connect.
+int ConnectFrom(int port, const char* source = "127.0.0.1") {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &local.sin_addr);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool Send(int fd, std::string_view bytes) {
+  return send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+// Whatever arrives within `timeout_ms`, until the server closes (or resets) the connection;
+// *closed says whether it did.
+std::string ReadFor(int fd, int timeout_ms, bool* closed) {
+  std::string out;
+  *closed = false;
+  const auto deadline = steady_clock::now() + milliseconds(timeout_ms);
+  while (true) {
+    int left = static_cast<int>(
+        std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now()).count());
+    if (left <= 0) return out;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, left) <= 0) return out;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) {
+      *closed = true;
+      return out;
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// GET /healthz over a fresh connection from `source`: the status line, or "" on failure.
+std::string HealthzFrom(int port, const char* source, int timeout_ms = 2000) {
+  int fd = ConnectFrom(port, source);
+  if (fd < 0) return "";
+  Send(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  bool closed = false;
+  std::string r = ReadFor(fd, timeout_ms, &closed);
+  close(fd);
+  return r.substr(0, r.find("\r\n"));
+}
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+std::unique_ptr<HttpServer> StartServer(HttpServerOptions o) {
+  o.port = 0;
+  auto server = std::make_unique<HttpServer>(o);
+  EXPECT_TRUE(server->Start().ok());
+  return server;
+}
+
+TEST(SourceKeyTest, Ipv4AsIsIpv6ByPrefix) {
+  EXPECT_EQ(SourceKey("127.0.0.2"), "127.0.0.2");
+  EXPECT_EQ(SourceKey("::ffff:192.0.2.7"), "192.0.2.7");
+  EXPECT_EQ(SourceKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::/64");
+  EXPECT_EQ(SourceKey("2001:db8:1:2::9"), SourceKey("2001:db8:1:2:ffff::1"));
+  EXPECT_NE(SourceKey("2001:db8:1:2::9"), SourceKey("2001:db8:1:3::9"));
+  EXPECT_EQ(SourceKey("not an address"), "not an address");
+}
+
+// Slowloris: connections that send a header a byte at a time are dropped at the header
+// timeout, while another source is served at once all along.
+TEST(HttpLimitsTest, SlowHeadersAreDroppedAtTheHeaderTimeout) {
+  HttpServerOptions o;
+  o.header_timeout = milliseconds(600);
+  auto server = StartServer(o);
+  std::vector<int> slow;
+  for (int i = 0; i < 20; ++i) {
+    int fd = ConnectFrom(server->port(), "127.0.0.2");
+    ASSERT_GE(fd, 0);
+    slow.push_back(fd);
+  }
+  const std::string header =
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(100, 'a') + "\r\n\r\n";
+  const auto start = steady_clock::now();
+  size_t sent = 0;
+  std::vector<bool> dropped(slow.size(), false);
+  while (steady_clock::now() - start < milliseconds(2000)) {
+    for (size_t i = 0; i < slow.size(); ++i) {
+      if (!dropped[i] && !Send(slow[i], header.substr(sent % header.size(), 1))) {
+        dropped[i] = true;
+      }
+    }
+    ++sent;
+    const auto t0 = steady_clock::now();
+    EXPECT_EQ(HealthzFrom(server->port(), "127.0.0.1"), "HTTP/1.1 200 OK");
+    EXPECT_LT(steady_clock::now() - t0, milliseconds(500));
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_LT(sent, header.size());  // none of them finished its header
+  for (int fd : slow) {
+    bool closed = false;
+    std::string got = ReadFor(fd, 200, &closed);
+    EXPECT_TRUE(closed) << "a slow header was still being read after 2 s";
+    EXPECT_EQ(got.find("200 OK"), std::string::npos) << got;
+    close(fd);
+  }
+}
+
+// Between requests a kept-alive connection may idle longer than the header timeout; past
+// the idle timeout it is closed.
+TEST(HttpLimitsTest, KeptAliveConnectionsIdleUntilTheIdleTimeout) {
+  HttpServerOptions o;
+  o.header_timeout = milliseconds(300);
+  o.idle_timeout = milliseconds(1200);
+  auto server = StartServer(o);
+  int fd = ConnectFrom(server->port());
+  ASSERT_GE(fd, 0);
+  const std::string get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  bool closed = false;
+  ASSERT_TRUE(Send(fd, get));
+  EXPECT_NE(ReadFor(fd, 200, &closed).find("200 OK"), std::string::npos);
+  std::this_thread::sleep_for(milliseconds(500));  // past the header timeout
+  ASSERT_TRUE(Send(fd, get));
+  EXPECT_NE(ReadFor(fd, 200, &closed).find("200 OK"), std::string::npos);
+  EXPECT_FALSE(closed);
+  ReadFor(fd, 2000, &closed);  // idle
+  EXPECT_TRUE(closed);
+  close(fd);
+}
+
+TEST(HttpLimitsTest, PerSourceCapRefusesThatSourceOnly) {
+  HttpServerOptions o;
+  o.max_connections_per_source = 4;
+  Metrics metrics;
+  o.metrics = &metrics;
+  auto server = StartServer(o);
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) {
+    int fd = ConnectFrom(server->port(), "127.0.0.2");
+    ASSERT_GE(fd, 0);
+    held.push_back(fd);
+  }
+  // The fifth from that source is answered 503 and closed, at once.
+  int over = ConnectFrom(server->port(), "127.0.0.2");
+  ASSERT_GE(over, 0);
+  bool closed = false;
+  const auto t0 = steady_clock::now();
+  std::string got = ReadFor(over, 2000, &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(500));
+  EXPECT_EQ(got.rfind("HTTP/1.1 503", 0), 0u) << got;
+  EXPECT_NE(got.find("from your address"), std::string::npos) << got;
+  close(over);
+  // Another source is served.
+  EXPECT_EQ(HealthzFrom(server->port(), "127.0.0.1"), "HTTP/1.1 200 OK");
+  EXPECT_NE(metrics.Render().find("warren_http_connections_refused_total{reason=\"per_source\"} 1"),
+            std::string::npos)
+      << metrics.Render();
+  // The four held (the /healthz one closes a moment after its answer).
+  bool four = false;
+  for (int i = 0; i < 50 && !four; ++i) {
+    four = metrics.Render().find("warren_http_connections 4\n") != std::string::npos;
+    if (!four) std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_TRUE(four) << metrics.Render();
+  // Once one closes, that source may connect again.
+  close(held.back());
+  held.pop_back();
+  std::string again;
+  for (int i = 0; i < 50 && again.empty(); ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+    again = HealthzFrom(server->port(), "127.0.0.2");
+    if (again != "HTTP/1.1 200 OK") again.clear();
+  }
+  EXPECT_EQ(again, "HTTP/1.1 200 OK");
+  for (int fd : held) close(fd);
+}
+
+TEST(HttpLimitsTest, TotalCapRefusesEveryone) {
+  HttpServerOptions o;
+  o.max_connections = 3;
+  auto server = StartServer(o);
+  std::vector<int> held;
+  for (const char* source : {"127.0.0.2", "127.0.0.3", "127.0.0.4"}) {
+    int fd = ConnectFrom(server->port(), source);
+    ASSERT_GE(fd, 0);
+    held.push_back(fd);
+  }
+  std::this_thread::sleep_for(milliseconds(100));  // all three accepted
+  std::string refused = HealthzFrom(server->port(), "127.0.0.1");
+  EXPECT_TRUE(refused.empty() || refused.rfind("HTTP/1.1 503", 0) == 0) << refused;
+  close(held.back());
+  held.pop_back();
+  std::string again;
+  for (int i = 0; i < 50 && again != "HTTP/1.1 200 OK"; ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+    again = HealthzFrom(server->port(), "127.0.0.1");
+  }
+  EXPECT_EQ(again, "HTTP/1.1 200 OK");
+  for (int fd : held) close(fd);
+}
+
+// Out of file descriptors the accept loop pauses instead of spinning, and serves again
+// once some close.
+TEST(HttpLimitsTest, OutOfDescriptorsPausesAcceptingInsteadOfSpinning) {
+  auto server = StartServer({});
+  // The flood's sockets exist before the limit drops (connecting takes no descriptor), so
+  // the server, not the test, runs out.
+  std::vector<int> flood;
+  for (int i = 0; i < 40; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    flood.push_back(fd);
+  }
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  int open_now = 0;
+  for (int fd = 0; fd < 4096; ++fd) open_now += fcntl(fd, F_GETFD) != -1 ? 1 : 0;
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(open_now + 4);  // room for a few accepts only
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int connected = 0;
+  for (int fd : flood) {
+    connected += connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 1 : 0;
+  }
+  std::this_thread::sleep_for(milliseconds(300));  // the server reaches the limit
+  const double cpu0 = ProcessCpuSeconds();
+  const auto t0 = steady_clock::now();
+  std::this_thread::sleep_for(milliseconds(1500));
+  const double cpu = (ProcessCpuSeconds() - cpu0) /
+                     std::chrono::duration<double>(steady_clock::now() - t0).count();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_GT(connected, 10);
+  EXPECT_LT(cpu, 0.15) << "the accept loop spins at the descriptor limit";
+  for (int fd : flood) close(fd);
+  std::string again;
+  for (int i = 0; i < 50 && again != "HTTP/1.1 200 OK"; ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+    again = HealthzFrom(server->port(), "127.0.0.1");
+  }
+  EXPECT_EQ(again, "HTTP/1.1 200 OK");
 }
 
 TEST(RateLimiterTest, BurstThenRatePerKey) {

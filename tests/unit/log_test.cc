@@ -1,6 +1,14 @@
 #include "lobby/base/log.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 namespace warren {
 namespace {
@@ -16,6 +24,76 @@ TEST(LogQuoteTest, SpacesAndQuotesAreQuoted) {
 TEST(LogQuoteTest, ControlBytesCannotForgeLines) {
   EXPECT_EQ(LogQuote("a\nb"), "\"a\\x0ab\"");
   EXPECT_EQ(LogQuote("k=v"), "\"k=v\"");
+}
+
+// Runs `body` with stderr sent elsewhere, restoring it afterwards.
+template <class F>
+void WithStderrSaved(F body) {
+  int saved = dup(STDERR_FILENO);
+  body();
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0);
+  return st.st_mode & 07777;
+}
+
+class LogFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/warren-log-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/warren.log";
+  }
+  void TearDown() override {
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string Contents() const {
+    std::ifstream in(path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(LogFileTest, ANewLogIsOwnerAndGroupOnlyAndGetsTheLines) {
+  const mode_t old_umask = umask(022);
+  WithStderrSaved([&] {
+    ASSERT_TRUE(OpenLogFile(path_).ok());
+    LogInfo("hello log");
+  });
+  umask(old_umask);
+  EXPECT_EQ(ModeOf(path_), 0640u);
+  EXPECT_NE(Contents().find("INFO hello log\n"), std::string::npos) << Contents();
+}
+
+TEST_F(LogFileTest, AnExistingWorldReadableLogIsNarrowedAndAppended) {
+  {
+    std::ofstream out(path_);
+    out << "earlier line\n";
+  }
+  ASSERT_EQ(chmod(path_.c_str(), 0666), 0);
+  WithStderrSaved([&] {
+    ASSERT_TRUE(OpenLogFile(path_).ok());
+    LogWarn("later line");
+  });
+  EXPECT_EQ(ModeOf(path_), 0640u);
+  EXPECT_EQ(Contents().rfind("earlier line\n", 0), 0u) << Contents();
+  EXPECT_NE(Contents().find("WARN later line"), std::string::npos);
+  // A tighter mode the operator chose stays.
+  ASSERT_EQ(chmod(path_.c_str(), 0600), 0);
+  WithStderrSaved([&] { ASSERT_TRUE(OpenLogFile(path_).ok()); });
+  EXPECT_EQ(ModeOf(path_), 0600u);
+}
+
+TEST_F(LogFileTest, ADirectoryIsRefused) {
+  WithStderrSaved([&] { EXPECT_EQ(OpenLogFile(dir_).code(), Code::kUnavailable); });
 }
 
 }  // namespace

@@ -1,20 +1,27 @@
 // OAuth sign-in: the pure rules (keys/oauth.h, bridge/oauth/oauth_web.h), the token's
-// audience (keys/token.h), and the state machine of pending sign-ins, codes and refresh
-// tokens in the real LmdbStore (in a temp dir).
+// audience (keys/token.h), the state machine of pending sign-ins, codes and refresh tokens
+// in the real LmdbStore (in a temp dir), its fair shares under floods (per-source pending
+// caps, client expiry and eviction), and the handler's per-source rate limits.
 #include <lmdb.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "bridge/oauth/oauth_handler.h"
 #include "bridge/oauth/oauth_web.h"
 #include "keys/lmdb_store.h"
 #include "keys/oauth.h"
 #include "keys/token.h"
+#include "lobby/base/clock.h"
 
 namespace warren {
 namespace {
@@ -173,7 +180,7 @@ TEST(OAuthWeb, SignInPageIsSelfContainedAndEscaped) {
 // ---- Token audience
 
 TEST(OAuthToken, AudienceIsSignedAndOldTokensStayValid) {
-  Result<TokenSigner> signer = TokenSigner::FromSecret(std::string(32, 'k'));
+  Result<TokenSigner> signer = TokenSigner::FromSecret(std::string(32, '3'));
   ASSERT_TRUE(signer.ok());
   TokenClaims plain{"alice", std::string(32, 'a'), Scope{}, 1000, ""};
   TokenClaims bound = plain;
@@ -275,20 +282,65 @@ TEST_F(OAuthStoreTest, RequestsAreFoundByHashesAndCodesIndexed) {
   EXPECT_EQ(store_->GetOAuthRequest(HashSecret("page"))->phase, OAuthPhase::kCodeIssued);
 }
 
-TEST_F(OAuthStoreTest, ExpiredRequestsArePrunedAndPendingOnesBounded) {
+TEST_F(OAuthStoreTest, ExpiredRequestsArePruned) {
   ASSERT_TRUE(store_->CreateOAuthRequest(Request("old", "OLD", 0), 0).ok());
   // At t=601 the old one has expired: the next creation drops it and its user code.
   ASSERT_TRUE(store_->CreateOAuthRequest(Request("new", "NEW", 601), 601).ok());
   EXPECT_EQ(store_->GetOAuthRequest(HashSecret("old")).status().code(), Code::kNotFound);
   EXPECT_EQ(store_->FindOAuthRequestByUserCode(HashSecret("OLD")).status().code(), Code::kNotFound);
-  for (size_t i = 1; i < kMaxPendingOAuthRequests; ++i) {
-    ASSERT_TRUE(store_
-                    ->CreateOAuthRequest(
-                        Request("p" + std::to_string(i), "U" + std::to_string(i), 601), 601)
-                    .ok());
+}
+
+TEST_F(OAuthStoreTest, PendingSignInsAreCappedPerSource) {
+  auto from = [&](const std::string& source, const std::string& name) {
+    OAuthRequest r = Request(name, "U-" + name, 10);
+    r.source = source;
+    return store_->CreateOAuthRequest(r, 10);
+  };
+  for (size_t i = 0; i < kMaxPendingOAuthRequestsPerSource; ++i) {
+    ASSERT_TRUE(from("192.0.2.1", "a" + std::to_string(i)).ok()) << i;
   }
-  EXPECT_EQ(store_->CreateOAuthRequest(Request("over", "OVER", 601), 601).code(),
-            Code::kLimitExceeded);
+  Status over = from("192.0.2.1", "a-over");
+  EXPECT_EQ(over.code(), Code::kLimitExceeded);
+  EXPECT_NE(over.message().find("your address"), std::string::npos) << over.message();
+  EXPECT_TRUE(from("192.0.2.2", "b").ok());  // another source is not held up
+  // An approved one no longer counts as pending.
+  ASSERT_TRUE(store_
+                  ->UpdateOAuthRequest(HashSecret("a0"),
+                                       [](OAuthRequest& r) {
+                                         r.phase = OAuthPhase::kApproved;
+                                         return Status::Ok();
+                                       })
+                  .ok());
+  EXPECT_TRUE(from("192.0.2.1", "a-again").ok());
+}
+
+// The issue's case: 1,000 pending sign-ins used to block every sign-in for 10 minutes. Now
+// a full table makes room by dropping the oldest pending sign-in of the source that holds
+// the most, so a flood evicts itself and a lone sign-in from elsewhere gets in.
+TEST_F(OAuthStoreTest, AFullTableEvictsFromTheSourceHoldingTheMost) {
+  std::vector<std::string> flood;
+  auto create = [&](const std::string& source, const std::string& name, int64_t at) {
+    OAuthRequest r = Request(name, "U-" + name, at);
+    r.source = source;
+    return store_->CreateOAuthRequest(r, at);
+  };
+  ASSERT_TRUE(create("198.51.100.7", "lone", 1).ok());
+  for (size_t i = 1; i < kMaxPendingOAuthRequests; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    // Ten per source: each flooding address stays within its own cap.
+    ASSERT_TRUE(
+        create("203.0.113." + std::to_string(i / kMaxPendingOAuthRequestsPerSource), name, 10).ok())
+        << i;
+    flood.push_back(name);
+  }
+  ASSERT_TRUE(create("198.51.100.8", "newcomer", 20).ok());
+  EXPECT_TRUE(store_->GetOAuthRequest(HashSecret("lone")).ok());
+  EXPECT_TRUE(store_->GetOAuthRequest(HashSecret("newcomer")).ok());
+  size_t gone = 0;
+  for (const std::string& name : flood) {
+    gone += store_->GetOAuthRequest(HashSecret(name)).ok() ? 0 : 1;
+  }
+  EXPECT_EQ(gone, 1u);
 }
 
 TEST_F(OAuthStoreTest, RefreshTokensRotateAndAReplayRevokesTheSignIn) {
@@ -355,32 +407,295 @@ TEST_F(OAuthStoreTest, ExpiredGrantCannotRefresh) {
       Code::kNotFound);
 }
 
+// ---- Clients: expiry, eviction, listing, removal
+
+OAuthClient Client(const std::string& id, int64_t created_at, const std::string& source = "") {
+  OAuthClient c{id, "App " + id, {"http://127.0.0.1:1/cb"}, created_at};
+  c.source = source;
+  return c;
+}
+
+TEST(OAuthRules, ClientsExpireUnusedForADayOrIdleForNinetyDays) {
+  OAuthClient c = Client("wc-1", 1000);
+  EXPECT_FALSE(OAuthClientExpired(c, 1000 + kOAuthUnusedClientSeconds - 1));
+  EXPECT_TRUE(OAuthClientExpired(c, 1000 + kOAuthUnusedClientSeconds));
+  c.last_used_at = 5000;
+  EXPECT_FALSE(OAuthClientExpired(c, 5000 + kOAuthIdleClientSeconds - 1));
+  EXPECT_TRUE(OAuthClientExpired(c, 5000 + kOAuthIdleClientSeconds));
+}
+
+TEST_F(OAuthStoreTest, UnusedClientsAreRemovedAtTheNextRegistration) {
+  ASSERT_TRUE(store_->CreateOAuthClient(Client("wc-unused", 100)).ok());
+  ASSERT_TRUE(store_->CreateOAuthClient(Client("wc-used", 100)).ok());
+  ASSERT_TRUE(store_->MarkOAuthClientUsed("wc-used", 200).ok());
+  EXPECT_EQ(store_->GetOAuthClient("wc-used")->last_used_at, 200);
+  // Marked at most once a day: the record is not rewritten for every refresh.
+  ASSERT_TRUE(store_->MarkOAuthClientUsed("wc-used", 300).ok());
+  EXPECT_EQ(store_->GetOAuthClient("wc-used")->last_used_at, 200);
+  EXPECT_EQ(store_->MarkOAuthClientUsed("wc-none", 300).code(), Code::kNotFound);
+
+  const int64_t next_day = 100 + kOAuthUnusedClientSeconds;
+  ASSERT_TRUE(store_->CreateOAuthClient(Client("wc-late", next_day)).ok());
+  EXPECT_EQ(store_->GetOAuthClient("wc-unused").status().code(), Code::kNotFound);
+  EXPECT_TRUE(store_->GetOAuthClient("wc-used").ok());
+  ASSERT_TRUE(store_->MarkOAuthClientUsed("wc-late", next_day).ok());
+  // Ninety days without use: gone too.
+  ASSERT_TRUE(store_->CreateOAuthClient(Client("wc-later", 200 + kOAuthIdleClientSeconds)).ok());
+  EXPECT_EQ(store_->GetOAuthClient("wc-used").status().code(), Code::kNotFound);
+  EXPECT_TRUE(store_->GetOAuthClient("wc-late").ok());
+}
+
+TEST_F(OAuthStoreTest, RemovingAClientSignsOutEverythingSignedInThroughIt) {
+  ASSERT_TRUE(store_->CreateOAuthClient(Client("wc-1", 10, "192.0.2.1")).ok());
+  ASSERT_TRUE(store_->CreateOAuthClient(Client("wc-2", 10)).ok());
+  const std::string label_1(32, 'f'), label_2(32, '2');
+  ASSERT_TRUE(store_->RecordToken("alice", "oauth-app-1", label_1, IssuedToken{}, 10).ok());
+  ASSERT_TRUE(store_->RecordToken("alice", "oauth-app-2", label_2, IssuedToken{}, 10).ok());
+  ASSERT_TRUE(store_
+                  ->PutOAuthRefresh(
+                      OAuthRefresh{HashSecret("r1"), label_1, "alice", "wc-1", "", {}, 10, false})
+                  .ok());
+  ASSERT_TRUE(store_
+                  ->PutOAuthRefresh(
+                      OAuthRefresh{HashSecret("r2"), label_2, "alice", "wc-2", "", {}, 10, false})
+                  .ok());
+  ASSERT_TRUE(store_->CreateOAuthRequest(Request("pending", "PEND", 10), 10).ok());  // wc-1's
+
+  Result<std::vector<OAuthClient>> listed = store_->ListOAuthClients();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].id, "wc-1");
+  EXPECT_EQ((*listed)[0].source, "192.0.2.1");
+
+  Result<OAuthClientRemoval> removed = store_->RemoveOAuthClient("wc-1");
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(removed->requests, 1u);
+  EXPECT_EQ(removed->refresh_tokens, 1u);
+  EXPECT_EQ(removed->token_labels, 1u);
+  EXPECT_EQ(store_->GetOAuthClient("wc-1").status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->GetTokenLabel(label_1).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->GetOAuthRequest(HashSecret("pending")).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->FindOAuthRequestByUserCode(HashSecret("PEND")).status().code(),
+            Code::kNotFound);
+  // The label's name is free again; the other client's sign-in is untouched.
+  EXPECT_TRUE(store_->RecordToken("alice", "oauth-app-1", std::string(32, '4'), {}, 20).ok());
+  EXPECT_TRUE(store_->GetTokenLabel(label_2).ok());
+  EXPECT_TRUE(store_->RotateOAuthRefresh(HashSecret("r2"), "wc-2", HashSecret("r3"), 20).ok());
+  EXPECT_EQ(store_->RemoveOAuthClient("wc-1").status().code(), Code::kNotFound);
+}
+
+// Runs `body` in one write transaction on a closed store's LMDB environment, for states
+// the API does not make (old schemas, 10,000 registrations in a moment).
+void WithRawTxn(const std::filesystem::path& dir, const std::function<void(MDB_txn*)>& body) {
+  MDB_env* env = nullptr;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  ASSERT_EQ(mdb_env_set_maxdbs(env, 16), 0);
+  ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0600), 0);
+  MDB_txn* txn = nullptr;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  body(txn);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+}
+
+void PutRaw(MDB_txn* txn, const char* table, std::string key, std::string value) {
+  MDB_dbi dbi;
+  ASSERT_EQ(mdb_dbi_open(txn, table, 0, &dbi), 0) << table;
+  MDB_val k{key.size(), key.data()};
+  MDB_val v{value.size(), value.data()};
+  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+}
+
+// OAuth client records written straight into a closed store (10,000 registrations through
+// the API would take a minute).
+void PutClientsRaw(const std::filesystem::path& dir, const std::vector<nlohmann::json>& clients) {
+  WithRawTxn(dir, [&](MDB_txn* txn) {
+    for (const nlohmann::json& c : clients) {
+      PutRaw(txn, "oauth_clients", c.at("id").get<std::string>(), c.dump());
+    }
+  });
+}
+
+nlohmann::json RawClient(const std::string& id, int64_t created_at, int64_t last_used_at) {
+  return {{"id", id},
+          {"name", "App"},
+          {"redirect_uris", {"http://127.0.0.1:1/cb"}},
+          {"created_at", created_at},
+          {"last_used_at", last_used_at}};
+}
+
+// The issue's case: 10,000 registrations used to block new MCP apps for good. Now a full
+// table evicts the oldest client never used; only a table of clients in use refuses.
+TEST_F(OAuthStoreTest, AFullClientTableEvictsTheOldestNeverUsedClient) {
+  store_.reset();
+  std::vector<nlohmann::json> clients;
+  const int64_t now = 1'000'000;
+  for (size_t i = 0; i + 2 < kMaxOAuthClients; ++i) {
+    clients.push_back(RawClient("wc-used-" + std::to_string(i), now - 100, now - 50));
+  }
+  clients.push_back(RawClient("wc-unused-old", now - 300, 0));
+  clients.push_back(RawClient("wc-unused-new", now - 200, 0));
+  PutClientsRaw(dir_, clients);
+  store_ = LmdbStore::Open(dir_.string()).value();
+
+  ASSERT_TRUE(store_->CreateOAuthClient(Client("wc-newcomer", now)).ok());
+  EXPECT_EQ(store_->GetOAuthClient("wc-unused-old").status().code(), Code::kNotFound);
+  EXPECT_TRUE(store_->GetOAuthClient("wc-unused-new").ok());
+  EXPECT_TRUE(store_->GetOAuthClient("wc-used-0").ok());
+  // Once every client has been used, the table refuses.
+  ASSERT_TRUE(store_->MarkOAuthClientUsed("wc-unused-new", now).ok());
+  ASSERT_TRUE(store_->MarkOAuthClientUsed("wc-newcomer", now).ok());
+  Status full = store_->CreateOAuthClient(Client("wc-refused", now));
+  EXPECT_EQ(full.code(), Code::kLimitExceeded);
+  EXPECT_NE(full.message().find("oauth clients remove"), std::string::npos) << full.message();
+}
+
+TEST_F(OAuthStoreTest, ClientsStoredBeforeUsesWereRecordedAreJudgedByTheirSignIns) {
+  store_.reset();
+  auto legacy = [](const std::string& id) {
+    return nlohmann::json{{"id", id},
+                          {"name", "Old"},
+                          {"redirect_uris", {"http://127.0.0.1:1/cb"}},
+                          {"created_at", 1}};
+  };
+  PutClientsRaw(dir_, {legacy("wc-signed-in"), legacy("wc-never")});
+  store_ = LmdbStore::Open(dir_.string()).value();
+  ASSERT_TRUE(store_->RecordToken("alice", "oauth-old-1", std::string(32, '3'), {}, 1).ok());
+  ASSERT_TRUE(
+      store_
+          ->PutOAuthRefresh(OAuthRefresh{
+              HashSecret("old"), std::string(32, '3'), "alice", "wc-signed-in", "", {}, 1, false})
+          .ok());
+  const int64_t later = 10 * kOAuthUnusedClientSeconds;
+  ASSERT_TRUE(store_->CreateOAuthClient(Client("wc-new", later)).ok());
+  EXPECT_EQ(store_->GetOAuthClient("wc-never").status().code(), Code::kNotFound);
+  Result<OAuthClient> kept = store_->GetOAuthClient("wc-signed-in");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->last_used_at, later);
+}
+
+// ---- The handler's per-source rate limits
+
+// Records the one answer a handler gives (OAuthHandler answers synchronously).
+class CapturedResponse final : public HttpResponder {
+ public:
+  void Respond(int s, HttpHeaders h, std::string b) override {
+    status = s;
+    headers = std::move(h);
+    body = std::move(b);
+  }
+  void BeginStream(int s, HttpHeaders h) override { Respond(s, std::move(h), ""); }
+  bool Write(std::string_view) override { return false; }
+  void End() override {}
+  std::shared_ptr<CancelSignal> closed() const override { return closed_; }
+
+  std::string Header(const std::string& name) const {
+    for (const auto& [k, v] : headers) {
+      if (k == name) return v;
+    }
+    return "";
+  }
+  int status = 0;
+  HttpHeaders headers;
+  std::string body;
+
+ private:
+  std::shared_ptr<CancelSignal> closed_ = std::make_shared<CancelSignal>();
+};
+
+class FixedClock final : public Clock {
+ public:
+  int64_t NowUnix() const override { return 1'700'000'000; }
+};
+
+class OAuthHandlerLimitsTest : public OAuthStoreTest {
+ protected:
+  void SetUp() override {
+    OAuthStoreTest::SetUp();
+    signer_ = std::make_unique<TokenSigner>(TokenSigner::FromSecret(std::string(32, 's')).value());
+    OAuthOptions o;
+    o.public_url = "http://127.0.0.1:8080";
+    o.registrations_per_minute = 5;
+    o.sign_ins_per_minute = 100;  // the store's per-source cap is what the test meets
+    handler_ = std::make_unique<OAuthHandler>(*store_, *store_, *signer_, clock_, o);
+  }
+  void TearDown() override {
+    handler_.reset();
+    OAuthStoreTest::TearDown();
+  }
+
+  std::shared_ptr<CapturedResponse> Call(const std::string& method, const std::string& target,
+                                         const std::string& source, std::string body = "") {
+    HttpRequest req;
+    req.method = method;
+    req.target = target;
+    req.path = target.substr(0, target.find('?'));
+    req.body = std::move(body);
+    req.remote_address = source;
+    req.source = source;
+    auto res = std::make_shared<CapturedResponse>();
+    handler_->Handle(std::move(req), res);
+    return res;
+  }
+
+  std::shared_ptr<CapturedResponse> Register(const std::string& source) {
+    return Call("POST", "/oauth/register", source,
+                R"({"client_name":"x","redirect_uris":["http://127.0.0.1:1/cb"]})");
+  }
+
+  std::shared_ptr<CapturedResponse> OpenPage(const std::string& client_id,
+                                             const std::string& source) {
+    return Call("GET",
+                "/oauth/authorize?response_type=code&client_id=" + client_id +
+                    "&redirect_uri=http%3A%2F%2F127.0.0.1%3A1%2Fcb&code_challenge=" +
+                    std::string(43, 'c') + "&code_challenge_method=S256&state=s",
+                source);
+  }
+
+  FixedClock clock_;
+  std::unique_ptr<TokenSigner> signer_;
+  std::unique_ptr<OAuthHandler> handler_;
+};
+
+TEST_F(OAuthHandlerLimitsTest, RegistrationsAreRateLimitedPerSource) {
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Register("192.0.2.1")->status, 201) << i;
+  auto limited = Register("192.0.2.1");
+  EXPECT_EQ(limited->status, 429) << limited->body;
+  EXPECT_EQ(limited->Header("Retry-After"), "12");
+  EXPECT_EQ(nlohmann::json::parse(limited->body)["error"], "temporarily_unavailable");
+  auto other = Register("192.0.2.2");
+  ASSERT_EQ(other->status, 201);
+  // Where a client registered from is kept for admins.
+  std::string id = nlohmann::json::parse(other->body)["client_id"];
+  EXPECT_EQ(store_->GetOAuthClient(id)->source, "192.0.2.2");
+}
+
+TEST_F(OAuthHandlerLimitsTest, PendingSignInsFromOneSourceDoNotBlockAnother) {
+  auto reg = Register("192.0.2.1");
+  ASSERT_EQ(reg->status, 201);
+  std::string id = nlohmann::json::parse(reg->body)["client_id"];
+  for (size_t i = 0; i < kMaxPendingOAuthRequestsPerSource; ++i) {
+    ASSERT_EQ(OpenPage(id, "192.0.2.9")->status, 200) << i;
+  }
+  auto refused = OpenPage(id, "192.0.2.9");
+  EXPECT_EQ(refused->status, 429);
+  EXPECT_NE(refused->body.find("Too many sign-ins"), std::string::npos);
+  EXPECT_EQ(OpenPage(id, "192.0.2.10")->status, 200);
+}
+
 TEST_F(OAuthStoreTest, SchemaThreeStoreIsUpgradedInPlace) {
   ASSERT_TRUE(store_->RecordToken("alice", "ci", std::string(32, 'e'), IssuedToken{}, 1).ok());
   store_.reset();
   // Make it what warren with schema 3 left: no OAuth tables, version 3.
-  {
-    MDB_env* env = nullptr;
-    ASSERT_EQ(mdb_env_create(&env), 0);
-    ASSERT_EQ(mdb_env_set_maxdbs(env, 16), 0);
-    ASSERT_EQ(mdb_env_open(env, dir_.c_str(), 0, 0600), 0);
-    MDB_txn* txn = nullptr;
-    ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  WithRawTxn(dir_, [](MDB_txn* txn) {
     for (const char* name :
          {"oauth_clients", "oauth_requests", "oauth_user_codes", "oauth_codes", "oauth_refresh"}) {
       MDB_dbi dbi;
       ASSERT_EQ(mdb_dbi_open(txn, name, 0, &dbi), 0) << name;
       ASSERT_EQ(mdb_drop(txn, dbi, 1), 0);
     }
-    MDB_dbi meta;
-    ASSERT_EQ(mdb_dbi_open(txn, "meta", 0, &meta), 0);
-    std::string key = "schema_version", value = "3";
-    MDB_val k{key.size(), key.data()};
-    MDB_val v{value.size(), value.data()};
-    ASSERT_EQ(mdb_put(txn, meta, &k, &v, 0), 0);
-    ASSERT_EQ(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
-  }
+    PutRaw(txn, "meta", "schema_version", "3");
+  });
   auto opened = LmdbStore::Open(dir_.string());
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   store_ = std::move(opened).value();
