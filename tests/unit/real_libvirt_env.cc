@@ -1,0 +1,172 @@
+#include "tests/unit/real_libvirt_env.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include "vmhost/image_layout.h"
+#include "vmhost/libvirt_handles.h"
+#include "vmhost/libvirtd_launcher.h"
+
+namespace warren {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+std::string DataParent() { return EnvOr("WARREN_TEST_DATA_DIR", "/var/lib/warren-test"); }
+
+// Destroys the VMs and files of test processes that died without cleaning up.
+void SweepDeadRuns(const std::string& uri, const std::string& parent) {
+  Result<ConnectHandle> conn = OpenLibvirt(uri);
+  if (!conn.ok()) return;
+  Result<std::vector<DomainHandle>> doms = ListDomains(conn->get(), "wt");
+  if (!doms.ok()) return;
+  std::vector<std::string> dead_prefixes;
+  for (const DomainHandle& dom : *doms) {
+    std::string name = virDomainGetName(dom.get());
+    size_t dash = name.find('-');
+    if (dash == std::string::npos || dash < 3) continue;
+    std::string pid = name.substr(2, dash - 2);
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (fs::exists("/proc/" + pid)) continue;
+    dead_prefixes.push_back(name.substr(0, dash + 1));
+  }
+  for (const std::string& prefix : dead_prefixes) {
+    LibvirtHostOptions o;
+    o.uri = uri;
+    o.domain_prefix = prefix;
+    o.data_dir = parent + "/run-" + prefix.substr(2, prefix.size() - 3);
+    LibvirtHost host(o);
+    DestroyEveryVm(host);
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    std::string base = entry.path().filename();
+    if (base.rfind("run-", 0) != 0) continue;
+    if (!fs::exists("/proc/" + base.substr(4))) fs::remove_all(entry.path(), ec);
+  }
+}
+
+RealLibvirtEnv Discover() {
+  RealLibvirtEnv env;
+  env.uri = EnvOr("WARREN_TEST_LIBVIRT_URI", "qemu:///system");
+  env.images_dir = EnvOr("WARREN_TEST_IMAGES", DataParent() + "/images");
+  env.image = EnvOr("WARREN_TEST_IMAGE", NewestInstalledImage(env.images_dir, "tiny"));
+  if (env.image.empty() || !fs::exists(fs::path(env.images_dir) / env.image)) {
+    env.skip_reason = "no tiny guest image in " + env.images_dir +
+                      " (build one: packaging/images/build-tiny.sh " + env.images_dir +
+                      ", or point WARREN_TEST_IMAGES at one)";
+    return env;
+  }
+  env.debian_image =
+      EnvOr("WARREN_TEST_DEBIAN_IMAGE", NewestInstalledImage(env.images_dir, "debian"));
+  std::string parent = DataParent();
+  std::string pid = std::to_string(getpid());
+  env.prefix = "wt" + pid + "-";
+  env.data_dir = parent + "/run-" + pid;
+  std::error_code ec;
+  fs::create_directories(env.data_dir, ec);
+  if (ec) {
+    env.skip_reason = "cannot create " + env.data_dir + ": " + ec.message();
+    return env;
+  }
+  // QEMU runs as libvirt-qemu: every directory on the way must be traversable.
+  for (const fs::path& p : {fs::path(parent), fs::path(env.data_dir)}) {
+    fs::permissions(p, fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add, ec);
+  }
+
+  KvmProbeOptions probe;
+  probe.data_dir = parent;
+  probe.kernel = ImageFilesOf(env.images_dir, env.image).kernel;
+  env.accel = ProbeAccel(probe);
+  env.setup_notes = "accel " + std::string(AccelName(env.accel.accel)) + ": " + env.accel.reason;
+
+  LibvirtdOptions daemon;
+  daemon.uri = env.uri;
+  daemon.mask_dev_kvm = env.accel.accel == Accel::kTcg;
+  Result<LibvirtdStatus> up = EnsureLibvirtd(daemon);
+  if (!up.ok()) {
+    env.skip_reason = "no libvirt daemon: " + up.status().ToString();
+    return env;
+  }
+  if (up->started) {
+    env.setup_notes += "; started libvirtd" + std::string(up->masked ? " (/dev/kvm masked)" : "") +
+                       " in " + std::to_string(up->seconds) + " s";
+  }
+  if (!up->warning.empty()) env.setup_notes += "; " + up->warning;
+  SweepDeadRuns(env.uri, parent);
+  env.available = true;
+  return env;
+}
+
+bool g_initialised = false;
+
+const RealLibvirtEnv& Env() {
+  static std::once_flag once;
+  static RealLibvirtEnv env;
+  std::call_once(once, [] {
+    env = Discover();
+    g_initialised = true;
+    std::fprintf(stderr, "[real libvirt env] %s\n",
+                 env.available ? env.setup_notes.c_str() : env.skip_reason.c_str());
+  });
+  return env;
+}
+
+// Whatever a failed test left behind goes when the process ends.
+class Cleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (!g_initialised || !Env().available) return;
+    const RealLibvirtEnv& env = Env();
+    LibvirtHost host(env.HostOptions());
+    DestroyEveryVm(host);
+    std::error_code ec;
+    fs::remove_all(env.data_dir, ec);
+  }
+};
+
+[[maybe_unused]] ::testing::Environment* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new Cleanup);
+
+}  // namespace
+
+LibvirtHostOptions RealLibvirtEnv::HostOptions() const {
+  LibvirtHostOptions o;
+  o.uri = uri;
+  o.data_dir = data_dir;
+  o.images_dir = images_dir;
+  o.accel = accel.accel;
+  o.domain_prefix = prefix;
+  o.stop_timeout = std::chrono::milliseconds(3000);
+  return o;
+}
+
+const RealLibvirtEnv& GetRealLibvirtEnv() { return Env(); }
+
+VmSpec TinyVmSpec(std::string id, std::string image) {
+  VmSpec s;
+  s.id = std::move(id);
+  s.image = std::move(image);
+  s.cpus = 1;
+  s.memory_mib = 256;
+  s.disk_gib = 1;
+  s.egress = Egress::kNone;
+  return s;
+}
+
+void DestroyEveryVm(VmHost& host) {
+  Result<std::vector<VmInfo>> vms = host.List();
+  if (!vms.ok()) return;
+  for (const VmInfo& vm : *vms) (void)host.Destroy(vm.id);
+}
+
+}  // namespace warren
