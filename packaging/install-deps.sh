@@ -12,7 +12,7 @@ fi
 BUILD_PKGS=(
   build-essential cmake ninja-build pkg-config clang-format
   libssh-dev liblmdb-dev libssl-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev libboost1.81-dev libvirt-dev
+  libgtest-dev libgmock-dev libboost1.81-dev libvirt-dev libxml2-dev
 )
 # What runs VMs: libvirt's daemons (warren starts them itself) and QEMU.
 RUN_PKGS=(

@@ -52,6 +52,77 @@ std::string VmMetadataXml(std::string_view id, std::string_view name, std::strin
   return x.str();
 }
 
+std::string VmMetadataElement(std::string_view id, std::string_view name, std::string_view image) {
+  return "<vm><id>" + XmlEscape(id) + "</id><name>" + XmlEscape(name) + "</name><image>" +
+         XmlEscape(image) + "</image></vm>";
+}
+
+std::string RunMetadataElement(int64_t started_at) {
+  return "<run started='" + std::to_string(started_at) + "'/>";
+}
+
+std::string DiskSnapshotXml(std::string_view new_top) {
+  std::ostringstream x;
+  x << "<domainsnapshot>\n";
+  x << "  <disks>\n";
+  x << "    <disk name='vda' snapshot='external' type='file'>\n";
+  x << "      <driver type='qcow2'/>\n";
+  x << "      <source file='" << Attr(new_top) << "'/>\n";
+  x << "    </disk>\n";
+  x << "    <disk name='vdb' snapshot='no'/>\n";
+  x << "  </disks>\n";
+  x << "</domainsnapshot>\n";
+  return x.str();
+}
+
+std::string DirPoolXml(std::string_view name, std::string_view path) {
+  std::ostringstream x;
+  x << "<pool type='dir'>\n";
+  x << "  <name>" << XmlEscape(name) << "</name>\n";
+  x << "  <target>\n";
+  x << "    <path>" << XmlEscape(path) << "</path>\n";
+  // 0711: QEMU (libvirt-qemu under qemu:///system) must reach the files by path, nobody
+  // needs to list them.
+  x << "    <permissions>\n      <mode>0711</mode>\n    </permissions>\n";
+  x << "  </target>\n";
+  x << "</pool>\n";
+  return x.str();
+}
+
+namespace {
+
+// A volume of `format`; `backing` (a qcow2 file) only when not empty.
+std::string VolumeXml(std::string_view name, uint64_t capacity_bytes, std::string_view format,
+                      std::string_view backing) {
+  std::ostringstream x;
+  x << "<volume>\n";
+  x << "  <name>" << XmlEscape(name) << "</name>\n";
+  x << "  <capacity unit='bytes'>" << capacity_bytes << "</capacity>\n";
+  x << "  <target>\n";
+  x << "    <format type='" << Attr(format) << "'/>\n";
+  x << "    <permissions>\n      <mode>0600</mode>\n    </permissions>\n";
+  x << "  </target>\n";
+  if (!backing.empty()) {
+    x << "  <backingStore>\n";
+    x << "    <path>" << XmlEscape(backing) << "</path>\n";
+    x << "    <format type='qcow2'/>\n";
+    x << "  </backingStore>\n";
+  }
+  x << "</volume>\n";
+  return x.str();
+}
+
+}  // namespace
+
+std::string OverlayVolumeXml(std::string_view name, uint64_t capacity_bytes,
+                             std::string_view backing) {
+  return VolumeXml(name, capacity_bytes, "qcow2", backing);
+}
+
+std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes) {
+  return VolumeXml(name, capacity_bytes, "raw", "");
+}
+
 std::string DomainXml(const DomainConfig& c) {
   // Indent the metadata element to sit inside <metadata>.
   std::string metadata;

@@ -1,6 +1,8 @@
-// Domain XML for a warren VM: a pure function of a DomainConfig, so the exact XML handed to
-// libvirt is pinned by golden files (tests/golden/*.xml). No I/O, no libvirt calls; every
-// function here is thread-safe.
+// The XML warren writes for libvirt: a VM's domain definition (a pure function of a
+// DomainConfig), its metadata elements, the disk snapshot of a `cp`, and the storage pools and
+// volumes of its files. The exact XML handed to libvirt is pinned by golden files
+// (tests/golden/*.xml); what libvirt hands back is read by libvirt_xml.h. No I/O, no libvirt
+// calls; every function here is thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +48,29 @@ struct DomainConfig {
 // The full domain definition.
 std::string DomainXml(const DomainConfig& config);
 
-// The <warren:vm> metadata element alone, as virDomainSetMetadata wants it.
+// The <warren:vm> metadata element, with its namespace, as the domain definition holds it.
 std::string VmMetadataXml(std::string_view id, std::string_view name, std::string_view image);
+// The same element as virDomainSetMetadata takes it: without the prefix, which libvirt adds
+// itself (kWarrenVmPrefix, kWarrenVmNamespace).
+std::string VmMetadataElement(std::string_view id, std::string_view name, std::string_view image);
+// The live-only <run> element (kWarrenRunPrefix, kWarrenRunNamespace) for virDomainSetMetadata:
+// when the VM's QEMU started, in Unix seconds.
+std::string RunMetadataElement(int64_t started_at);
+
+// The disk-only external snapshot that forks a running VM's disk: vda moves onto the
+// existing overlay `new_top` (qcow2, its header already naming the old top as backing), the
+// read-only seed vdb is left alone.
+std::string DiskSnapshotXml(std::string_view new_top);
+
+// A directory storage pool `name` over `path`, traversable but not listable by others (QEMU
+// reaches the files by path under another user).
+std::string DirPoolXml(std::string_view name, std::string_view path);
+// A qcow2 volume `name` of `capacity_bytes` over the qcow2 file `backing`, readable by its
+// owner only (libvirt hands it to QEMU's user).
+std::string OverlayVolumeXml(std::string_view name, uint64_t capacity_bytes,
+                             std::string_view backing);
+// A raw volume `name` of `capacity_bytes`, readable by its owner only.
+std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes);
 
 // Escapes &, <, >, ' and " for element text and attribute values alike, and drops bytes
 // XML 1.0 cannot carry at all (control characters other than tab, LF, CR).

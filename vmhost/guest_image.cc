@@ -4,22 +4,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "vmhost/image_layout.h"
+
 namespace warren {
-namespace {
 
 namespace fs = std::filesystem;
-
-bool IsRefPart(std::string_view s) {
-  if (s.empty() || s.size() > 64 || s == "." || s == "..") return false;
-  for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 Result<int64_t> Qcow2VirtualSize(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -38,25 +27,24 @@ Result<int64_t> Qcow2VirtualSize(const std::string& path) {
 }
 
 Result<GuestImage> OpenGuestImage(const std::string& images_dir, std::string_view ref) {
-  size_t at = ref.find('@');
-  if (at == std::string_view::npos || !IsRefPart(ref.substr(0, at)) ||
-      !IsRefPart(ref.substr(at + 1))) {
+  if (!IsImageRef(ref)) {
     return InvalidArgument("image must be NAME@VERSION of letters, digits, '.', '_' and '-'");
   }
+  const ImageFiles files = ImageFilesOf(images_dir, ref);
   GuestImage img;
   img.ref = std::string(ref);
-  img.dir = (fs::path(images_dir) / img.ref).string();
+  img.dir = files.dir;
   std::error_code ec;
   if (!fs::is_directory(img.dir, ec)) return NotFound("no image " + img.ref);
-  img.kernel = (fs::path(img.dir) / "vmlinuz").string();
-  img.initrd = (fs::path(img.dir) / "initrd.img").string();
-  img.rootfs = (fs::path(img.dir) / "rootfs.qcow2").string();
+  img.kernel = files.kernel;
+  img.initrd = files.initrd;
+  img.rootfs = files.rootfs;
   for (const std::string* f : {&img.kernel, &img.initrd, &img.rootfs}) {
     if (!fs::is_regular_file(*f, ec)) return NotFound("image " + img.ref + " has no " + *f);
   }
   WARREN_ASSIGN_OR_RETURN(img.rootfs_bytes, Qcow2VirtualSize(img.rootfs));
   img.cmdline = std::string(kDefaultCmdline);
-  std::ifstream meta(fs::path(img.dir) / "image.json");
+  std::ifstream meta(files.meta);
   if (meta) {
     nlohmann::json j = nlohmann::json::parse(meta, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) {

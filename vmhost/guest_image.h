@@ -1,5 +1,4 @@
-// A guest image version on disk, as packaging/images builds them:
-//   IMAGES/NAME@VERSION/{vmlinuz, initrd.img, rootfs.qcow2, image.json}
+// A guest image version on disk, opened for booting (layout: vmhost/image_layout.h).
 // VMs boot the kernel directly and get a qcow2 overlay on rootfs.qcow2, which is never
 // written to once published. Thread-safe: reads files, keeps no state.
 #pragma once

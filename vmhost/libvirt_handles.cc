@@ -72,4 +72,23 @@ Result<ConnectHandle> OpenLibvirt(const std::string& uri) {
   return conn;
 }
 
+Result<std::vector<DomainHandle>> ListDomains(virConnectPtr conn, std::string_view prefix) {
+  virDomainPtr* doms = nullptr;
+  int n = virConnectListAllDomains(conn, &doms, 0);
+  if (n < 0) return LibvirtError("listing vms");
+  std::vector<DomainHandle> all;
+  for (int i = 0; i < n; ++i) all.emplace_back(doms[i]);
+  free(doms);  // NOLINT: allocated by libvirt
+  std::vector<DomainHandle> out;
+  for (DomainHandle& dom : all) {
+    const char* name = virDomainGetName(dom.get());
+    if (name == nullptr) continue;
+    const std::string_view sv(name);
+    if (sv.size() > prefix.size() && sv.substr(0, prefix.size()) == prefix) {
+      out.push_back(std::move(dom));
+    }
+  }
+  return out;
+}
+
 }  // namespace warren

@@ -1,51 +1,37 @@
-// RAII owners for libvirt's C handles and the one place a libvirt error becomes a Status.
-// Handles are plain unique_ptrs: move-only, not shareable; a libvirt object itself is
-// thread-safe, so two threads may each hold their own handle to the same domain. Every
-// function here is thread-safe (libvirt keeps the last error per thread).
+// RAII owners for libvirt's C handles (lobby/base/unique_handle.h) and the one place a
+// libvirt error becomes a Status. Handles are move-only, not shareable; a libvirt object
+// itself is thread-safe, so two threads may each hold their own handle to the same domain.
+// Every function here is thread-safe (libvirt keeps the last error per thread).
 #pragma once
 
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
-#include <memory>
+#include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lobby/base/status.h"
+#include "lobby/base/unique_handle.h"
 
 namespace warren {
 
-struct ConnectDeleter {
-  void operator()(virConnectPtr p) const { virConnectClose(p); }
-};
-struct DomainDeleter {
-  void operator()(virDomainPtr p) const { virDomainFree(p); }
-};
-struct StoragePoolDeleter {
-  void operator()(virStoragePoolPtr p) const { virStoragePoolFree(p); }
-};
-struct StorageVolDeleter {
-  void operator()(virStorageVolPtr p) const { virStorageVolFree(p); }
-};
-struct StreamDeleter {
-  // A stream still open when its owner goes away was not finished: abort it so the
-  // daemon drops its side too. virStreamAbort fails harmlessly on a finished stream.
-  void operator()(virStreamPtr p) const {
-    virStreamAbort(p);
-    virStreamFree(p);
-  }
-};
+// A stream still open when its owner goes away was not finished: abort it so the daemon
+// drops its side too. virStreamAbort fails harmlessly on a finished stream.
+inline void AbortAndFreeStream(virStreamPtr p) {
+  virStreamAbort(p);
+  virStreamFree(p);
+}
 // Strings libvirt hands over (XML, names) are malloc'd and ours to free.
-struct LibvirtFree {
-  void operator()(char* p) const { free(p); }  // NOLINT: libvirt allocates with malloc
-};
+inline void FreeLibvirtString(char* p) { free(p); }  // NOLINT: libvirt allocates with malloc
 
-using ConnectHandle = std::unique_ptr<virConnect, ConnectDeleter>;
-using DomainHandle = std::unique_ptr<virDomain, DomainDeleter>;
-using StoragePoolHandle = std::unique_ptr<virStoragePool, StoragePoolDeleter>;
-using StorageVolHandle = std::unique_ptr<virStorageVol, StorageVolDeleter>;
-using StreamHandle = std::unique_ptr<virStream, StreamDeleter>;
-using LibvirtString = std::unique_ptr<char, LibvirtFree>;
+using ConnectHandle = UniqueHandle<virConnectPtr, virConnectClose>;
+using DomainHandle = UniqueHandle<virDomainPtr, virDomainFree>;
+using StoragePoolHandle = UniqueHandle<virStoragePoolPtr, virStoragePoolFree>;
+using StorageVolHandle = UniqueHandle<virStorageVolPtr, virStorageVolFree>;
+using StreamHandle = UniqueHandle<virStreamPtr, AbortAndFreeStream>;
+using LibvirtString = UniqueHandle<char*, FreeLibvirtString>;
 
 // Silences libvirt's default error printer (it writes every error to stderr, even ones we
 // handle) for the whole process. Idempotent; called by everything that opens a connection.
@@ -66,5 +52,8 @@ Code LibvirtErrorCode(int vir_error_number);
 
 // Opens `uri`. Unavailable when no daemon answers.
 Result<ConnectHandle> OpenLibvirt(const std::string& uri);
+
+// Every domain whose name is `prefix` followed by something (a host's VMs, or a test's).
+Result<std::vector<DomainHandle>> ListDomains(virConnectPtr conn, std::string_view prefix);
 
 }  // namespace warren

@@ -5,12 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -18,8 +16,12 @@
 #include "lobby/base/log.h"
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
+#include "vmhost/image_layout.h"
+#include "vmhost/libvirt_xml.h"
 #include "vmhost/libvirtd_launcher.h"
+#include "vmhost/random_names.h"
 #include "vmhost/seed_image.h"
+#include "vmhost/storage_pool.h"
 #include "vmhost/subprocess.h"
 
 namespace warren {
@@ -31,69 +33,6 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 // Console reads look at most this far back: virtlogd rotates the log at 2 MiB anyway, and
 // a caller asking for N lines wants the end of it.
 constexpr int64_t kConsoleWindow = 256 * 1024;
-
-std::string NewUuid() {
-  std::random_device rd;
-  unsigned char b[16];
-  for (auto& byte : b) byte = static_cast<unsigned char>(rd());
-  b[6] = (b[6] & 0x0f) | 0x40;  // version 4
-  b[8] = (b[8] & 0x3f) | 0x80;  // RFC 4122 variant
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
-    s += hex[b[i] >> 4];
-    s += hex[b[i] & 15];
-  }
-  return s;
-}
-
-std::string XmlUnescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
-      out += s[i];
-      continue;
-    }
-    static const std::pair<std::string_view, char> kEntities[] = {
-        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&apos;", '\''}, {"&quot;", '"'}};
-    bool matched = false;
-    for (const auto& [entity, c] : kEntities) {
-      if (s.substr(i, entity.size()) == entity) {
-        out += c;
-        i += entity.size() - 1;
-        matched = true;
-        break;
-      }
-    }
-    if (!matched) out += '&';
-  }
-  return out;
-}
-
-// The text of the first <tag>...</tag> in a metadata element libvirt gave back (it returns
-// the element without namespace prefixes). Empty when absent.
-std::string ElementText(std::string_view xml, std::string_view tag) {
-  std::string open = "<" + std::string(tag) + ">";
-  std::string close = "</" + std::string(tag) + ">";
-  size_t a = xml.find(open);
-  if (a == std::string_view::npos) return "";
-  a += open.size();
-  size_t b = xml.find(close, a);
-  if (b == std::string_view::npos) return "";
-  return XmlUnescape(xml.substr(a, b - a));
-}
-
-// The value of attr="..." (libvirt writes double quotes). Empty when absent.
-std::string AttributeValue(std::string_view xml, std::string_view attr) {
-  std::string key = std::string(attr) + "=\"";
-  size_t a = xml.find(key);
-  if (a == std::string_view::npos) return "";
-  a += key.size();
-  size_t b = xml.find('"', a);
-  if (b == std::string_view::npos) return "";
-  return XmlUnescape(xml.substr(a, b - a));
-}
 
 // The last `max_lines` lines of `log`; a partial first line (cut by the read window) never
 // counts as a line.
@@ -153,6 +92,28 @@ std::string Metadata(virDomainPtr dom, std::string_view ns, unsigned int flags) 
   return m.get();
 }
 
+// warren's <vm> metadata of a domain; empty fields when it has none (not made by warren)
+// or libvirt's copy does not parse.
+VmMetadata VmMetadataOf(virDomainPtr dom) {
+  Result<VmMetadata> m = ParseVmMetadata(Metadata(dom, kWarrenVmNamespace, 0));
+  return m.ok() ? std::move(m).value() : VmMetadata{};
+}
+
+// The domain's definition as libvirt keeps it for the next boot, parsed.
+Result<DomainDefinition> InactiveDefinition(virDomainPtr dom, std::string_view id) {
+  LibvirtString xml(virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE));
+  if (!xml) return LibvirtError("reading the definition of vm " + std::string(id));
+  return DomainDefinition::Parse(xml.get());
+}
+
+// Makes `def` the domain's persistent definition (what the next boot gets).
+Status Redefine(virConnectPtr conn, const DomainDefinition& def, std::string_view id) {
+  const std::string xml = def.ToXml();
+  DomainHandle redefined(virDomainDefineXML(conn, xml.c_str()));
+  if (!redefined) return LibvirtError("redefining vm " + std::string(id));
+  return Status::Ok();
+}
+
 bool IsActive(virDomainPtr dom) { return virDomainIsActive(dom) == 1; }
 
 // Forgets a domain with everything libvirt keeps beside it. Drivers that do not know a
@@ -174,7 +135,7 @@ Status Undefine(virDomainPtr dom, std::string_view id) {
 // Recorded in the live definition only: it vanishes with the QEMU process, so a stopped
 // VM cannot show a stale start time, and survives a warren restart while it runs.
 void RecordStart(virDomainPtr dom, int64_t started_at) {
-  std::string run = "<run started='" + std::to_string(started_at) + "'/>";
+  const std::string run = RunMetadataElement(started_at);
   if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, run.c_str(),
                            std::string(kWarrenRunPrefix).c_str(),
                            std::string(kWarrenRunNamespace).c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
@@ -182,80 +143,23 @@ void RecordStart(virDomainPtr dom, int64_t started_at) {
   }
 }
 
-// The <warren:vm> element's children without the prefix, as virDomainSetMetadata wants
-// them (it adds the prefix itself).
-std::string UnprefixedVmMetadata(std::string_view id, std::string_view name,
-                                 std::string_view image) {
-  return "<vm><id>" + XmlEscape(id) + "</id><name>" + XmlEscape(name) + "</name><image>" +
-         XmlEscape(image) + "</image></vm>";
-}
-
-// The <source file='...'/> of the domain's vda: the top of its disk chain. Empty if none.
-std::string VdaSource(std::string_view xml) {
-  size_t target = xml.find("<target dev='vda'");
-  if (target == std::string_view::npos) return "";
-  size_t disk = xml.rfind("<disk ", target);
-  if (disk == std::string_view::npos) return "";
-  size_t src = xml.find("<source file='", disk);
-  if (src == std::string_view::npos || src > target) return "";
-  src += std::strlen("<source file='");
-  size_t end = xml.find('\'', src);
-  if (end == std::string_view::npos) return "";
-  return XmlUnescape(xml.substr(src, end - src));
-}
-
-// The domain's definition, live if it runs (a snapshot or pull changes that first).
-Result<std::string> DomainXmlOf(virDomainPtr dom) {
-  LibvirtString xml(virDomainGetXMLDesc(dom, IsActive(dom) ? 0 : VIR_DOMAIN_XML_INACTIVE));
-  if (!xml) return LibvirtError("reading a vm's definition");
-  return std::string(xml.get());
-}
-
-Result<std::string> TopDisk(virDomainPtr dom) {
-  WARREN_ASSIGN_OR_RETURN(std::string xml, DomainXmlOf(dom));
-  std::string top = VdaSource(xml);
-  if (top.empty()) return Internal("vm has no disk vda");
-  return top;
-}
-
-// Where the text of the first <tag>text</tag> or <tag attrs>text</tag> in `xml` lies.
-bool FindElementText(std::string_view xml, std::string_view tag, size_t* begin, size_t* end) {
-  const std::string open = "<" + std::string(tag);
-  for (size_t at = xml.find(open); at != std::string_view::npos; at = xml.find(open, at + 1)) {
-    const size_t after = at + open.size();
-    if (after >= xml.size() || (xml[after] != '>' && xml[after] != ' ')) continue;
-    size_t gt = xml.find('>', after);
-    size_t close = xml.find("</" + std::string(tag) + ">", after);
-    if (gt == std::string_view::npos || close == std::string_view::npos || gt > close) {
-      return false;
-    }
-    *begin = gt + 1;
-    *end = close;
-    return true;
+// The size of the VM's disk as its guest sees it.
+Result<uint64_t> VdaCapacity(virDomainPtr dom, std::string_view id) {
+  virDomainBlockInfo bi{};
+  if (virDomainGetBlockInfo(dom, "vda", &bi, 0) < 0) {
+    return LibvirtError("sizing the disk of vm " + std::string(id));
   }
-  return false;
+  return bi.capacity;
 }
 
-std::string ElementTextOf(std::string_view xml, std::string_view tag) {
-  size_t a = 0, b = 0;
-  if (!FindElementText(xml, tag, &a, &b)) return "";
-  return std::string(xml.substr(a, b - a));
-}
-
-// Replaces the text of the first <tag ...>text</tag> in `xml`. False when absent.
-bool ReplaceElementText(std::string& xml, std::string_view tag, std::string_view text) {
-  size_t a = 0, b = 0;
-  if (!FindElementText(xml, tag, &a, &b)) return false;
-  xml.replace(a, b - a, text);
-  return true;
-}
-
-std::string RandomHex(int n) {
-  std::random_device rd;
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < n; ++i) s += hex[rd() & 15];
-  return s;
+// Conflict unless the VM is in one of `allowed` (the states `verb` applies to).
+Status RequireState(virDomainPtr dom, std::initializer_list<VmState> allowed,
+                    std::string_view verb) {
+  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom));
+  if (std::find(allowed.begin(), allowed.end(), state) == allowed.end()) {
+    return WrongState(verb, state);
+  }
+  return Status::Ok();
 }
 
 // A fresh ed25519 host key (private key file, .pub line) made with ssh-keygen in `tmp_dir`.
@@ -284,11 +188,6 @@ Result<std::pair<std::string, std::string>> NewHostKey(const std::string& tmp_di
   return key;
 }
 
-bool Under(std::string_view path, std::string_view dir) {
-  return path.size() > dir.size() + 1 && path.substr(0, dir.size()) == dir &&
-         path[dir.size()] == '/';
-}
-
 }  // namespace
 
 // Undo steps for a multi-step operation, run newest first unless the operation committed.
@@ -306,14 +205,48 @@ class Rollback {
   bool committed_ = false;
 };
 
-LibvirtHost::LibvirtHost(LibvirtHostOptions options) : options_(std::move(options)) {
+namespace {
+
+// A disk layer made by a Create or Copy, shared with the undo step that deletes it.
+struct NewLayer {
+  std::shared_ptr<virStorageVol> vol;
+  std::string path;
+};
+
+// A new overlay over `backing` whose deletion is the rollback's undo step (`what` names the
+// operation in the log), unless `*kept` is true by then.
+Result<NewLayer> NewLayerUndoneOnRollback(DiskChains& chains, const DiskChains::Lock& lock,
+                                          virConnectPtr conn, std::string_view owner,
+                                          const std::string& backing, uint64_t capacity_bytes,
+                                          std::string_view what, Rollback& rollback,
+                                          std::shared_ptr<const bool> kept = nullptr) {
+  WARREN_ASSIGN_OR_RETURN(StorageVolHandle made,
+                          chains.NewOverlay(lock, conn, owner, backing, capacity_bytes));
+  NewLayer layer;
+  layer.vol = std::shared_ptr<virStorageVol>(std::move(made));
+  rollback.Add(
+      [vol = layer.vol, kept, context = "cleaning up after a failed " + std::string(what)] {
+        if ((kept == nullptr || !*kept) && virStorageVolDelete(vol.get(), 0) < 0) {
+          LogWarn(context + ": " + LibvirtError("deleting a disk").ToString());
+        }
+      });
+  LibvirtString path(virStorageVolGetPath(layer.vol.get()));
+  if (!path) return LibvirtError("reading volume paths");
+  layer.path = path.get();
+  return layer;
+}
+
+}  // namespace
+
+LibvirtHost::LibvirtHost(LibvirtHostOptions options)
+    : options_(std::move(options)),
+      chains_({DisksDir(), options_.images_dir, options_.domain_prefix}) {
   SilenceLibvirtErrors();
 }
 
 LibvirtHost::LibvirtHost(LibvirtHostOptions options, ConnectHandle conn)
-    : options_(std::move(options)) {
-  SilenceLibvirtErrors();
-  conn_ = Conn(conn.release(), ConnectDeleter());
+    : LibvirtHost(std::move(options)) {
+  conn_ = Conn(std::move(conn));
 }
 
 LibvirtHost::~LibvirtHost() = default;
@@ -334,23 +267,40 @@ Result<LibvirtHost::Conn> LibvirtHost::Connect() {
   std::lock_guard lock(conn_mu_);
   if (conn_ && virConnectIsAlive(conn_.get()) == 1) return conn_;
   WARREN_ASSIGN_OR_RETURN(ConnectHandle h, OpenLibvirt(options_.uri));
-  conn_ = Conn(h.release(), ConnectDeleter());
+  conn_ = Conn(std::move(h));
   return conn_;
 }
 
-std::shared_ptr<std::mutex> LibvirtHost::VmLock(std::string_view id) {
-  std::lock_guard lock(locks_mu_);
-  // Drop locks nobody holds any more, so the map does not grow with every id ever seen.
-  for (auto it = locks_.begin(); it != locks_.end();) {
-    it = it->second.expired() ? locks_.erase(it) : std::next(it);
+LibvirtHost::VmGuard LibvirtHost::LockVm(std::string_view id) {
+  std::shared_ptr<std::mutex> m;
+  {
+    std::lock_guard lock(locks_mu_);
+    // Drop locks nobody holds any more, so the map does not grow with every id ever seen.
+    for (auto it = locks_.begin(); it != locks_.end();) {
+      it = it->second.expired() ? locks_.erase(it) : std::next(it);
+    }
+    auto it = locks_.find(id);
+    if (it != locks_.end()) m = it->second.lock();
+    if (!m) {
+      m = std::make_shared<std::mutex>();
+      locks_[std::string(id)] = m;
+    }
   }
-  auto it = locks_.find(id);
-  if (it != locks_.end()) {
-    if (auto m = it->second.lock()) return m;
-  }
-  auto m = std::make_shared<std::mutex>();
-  locks_[std::string(id)] = m;
-  return m;
+  return VmGuard(std::move(m));  // locks_mu_ is a leaf: released before the VM's lock
+}
+
+Result<LibvirtHost::OpenVm> LibvirtHost::Open(std::string_view id) {
+  OpenVm vm;
+  WARREN_ASSIGN_OR_RETURN(vm.conn, Connect());
+  WARREN_ASSIGN_OR_RETURN(vm.dom, LookupDomain(vm.conn, id));
+  return vm;
+}
+
+Result<LibvirtHost::OpenVm> LibvirtHost::LockAndOpen(std::string_view id) {
+  VmGuard guard = LockVm(id);
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, Open(id));
+  vm.guard.emplace(std::move(guard));
+  return vm;
 }
 
 Result<DomainHandle> LibvirtHost::LookupDomain(const Conn& conn, std::string_view id) {
@@ -363,29 +313,15 @@ Result<DomainHandle> LibvirtHost::LookupDomain(const Conn& conn, std::string_vie
   return dom;
 }
 
+Status LibvirtHost::CheckAbsent(const Conn& conn, std::string_view id) {
+  Result<DomainHandle> existing = LookupDomain(conn, id);
+  if (existing.ok()) return Conflict("vm " + std::string(id) + " already exists");
+  if (existing.status().code() != Code::kNotFound) return existing.status();
+  return Status::Ok();
+}
+
 Result<StoragePoolHandle> LibvirtHost::OpenPool(const Conn& conn, std::string_view id, bool build) {
-  std::string name = DomainName(id);
-  StoragePoolHandle pool(virStoragePoolLookupByName(conn.get(), name.c_str()));
-  if (pool) {
-    if (virStoragePoolIsActive(pool.get()) != 1 && virStoragePoolCreate(pool.get(), 0) < 0) {
-      return LibvirtError("starting storage pool " + name);
-    }
-    return pool;
-  }
-  Status st = LibvirtError("looking up storage pool " + name);
-  if (st.code() != Code::kNotFound) return st;
-  // 0711: QEMU (libvirt-qemu under qemu:///system) must reach the files by path, nobody
-  // needs to list them.
-  std::string xml = "<pool type='dir'>\n  <name>" + XmlEscape(name) +
-                    "</name>\n  <target>\n    <path>" + XmlEscape(VmDir(id)) +
-                    "</path>\n    <permissions>\n      <mode>0711</mode>\n    </permissions>\n"
-                    "  </target>\n</pool>\n";
-  // Transient: the directory is the truth, the pool just a view of it that we recreate
-  // whenever libvirt has forgotten it.
-  pool.reset(virStoragePoolCreateXML(conn.get(), xml.c_str(),
-                                     build ? VIR_STORAGE_POOL_CREATE_WITH_BUILD : 0));
-  if (!pool) return LibvirtError("creating storage pool " + name);
-  return pool;
+  return OpenDirPool(conn.get(), DomainName(id), VmDir(id), build);
 }
 
 Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
@@ -404,7 +340,7 @@ Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
   std::optional<std::vector<std::string>> used;
   auto in_use = [&](const std::string& path) {
     if (!used) {
-      Result<std::vector<std::string>> u = DisksInUse(conn.get());
+      Result<std::vector<std::string>> u = chains_.InUse(conn.get());
       used = u.ok() ? std::move(u).value() : std::vector<std::string>{path};
     }
     return std::find(used->begin(), used->end(), path) != used->end();
@@ -457,7 +393,7 @@ Status LibvirtHost::StartDomain(virDomainPtr dom) {
   RecordStart(dom, SystemClock::Get().NowUnix());
   std::string_view name = virDomainGetName(dom);
   if (name.rfind(options_.domain_prefix, 0) == 0) name.remove_prefix(options_.domain_prefix.size());
-  MaybeFlatten(dom, name);
+  chains_.MaybeFlatten(dom, name);
   return Status::Ok();
 }
 
@@ -497,13 +433,14 @@ Result<VmInfo> LibvirtHost::InfoOf(virDomainPtr dom, std::string_view id) {
   if (virDomainGetInfo(dom, &di) < 0) return LibvirtError("reading vm " + info.id);
   info.cpus = di.nrVirtCpu;
   info.memory_mib = static_cast<int64_t>(di.maxMem / 1024);
-  std::string meta = Metadata(dom, kWarrenVmNamespace, 0);
-  info.name = ElementText(meta, "name");
-  info.image = ElementText(meta, "image");
+  VmMetadata meta = VmMetadataOf(dom);
+  info.name = std::move(meta.name);
+  info.image = std::move(meta.image);
   if (info.name.empty()) info.name = info.id;
   if (info.state == VmState::kRunning || info.state == VmState::kPaused) {
-    std::string run = Metadata(dom, kWarrenRunNamespace, VIR_DOMAIN_AFFECT_LIVE);
-    info.started_at = std::strtoll(AttributeValue(run, "started").c_str(), nullptr, 10);
+    Result<int64_t> started =
+        ParseRunStartedAt(Metadata(dom, kWarrenRunNamespace, VIR_DOMAIN_AFFECT_LIVE));
+    info.started_at = started.ok() ? *started : 0;
     if (info.started_at == 0) {
       // Started without us (libvirtd's autostart after a host reboot): count from now,
       // the first time anyone looks, and remember it.
@@ -511,18 +448,13 @@ Result<VmInfo> LibvirtHost::InfoOf(virDomainPtr dom, std::string_view id) {
       RecordStart(dom, info.started_at);
     }
   }
-  virDomainBlockInfo bi{};
-  if (virDomainGetBlockInfo(dom, "vda", &bi, 0) == 0) {
-    info.disk_gib = static_cast<int64_t>((bi.capacity + kGiB - 1) / kGiB);
-  } else {
-    virResetLastError();  // a domain without our disk (not made by Create): size unknown
-  }
-  Result<std::string> top = TopDisk(dom);
+  // A domain without our disk (not made by Create): size unknown.
+  Result<uint64_t> capacity = VdaCapacity(dom, id);
+  if (capacity.ok()) info.disk_gib = static_cast<int64_t>((*capacity + kGiB - 1) / kGiB);
+  Result<std::string> top = DiskChains::TopOf(dom);
   if (top.ok()) {
-    Result<std::vector<std::string>> chain = ChainOf(virDomainGetConnect(dom), *top);
-    if (chain.ok()) {
-      for (const std::string& p : *chain) info.disk_layers += Under(p, options_.images_dir) ? 0 : 1;
-    }
+    Result<std::vector<std::string>> chain = chains_.ChainOf(virDomainGetConnect(dom), *top);
+    if (chain.ok()) info.disk_layers = chains_.LayersOf(*chain);
   }
   return info;
 }
@@ -583,154 +515,26 @@ Status LibvirtHost::EnsureDataDirs() {
   return Status::Ok();
 }
 
-Result<StoragePoolHandle> LibvirtHost::OpenDisksPool(virConnectPtr conn) {
-  // Pools are host-wide but DATA/disks is this data directory's: the name carries a hash
-  // of the path, so two warrens (or tests) on one libvirtd never share a disks pool.
-  uint32_t h = 2166136261u;  // FNV-1a
-  for (unsigned char c : DisksDir()) h = (h ^ c) * 16777619u;
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", h);
-  std::string name = options_.domain_prefix + "disks-" + hex;  // never an id: ids have no '-'
-  StoragePoolHandle pool(virStoragePoolLookupByName(conn, name.c_str()));
-  if (pool) {
-    if (virStoragePoolIsActive(pool.get()) != 1 && virStoragePoolCreate(pool.get(), 0) < 0) {
-      return LibvirtError("starting storage pool " + name);
-    }
-    return pool;
-  }
-  Status st = LibvirtError("looking up storage pool " + name);
-  if (st.code() != Code::kNotFound) return st;
-  WARREN_RETURN_IF_ERROR(EnsureDataDirs());
-  std::string xml = "<pool type='dir'>\n  <name>" + XmlEscape(name) +
-                    "</name>\n  <target>\n    <path>" + XmlEscape(DisksDir()) +
-                    "</path>\n    <permissions>\n      <mode>0711</mode>\n    </permissions>\n"
-                    "  </target>\n</pool>\n";
-  // Transient, like the VMs' pools: the directory is the truth.
-  pool.reset(virStoragePoolCreateXML(conn, xml.c_str(), VIR_STORAGE_POOL_CREATE_WITH_BUILD));
-  if (!pool) return LibvirtError("creating storage pool " + name);
-  return pool;
-}
-
-Result<StorageVolHandle> LibvirtHost::NewOverlay(virStoragePoolPtr pool, std::string_view owner,
-                                                 const std::string& backing,
-                                                 uint64_t capacity_bytes) {
-  std::string name = std::string(owner) + "-" + RandomHex(8) + ".qcow2";
-  std::string xml = "<volume>\n  <name>" + name + "</name>\n  <capacity unit='bytes'>" +
-                    std::to_string(capacity_bytes) +
-                    "</capacity>\n  <target>\n    <format type='qcow2'/>\n    <permissions>\n"
-                    "      <mode>0600</mode>\n    </permissions>\n  </target>\n"
-                    "  <backingStore>\n    <path>" +
-                    XmlEscape(backing) +
-                    "</path>\n    <format type='qcow2'/>\n  </backingStore>\n</volume>\n";
-  StorageVolHandle vol(virStorageVolCreateXML(pool, xml.c_str(), 0));
-  if (!vol) return LibvirtError("creating a disk for vm " + std::string(owner));
-  return vol;
-}
-
-Result<std::vector<std::string>> LibvirtHost::ChainOf(virConnectPtr conn, const std::string& top) {
-  std::vector<std::string> chain;
-  std::string path = top;
-  bool refreshed = false;
-  while (!path.empty()) {
-    if (std::find(chain.begin(), chain.end(), path) != chain.end() || chain.size() > 64) {
-      return Internal("disk chain of " + top + " loops");
-    }
-    chain.push_back(path);
-    StorageVolHandle vol(virStorageVolLookupByPath(conn, path.c_str()));
-    if (!vol) {
-      virResetLastError();
-      // Our own layers must be known: a chain cut short here would let a collection delete
-      // what lies below. Anything else (the image) simply ends the chain.
-      if (!Under(path, DisksDir())) break;
-      if (refreshed) return Internal("disk " + path + " is not in the disks pool");
-      WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenDisksPool(conn));
-      if (virStoragePoolRefresh(pool.get(), 0) < 0) return LibvirtError("rescanning the disks");
-      refreshed = true;
-      chain.pop_back();
-      continue;
-    }
-    LibvirtString xml(virStorageVolGetXMLDesc(vol.get(), 0));
-    if (!xml) return LibvirtError("reading disk " + path);
-    std::string_view x(xml.get());
-    size_t bs = x.find("<backingStore>");
-    path.clear();
-    if (bs != std::string_view::npos) {
-      size_t a = x.find("<path>", bs);
-      size_t b = x.find("</path>", a);
-      if (a != std::string_view::npos && b != std::string_view::npos) {
-        a += std::strlen("<path>");
-        path = XmlUnescape(x.substr(a, b - a));
-      }
-    }
-  }
-  return chain;
-}
-
-Result<std::vector<std::string>> LibvirtHost::DisksInUse(virConnectPtr conn) {
-  virDomainPtr* doms = nullptr;
-  int n = virConnectListAllDomains(conn, &doms, 0);
-  if (n < 0) return LibvirtError("listing vms");
-  std::vector<DomainHandle> owned;
-  for (int i = 0; i < n; ++i) owned.emplace_back(doms[i]);
-  free(doms);  // NOLINT: allocated by libvirt
-  std::vector<std::string> used;
-  for (const DomainHandle& dom : owned) {
-    const char* name = virDomainGetName(dom.get());
-    if (name == nullptr || std::string_view(name).rfind(options_.domain_prefix, 0) != 0) continue;
-    Result<std::string> top = TopDisk(dom.get());
-    if (!top.ok()) {
-      if (top.status().code() == Code::kNotFound) continue;  // undefined meanwhile
-      return top.status();
-    }
-    WARREN_ASSIGN_OR_RETURN(std::vector<std::string> chain, ChainOf(conn, *top));
-    used.insert(used.end(), chain.begin(), chain.end());
-  }
-  return used;
-}
-
 Result<int> LibvirtHost::RemoveUnusedDisks() {
   WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  std::lock_guard lock(disks_mu_);
-  return RemoveUnusedDisksLocked(conn);
+  DiskChains::Lock disks = chains_.Acquire();
+  return RemoveUnusedDisksLocked(conn, disks);
 }
 
-void LibvirtHost::UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what) {
+void LibvirtHost::UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what,
+                                 const DiskChains::Lock& disks) {
   const std::string context = "cleaning up after a failed " + std::string(what) + ": ";
   Status st = RemoveFiles(conn, id);
   if (!st.ok()) LogWarn(context + st.ToString());
   // Last: also forgets the disks pool if this was its only disk.
-  Result<int> collected = RemoveUnusedDisksLocked(conn);
+  Result<int> collected = RemoveUnusedDisksLocked(conn, disks);
   if (!collected.ok()) LogWarn(context + collected.status().ToString());
 }
 
-Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn) {
+Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn, const DiskChains::Lock& disks) {
   std::error_code ec;
-  if (!fs::exists(DisksDir(), ec)) return 0;
-  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenDisksPool(conn.get()));
-  if (virStoragePoolRefresh(pool.get(), 0) < 0) return LibvirtError("rescanning the disks");
-  // Everything in use is known before anything is deleted: a partial picture deletes nothing.
-  WARREN_ASSIGN_OR_RETURN(std::vector<std::string> used, DisksInUse(conn.get()));
-  std::sort(used.begin(), used.end());
-  virStorageVolPtr* vols = nullptr;
-  int n = virStoragePoolListAllVolumes(pool.get(), &vols, 0);
-  if (n < 0) return LibvirtError("listing the disks");
-  std::vector<StorageVolHandle> owned;
-  for (int i = 0; i < n; ++i) owned.emplace_back(vols[i]);
-  free(vols);  // NOLINT: allocated by libvirt
-  int removed = 0;
-  Status first;
-  for (const StorageVolHandle& vol : owned) {
-    LibvirtString path(virStorageVolGetPath(vol.get()));
-    if (!path) continue;
-    if (std::binary_search(used.begin(), used.end(), std::string(path.get()))) continue;
-    if (virStorageVolDelete(vol.get(), 0) < 0) {
-      if (first.ok()) first = LibvirtError(std::string("deleting unused disk ") + path.get());
-      continue;
-    }
-    LogInfo("vmhost: deleted disk layer no vm uses: " + LogQuote(path.get()));
-    ++removed;
-  }
-  if (!first.ok()) return first;
+  if (!fs::exists(chains_.dir(), ec)) return 0;  // no VM ever had a disk here
+  WARREN_ASSIGN_OR_RETURN(int removed, chains_.RemoveUnused(disks, conn.get()));
   // Directories of VMs that are gone: what a crash left, or a pre-DATA/disks disk a copy
   // needed until now.
   for (const auto& entry : fs::directory_iterator(fs::path(options_.data_dir) / "vms", ec)) {
@@ -750,8 +554,8 @@ Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn) {
     if (pname == nullptr || std::string_view(pname).rfind(options_.domain_prefix, 0) != 0) continue;
     LibvirtString pxml(virStoragePoolGetXMLDesc(p.get(), 0));
     if (!pxml) continue;
-    std::string target = ElementTextOf(pxml.get(), "path");
-    if (target.empty() || fs::exists(target, ec)) continue;
+    Result<std::string> target = PoolTargetPath(pxml.get());
+    if (!target.ok() || target->empty() || fs::exists(*target, ec)) continue;
     if (virStoragePoolIsActive(p.get()) == 1 && virStoragePoolDestroy(p.get()) < 0) {
       virResetLastError();
     }
@@ -759,37 +563,7 @@ Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn) {
   }
   if (np < 0) virResetLastError();
   free(pools);  // NOLINT: allocated by libvirt
-  // An empty pool is forgotten (it comes back with the next disk), so a host without VMs
-  // leaves no pool behind.
-  if (removed == n && virStoragePoolDestroy(pool.get()) < 0) virResetLastError();
   return removed;
-}
-
-void LibvirtHost::MaybeFlatten(virDomainPtr dom, std::string_view id) {
-  if (!IsActive(dom)) return;
-  Result<std::string> top = TopDisk(dom);
-  if (!top.ok()) return;
-  Result<std::vector<std::string>> chain = ChainOf(virDomainGetConnect(dom), *top);
-  if (!chain.ok()) return;
-  int layers = 0;
-  std::string base;
-  for (const std::string& p : *chain) {
-    if (Under(p, options_.images_dir)) {
-      base = p;
-      break;
-    }
-    ++layers;
-  }
-  if (layers <= kMaxDiskLayers || base.empty()) return;
-  // block-stream: QEMU copies what the layers between hold into the top while the guest
-  // runs, then points the top at the image; the freed layers go at the next collection.
-  if (virDomainBlockRebase(dom, "vda", base.c_str(), 0, 0) < 0) {
-    LogWarn("vmhost: flattening the disk of vm " + std::string(id) + ": " +
-            LibvirtError("block pull").ToString());
-    return;
-  }
-  LogInfo("vmhost: flattening the disk of vm " + std::string(id) + " (" + std::to_string(layers) +
-          " layers) onto its image");
 }
 
 Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
@@ -807,11 +581,7 @@ Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
   WARREN_ASSIGN_OR_RETURN(
       std::string seed_bytes,
       BuildSeedImage(seed, (fs::path(options_.data_dir) / "tmp").string(), options_.mkfs));
-  std::string seed_xml = "<volume>\n  <name>seed.img</name>\n  <capacity unit='bytes'>" +
-                         std::to_string(seed_bytes.size()) +
-                         "</capacity>\n  <target>\n    <format type='raw'/>\n"
-                         "    <permissions>\n      <mode>0600</mode>\n    </permissions>\n"
-                         "  </target>\n</volume>\n";
+  const std::string seed_xml = RawVolumeXml("seed.img", seed_bytes.size());
   StorageVolHandle seed_vol(virStorageVolCreateXML(pool.get(), seed_xml.c_str(), 0));
   if (!seed_vol) return LibvirtError("creating the seed of vm " + spec.id);
   {
@@ -852,8 +622,9 @@ Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
   std::string xml = DomainXml(config);
 
   // Shared with the undo step, which may run after this scope's handles are gone.
-  std::shared_ptr<virDomain> dom(virDomainDefineXML(conn.get(), xml.c_str()), DomainDeleter());
-  if (!dom) return LibvirtError("defining vm " + spec.id);
+  DomainHandle defined(virDomainDefineXML(conn.get(), xml.c_str()));
+  if (!defined) return LibvirtError("defining vm " + spec.id);
+  std::shared_ptr<virDomain> dom(std::move(defined));
   rollback.Add([dom] {
     if (IsActive(dom.get())) virDomainDestroy(dom.get());
     Status st = Undefine(dom.get(), virDomainGetName(dom.get()));
@@ -870,118 +641,88 @@ Status LibvirtHost::Create(const VmSpec& spec) {
                            std::to_string((image.rootfs_bytes + kGiB - 1) / kGiB) +
                            " GiB for image " + image.ref);
   }
-  auto vm_lock = VmLock(spec.id);
-  std::lock_guard guard(*vm_lock);
+  VmGuard guard = LockVm(spec.id);
   WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
   WARREN_RETURN_IF_ERROR(CheckCapacity(conn, spec.memory_mib, spec.disk_gib));
-  Result<DomainHandle> existing = LookupDomain(conn, spec.id);
-  if (existing.ok()) return Conflict("vm " + spec.id + " already exists");
-  if (existing.status().code() != Code::kNotFound) return existing.status();
-  std::lock_guard disks_guard(disks_mu_);
+  WARREN_RETURN_IF_ERROR(CheckAbsent(conn, spec.id));
+  DiskChains::Lock disks = chains_.Acquire();
 
   // Files without a domain are what a Create cut short (warren died mid-way) leaves: no
   // VM uses them, and they would stand in the way.
   WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
   Rollback rollback;
-  rollback.Add([this, conn, id = spec.id] { UndoNewVmFiles(conn, id, "create"); });
+  rollback.Add([this, conn, id = spec.id, &disks] { UndoNewVmFiles(conn, id, "create", disks); });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
-  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle disks, OpenDisksPool(conn.get()));
   WARREN_ASSIGN_OR_RETURN(
-      StorageVolHandle disk,
-      NewOverlay(disks.get(), spec.id, image.rootfs, static_cast<uint64_t>(spec.disk_gib * kGiB)));
-  std::shared_ptr<virStorageVol> disk_vol(disk.release(), StorageVolDeleter());
-  rollback.Add([disk_vol] {
-    if (virStorageVolDelete(disk_vol.get(), 0) < 0) {
-      LogWarn("cleaning up after a failed create: " + LibvirtError("deleting a disk").ToString());
-    }
-  });
-  LibvirtString disk_path(virStorageVolGetPath(disk_vol.get()));
-  if (!disk_path) return LibvirtError("reading volume paths");
-  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, spec, spec.image, disk_path.get(), rollback));
+      NewLayer disk,
+      NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, image.rootfs,
+                               static_cast<uint64_t>(spec.disk_gib * kGiB), "create", rollback));
+  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, spec, spec.image, disk.path, rollback));
   rollback.Commit();
   return Status::Ok();
 }
 
 Status LibvirtHost::Start(std::string_view id) {
-  auto vm_lock = VmLock(id);
-  std::lock_guard guard(*vm_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
-  if (state != VmState::kStopped && state != VmState::kCrashed) return WrongState("start", state);
-  return StartDomain(dom.get());
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  WARREN_RETURN_IF_ERROR(
+      RequireState(vm.dom.get(), {VmState::kStopped, VmState::kCrashed}, "start"));
+  return StartDomain(vm.dom.get());
 }
 
 Status LibvirtHost::Stop(std::string_view id) {
-  auto vm_lock = VmLock(id);
-  std::lock_guard guard(*vm_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  virDomainPtr dom = vm.dom.get();
+  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom));
   if (state == VmState::kStopped) return WrongState("stop", state);
-  if (!IsActive(dom.get())) {  // crashed: its QEMU is already gone; it stays down now
-    if (virDomainSetAutostart(dom.get(), 0) < 0) return LibvirtError("stopping a crashed vm");
+  if (!IsActive(dom)) {  // crashed: its QEMU is already gone; it stays down now
+    if (virDomainSetAutostart(dom, 0) < 0) return LibvirtError("stopping a crashed vm");
     return Status::Ok();
   }
-  if (state == VmState::kPaused && virDomainResume(dom.get()) < 0) {
+  if (state == VmState::kPaused && virDomainResume(dom) < 0) {
     // A paused guest cannot hear the power button; without a resume it is powered off.
     LogDebug(LibvirtError("resuming before a stop").ToString());
   }
-  WARREN_RETURN_IF_ERROR(ShutDown(dom.get()));
-  if (virDomainSetAutostart(dom.get(), 0) < 0) {
+  WARREN_RETURN_IF_ERROR(ShutDown(dom));
+  if (virDomainSetAutostart(dom, 0) < 0) {
     return LibvirtError("keeping vm " + std::string(id) + " stopped across restarts");
   }
   return Status::Ok();
 }
 
 Status LibvirtHost::Pause(std::string_view id) {
-  auto vm_lock = VmLock(id);
-  std::lock_guard guard(*vm_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
-  if (state != VmState::kRunning) return WrongState("pause", state);
-  if (virDomainSuspend(dom.get()) < 0) return LibvirtError("pausing vm " + std::string(id));
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  WARREN_RETURN_IF_ERROR(RequireState(vm.dom.get(), {VmState::kRunning}, "pause"));
+  if (virDomainSuspend(vm.dom.get()) < 0) return LibvirtError("pausing vm " + std::string(id));
   return Status::Ok();
 }
 
 Status LibvirtHost::Resume(std::string_view id) {
-  auto vm_lock = VmLock(id);
-  std::lock_guard guard(*vm_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
-  if (state != VmState::kPaused) return WrongState("resume", state);
-  if (virDomainResume(dom.get()) < 0) return LibvirtError("resuming vm " + std::string(id));
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  WARREN_RETURN_IF_ERROR(RequireState(vm.dom.get(), {VmState::kPaused}, "resume"));
+  if (virDomainResume(vm.dom.get()) < 0) return LibvirtError("resuming vm " + std::string(id));
   return Status::Ok();
 }
 
 Status LibvirtHost::Restart(std::string_view id) {
-  auto vm_lock = VmLock(id);
-  std::lock_guard guard(*vm_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom.get()));
-  if (state != VmState::kRunning) return WrongState("restart", state);
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  WARREN_RETURN_IF_ERROR(RequireState(vm.dom.get(), {VmState::kRunning}, "restart"));
   // A power cycle rather than a guest reboot: a fresh QEMU process, which also picks up a
   // changed definition (new name, resized memory).
-  WARREN_RETURN_IF_ERROR(ShutDown(dom.get()));
-  return StartDomain(dom.get());
+  WARREN_RETURN_IF_ERROR(ShutDown(vm.dom.get()));
+  return StartDomain(vm.dom.get());
 }
 
 Status LibvirtHost::Destroy(std::string_view id) {
-  auto vm_lock = VmLock(id);
-  std::lock_guard guard(*vm_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  if (IsActive(dom.get()) && virDomainDestroy(dom.get()) < 0 && IsActive(dom.get())) {
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  virDomainPtr dom = vm.dom.get();
+  if (IsActive(dom) && virDomainDestroy(dom) < 0 && IsActive(dom)) {
     return LibvirtError("powering off vm " + std::string(id));
   }
-  WARREN_RETURN_IF_ERROR(Undefine(dom.get(), id));
-  std::lock_guard disks_guard(disks_mu_);
-  WARREN_RETURN_IF_ERROR(RemoveFiles(conn, id));
+  WARREN_RETURN_IF_ERROR(Undefine(dom, id));
+  DiskChains::Lock disks = chains_.Acquire();
+  WARREN_RETURN_IF_ERROR(RemoveFiles(vm.conn, id));
   // Its disk layers go unless a copy still stands on them.
-  Result<int> collected = RemoveUnusedDisksLocked(conn);
+  Result<int> collected = RemoveUnusedDisksLocked(vm.conn, disks);
   if (!collected.ok()) {
     LogWarn("vmhost: collecting unused disks after removing vm " + std::string(id) + ": " +
             collected.status().ToString());
@@ -991,46 +732,30 @@ Status LibvirtHost::Destroy(std::string_view id) {
 
 Status LibvirtHost::Rename(std::string_view id, std::string_view name) {
   WARREN_RETURN_IF_ERROR(ValidateVmName(name));
-  auto vm_lock = VmLock(id);
-  std::lock_guard guard(*vm_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  std::string image = ElementText(Metadata(dom.get(), kWarrenVmNamespace, 0), "image");
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  virDomainPtr dom = vm.dom.get();
   unsigned int flags = VIR_DOMAIN_AFFECT_CONFIG;
-  if (IsActive(dom.get())) flags |= VIR_DOMAIN_AFFECT_LIVE;
-  std::string meta = UnprefixedVmMetadata(id, name, image);
-  std::string name_str(name);
-  if (virDomainSetMetadata(dom.get(), VIR_DOMAIN_METADATA_ELEMENT, meta.c_str(),
+  if (IsActive(dom)) flags |= VIR_DOMAIN_AFFECT_LIVE;
+  const std::string meta = VmMetadataElement(id, name, VmMetadataOf(dom).image);
+  const std::string name_str(name);
+  if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, meta.c_str(),
                            std::string(kWarrenVmPrefix).c_str(),
                            std::string(kWarrenVmNamespace).c_str(), flags) < 0 ||
-      virDomainSetMetadata(dom.get(), VIR_DOMAIN_METADATA_TITLE, name_str.c_str(), nullptr, nullptr,
+      virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_TITLE, name_str.c_str(), nullptr, nullptr,
                            flags) < 0) {
     return LibvirtError("renaming vm " + std::string(id));
   }
   // The guest learns its hostname from the kernel command line: rewrite it in the
   // persistent definition so the next boot carries the new name.
-  LibvirtString xml(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
-  if (!xml) return LibvirtError("reading the definition of vm " + std::string(id));
-  std::string def = xml.get();
-  size_t cmd = def.find("<cmdline>");
-  size_t end = def.find("</cmdline>");
-  size_t host = def.find("warren.hostname=", cmd);
-  if (cmd != std::string::npos && end != std::string::npos && host != std::string::npos &&
-      host < end) {
-    host += std::strlen("warren.hostname=");
-    size_t stop = def.find_first_of(" <", host);
-    def.replace(host, stop - host, name_str);  // a validated hostname: nothing to escape
-    DomainHandle redefined(virDomainDefineXML(conn.get(), def.c_str()));
-    if (!redefined) return LibvirtError("redefining vm " + std::string(id));
-  }
-  return Status::Ok();
+  WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(dom, id));
+  if (!def.SetCmdlineHostname(name)) return Status::Ok();  // not made by Create: no name there
+  return Redefine(vm.conn.get(), def, id);
 }
 
 Result<std::vector<std::string>> LibvirtHost::DiskChain(std::string_view id) {
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  WARREN_ASSIGN_OR_RETURN(std::string top, TopDisk(dom.get()));
-  return ChainOf(conn.get(), top);
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, Open(id));
+  WARREN_ASSIGN_OR_RETURN(std::string top, DiskChains::TopOf(vm.dom.get()));
+  return chains_.ChainOf(vm.conn.get(), top);
 }
 
 Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
@@ -1038,95 +763,64 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");
   // Both VMs' locks, always in the same order, then the disks: no rm, resize or second
   // copy of either runs meanwhile, and no collection sees the new files half-way.
-  auto first_lock = VmLock(std::min<std::string_view>(source_id, spec.id));
-  auto second_lock = VmLock(std::max<std::string_view>(source_id, spec.id));
-  std::lock_guard first_guard(*first_lock);
-  std::lock_guard second_guard(*second_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle src, LookupDomain(conn, source_id));
-  Result<DomainHandle> existing = LookupDomain(conn, spec.id);
-  if (existing.ok()) return Conflict("vm " + spec.id + " already exists");
-  if (existing.status().code() != Code::kNotFound) return existing.status();
-  std::string image = ElementText(Metadata(src.get(), kWarrenVmNamespace, 0), "image");
+  VmGuard first_guard = LockVm(std::min<std::string_view>(source_id, spec.id));
+  VmGuard second_guard = LockVm(std::max<std::string_view>(source_id, spec.id));
+  WARREN_ASSIGN_OR_RETURN(OpenVm source, Open(source_id));
+  const Conn& conn = source.conn;
+  virDomainPtr src = source.dom.get();
+  WARREN_RETURN_IF_ERROR(CheckAbsent(conn, spec.id));
+  std::string image = VmMetadataOf(src).image;
   if (image.empty()) image = spec.image;
-  virDomainBlockInfo bi{};
-  if (virDomainGetBlockInfo(src.get(), "vda", &bi, 0) < 0) {
-    return LibvirtError("sizing the disk of vm " + std::string(source_id));
-  }
-  const uint64_t capacity = bi.capacity;
+  WARREN_ASSIGN_OR_RETURN(const uint64_t capacity, VdaCapacity(src, source_id));
   WARREN_RETURN_IF_ERROR(
       CheckCapacity(conn, spec.memory_mib, static_cast<int64_t>((capacity + kGiB - 1) / kGiB)));
-  const bool live = IsActive(src.get());
+  const bool live = IsActive(src);
   if (live) {
     virDomainBlockJobInfo job{};
-    int busy = virDomainGetBlockJobInfo(src.get(), "vda", &job, 0);
+    int busy = virDomainGetBlockJobInfo(src, "vda", &job, 0);
     if (busy < 0) virResetLastError();
     if (busy > 0) {
       return Conflict("the disk of vm " + std::string(source_id) +
                       " is being flattened; copy it again in a minute");
     }
   }
-  std::lock_guard disks_guard(disks_mu_);
+  DiskChains::Lock disks = chains_.Acquire();
 
   WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
   Rollback rollback;
-  rollback.Add([this, conn, id = spec.id] { UndoNewVmFiles(conn, id, "copy"); });
+  rollback.Add([this, conn, id = spec.id, &disks] { UndoNewVmFiles(conn, id, "copy", disks); });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
-  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle disks, OpenDisksPool(conn.get()));
-  WARREN_ASSIGN_OR_RETURN(std::string frozen, TopDisk(src.get()));
+  WARREN_ASSIGN_OR_RETURN(const std::string frozen, DiskChains::TopOf(src));
   // The source's current top becomes read-only from here on: both VMs write to their own
-  // fresh overlay over it.
-  auto overlay = [&](std::string_view owner) -> Result<std::shared_ptr<virStorageVol>> {
-    WARREN_ASSIGN_OR_RETURN(StorageVolHandle v, NewOverlay(disks.get(), owner, frozen, capacity));
-    std::shared_ptr<virStorageVol> vol(v.release(), StorageVolDeleter());
-    return vol;
-  };
-  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<virStorageVol> src_top, overlay(source_id));
+  // fresh overlay over it. The source's stays once the source runs on it, whatever happens
+  // to the copy.
   auto src_top_kept = std::make_shared<bool>(false);
-  rollback.Add([src_top, src_top_kept] {
-    if (!*src_top_kept && virStorageVolDelete(src_top.get(), 0) < 0) {
-      LogWarn("cleaning up after a failed copy: " + LibvirtError("deleting a disk").ToString());
-    }
-  });
-  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<virStorageVol> copy_top, overlay(spec.id));
-  rollback.Add([copy_top] {
-    if (virStorageVolDelete(copy_top.get(), 0) < 0) {
-      LogWarn("cleaning up after a failed copy: " + LibvirtError("deleting a disk").ToString());
-    }
-  });
-  LibvirtString src_top_path(virStorageVolGetPath(src_top.get()));
-  LibvirtString copy_top_path(virStorageVolGetPath(copy_top.get()));
-  if (!src_top_path || !copy_top_path) return LibvirtError("reading volume paths");
-
+  WARREN_ASSIGN_OR_RETURN(NewLayer src_top,
+                          NewLayerUndoneOnRollback(chains_, disks, conn.get(), source_id, frozen,
+                                                   capacity, "copy", rollback, src_top_kept));
+  WARREN_ASSIGN_OR_RETURN(NewLayer copy_top,
+                          NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, frozen,
+                                                   capacity, "copy", rollback));
   if (live) {
     // One atomic disk-only snapshot: QEMU switches the running source onto the overlay we
     // made (REUSE_EXT: its header already names `frozen` as backing), libvirt updates both
     // the live and the persistent definition, and keeps no snapshot metadata.
-    std::string xml =
-        "<domainsnapshot>\n  <disks>\n    <disk name='vda' snapshot='external' "
-        "type='file'>\n      <driver type='qcow2'/>\n      <source file='" +
-        XmlEscape(src_top_path.get()) +
-        "'/>\n    </disk>\n    <disk name='vdb' snapshot='no'/>\n  </disks>\n"
-        "</domainsnapshot>\n";
+    const std::string xml = DiskSnapshotXml(src_top.path);
     const unsigned int flags =
         VIR_DOMAIN_SNAPSHOT_CREATE_DISK_ONLY | VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA |
         VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC | VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT;
-    virDomainSnapshotPtr snap = virDomainSnapshotCreateXML(src.get(), xml.c_str(), flags);
-    if (snap == nullptr)
+    virDomainSnapshotPtr snap = virDomainSnapshotCreateXML(src, xml.c_str(), flags);
+    if (snap == nullptr) {
       return LibvirtError("snapshotting the disk of vm " + std::string(source_id));
+    }
     virDomainSnapshotFree(snap);
   } else {
     // Stopped: nothing writes the top now, so pointing the definition at the new overlay is
     // the whole fork.
-    LibvirtString def(virDomainGetXMLDesc(src.get(), VIR_DOMAIN_XML_INACTIVE));
-    if (!def) return LibvirtError("reading the definition of vm " + std::string(source_id));
-    std::string x = def.get();
-    std::string from = "<source file='" + XmlEscape(frozen) + "'";
-    size_t at = x.find(from);
-    if (at == std::string::npos) return Internal("vm " + std::string(source_id) + " has no disk");
-    x.replace(at, from.size(), "<source file='" + XmlEscape(src_top_path.get()) + "'");
-    DomainHandle redefined(virDomainDefineXML(conn.get(), x.c_str()));
-    if (!redefined) return LibvirtError("redefining vm " + std::string(source_id));
+    WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(src, source_id));
+    Status moved = def.SetDiskSource("vda", src_top.path);
+    if (!moved.ok()) return Internal("vm " + std::string(source_id) + " has no disk");
+    WARREN_RETURN_IF_ERROR(Redefine(conn.get(), def, source_id));
   }
   *src_top_kept = true;  // the source runs on it now, whatever happens to the copy
 
@@ -1138,56 +832,48 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
     copy.ssh_host_key = std::move(key.first);
     copy.ssh_host_key_pub = std::move(key.second);
   }
-  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, copy, image, copy_top_path.get(), rollback));
+  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, copy, image, copy_top.path, rollback));
   rollback.Commit();
-  MaybeFlatten(src.get(), source_id);
+  chains_.MaybeFlatten(src, source_id);
   return Status::Ok();
 }
 
 Result<ResizeOutcome> LibvirtHost::Resize(std::string_view id, const ResizeSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateResizeSpec(spec));
-  auto vm_lock = VmLock(id);
-  std::lock_guard guard(*vm_lock);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  LibvirtString def(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
-  if (!def) return LibvirtError("reading the definition of vm " + std::string(id));
-  std::string x = def.get();
-  virDomainBlockInfo bi{};
-  if (virDomainGetBlockInfo(dom.get(), "vda", &bi, 0) < 0) {
-    return LibvirtError("sizing the disk of vm " + std::string(id));
-  }
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  virDomainPtr dom = vm.dom.get();
+  WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(dom, id));
+  WARREN_ASSIGN_OR_RETURN(const uint64_t capacity, VdaCapacity(dom, id));
   virDomainInfo di{};
-  if (virDomainGetInfo(dom.get(), &di) < 0) return LibvirtError("reading vm " + std::string(id));
-  const bool live = IsActive(dom.get());
+  if (virDomainGetInfo(dom, &di) < 0) return LibvirtError("reading vm " + std::string(id));
+  const bool live = IsActive(dom);
   // The definition's values: what the next boot gets.
-  const int64_t config_memory_mib =
-      std::strtoll(ElementTextOf(x, "memory").c_str(), nullptr, 10) / 1024;  // libvirt writes KiB
+  const int64_t config_memory_mib = def.MemoryMib();
   const uint64_t new_bytes = static_cast<uint64_t>(spec.disk_gib) * kGiB;
 
   // Every check before any change.
-  if (spec.disk_gib != 0 && new_bytes < bi.capacity) {
+  if (spec.disk_gib != 0 && new_bytes < capacity) {
     return InvalidArgument("the disk only grows: it is " +
-                           std::to_string((bi.capacity + kGiB - 1) / kGiB) + " GiB now");
+                           std::to_string((capacity + kGiB - 1) / kGiB) + " GiB now");
   }
-  const bool grow = spec.disk_gib != 0 && new_bytes > bi.capacity;
+  const bool grow = spec.disk_gib != 0 && new_bytes > capacity;
   const int64_t more_memory =
       spec.memory_mib > config_memory_mib ? spec.memory_mib - config_memory_mib : 0;
   const int64_t more_disk =
-      grow ? static_cast<int64_t>((new_bytes - bi.capacity + kGiB - 1) / kGiB) : 0;
-  WARREN_RETURN_IF_ERROR(CheckCapacity(conn, more_memory, more_disk));
+      grow ? static_cast<int64_t>((new_bytes - capacity + kGiB - 1) / kGiB) : 0;
+  WARREN_RETURN_IF_ERROR(CheckCapacity(vm.conn, more_memory, more_disk));
 
   ResizeOutcome out;
   if (grow) {
     if (live) {
       // The guest sees the bigger device at once (virtio-blk reports the new capacity);
       // its file system is grown by whoever can run commands in it.
-      if (virDomainBlockResize(dom.get(), "vda", new_bytes, VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0) {
+      if (virDomainBlockResize(dom, "vda", new_bytes, VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0) {
         return LibvirtError("growing the disk of vm " + std::string(id));
       }
     } else {
-      WARREN_ASSIGN_OR_RETURN(std::string top, TopDisk(dom.get()));
-      StorageVolHandle vol(virStorageVolLookupByPath(conn.get(), top.c_str()));
+      WARREN_ASSIGN_OR_RETURN(std::string top, DiskChains::TopOf(dom));
+      StorageVolHandle vol(virStorageVolLookupByPath(vm.conn.get(), top.c_str()));
       if (!vol) return LibvirtError("finding the disk of vm " + std::string(id));
       if (virStorageVolResize(vol.get(), new_bytes, 0) < 0) {
         return LibvirtError("growing the disk of vm " + std::string(id));
@@ -1197,76 +883,51 @@ Result<ResizeOutcome> LibvirtHost::Resize(std::string_view id, const ResizeSpec&
   }
   bool redefine = false;
   if (spec.cpus != 0) {
-    const std::string vcpus = std::to_string(spec.cpus);
-    if (ElementTextOf(x, "vcpu") != vcpus) {
-      if (!ReplaceElementText(x, "vcpu", vcpus)) return Internal("vm has no <vcpu>");
+    if (def.Vcpus() != spec.cpus) {
+      WARREN_RETURN_IF_ERROR(def.SetVcpus(spec.cpus));
       redefine = true;
     }
     if (live && static_cast<int>(di.nrVirtCpu) != spec.cpus) out.restart_needed = true;
   }
   if (spec.memory_mib != 0) {
-    // In KiB, as libvirt writes it back: unit attributes stay 'KiB'.
-    const std::string kib = std::to_string(spec.memory_mib * 1024);
     if (spec.memory_mib != config_memory_mib) {
-      if (!ReplaceElementText(x, "memory", kib) || !ReplaceElementText(x, "currentMemory", kib)) {
-        return Internal("vm has no <memory>");
-      }
+      WARREN_RETURN_IF_ERROR(def.SetMemoryMib(spec.memory_mib));
       redefine = true;
     }
     if (live && static_cast<int64_t>(di.maxMem / 1024) != spec.memory_mib) {
       out.restart_needed = true;
     }
   }
-  if (redefine) {
-    // The persistent definition only: a running VM keeps its CPUs and memory until its next
-    // start (its definition has no room for hotplug).
-    DomainHandle redefined(virDomainDefineXML(conn.get(), x.c_str()));
-    if (!redefined) return LibvirtError("redefining vm " + std::string(id));
-  }
+  // The persistent definition only: a running VM keeps its CPUs and memory until its next
+  // start (its definition has no room for hotplug).
+  if (redefine) WARREN_RETURN_IF_ERROR(Redefine(vm.conn.get(), def, id));
   return out;
 }
 
 Result<VmInfo> LibvirtHost::Inspect(std::string_view id) {
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
-  return InfoOf(dom.get(), id);
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, Open(id));
+  return InfoOf(vm.dom.get(), id);
 }
 
 Result<std::vector<VmInfo>> LibvirtHost::List() {
   WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  virDomainPtr* doms = nullptr;
-  int n = virConnectListAllDomains(conn.get(), &doms, 0);
-  if (n < 0) return LibvirtError("listing vms");
-  std::vector<DomainHandle> owned;
-  for (int i = 0; i < n; ++i) owned.emplace_back(doms[i]);
-  free(doms);  // NOLINT: allocated by libvirt
+  WARREN_ASSIGN_OR_RETURN(std::vector<DomainHandle> doms,
+                          ListDomains(conn.get(), options_.domain_prefix));
   std::vector<VmInfo> out;
-  for (const DomainHandle& dom : owned) {
-    const char* name = virDomainGetName(dom.get());
-    if (name == nullptr) continue;
-    std::string_view sv(name);
-    const std::string& prefix = options_.domain_prefix;
-    if (sv.size() <= prefix.size() || sv.substr(0, prefix.size()) != prefix) continue;
+  for (const DomainHandle& dom : doms) {
     // Another warren on the same libvirtd (its own data directory) names its domains the
     // same way: only domains whose files live in this data directory are this host's, so
     // reconcile never takes a neighbour's VMs for orphans.
-    LibvirtString def(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
-    if (!def) {
+    LibvirtString xml(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
+    if (!xml) {
       virResetLastError();
       continue;  // undefined while we listed
     }
-    // A file path under our data dir, as an attribute value or an element's text.
-    std::string root = options_.data_dir;
-    while (root.size() > 1 && root.back() == '/') root.pop_back();
-    const std::string dir = XmlEscape(root) + "/";
-    const std::string_view xml(def.get());
-    bool ours = false;
-    for (size_t at = xml.find(dir); at != std::string_view::npos && !ours;
-         at = xml.find(dir, at + 1)) {
-      ours = at > 0 && (xml[at - 1] == '\'' || xml[at - 1] == '"' || xml[at - 1] == '>');
-    }
-    if (!ours) continue;
-    Result<VmInfo> info = InfoOf(dom.get(), sv.substr(prefix.size()));
+    Result<DomainDefinition> def = DomainDefinition::Parse(xml.get());
+    if (!def.ok()) return def.status();
+    if (!def->MentionsPathUnder(options_.data_dir)) continue;
+    const std::string_view name = virDomainGetName(dom.get());
+    Result<VmInfo> info = InfoOf(dom.get(), name.substr(options_.domain_prefix.size()));
     // A VM destroyed while we listed is simply not there any more.
     if (!info.ok() && info.status().code() == Code::kNotFound) continue;
     if (!info.ok()) return info.status();
@@ -1277,8 +938,8 @@ Result<std::vector<VmInfo>> LibvirtHost::List() {
 }
 
 Result<std::string> LibvirtHost::Console(std::string_view id, int max_lines) {
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_ASSIGN_OR_RETURN(DomainHandle dom, LookupDomain(conn, id));
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, Open(id));
+  const Conn& conn = vm.conn;
   Result<StoragePoolHandle> pool = OpenPool(conn, id, /*build=*/false);
   if (!pool.ok()) return std::string();  // no files: never booted
   StorageVolHandle vol(virStorageVolLookupByName(pool->get(), "console.log"));
@@ -1322,16 +983,15 @@ namespace {
 std::string AnyImageKernel(const std::string& images_dir) {
   std::error_code ec;
   std::string best;
-  for (const auto& entry : fs::directory_iterator(images_dir, ec)) {
-    std::string base = entry.path().filename();
-    if (base.find('@') == std::string::npos || base.front() == '.') continue;
-    if (!fs::exists(entry.path() / "vmlinuz", ec)) continue;
-    if (best.empty() || fs::last_write_time(entry.path(), ec) >
-                            fs::last_write_time(fs::path(images_dir) / best, ec)) {
-      best = base;
+  fs::file_time_type best_time;
+  for (const std::string& ref : ListInstalledImages(images_dir)) {
+    const fs::file_time_type t = fs::last_write_time(fs::path(images_dir) / ref, ec);
+    if (best.empty() || t > best_time) {
+      best = ref;
+      best_time = t;
     }
   }
-  return best.empty() ? "" : (fs::path(images_dir) / best / "vmlinuz").string();
+  return best.empty() ? "" : ImageFilesOf(images_dir, best).kernel;
 }
 
 }  // namespace

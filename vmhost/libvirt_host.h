@@ -4,30 +4,30 @@
 //   seed.img      read-only first-boot seed (seed_image.h)
 //   console.log   the serial console, appended by virtlogd
 //   control.sock  host end of the warren.control virtio-serial port
-// Disks live apart, in DATA/disks (the pool "warren-disks-<hash of that path>"), because
-// `cp` shares them between VMs: each VM's disk is a chain of qcow2 files
-// "<id>-<random>.qcow2" ending at the image's read-only rootfs.qcow2. The top one is the
-// VM's own; the ones below are frozen and may be shared with copies. Copy freezes the source's top
-// and puts a fresh overlay over it for both VMs. Which files are in use is read from the disks
-// themselves (each domain's top, then each file's backing store, through the storage API), never
-// kept elsewhere where it could drift; a file no chain reaches is deleted (RemoveUnusedDisks, after
-// every Destroy). A chain deeper than kMaxDiskLayers is flattened onto the image with a live block
-// pull. Disks and seed go through the storage API (volume create, stream upload), so the same code
-// can later drive a remote host by URI.
+// Disks live apart, in DATA/disks, because `cp` shares them between VMs: each VM's disk is
+// a chain of qcow2 layers kept by DiskChains (disk_chains.h: which layers are in use, their
+// collection after every Destroy, flattening). Copy freezes the source's top and puts a
+// fresh overlay over it for both VMs. The XML this host writes is domain_xml.h's, what it
+// reads back is parsed by libvirt_xml.h. Disks and seed go through the storage API (volume
+// create, stream upload), so the same code can later drive a remote host by URI.
 //
 // Thread-safe: libvirt connections are thread-safe and shared; operations on one VM are
 // serialised by a per-VM lock, operations on different VMs run in parallel. Whatever
-// creates or deletes disk files (Create, Copy, the collection) also holds one host-wide
-// lock, taken after the VM locks, so a collection never sees a file half-way to its VM.
+// creates or deletes disk files (Create, Copy, Destroy, the collection) also holds the disk
+// chains' lock, taken after the VM locks (a Copy takes both VMs' locks, in id order), so a
+// collection never sees a file half-way to its VM. The connection's and the lock table's
+// own mutexes are leaves: held briefly, never while taking another.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "vmhost/disk_chains.h"
 #include "vmhost/kvm_probe.h"
 #include "vmhost/libvirt_handles.h"
 #include "vmhost/vm_host.h"
@@ -86,10 +86,33 @@ class LibvirtHost final : public VmHost {
 
  private:
   using Conn = std::shared_ptr<virConnect>;
+  // A VM's lock, held while this lives (the lock table keeps only a weak reference).
+  class VmGuard {
+   public:
+    explicit VmGuard(std::shared_ptr<std::mutex> mu) : mu_(std::move(mu)), lock_(*mu_) {}
+
+   private:
+    std::shared_ptr<std::mutex> mu_;
+    std::unique_lock<std::mutex> lock_;
+  };
+  // What an operation on one existing VM starts with: the connection and the VM's domain,
+  // with the VM's lock held while this lives (an empty guard for readers).
+  struct OpenVm {
+    std::optional<VmGuard> guard;
+    Conn conn;
+    DomainHandle dom;
+  };
+
   Result<Conn> Connect();
-  std::shared_ptr<std::mutex> VmLock(std::string_view id);
+  VmGuard LockVm(std::string_view id);
+  // Locks the VM, connects and looks its domain up. NotFound when there is no such VM.
+  Result<OpenVm> LockAndOpen(std::string_view id);
+  // The same without the lock, for readers that must not wait behind a long Stop.
+  Result<OpenVm> Open(std::string_view id);
   std::string DomainName(std::string_view id) const;
   Result<DomainHandle> LookupDomain(const Conn& conn, std::string_view id);
+  // Conflict when a VM `id` exists already.
+  Status CheckAbsent(const Conn& conn, std::string_view id);
   Result<VmInfo> InfoOf(virDomainPtr dom, std::string_view id);
   // The VM's pool, started over its directory if libvirt does not know it (a restarted
   // daemon forgets transient pools). `build` creates the directory first.
@@ -101,21 +124,13 @@ class LibvirtHost final : public VmHost {
   Status CheckCapacity(const Conn& conn, int64_t memory_mib, int64_t disk_gib);
   // DATA and DATA/vms, traversable by QEMU's user.
   Status EnsureDataDirs();
-  Result<StoragePoolHandle> OpenDisksPool(virConnectPtr conn);
-  // A fresh qcow2 "<owner>-<random>.qcow2" in the disks pool over `backing`.
-  Result<StorageVolHandle> NewOverlay(virStoragePoolPtr pool, std::string_view owner,
-                                      const std::string& backing, uint64_t capacity_bytes);
-  // The chain under `top`, top first: each file's backing store as libvirt reads it.
-  Result<std::vector<std::string>> ChainOf(virConnectPtr conn, const std::string& top);
-  // Every file some domain's chain reaches. Holds no lock itself.
-  Result<std::vector<std::string>> DisksInUse(virConnectPtr conn);
-  // RemoveUnusedDisks with disks_mu_ held.
-  Result<int> RemoveUnusedDisksLocked(const Conn& conn);
+  // Collects the disk layers no VM uses, then what is left of VMs that are gone (their
+  // directories and pools). Call with the chains' lock held.
+  Result<int> RemoveUnusedDisksLocked(const Conn& conn, const DiskChains::Lock& disks);
   // The rollback of a Create or Copy cut short (`what`): the new VM's files, then the disks
-  // no VM uses any more. Logs what it cannot undo. Call with disks_mu_ held.
-  void UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what);
-  // Starts a live block pull onto the image when the running domain's chain is too deep.
-  void MaybeFlatten(virDomainPtr dom, std::string_view id);
+  // no VM uses any more. Logs what it cannot undo.
+  void UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what,
+                      const DiskChains::Lock& disks);
   // Builds the seed, defines the domain over `disk` and starts it; undo steps go to
   // `rollback`.
   Status DefineAndStart(const Conn& conn, const VmSpec& spec, const std::string& image_ref,
@@ -128,7 +143,7 @@ class LibvirtHost final : public VmHost {
   Conn conn_;
   std::mutex locks_mu_;
   std::map<std::string, std::weak_ptr<std::mutex>, std::less<>> locks_;
-  std::mutex disks_mu_;
+  DiskChains chains_;
 };
 
 // warren's startup in one call: decides kvm or TCG (ProbeAccel with a kernel from the

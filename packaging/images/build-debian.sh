@@ -11,11 +11,6 @@ set -euo pipefail
 # shellcheck source=packaging/images/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-[[ $# -ge 1 && $# -le 2 ]] || die "usage: $0 OUT_DIR [VERSION]"
-OUT=$(mkdir -p "$1" && cd "$1" && pwd)
-VERSION=${2:-$(date -u +%Y%m%d)}
-NAME=debian
-DEST=$OUT/$NAME@$VERSION
 # rw: the initramfs mounts the root read-write; no fsck at boot (see customize-hook.sh).
 CMDLINE="console=ttyS0 root=/dev/vda rw quiet"
 # The initrd warren boots with: "warren" (default; guest/common/initrd-init with busybox,
@@ -32,19 +27,8 @@ PACKAGES=(
   docker.io
 )
 
-require_root
-if image_dir_ready "$DEST" && [[ ${WARREN_IMAGE_FORCE:-0} != 1 ]]; then
-  log "$DEST exists; leaving it alone (WARREN_IMAGE_FORCE=1 rebuilds)"
-  exit 0
-fi
-timed "deps" ensure_deps
-
-T0=$EPOCHREALTIME
-WORK=$(mktemp -d "$OUT/.work-$NAME.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+image_build_begin debian "$@"
 ROOT=$WORK/root
-IMG=$WORK/image
-mkdir -p "$IMG"
 
 timed "launcher" build_launcher "$WORK/warren-launcher"
 
@@ -53,7 +37,7 @@ pkgs=$(
   IFS=,
   echo "${PACKAGES[*]}"
 )
-timed "mmdebstrap" mmdebstrap_cached "$OUT/.cache/debs" "$ROOT" \
+timed "mmdebstrap" mmdebstrap_cached "$DEB_CACHE" "$ROOT" \
   --variant=minbase --include="$pkgs" \
   --essential-hook="$GUEST_DIR/debian/essential-hook.sh \"\$1\"" \
   --customize-hook="$GUEST_DIR/debian/customize-hook.sh \"\$1\" $GUEST_DIR $WORK/warren-launcher"
@@ -82,18 +66,10 @@ make_disk() {
   local used size
   used=$(du -sm "$ROOT" | cut -f1)
   size=$((used * 5 / 4 + 256))
-  make_ext4 "$ROOT" "$WORK/rootfs.raw" "${size}M" warren-root
-  qemu-img convert -q -O qcow2 "$WORK/rootfs.raw" "$IMG/rootfs.qcow2"
-  rm -f "$WORK/rootfs.raw"
+  make_rootfs_qcow2 "$ROOT" "$size"
   log "root file system ${size} MiB, ${used} MiB used"
 }
 timed "rootfs.qcow2" make_disk
 
-chmod 0644 "$IMG"/*
-write_image_json "$IMG" "$NAME" "$VERSION" "$CMDLINE"
-
-# 4. Publish atomically: a half-built directory never carries the final name.
-if [[ -e $DEST ]]; then rm -rf "$DEST.old" && mv "$DEST" "$DEST.old"; fi
-mv "$IMG" "$DEST"
-rm -rf "$DEST.old"
-log "built $DEST ($(du -sh "$DEST" | cut -f1)) in $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}')s"
+# 4. image.json, then publish atomically.
+image_build_finish "$CMDLINE"

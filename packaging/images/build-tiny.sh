@@ -11,32 +11,17 @@ set -euo pipefail
 # shellcheck source=packaging/images/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-[[ $# -ge 1 && $# -le 2 ]] || die "usage: $0 OUT_DIR [VERSION]"
-OUT=$(mkdir -p "$1" && cd "$1" && pwd)
-VERSION=${2:-$(date -u +%Y%m%d)}
-NAME=tiny
-DEST=$OUT/$NAME@$VERSION
 CMDLINE="console=ttyS0 root=/dev/vda rw quiet"
 # Loaded by the initrd, in dependency order. ext4 is built into the cloud kernel.
 MODULES=(virtio_pci virtio_blk virtio_console virtio_net virtio_rng virtio_balloon button evdev)
 
-require_root
-if image_dir_ready "$DEST" && [[ ${WARREN_IMAGE_FORCE:-0} != 1 ]]; then
-  log "$DEST exists; leaving it alone (WARREN_IMAGE_FORCE=1 rebuilds)"
-  exit 0
-fi
-timed "deps" ensure_deps
-
-T0=$EPOCHREALTIME
-WORK=$(mktemp -d "$OUT/.work-$NAME.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+image_build_begin tiny "$@"
 DONOR=$WORK/donor
 ROOT=$WORK/root
-IMG=$WORK/image
-mkdir -p "$ROOT" "$IMG"
+mkdir -p "$ROOT"
 
 # 1. Every package the image takes files from, extracted (not installed) into a donor tree.
-timed "download+extract debs" mmdebstrap_cached "$OUT/.cache/debs" "$DONOR" \
+timed "download+extract debs" mmdebstrap_cached "$DEB_CACHE" "$DONOR" \
   --variant=extract \
   --include=busybox-static,openssh-server,openssh-sftp-server,openssh-client,sudo,libpam-modules,e2fsprogs,linux-image-cloud-amd64
 
@@ -152,18 +137,11 @@ make_disk() {
   used=$(du -sm "$ROOT" | cut -f1)
   size=$((used * 3 / 2 + 64))
   ((size >= 128)) || size=128
-  make_ext4 "$ROOT" "$WORK/rootfs.raw" "${size}M" warren-root
-  qemu-img convert -q -O qcow2 "$WORK/rootfs.raw" "$IMG/rootfs.qcow2"
-  rm -f "$WORK/rootfs.raw"
+  make_rootfs_qcow2 "$ROOT" "$size"
 }
 timed "rootfs.qcow2" make_disk
 
 cp "$DONOR/boot/vmlinuz-$KVER" "$IMG/vmlinuz"
-chmod 0644 "$IMG"/*
-write_image_json "$IMG" "$NAME" "$VERSION" "$CMDLINE"
 
-# 5. Publish atomically: a half-built directory never carries the final name.
-if [[ -e $DEST ]]; then rm -rf "$DEST.old" && mv "$DEST" "$DEST.old"; fi
-mv "$IMG" "$DEST"
-rm -rf "$DEST.old"
-log "built $DEST ($(du -sh "$DEST" | cut -f1)) in $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}')s"
+# 5. image.json, then publish atomically.
+image_build_finish "$CMDLINE"

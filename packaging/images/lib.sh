@@ -208,3 +208,52 @@ EOF
 
 # image_dir_ready DIR: a finished image (image.json is written last).
 image_dir_ready() { [[ -f $1/image.json && -f $1/rootfs.qcow2 && -f $1/vmlinuz && -f $1/initrd.img ]]; }
+
+# image_build_begin NAME OUT_DIR [VERSION]: the start every build-NAME.sh shares (its own
+# arguments after NAME). Sets OUT, VERSION (default: today, UTC), NAME, DEST
+# (OUT/NAME@VERSION), DEB_CACHE (OUT/.cache/debs, for mmdebstrap_cached), WORK (a scratch
+# directory in OUT, removed at exit), IMG (WORK/image, the image being built) and T0. Exits
+# at once, successfully, when DEST is built already: VMs may use it as their base, so it is
+# left alone unless WARREN_IMAGE_FORCE=1. Needs root; installs what deps.txt lists.
+image_build_begin() {
+  NAME=$1
+  shift
+  [[ $# -ge 1 && $# -le 2 ]] || die "usage: $0 OUT_DIR [VERSION]"
+  OUT=$(mkdir -p "$1" && cd "$1" && pwd)
+  VERSION=${2:-$(date -u +%Y%m%d)}
+  DEST=$OUT/$NAME@$VERSION
+  # shellcheck disable=SC2034 # used by the scripts that call this
+  DEB_CACHE=$OUT/.cache/debs
+  require_root
+  if image_dir_ready "$DEST" && [[ ${WARREN_IMAGE_FORCE:-0} != 1 ]]; then
+    log "$DEST exists; leaving it alone (WARREN_IMAGE_FORCE=1 rebuilds)"
+    exit 0
+  fi
+  timed "deps" ensure_deps
+  T0=$EPOCHREALTIME
+  WORK=$(mktemp -d "$OUT/.work-$NAME.XXXXXX")
+  trap 'rm -rf "$WORK"' EXIT
+  IMG=$WORK/image
+  mkdir -p "$IMG"
+}
+
+# make_rootfs_qcow2 ROOT SIZE_MIB: ROOT as an ext4 file system labelled warren-root of
+# SIZE_MIB (made without mounts), converted to the image's read-only base IMG/rootfs.qcow2.
+make_rootfs_qcow2() {
+  local root=$1 size=$2
+  make_ext4 "$root" "$WORK/rootfs.raw" "${size}M" warren-root
+  qemu-img convert -q -O qcow2 "$WORK/rootfs.raw" "$IMG/rootfs.qcow2"
+  rm -f "$WORK/rootfs.raw"
+}
+
+# image_build_finish CMDLINE: writes image.json (last, so a directory with it is complete)
+# and publishes IMG as DEST atomically: a half-built directory never carries the final name.
+image_build_finish() {
+  local cmdline=$1
+  chmod 0644 "$IMG"/*
+  write_image_json "$IMG" "$NAME" "$VERSION" "$cmdline"
+  if [[ -e $DEST ]]; then rm -rf "$DEST.old" && mv "$DEST" "$DEST.old"; fi
+  mv "$IMG" "$DEST"
+  rm -rf "$DEST.old"
+  log "built $DEST ($(du -sh "$DEST" | cut -f1)) in $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}')s"
+}

@@ -40,25 +40,31 @@ Status FakeVmHost::CheckLimits(int64_t memory_mib, int64_t disk_gib) const {
   return Status::Ok();
 }
 
+FakeVmHost::Vm FakeVmHost::Booted(const VmSpec& spec, const std::string& image, int64_t disk_gib,
+                                  int disk_layers) const {
+  Vm vm;
+  vm.spec = spec;
+  vm.config_cpus = spec.cpus;
+  vm.config_memory_mib = spec.memory_mib;
+  vm.info.id = spec.id;
+  vm.info.name = spec.name.empty() ? spec.id : spec.name;
+  vm.info.image = image;
+  vm.info.state = VmState::kRunning;
+  vm.info.cpus = spec.cpus;
+  vm.info.memory_mib = spec.memory_mib;
+  vm.info.disk_gib = disk_gib;
+  vm.info.started_at = clock_.NowUnix();
+  vm.info.disk_layers = disk_layers;
+  return vm;
+}
+
 Status FakeVmHost::Create(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   std::lock_guard lock(mu_);
   if (auto f = TakeFailure()) return *f;
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
   WARREN_RETURN_IF_ERROR(CheckLimits(spec.memory_mib, spec.disk_gib));
-  Vm vm;
-  vm.spec = spec;
-  vm.config_cpus = spec.cpus;
-  vm.config_memory_mib = spec.memory_mib;
-  vm.info.disk_layers = 1;
-  vm.info.id = spec.id;
-  vm.info.name = spec.name.empty() ? spec.id : spec.name;
-  vm.info.image = spec.image;
-  vm.info.state = VmState::kRunning;
-  vm.info.cpus = spec.cpus;
-  vm.info.memory_mib = spec.memory_mib;
-  vm.info.disk_gib = spec.disk_gib;
-  vm.info.started_at = clock_.NowUnix();
+  Vm vm = Booted(spec, spec.image, spec.disk_gib, /*disk_layers=*/1);
   vm.console = "fake boot of " + spec.image + "\nlogin:\n";
   vms_.emplace(spec.id, std::move(vm));
   return Status::Ok();
@@ -140,19 +146,7 @@ Status FakeVmHost::Copy(std::string_view source_id, const VmSpec& spec) {
   s.disk_layers += 1;
   const int copy_layers = s.disk_layers;
   if (s.disk_layers > kMaxDiskLayers && s.state != VmState::kStopped) s.disk_layers = 1;
-  Vm vm;
-  vm.spec = spec;
-  vm.config_cpus = spec.cpus;
-  vm.config_memory_mib = spec.memory_mib;
-  vm.info.id = spec.id;
-  vm.info.name = spec.name.empty() ? spec.id : spec.name;
-  vm.info.image = s.image;
-  vm.info.state = VmState::kRunning;
-  vm.info.cpus = spec.cpus;
-  vm.info.memory_mib = spec.memory_mib;
-  vm.info.disk_gib = s.disk_gib;
-  vm.info.started_at = clock_.NowUnix();
-  vm.info.disk_layers = copy_layers > kMaxDiskLayers ? 1 : copy_layers;
+  Vm vm = Booted(spec, s.image, s.disk_gib, copy_layers > kMaxDiskLayers ? 1 : copy_layers);
   vm.console = "fake boot of a copy of " + std::string(source_id) + "\nlogin:\n";
   vms_.emplace(spec.id, std::move(vm));
   return Status::Ok();

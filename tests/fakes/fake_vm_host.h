@@ -52,6 +52,8 @@ class FakeVmHost final : public VmHost {
     int64_t config_memory_mib = 0;
   };
   Status CheckLimits(int64_t memory_mib, int64_t disk_gib) const;
+  // A VM just made from `spec`, running: what Create and Copy add.
+  Vm Booted(const VmSpec& spec, const std::string& image, int64_t disk_gib, int disk_layers) const;
   // Runs a transition under the lock, honouring FailNext.
   Status Transition(std::string_view id, std::initializer_list<VmState> from, VmState to,
                     const char* verb);

@@ -1,39 +1,15 @@
-// Domain XML is pinned byte for byte by tests/golden/*.xml (the way libvirt's own
-// qemuxml2argvtest pins generated command lines). After an intended change, rewrite them
-// with WARREN_UPDATE_GOLDEN=1 and review the diff like code.
+// The XML warren writes for libvirt is pinned byte for byte by tests/golden/*.xml (the way
+// libvirt's own qemuxml2argvtest pins generated command lines); golden_file.h says how to
+// rewrite them after an intended change.
 #include "vmhost/domain_xml.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-
+#include "tests/unit/golden_file.h"
 #include "vmhost/vm_host.h"
 
 namespace warren {
 namespace {
-
-std::string GoldenPath(const std::string& name) {
-  return std::string(WARREN_SOURCE_DIR) + "/tests/golden/" + name;
-}
-
-void ExpectGolden(const std::string& name, const std::string& actual) {
-  const char* update = std::getenv("WARREN_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    std::ofstream out(GoldenPath(name), std::ios::binary | std::ios::trunc);
-    out << actual;
-    ASSERT_TRUE(out.good()) << "cannot write " << GoldenPath(name);
-    return;
-  }
-  std::ifstream in(GoldenPath(name), std::ios::binary);
-  ASSERT_TRUE(in.good()) << "missing " << GoldenPath(name)
-                         << "; run with WARREN_UPDATE_GOLDEN=1 to create it";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(expected.str(), actual)
-      << "domain XML differs from " << GoldenPath(name) << " (WARREN_UPDATE_GOLDEN=1 rewrites it)";
-}
 
 DomainConfig Typical() {
   DomainConfig c;
@@ -118,6 +94,31 @@ TEST(VmMetadataXmlTest, NamespacedAndEscaped) {
             "  <warren:name>x&amp;y</warren:name>\n"
             "  <warren:image>tiny@1</warren:image>\n"
             "</warren:vm>");
+}
+
+TEST(VmMetadataXmlTest, ElementForSetMetadataHasNoPrefix) {
+  EXPECT_EQ(VmMetadataElement("abc", "x&y", "tiny@1"),
+            "<vm><id>abc</id><name>x&amp;y</name><image>tiny@1</image></vm>");
+  EXPECT_EQ(RunMetadataElement(1764590400), "<run started='1764590400'/>");
+}
+
+TEST(StorageXmlTest, SnapshotPoolAndVolumes) {
+  ExpectGolden("snapshot_vda.xml",
+               DiskSnapshotXml("/var/lib/warren/disks/0a1b2c3d-5e6f7a8b.qcow2"));
+  ExpectGolden("pool_dir.xml", DirPoolXml("warren-disks-1234abcd", "/var/lib/warren/disks"));
+  ExpectGolden("volume_overlay.xml",
+               OverlayVolumeXml("0a1b2c3d-1a2b3c4d.qcow2", 10737418240,
+                                "/var/lib/warren/images/debian@2025.11.1/rootfs.qcow2"));
+  ExpectGolden("volume_raw.xml", RawVolumeXml("seed.img", 1048576));
+}
+
+TEST(StorageXmlTest, PathsAreEscaped) {
+  const std::string odd = "/v/it's <&> \"here\"/x.qcow2";
+  for (const std::string& xml :
+       {DiskSnapshotXml(odd), DirPoolXml("p", odd), OverlayVolumeXml("n", 1, odd)}) {
+    EXPECT_EQ(xml.find(odd), std::string::npos) << xml;
+    EXPECT_NE(xml.find(XmlEscape(odd)), std::string::npos) << xml;
+  }
 }
 
 VmSpec GoodSpec() {

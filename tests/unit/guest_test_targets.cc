@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "vmhost/guest/control_key.h"
+#include "vmhost/image_layout.h"
 
 namespace warren::guest::testing {
 namespace {
@@ -115,19 +116,6 @@ class QemuTarget final : public GuestTarget {
   std::string LogTail() const override { return Tail(dir_ + "/console.log", 30); }
   ChildProcess qemu_;
 };
-
-// The newest complete NAME@VERSION image in `dir` ("" when none).
-std::string NewestImage(const std::string& dir, const std::string& name) {
-  std::string best;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::string base = entry.path().filename();
-    if (base.rfind(name + "@", 0) != 0) continue;
-    if (!fs::exists(entry.path() / "image.json", ec)) continue;
-    if (base > best) best = base;
-  }
-  return best.empty() ? "" : dir + "/" + best;
-}
 
 }  // namespace
 
@@ -260,20 +248,22 @@ Result<std::unique_ptr<GuestTarget>> StartLocalSshd() {
 BootedGuest BootGuest(const std::string& image_name) {
   BootedGuest out;
   std::string images = EnvOr("WARREN_TEST_IMAGES", "/var/lib/warren-test/images");
-  std::string image = NewestImage(images, image_name);
-  if (image.empty()) {
+  std::string ref = NewestInstalledImage(images, image_name);
+  if (ref.empty()) {
     // The build scripts are idempotent; tiny takes ~15 s with a warm package cache.
     std::string script =
         std::string(WARREN_SOURCE_DIR) + "/packaging/images/build-" + image_name + ".sh";
     Result<std::string> built = Run({script, images}, std::chrono::minutes(15));
-    image = NewestImage(images, image_name);
-    if (image.empty()) {
+    ref = NewestInstalledImage(images, image_name);
+    if (ref.empty()) {
       out.skip_reason =
           "no " + image_name + " guest image in " + images + " and building one failed: " +
           (built.ok() ? "no image appeared" : built.status().message().substr(0, 2000));
       return out;
     }
   }
+  const ImageFiles files = ImageFilesOf(images, ref);
+  const std::string& image = files.dir;
   for (const char* tool : {"qemu-system-x86_64", "qemu-img", "mke2fs"}) {
     if (!Run({"sh", "-c", std::string("command -v ") + tool}, std::chrono::seconds(5)).ok()) {
       out.skip_reason = std::string(tool) + " is not installed (packaging/images/deps.txt)";
@@ -303,12 +293,12 @@ BootedGuest BootGuest(const std::string& image_name) {
   Result<std::string> r =
       Run({make_seed, *dir + "/seed", *dir + "/seed.img"}, std::chrono::seconds(60));
   if (!r.ok()) return fail(r.status());
-  r = Run({"qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", image + "/rootfs.qcow2",
+  r = Run({"qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", files.rootfs,
            *dir + "/disk.qcow2", "4G"},
           std::chrono::seconds(60));
   if (!r.ok()) return fail(r.status());
 
-  std::ifstream meta_file(image + "/image.json");
+  std::ifstream meta_file(files.meta);
   nlohmann::json meta = nlohmann::json::parse(meta_file, nullptr, /*allow_exceptions=*/false);
   if (meta.is_discarded() || !meta.contains("kernel_cmdline")) {
     return fail(Internal("unreadable image.json"));
@@ -326,9 +316,9 @@ BootedGuest BootGuest(const std::string& image_name) {
                        "-nographic",
                        "-no-reboot",
                        "-kernel",
-                       image + "/vmlinuz",
+                       files.kernel,
                        "-initrd",
-                       image + "/initrd.img",
+                       files.initrd,
                        "-append",
                        cmdline,
                        "-drive",

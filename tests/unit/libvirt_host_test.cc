@@ -2,7 +2,7 @@
 // guest images, the libvirtd launcher and the error mapping run everywhere; LibvirtHost's
 // lifecycle runs on libvirt's in-process test:///default driver everywhere, and on real
 // libvirtd + QEMU with the tiny image when the test environment has them
-// (tests/fakes/libvirt_test_env.h).
+// (tests/unit/real_libvirt_env.h).
 #include "vmhost/libvirt_host.h"
 
 #include <gtest/gtest.h>
@@ -17,11 +17,13 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/fakes/libvirt_test_env.h"
+#include "tests/unit/real_libvirt_env.h"
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
+#include "vmhost/image_layout.h"
 #include "vmhost/kvm_probe.h"
 #include "vmhost/libvirt_handles.h"
+#include "vmhost/libvirt_xml.h"
 #include "vmhost/libvirtd_launcher.h"
 #include "vmhost/seed_image.h"
 #include "vmhost/subprocess.h"
@@ -284,11 +286,19 @@ std::string Qcow2Header(uint64_t size) {
   return h;
 }
 
+// An image `ref` in `dir` whose rootfs is a qcow2 header of `rootfs_bytes` (or `rootfs`
+// itself when given), with an initrd unless `initrd` is false.
+void FakeImage(const TempDir& dir, const std::string& ref, uint64_t rootfs_bytes,
+               const std::string& rootfs = "", bool initrd = true) {
+  dir.File(ref + "/" + std::string(kImageKernelFile), "k");
+  if (initrd) dir.File(ref + "/" + std::string(kImageInitrdFile), "i");
+  dir.File(ref + "/" + std::string(kImageRootfsFile),
+           rootfs.empty() ? Qcow2Header(rootfs_bytes) : rootfs);
+}
+
 TEST(GuestImageTest, OpensAnImageDirectory) {
   TempDir dir;
-  dir.File("tiny@1/vmlinuz", "k");
-  dir.File("tiny@1/initrd.img", "i");
-  dir.File("tiny@1/rootfs.qcow2", Qcow2Header(3ull << 30));
+  FakeImage(dir, "tiny@1", 3ull << 30);
   dir.File("tiny@1/image.json", R"({"name":"tiny","kernel_cmdline":"console=ttyS0 quiet"})");
   Result<GuestImage> img = OpenGuestImage(dir.path(), "tiny@1");
   ASSERT_TRUE(img.ok()) << img.status().ToString();
@@ -299,9 +309,7 @@ TEST(GuestImageTest, OpensAnImageDirectory) {
 
 TEST(GuestImageTest, DefaultsAndFailures) {
   TempDir dir;
-  dir.File("tiny@1/vmlinuz", "k");
-  dir.File("tiny@1/initrd.img", "i");
-  dir.File("tiny@1/rootfs.qcow2", Qcow2Header(1 << 20));
+  FakeImage(dir, "tiny@1", 1 << 20);
   Result<GuestImage> img = OpenGuestImage(dir.path(), "tiny@1");
   ASSERT_TRUE(img.ok());
   EXPECT_EQ(img->cmdline, kDefaultCmdline);
@@ -312,17 +320,12 @@ TEST(GuestImageTest, DefaultsAndFailures) {
   EXPECT_EQ(OpenGuestImage(dir.path(), "x@..").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(OpenGuestImage(dir.path(), "a/b@1").status().code(), Code::kInvalidArgument);
 
-  dir.File("bad@1/vmlinuz", "k");
-  dir.File("bad@1/initrd.img", "i");
-  dir.File("bad@1/rootfs.qcow2", "raw bytes, not qcow2 at all......");
+  FakeImage(dir, "bad@1", 0, "raw bytes, not qcow2 at all......");
   EXPECT_EQ(OpenGuestImage(dir.path(), "bad@1").status().code(), Code::kInvalidArgument);
-  dir.File("json@1/vmlinuz", "k");
-  dir.File("json@1/initrd.img", "i");
-  dir.File("json@1/rootfs.qcow2", Qcow2Header(1 << 20));
+  FakeImage(dir, "json@1", 1 << 20);
   dir.File("json@1/image.json", "{not json");
   EXPECT_EQ(OpenGuestImage(dir.path(), "json@1").status().code(), Code::kInvalidArgument);
-  dir.File("noinitrd@1/vmlinuz", "k");
-  dir.File("noinitrd@1/rootfs.qcow2", Qcow2Header(1 << 20));
+  FakeImage(dir, "noinitrd@1", 1 << 20, "", /*initrd=*/false);
   EXPECT_EQ(OpenGuestImage(dir.path(), "noinitrd@1").status().code(), Code::kNotFound);
 }
 
@@ -398,8 +401,9 @@ class TestDriverHostTest : public ::testing::Test {
     c.memory_mib = 512;
     // The host owns a domain whose files are under its data dir; with the devices gone below,
     // the kernel (DATA/images, as in a default install) is what says so.
-    c.kernel = dir_.path() + "/images/tiny@1/vmlinuz";
-    c.initrd = dir_.path() + "/images/tiny@1/initrd.img";
+    const ImageFiles image = ImageFilesOf(dir_.path() + "/images", "tiny@1");
+    c.kernel = image.kernel;
+    c.initrd = image.initrd;
     std::string xml = DomainXml(c);
     // The test driver runs only its own domain type and knows none of our devices.
     xml.replace(xml.find("type='qemu'"), 11, "type='test'");
@@ -524,9 +528,7 @@ TEST_F(TestDriverHostTest, CreateChecksBeforeTouchingAnything) {
   s.id = "BAD";
   EXPECT_EQ(host_->Create(s).code(), Code::kInvalidArgument);
   // A disk smaller than the image's root file system could not hold it.
-  dir_.File("images/big@1/vmlinuz", "k");
-  dir_.File("images/big@1/initrd.img", "i");
-  dir_.File("images/big@1/rootfs.qcow2", Qcow2Header(3ull << 30));
+  FakeImage(dir_, "images/big@1", 3ull << 30);
   LibvirtHostOptions o;
   o.uri = "test:///default";
   o.data_dir = dir_.path();
@@ -591,29 +593,16 @@ TEST(LibvirtHostTest, UnreachableDaemonIsUnavailable) {
 class RealHostTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const LibvirtTestEnv& env = GetLibvirtTestEnv();
+    const RealLibvirtEnv& env = GetRealLibvirtEnv();
     if (!env.available) GTEST_SKIP() << env.skip_reason;
     options_ = env.HostOptions();
     host_ = std::make_unique<LibvirtHost>(options_);
     image_ = env.image;
   }
   void TearDown() override {
-    if (!host_) return;
-    Result<std::vector<VmInfo>> vms = host_->List();
-    if (vms.ok()) {
-      for (const VmInfo& vm : *vms) (void)host_->Destroy(vm.id);
-    }
+    if (host_) DestroyEveryVm(*host_);
   }
-  VmSpec Spec(const std::string& id) {
-    VmSpec s;
-    s.id = id;
-    s.image = image_;
-    s.cpus = 1;
-    s.memory_mib = 256;
-    s.disk_gib = 1;
-    s.egress = Egress::kNone;
-    return s;
-  }
+  VmSpec Spec(const std::string& id) { return TinyVmSpec(id, image_); }
   // Polls the console until it shows `text`; returns the console then.
   std::string WaitForConsole(const std::string& id, const std::string& text, int seconds) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
@@ -654,7 +643,7 @@ TEST_F(RealHostTest, BootsWithSeedAndCleansUp) {
   ASSERT_EQ(chain->size(), 2u);
   EXPECT_EQ(fs::path(chain->at(0)).parent_path(), fs::path(host_->DisksDir()));
   EXPECT_TRUE(fs::exists(chain->at(0)));
-  EXPECT_EQ(fs::path(chain->at(1)).filename(), "rootfs.qcow2");
+  EXPECT_EQ(fs::path(chain->at(1)).filename(), kImageRootfsFile);
 
   // The guest names itself from the kernel command line and applies the seed.
   WaitForConsole("real0001", "warren: tiny-one ready", 120);
@@ -687,7 +676,7 @@ TEST_F(RealHostTest, BootsWithSeedAndCleansUp) {
 // The default image, end to end at the host level: systemd boots it from the overlay,
 // applies the seed and starts the control launcher; a graceful Stop powers it off.
 TEST_F(RealHostTest, DebianImageBootsAndStopsGracefully) {
-  const LibvirtTestEnv& env = GetLibvirtTestEnv();
+  const RealLibvirtEnv& env = GetRealLibvirtEnv();
   if (env.debian_image.empty()) {
     GTEST_SKIP() << "no debian@* image in " << env.images_dir
                  << " (packaging/images/build-debian.sh " << env.images_dir << ")";
@@ -744,18 +733,48 @@ TEST_F(RealHostTest, DeadQemuIsACrash) {
   EXPECT_TRUE(host_->Destroy("real0005").ok());
 }
 
+// A stopped `cp` after a live one. The live one's snapshot wrote the chain below the
+// source's top into its persistent definition, and libvirt boots a recorded chain as it
+// stands: the stopped fork must not leave the old record under the new top, or the source
+// would come back without the layer that holds its writes since the first copy.
+TEST_F(RealHostTest, StoppedCopyAfterALiveCopyBootsTheWholeChain) {
+  ASSERT_TRUE(host_->Create(Spec("real0006")).ok());
+  ASSERT_TRUE(host_->Copy("real0006", Spec("real0007")).ok());  // live: a snapshot
+  ASSERT_TRUE(host_->Stop("real0006").ok());
+  ASSERT_TRUE(host_->Copy("real0006", Spec("real0008")).ok());  // stopped: a redefine
+  ASSERT_TRUE(host_->Start("real0006").ok());
+  // The chain in the files' headers: the new top, the two frozen layers, the image.
+  Result<std::vector<std::string>> chain = host_->DiskChain("real0006");
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  ASSERT_EQ(chain->size(), 4u);
+  // The chain QEMU runs on, as the live definition shows it.
+  Result<ConnectHandle> conn = OpenLibvirt(options_.uri);
+  ASSERT_TRUE(conn.ok());
+  DomainHandle dom(
+      virDomainLookupByName(conn->get(), (options_.domain_prefix + "real0006").c_str()));
+  ASSERT_TRUE(dom);
+  LibvirtString xml(virDomainGetXMLDesc(dom.get(), 0));
+  ASSERT_TRUE(xml);
+  Result<DomainDefinition> live = DomainDefinition::Parse(xml.get());
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  std::vector<std::string> running = {live->DiskSource("vda")};
+  for (std::string& p : live->DiskBackingChain("vda")) running.push_back(std::move(p));
+  EXPECT_EQ(running, *chain);
+}
+
 // A Create that fails after the disk and the domain exist (QEMU cannot load the kernel)
 // leaves no domain, no pool and no directory.
 TEST_F(RealHostTest, FailedCreateLeavesNothing) {
-  const LibvirtTestEnv& env = GetLibvirtTestEnv();
+  const RealLibvirtEnv& env = GetRealLibvirtEnv();
   // An image whose kernel is garbage, next to the test's data (reachable by libvirt-qemu).
   std::string images = env.data_dir + "/bad-images";
   std::string bad = images + "/broken@1";
   fs::create_directories(bad);
-  std::string good = env.images_dir + "/" + env.image;
-  fs::copy_file(good + "/initrd.img", bad + "/initrd.img");
-  fs::copy_file(good + "/rootfs.qcow2", bad + "/rootfs.qcow2");
-  std::ofstream(bad + "/vmlinuz") << "this is not a kernel";
+  const ImageFiles good = ImageFilesOf(env.images_dir, env.image);
+  const ImageFiles broken = ImageFilesOf(images, "broken@1");
+  fs::copy_file(good.initrd, broken.initrd);
+  fs::copy_file(good.rootfs, broken.rootfs);
+  std::ofstream(broken.kernel) << "this is not a kernel";
   for (const auto& p : {fs::path(images), fs::path(bad)}) {
     fs::permissions(p, fs::perms::others_exec | fs::perms::others_read, fs::perm_options::add);
   }

@@ -37,8 +37,12 @@ class ReconcileTest : public VmCommandTest {
     spec.memory_mib = 256;
     spec.disk_gib = 1;
     ASSERT_TRUE(host_.Create(spec).ok());
-    if (state == VmState::kStopped) ASSERT_TRUE(host_.Stop(id).ok());
-    if (state == VmState::kPaused) ASSERT_TRUE(host_.Pause(id).ok());
+    if (state == VmState::kStopped) {
+      ASSERT_TRUE(host_.Stop(id).ok());
+    }
+    if (state == VmState::kPaused) {
+      ASSERT_TRUE(host_.Pause(id).ok());
+    }
   }
 
   VmState StateOf(const std::string& id) { return host_.Inspect(id)->state; }

@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "tests/fakes/fake_vm_host.h"
-#include "tests/fakes/libvirt_test_env.h"
+#include "tests/unit/real_libvirt_env.h"
 #include "vmhost/libvirt_host.h"
 #include "vmhost/vm_host.h"
 
@@ -38,21 +38,9 @@ class VmHostContractTest : public ::testing::TestWithParam<HostCase> {
   }
   // Nothing a test made outlives it, also when it failed half-way.
   void TearDown() override {
-    if (!host_) return;
-    Result<std::vector<VmInfo>> vms = host_->List();
-    if (!vms.ok()) return;
-    for (const VmInfo& vm : *vms) (void)host_->Destroy(vm.id);
+    if (host_) DestroyEveryVm(*host_);
   }
-  VmSpec Spec(std::string id) {
-    VmSpec s;
-    s.id = std::move(id);
-    s.image = image_;
-    s.cpus = 1;
-    s.memory_mib = 256;
-    s.disk_gib = 1;
-    s.egress = Egress::kNone;
-    return s;
-  }
+  VmSpec Spec(std::string id) { return TinyVmSpec(std::move(id), image_); }
   VmState StateOf(const std::string& id) { return host_->Inspect(id)->state; }
   std::unique_ptr<VmHost> host_;
   std::string image_;
@@ -269,14 +257,14 @@ HostCase FakeCase() {
 HostCase LibvirtCase() {
   return {"Libvirt",
           [](std::string* skip_reason) -> std::unique_ptr<VmHost> {
-            const LibvirtTestEnv& env = GetLibvirtTestEnv();
+            const RealLibvirtEnv& env = GetRealLibvirtEnv();
             if (!env.available) {
               *skip_reason = env.skip_reason;
               return nullptr;
             }
             return std::make_unique<LibvirtHost>(env.HostOptions());
           },
-          [] { return GetLibvirtTestEnv().image; }};
+          [] { return GetRealLibvirtEnv().image; }};
 }
 
 INSTANTIATE_TEST_SUITE_P(All, VmHostContractTest, ::testing::Values(FakeCase(), LibvirtCase()),
@@ -286,7 +274,7 @@ INSTANTIATE_TEST_SUITE_P(All, VmHostContractTest, ::testing::Values(FakeCase(), 
 
 // The host's own limits, on the real host: far more memory than this machine has.
 TEST(LibvirtHostLimitsTest, ResizeBeyondTheHostIsRefused) {
-  const LibvirtTestEnv& env = GetLibvirtTestEnv();
+  const RealLibvirtEnv& env = GetRealLibvirtEnv();
   if (!env.available) GTEST_SKIP() << env.skip_reason;
   LibvirtHost host(env.HostOptions());
   VmSpec s;

@@ -2,17 +2,28 @@
 add_library(warren_test_fakes STATIC fakes/fake_vm_host.cc)
 target_link_libraries(warren_test_fakes PUBLIC warren_vmhost)
 
-# Finds (or starts) libvirtd, the tiny image and a data dir for the real-QEMU tests.
-add_library(warren_test_libvirt_env STATIC fakes/libvirt_test_env.cc)
-target_link_libraries(warren_test_libvirt_env PUBLIC warren_libvirt GTest::gtest)
+# No fake: finds (or starts) the real libvirtd, the tiny image and a data dir for the
+# real-QEMU tests.
+add_library(warren_test_real_libvirt_env STATIC unit/real_libvirt_env.cc)
+target_link_libraries(warren_test_real_libvirt_env PUBLIC warren_libvirt GTest::gtest)
+
+# The XML warren writes for libvirt and the XML it reads back, on stored files
+# (tests/golden/): pure, fast, no daemon.
+add_executable(vmhost_xml_test
+  unit/domain_xml_test.cc
+  unit/libvirt_xml_test.cc)
+target_compile_definitions(vmhost_xml_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+target_link_libraries(vmhost_xml_test PRIVATE warren_libvirt GTest::gtest_main)
+gtest_discover_tests(vmhost_xml_test DISCOVERY_MODE PRE_TEST)
 
 # Unit tests always run; the real-QEMU cases inside skip (saying why) unless a tiny image
 # is found (WARREN_TEST_IMAGES, default /var/lib/warren-test/images) and libvirtd answers
 # or can be started. Serial: real guests share 2 cores.
 add_executable(vmhost_test
   unit/vm_host_contract_test.cc
-  unit/domain_xml_test.cc
+  unit/image_layout_test.cc
   unit/libvirt_host_test.cc)
 target_compile_definitions(vmhost_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
-target_link_libraries(vmhost_test PRIVATE warren_test_fakes warren_test_libvirt_env GTest::gtest_main)
+target_link_libraries(vmhost_test
+  PRIVATE warren_test_fakes warren_test_real_libvirt_env GTest::gtest_main)
 gtest_discover_tests(vmhost_test DISCOVERY_MODE PRE_TEST PROPERTIES RUN_SERIAL TRUE)

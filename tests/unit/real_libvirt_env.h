@@ -1,8 +1,8 @@
-// What the real-QEMU tests need, found once per test process: a guest image, a libvirt
-// daemon (started, /dev/kvm masked, when none answers and we are root), the KVM probe's
-// verdict and a private data directory under /var/lib (QEMU runs as libvirt-qemu and
-// cannot reach /tmp's private dirs or a 0700 home). When something is missing the tests
-// skip with the reason instead of failing.
+// RealLibvirtEnv: no fake, the real machinery the real-QEMU tests run on, found once per
+// test process: a guest image, a libvirt daemon (started, /dev/kvm masked, when none
+// answers and we are root), the KVM probe's verdict and a private data directory under
+// /var/lib (QEMU runs as libvirt-qemu and cannot reach /tmp's private dirs or a 0700 home). When
+// something is missing the tests skip with the reason instead of failing.
 //
 //   WARREN_TEST_IMAGES      directory holding NAME@VERSION image dirs (build-tiny.sh's OUT)
 //   WARREN_TEST_IMAGE       NAME@VERSION to boot (default: the newest tiny@* there)
@@ -23,7 +23,7 @@
 
 namespace warren {
 
-struct LibvirtTestEnv {
+struct RealLibvirtEnv {
   bool available = false;
   std::string skip_reason;  // why not, when !available
   std::string uri;
@@ -39,6 +39,14 @@ struct LibvirtTestEnv {
   LibvirtHostOptions HostOptions() const;
 };
 
-const LibvirtTestEnv& GetLibvirtTestEnv();
+const RealLibvirtEnv& GetRealLibvirtEnv();
+
+// A VM as small as the tiny image allows (1 CPU, 256 MiB, 1 GiB), without network: what the
+// tests boot, on any VmHost.
+VmSpec TinyVmSpec(std::string id, std::string image);
+
+// Destroys every VM `host` lists, ignoring failures: a test's teardown, so nothing it made
+// outlives it, also when it failed half-way.
+void DestroyEveryVm(VmHost& host);
 
 }  // namespace warren

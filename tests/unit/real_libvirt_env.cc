@@ -1,4 +1,4 @@
-#include "tests/fakes/libvirt_test_env.h"
+#include "tests/unit/real_libvirt_env.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "vmhost/image_layout.h"
 #include "vmhost/libvirt_handles.h"
 #include "vmhost/libvirtd_launcher.h"
 
@@ -22,46 +23,29 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 
 std::string DataParent() { return EnvOr("WARREN_TEST_DATA_DIR", "/var/lib/warren-test"); }
 
-// The newest NAME@VERSION directory for `name` that is complete (image.json comes last).
-std::string NewestImage(const std::string& dir, const std::string& name) {
-  std::string best;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::string base = entry.path().filename();
-    if (base.rfind(name + "@", 0) != 0) continue;
-    if (!fs::exists(entry.path() / "image.json", ec)) continue;
-    if (base > best) best = base;
-  }
-  return best;
-}
-
 // Destroys the VMs and files of test processes that died without cleaning up.
 void SweepDeadRuns(const std::string& uri, const std::string& parent) {
   Result<ConnectHandle> conn = OpenLibvirt(uri);
   if (!conn.ok()) return;
-  virDomainPtr* doms = nullptr;
-  int n = virConnectListAllDomains(conn->get(), &doms, 0);
+  Result<std::vector<DomainHandle>> doms = ListDomains(conn->get(), "wt");
+  if (!doms.ok()) return;
   std::vector<std::string> dead_prefixes;
-  for (int i = 0; i < n; ++i) {
-    DomainHandle dom(doms[i]);
+  for (const DomainHandle& dom : *doms) {
     std::string name = virDomainGetName(dom.get());
     size_t dash = name.find('-');
-    if (name.rfind("wt", 0) != 0 || dash == std::string::npos || dash < 3) continue;
+    if (dash == std::string::npos || dash < 3) continue;
     std::string pid = name.substr(2, dash - 2);
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     if (fs::exists("/proc/" + pid)) continue;
     dead_prefixes.push_back(name.substr(0, dash + 1));
   }
-  free(doms);  // NOLINT: allocated by libvirt
   for (const std::string& prefix : dead_prefixes) {
     LibvirtHostOptions o;
     o.uri = uri;
     o.domain_prefix = prefix;
     o.data_dir = parent + "/run-" + prefix.substr(2, prefix.size() - 3);
     LibvirtHost host(o);
-    Result<std::vector<VmInfo>> vms = host.List();
-    if (!vms.ok()) continue;
-    for (const VmInfo& vm : *vms) (void)host.Destroy(vm.id);
+    DestroyEveryVm(host);
   }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(parent, ec)) {
@@ -71,18 +55,19 @@ void SweepDeadRuns(const std::string& uri, const std::string& parent) {
   }
 }
 
-LibvirtTestEnv Discover() {
-  LibvirtTestEnv env;
+RealLibvirtEnv Discover() {
+  RealLibvirtEnv env;
   env.uri = EnvOr("WARREN_TEST_LIBVIRT_URI", "qemu:///system");
   env.images_dir = EnvOr("WARREN_TEST_IMAGES", DataParent() + "/images");
-  env.image = EnvOr("WARREN_TEST_IMAGE", NewestImage(env.images_dir, "tiny"));
+  env.image = EnvOr("WARREN_TEST_IMAGE", NewestInstalledImage(env.images_dir, "tiny"));
   if (env.image.empty() || !fs::exists(fs::path(env.images_dir) / env.image)) {
     env.skip_reason = "no tiny guest image in " + env.images_dir +
                       " (build one: packaging/images/build-tiny.sh " + env.images_dir +
                       ", or point WARREN_TEST_IMAGES at one)";
     return env;
   }
-  env.debian_image = EnvOr("WARREN_TEST_DEBIAN_IMAGE", NewestImage(env.images_dir, "debian"));
+  env.debian_image =
+      EnvOr("WARREN_TEST_DEBIAN_IMAGE", NewestInstalledImage(env.images_dir, "debian"));
   std::string parent = DataParent();
   std::string pid = std::to_string(getpid());
   env.prefix = "wt" + pid + "-";
@@ -100,7 +85,7 @@ LibvirtTestEnv Discover() {
 
   KvmProbeOptions probe;
   probe.data_dir = parent;
-  probe.kernel = (fs::path(env.images_dir) / env.image / "vmlinuz").string();
+  probe.kernel = ImageFilesOf(env.images_dir, env.image).kernel;
   env.accel = ProbeAccel(probe);
   env.setup_notes = "accel " + std::string(AccelName(env.accel.accel)) + ": " + env.accel.reason;
 
@@ -124,13 +109,13 @@ LibvirtTestEnv Discover() {
 
 bool g_initialised = false;
 
-const LibvirtTestEnv& Env() {
+const RealLibvirtEnv& Env() {
   static std::once_flag once;
-  static LibvirtTestEnv env;
+  static RealLibvirtEnv env;
   std::call_once(once, [] {
     env = Discover();
     g_initialised = true;
-    std::fprintf(stderr, "[libvirt test env] %s\n",
+    std::fprintf(stderr, "[real libvirt env] %s\n",
                  env.available ? env.setup_notes.c_str() : env.skip_reason.c_str());
   });
   return env;
@@ -141,12 +126,9 @@ class Cleanup : public ::testing::Environment {
  public:
   void TearDown() override {
     if (!g_initialised || !Env().available) return;
-    const LibvirtTestEnv& env = Env();
+    const RealLibvirtEnv& env = Env();
     LibvirtHost host(env.HostOptions());
-    Result<std::vector<VmInfo>> vms = host.List();
-    if (vms.ok()) {
-      for (const VmInfo& vm : *vms) (void)host.Destroy(vm.id);
-    }
+    DestroyEveryVm(host);
     std::error_code ec;
     fs::remove_all(env.data_dir, ec);
   }
@@ -157,7 +139,7 @@ class Cleanup : public ::testing::Environment {
 
 }  // namespace
 
-LibvirtHostOptions LibvirtTestEnv::HostOptions() const {
+LibvirtHostOptions RealLibvirtEnv::HostOptions() const {
   LibvirtHostOptions o;
   o.uri = uri;
   o.data_dir = data_dir;
@@ -168,6 +150,23 @@ LibvirtHostOptions LibvirtTestEnv::HostOptions() const {
   return o;
 }
 
-const LibvirtTestEnv& GetLibvirtTestEnv() { return Env(); }
+const RealLibvirtEnv& GetRealLibvirtEnv() { return Env(); }
+
+VmSpec TinyVmSpec(std::string id, std::string image) {
+  VmSpec s;
+  s.id = std::move(id);
+  s.image = std::move(image);
+  s.cpus = 1;
+  s.memory_mib = 256;
+  s.disk_gib = 1;
+  s.egress = Egress::kNone;
+  return s;
+}
+
+void DestroyEveryVm(VmHost& host) {
+  Result<std::vector<VmInfo>> vms = host.List();
+  if (!vms.ok()) return;
+  for (const VmInfo& vm : *vms) (void)host.Destroy(vm.id);
+}
 
 }  // namespace warren

@@ -1,0 +1,314 @@
+#include "vmhost/libvirt_xml.h"
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <utility>
+
+#include "lobby/base/unique_handle.h"
+
+namespace warren {
+namespace {
+
+using XmlDoc = UniqueHandle<xmlDocPtr, xmlFreeDoc>;
+using XmlBuffer = UniqueHandle<xmlBufferPtr, xmlBufferFree>;
+inline void FreeXmlString(xmlChar* p) { xmlFree(p); }
+using XmlString = UniqueHandle<xmlChar*, FreeXmlString>;
+
+const xmlChar* X(const char* s) { return reinterpret_cast<const xmlChar*>(s); }
+
+bool Named(const xmlNode* node, std::string_view name) {
+  return node != nullptr && node->type == XML_ELEMENT_NODE &&
+         std::string_view(reinterpret_cast<const char*>(node->name)) == name;
+}
+
+// The element children of `node` named `name`, in document order.
+std::vector<xmlNode*> Children(const xmlNode* node, std::string_view name) {
+  std::vector<xmlNode*> out;
+  if (node == nullptr) return out;
+  for (xmlNode* c = node->children; c != nullptr; c = c->next) {
+    if (Named(c, name)) out.push_back(c);
+  }
+  return out;
+}
+
+xmlNode* Child(const xmlNode* node, std::string_view name) {
+  if (node == nullptr) return nullptr;
+  for (xmlNode* c = node->children; c != nullptr; c = c->next) {
+    if (Named(c, name)) return c;
+  }
+  return nullptr;
+}
+
+// The node at `path` below `node` (each step the first child of that name).
+xmlNode* Descend(const xmlNode* node, std::initializer_list<std::string_view> path) {
+  const xmlNode* at = node;
+  for (std::string_view step : path) {
+    at = Child(at, step);
+    if (at == nullptr) return nullptr;
+  }
+  return const_cast<xmlNode*>(at);
+}
+
+// The element's text, entities resolved; empty for a missing node.
+std::string Text(const xmlNode* node) {
+  if (node == nullptr) return "";
+  XmlString s(xmlNodeGetContent(node));
+  return s ? reinterpret_cast<const char*>(s.get()) : "";
+}
+
+std::string Attribute(const xmlNode* node, const char* name) {
+  if (node == nullptr) return "";
+  XmlString s(xmlGetNoNsProp(node, X(name)));
+  return s ? reinterpret_cast<const char*>(s.get()) : "";
+}
+
+// Replaces the element's content with `text`, taken literally (the writer escapes it).
+void SetText(xmlNode* node, std::string_view text) {
+  while (node->children != nullptr) {
+    xmlNode* c = node->children;
+    xmlUnlinkNode(c);
+    xmlFreeNode(c);
+  }
+  const std::string value(text);
+  xmlAddChild(node, xmlNewDocText(node->doc, X(value.c_str())));
+}
+
+// Removes `node` with the indentation in front of it, so the written XML keeps its shape.
+void Remove(xmlNode* node) {
+  xmlNode* before = node->prev;
+  if (before != nullptr && xmlIsBlankNode(before)) {
+    xmlUnlinkNode(before);
+    xmlFreeNode(before);
+  }
+  xmlUnlinkNode(node);
+  xmlFreeNode(node);
+}
+
+bool ParseInt64(std::string_view text, int64_t* out) {
+  const std::string s(text);
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || end == s.c_str() || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+// Bytes per unit in libvirt's scaled integers (formatdomain: "memory" units); 0 if unknown.
+int64_t UnitBytes(std::string_view unit) {
+  static const std::pair<std::string_view, int64_t> kUnits[] = {
+      {"", 1024},  // no unit: KiB
+      {"b", 1},
+      {"bytes", 1},
+      {"KB", 1000},
+      {"k", 1024},
+      {"KiB", 1024},
+      {"MB", 1000 * 1000},
+      {"M", int64_t{1} << 20},
+      {"MiB", int64_t{1} << 20},
+      {"GB", 1000 * 1000 * 1000},
+      {"G", int64_t{1} << 30},
+      {"GiB", int64_t{1} << 30},
+      {"TB", int64_t{1000} * 1000 * 1000 * 1000},
+      {"T", int64_t{1} << 40},
+      {"TiB", int64_t{1} << 40},
+  };
+  for (const auto& [name, bytes] : kUnits) {
+    if (name == unit) return bytes;
+  }
+  return 0;
+}
+
+void InitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { xmlInitParser(); });
+}
+
+// Parses libvirt's XML: no network, no external entities (nothing is substituted), errors
+// reported as a Status rather than printed. `root` is the element the document must be.
+Result<XmlDoc> ParseXml(std::string_view xml, std::string_view root, std::string_view what) {
+  InitOnce();
+  XmlDoc doc(xmlReadMemory(xml.data(), static_cast<int>(xml.size()), nullptr, nullptr,
+                           XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING));
+  if (!doc) return Internal("libvirt's " + std::string(what) + " is not well-formed XML");
+  if (!Named(xmlDocGetRootElement(doc.get()), root)) {
+    return Internal("libvirt's " + std::string(what) + " is no <" + std::string(root) + ">");
+  }
+  return doc;
+}
+
+// The <disk> of a domain whose <target dev=…> is `dev`.
+xmlNode* DiskOf(const xmlDoc* doc, std::string_view dev) {
+  xmlNode* devices = Descend(xmlDocGetRootElement(const_cast<xmlDoc*>(doc)), {"devices"});
+  for (xmlNode* disk : Children(devices, "disk")) {
+    if (Attribute(Child(disk, "target"), "dev") == dev) return disk;
+  }
+  return nullptr;
+}
+
+bool InsideDir(std::string_view value, std::string_view dir) {
+  return value.size() > dir.size() + 1 && value.substr(0, dir.size()) == dir &&
+         value[dir.size()] == '/';
+}
+
+bool MentionsPath(const xmlNode* node, std::string_view dir) {
+  for (const xmlNode* n = node; n != nullptr; n = n->next) {
+    if (n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) {
+      if (n->content != nullptr && InsideDir(reinterpret_cast<const char*>(n->content), dir)) {
+        return true;
+      }
+      continue;
+    }
+    if (n->type != XML_ELEMENT_NODE) continue;
+    for (const xmlAttr* a = n->properties; a != nullptr; a = a->next) {
+      XmlString v(xmlNodeListGetString(n->doc, a->children, 1));
+      if (v && InsideDir(reinterpret_cast<const char*>(v.get()), dir)) return true;
+    }
+    if (MentionsPath(n->children, dir)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void DomainDefinition::FreeDoc::operator()(_xmlDoc* doc) const { xmlFreeDoc(doc); }
+
+DomainDefinition::DomainDefinition(std::unique_ptr<_xmlDoc, FreeDoc> doc) : doc_(std::move(doc)) {}
+DomainDefinition::DomainDefinition(DomainDefinition&&) noexcept = default;
+DomainDefinition& DomainDefinition::operator=(DomainDefinition&&) noexcept = default;
+DomainDefinition::~DomainDefinition() = default;
+
+Result<DomainDefinition> DomainDefinition::Parse(std::string_view xml) {
+  WARREN_ASSIGN_OR_RETURN(XmlDoc doc, ParseXml(xml, "domain", "domain definition"));
+  return DomainDefinition(std::unique_ptr<_xmlDoc, FreeDoc>(doc.release()));
+}
+
+std::string DomainDefinition::DiskSource(std::string_view target_dev) const {
+  return Attribute(Child(DiskOf(doc_.get(), target_dev), "source"), "file");
+}
+
+std::vector<std::string> DomainDefinition::DiskBackingChain(std::string_view target_dev) const {
+  std::vector<std::string> chain;
+  // An empty <backingStore/> ends the chain: "the file above stands alone".
+  for (xmlNode* bs = Child(DiskOf(doc_.get(), target_dev), "backingStore");
+       bs != nullptr && chain.size() <= 64; bs = Child(bs, "backingStore")) {
+    std::string file = Attribute(Child(bs, "source"), "file");
+    if (file.empty()) break;
+    chain.push_back(std::move(file));
+  }
+  return chain;
+}
+
+int DomainDefinition::Vcpus() const {
+  int64_t n = 0;
+  if (!ParseInt64(Text(Descend(xmlDocGetRootElement(doc_.get()), {"vcpu"})), &n)) return 0;
+  return n > 0 && n < 100000 ? static_cast<int>(n) : 0;
+}
+
+int64_t DomainDefinition::MemoryMib() const {
+  const xmlNode* memory = Descend(xmlDocGetRootElement(doc_.get()), {"memory"});
+  int64_t value = 0;
+  const int64_t unit = UnitBytes(Attribute(memory, "unit"));
+  if (!ParseInt64(Text(memory), &value) || value < 0 || unit == 0) return 0;
+  // Within range for any memory a host has (value * unit < 2^63 for value < 2^63 / unit).
+  if (value > INT64_MAX / unit) return 0;
+  return value * unit / (int64_t{1} << 20);
+}
+
+bool DomainDefinition::MentionsPathUnder(std::string_view dir) const {
+  while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
+  return MentionsPath(xmlDocGetRootElement(doc_.get()), dir);
+}
+
+Status DomainDefinition::SetDiskSource(std::string_view target_dev, std::string_view path) {
+  xmlNode* disk = DiskOf(doc_.get(), target_dev);
+  xmlNode* source = Child(disk, "source");
+  if (source == nullptr) return NotFound("the vm has no disk " + std::string(target_dev));
+  const std::string value(path);
+  xmlSetProp(source, X("file"), X(value.c_str()));
+  // Whatever else libvirt noted about the old file (its place in a running chain) is not
+  // true of the new one.
+  xmlUnsetProp(source, X("index"));
+  if (xmlNode* bs = Child(disk, "backingStore")) Remove(bs);
+  return Status::Ok();
+}
+
+Status DomainDefinition::SetVcpus(int cpus) {
+  xmlNode* vcpu = Descend(xmlDocGetRootElement(doc_.get()), {"vcpu"});
+  if (vcpu == nullptr) return Internal("vm has no <vcpu>");
+  SetText(vcpu, std::to_string(cpus));
+  return Status::Ok();
+}
+
+Status DomainDefinition::SetMemoryMib(int64_t mib) {
+  xmlNode* root = xmlDocGetRootElement(doc_.get());
+  xmlNode* memory = Child(root, "memory");
+  if (memory == nullptr) return Internal("vm has no <memory>");
+  const std::string kib = std::to_string(mib * 1024);
+  for (xmlNode* node : {memory, Child(root, "currentMemory")}) {
+    if (node == nullptr) continue;
+    SetText(node, kib);
+    xmlSetProp(node, X("unit"), X("KiB"));
+  }
+  return Status::Ok();
+}
+
+bool DomainDefinition::SetCmdlineHostname(std::string_view hostname) {
+  xmlNode* cmdline = Descend(xmlDocGetRootElement(doc_.get()), {"os", "cmdline"});
+  if (cmdline == nullptr) return false;
+  std::string text = Text(cmdline);
+  constexpr std::string_view kKey = "warren.hostname=";
+  size_t at = 0;
+  while ((at = text.find(kKey, at)) != std::string::npos && at > 0 && text[at - 1] != ' ') {
+    at += kKey.size();
+  }
+  if (at == std::string::npos) return false;
+  at += kKey.size();
+  const size_t end = std::min(text.find(' ', at), text.size());
+  text.replace(at, end - at, hostname);
+  SetText(cmdline, text);
+  return true;
+}
+
+std::string DomainDefinition::ToXml() const {
+  XmlBuffer buf(xmlBufferCreate());
+  if (!buf) return "";
+  if (xmlNodeDump(buf.get(), doc_.get(), xmlDocGetRootElement(doc_.get()), 0, 0) < 0) return "";
+  return std::string(reinterpret_cast<const char*>(xmlBufferContent(buf.get()))) + "\n";
+}
+
+Result<std::string> VolumeBackingPath(std::string_view volume_xml) {
+  WARREN_ASSIGN_OR_RETURN(XmlDoc doc, ParseXml(volume_xml, "volume", "volume description"));
+  return Text(Descend(xmlDocGetRootElement(doc.get()), {"backingStore", "path"}));
+}
+
+Result<std::string> PoolTargetPath(std::string_view pool_xml) {
+  WARREN_ASSIGN_OR_RETURN(XmlDoc doc, ParseXml(pool_xml, "pool", "pool description"));
+  return Text(Descend(xmlDocGetRootElement(doc.get()), {"target", "path"}));
+}
+
+Result<VmMetadata> ParseVmMetadata(std::string_view metadata_xml) {
+  WARREN_ASSIGN_OR_RETURN(XmlDoc doc, ParseXml(metadata_xml, "vm", "vm metadata"));
+  const xmlNode* vm = xmlDocGetRootElement(doc.get());
+  VmMetadata m;
+  m.id = Text(Child(vm, "id"));
+  m.name = Text(Child(vm, "name"));
+  m.image = Text(Child(vm, "image"));
+  return m;
+}
+
+Result<int64_t> ParseRunStartedAt(std::string_view metadata_xml) {
+  WARREN_ASSIGN_OR_RETURN(XmlDoc doc, ParseXml(metadata_xml, "run", "run metadata"));
+  int64_t started = 0;
+  if (!ParseInt64(Attribute(xmlDocGetRootElement(doc.get()), "started"), &started)) return 0;
+  return started;
+}
+
+}  // namespace warren

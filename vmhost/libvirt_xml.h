@@ -1,0 +1,90 @@
+// Reading the XML libvirt hands back — domain definitions, storage volumes and pools,
+// warren's metadata elements — with one parser (libxml2), never by string search. The XML
+// warren writes is domain_xml.h's; this is the other direction, tested on stored libvirt
+// output (tests/golden/libvirt/). DomainDefinition also edits a definition for a redefine and
+// writes it back, so no caller patches XML text either. No libvirt calls, no I/O.
+// Thread-safe: every object owns its own document; libxml2 is initialised once per process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lobby/base/status.h"
+
+struct _xmlDoc;  // libxml2's document; only libvirt_xml.cc sees its definition
+
+namespace warren {
+
+// A domain definition as virDomainGetXMLDesc returns it (live or inactive).
+class DomainDefinition {
+ public:
+  // Internal when `xml` is not well-formed or its root is no <domain>: libvirt wrote it, so
+  // that is never the caller's fault.
+  static Result<DomainDefinition> Parse(std::string_view xml);
+  DomainDefinition(DomainDefinition&&) noexcept;
+  DomainDefinition& operator=(DomainDefinition&&) noexcept;
+  ~DomainDefinition();
+
+  // The file of disk `target_dev` ("vda"): its <source file=…/>, the top of its chain.
+  // Empty when there is no such disk or it is no file.
+  std::string DiskSource(std::string_view target_dev) const;
+  // The files below that source as libvirt recorded them, top first: the nested
+  // <backingStore><source file=…/> elements of the disk (a running domain lists its whole
+  // chain; an inactive definition only what a snapshot wrote into it, often nothing).
+  std::vector<std::string> DiskBackingChain(std::string_view target_dev) const;
+  // <vcpu>; 0 when absent or unreadable.
+  int Vcpus() const;
+  // <memory> in MiB, in whatever unit libvirt wrote it (it writes KiB); 0 when absent.
+  int64_t MemoryMib() const;
+  // Whether some attribute value or element text is a path inside `dir` (an absolute
+  // directory, trailing slashes ignored): how a host tells the domains of its data dir.
+  bool MentionsPathUnder(std::string_view dir) const;
+
+  // Points disk `target_dev` at `path` and drops the <backingStore> libvirt recorded for the
+  // old file: libvirt honours a recorded chain over the image's own header, so a stale one
+  // would boot the new top over the wrong layers. NotFound when the disk is absent.
+  Status SetDiskSource(std::string_view target_dev, std::string_view path);
+  // <vcpu>. Internal when the definition has none.
+  Status SetVcpus(int cpus);
+  // <memory> and <currentMemory>, written in KiB as libvirt writes them back. Internal when
+  // the definition has no <memory>.
+  Status SetMemoryMib(int64_t mib);
+  // The value of warren.hostname= in <os><cmdline> (where the guest learns its name). False,
+  // and nothing changed, when the command line carries none.
+  bool SetCmdlineHostname(std::string_view hostname);
+
+  // The definition as XML again, for virDomainDefineXML.
+  std::string ToXml() const;
+
+ private:
+  struct FreeDoc {
+    void operator()(_xmlDoc* doc) const;
+  };
+  explicit DomainDefinition(std::unique_ptr<_xmlDoc, FreeDoc> doc);
+  std::unique_ptr<_xmlDoc, FreeDoc> doc_;
+};
+
+// The file a storage volume stands on (virStorageVolGetXMLDesc): <backingStore><path>.
+// Empty when the volume has no backing file; Internal when the XML does not parse.
+Result<std::string> VolumeBackingPath(std::string_view volume_xml);
+
+// The directory of a storage pool (virStoragePoolGetXMLDesc): <target><path>. Empty when it
+// has none; Internal when the XML does not parse.
+Result<std::string> PoolTargetPath(std::string_view pool_xml);
+
+// warren's <vm> metadata element as virDomainGetMetadata returns it (without prefixes:
+// <vm><id>…</id><name>…</name><image>…</image></vm>). Absent children are empty.
+struct VmMetadata {
+  std::string id;
+  std::string name;
+  std::string image;
+};
+Result<VmMetadata> ParseVmMetadata(std::string_view metadata_xml);
+
+// The start time in warren's live <run started='UNIX'/> element; 0 when it carries none.
+Result<int64_t> ParseRunStartedAt(std::string_view metadata_xml);
+
+}  // namespace warren
