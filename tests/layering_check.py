@@ -29,8 +29,8 @@ import sys
 # declared in vmhost/guest_control.h. Only the interpreter opens one.
 GUEST_PIPE = "vmhost/guest_control.h"
 
-# name -> where its files are (folder prefixes ending in "/", or single files; a file belongs
-# to the most specific match), its CMake library, what it may include besides itself
+# name -> where its files are (folder prefixes ending in "/", single files, or "DIR/*" for the
+# files directly in DIR; a file belongs to the most specific match), its CMake library, what it may include besides itself
 # (module names, or single headers), and the rule in words.
 MODULES = {
     "base": dict(
@@ -77,7 +77,7 @@ MODULES = {
         may_include=["base", "keys", "bridge/http_handler.h"],
         rule="OAuth uses the store (keys) and sees HTTP only through bridge/http_handler.h"),
     "binary": dict(
-        paths=["lobby/"], target="warren", may_include=["*"],
+        paths=["lobby/*"], target="warren", may_include=["*"],
         rule="the binary (lobby/main.cc, lobby/vm_runtime.*) wires every module together, "
              "with what their headers bring, but uses no library of theirs itself"),
 }
@@ -117,7 +117,12 @@ def module_of(path):
     best, best_len = None, -1
     for name, m in MODULES.items():
         for p in m["paths"]:
-            hit = path.startswith(p) if p.endswith("/") else path == p
+            if p.endswith("/*"):
+                hit = os.path.dirname(path) == p[:-2]
+            elif p.endswith("/"):
+                hit = path.startswith(p)
+            else:
+                hit = path == p
             if hit and len(p) > best_len:
                 best, best_len = name, len(p)
     return best
@@ -209,6 +214,8 @@ def check_includes(root, files):
     for f in files:
         module = module_of(f)
         if module is None:
+            violations.append("%s:1: is in no module (rule: every product file is in one; "
+                              "add its folder to MODULES in tests/layering_check.py)" % f)
             continue
         rule = MODULES[module]["rule"]
         for inc in includes[f]:

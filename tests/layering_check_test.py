@@ -155,6 +155,12 @@ class LayeringCheckTest(unittest.TestCase):
             "(rule: the product includes only lobby/, keys/, vmhost/ and bridge/; no tests or "
             "fakes)")
 
+    def test_every_file_is_in_a_module(self):
+        self.assert_violation(
+            {"lobby/web/page.cc": '#include "lobby/base/status.h"\n'},
+            "lobby/web/page.cc:1: is in no module (rule: every product file is in one; add its "
+            "folder to MODULES in tests/layering_check.py)")
+
     def test_cmake_link_line_must_agree(self):
         self.assert_violation(
             {"keys/CMakeLists.txt": "add_library(warren_keys STATIC store.cc)\n"

@@ -6,9 +6,9 @@ target_link_libraries(warren_test_fakes PUBLIC warren_vmhost)
 add_library(warren_test_libvirt_env STATIC fakes/libvirt_test_env.cc)
 target_link_libraries(warren_test_libvirt_env PUBLIC warren_libvirt GTest::gtest)
 
-# Unit tests always run; the real-QEMU cases inside skip (saying why) unless a tiny image
-# is found (WARREN_TEST_IMAGES, default /var/lib/warren-test/images) and libvirtd answers
-# or can be started. Serial: real guests share 2 cores.
+# Unit tests always run; the real-QEMU cases inside skip (saying why; under CI they fail)
+# unless a tiny image is found (WARREN_TEST_IMAGES, default /var/lib/warren-test/images) and
+# libvirtd answers or can be started. Serial: real guests share 2 cores.
 add_executable(vmhost_test
   unit/vm_host_contract_test.cc
   unit/domain_xml_test.cc
