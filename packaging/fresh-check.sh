@@ -33,6 +33,8 @@ enter() {
   # tree's daemons die with its PID 1). /run is a fresh tmpfs, as after a boot.
   unshare --mount --pid --fork --propagation private -- bash -euo pipefail -c '
     tree=$1 script=$2
+    shift 2
+    trust_env=("$@")
     mount -t proc proc "$tree/proc"
     mount --rbind /sys "$tree/sys"
     mount --rbind /dev "$tree/dev"
@@ -41,9 +43,29 @@ enter() {
     exec chroot "$tree" /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash \
       TERM=dumb PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       CI=true ${WARREN_SSH_LISTEN:+WARREN_SSH_LISTEN=$WARREN_SSH_LISTEN} \
-      ${WARREN_HTTP_LISTEN:+WARREN_HTTP_LISTEN=$WARREN_HTTP_LISTEN} \
+      ${WARREN_HTTP_LISTEN:+WARREN_HTTP_LISTEN=$WARREN_HTTP_LISTEN} "${trust_env[@]}" \
       bash -euo pipefail -c "cd /root/warren && $script"
-  ' enter "$tree" "$script"
+  ' enter "$tree" "$script" "${trust_env[@]}"
+}
+
+# What every machine of this workplace comes with, so a new one has it too: the certificate
+# authorities it trusts (a TLS-inspecting egress: npm fails without them), npm's global
+# config naming the bundle, and the variables that point tools at it. No credentials: a
+# user's ~/.npmrc is not copied.
+trust_env=()
+for v in NODE_EXTRA_CA_CERTS SSL_CERT_FILE SSL_CERT_DIR CURL_CA_BUNDLE REQUESTS_CA_BUNDLE; do
+  [[ -n ${!v:-} ]] && trust_env+=("$v=${!v}")
+done
+machine_trust() {
+  local tree=$1
+  mkdir -p "$tree/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$tree/usr/local/share/ca-certificates/" 2>/dev/null || true
+  if [[ -f /etc/npmrc ]]; then cp /etc/npmrc "$tree/etc/npmrc"; fi
+  # Already installed (a reused tree): refresh its bundle; else ca-certificates' own
+  # install does it.
+  if [[ -x $tree/usr/sbin/update-ca-certificates ]]; then
+    chroot "$tree" update-ca-certificates >/dev/null
+  fi
 }
 
 if [[ ${1:-} == --enter ]]; then
@@ -68,10 +90,12 @@ if [[ ${WARREN_FRESH_REBUILD:-0} == 1 || ! -f $tree/etc/debian_version ]]; then
   # What a machine's installer leaves: a name resolver and a host name.
   cp /etc/resolv.conf "$tree/etc/resolv.conf"
   echo warren-fresh >"$tree/etc/hostname"
+  machine_trust "$tree"
 else
   log "reusing the tree in $tree, with whatever earlier runs installed in it" \
     "(WARREN_FRESH_REBUILD=1 makes a new one)"
 fi
+machine_trust "$tree"
 [[ ${WARREN_FRESH_TREE_ONLY:-0} == 1 ]] && exit 0
 
 # A clean clone of HEAD (what is committed; nothing of this checkout's build or .peers).
