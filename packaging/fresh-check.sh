@@ -3,8 +3,9 @@
 # Debian 12 tree (mmdebstrap --variant=apt: essential packages and apt, nothing else), puts a
 # clean clone of this repository's HEAD in it, and runs, as root without sudo, README's first
 # command (packaging/quickstart.sh), a first lobby command against the warren it started,
-# then CI's entry point (.ci/run, with CI=true) — inside mount and PID namespaces with a
-# fresh /run and /proc, the host's /dev and /sys, and the host's network (the registries).
+# then CI's entry point (.ci/run, with CI=true) — inside mount and PID namespaces whose root
+# is the tree (pivot_root), with a fresh /run and /proc, the host's /dev and /sys, and the
+# host's network (the registries).
 # Nothing of the host leaks in: the tree's own libvirtd is the one used (the host's sockets
 # live in the host's /run), and everything the tree started dies with its PID namespace.
 #
@@ -35,12 +36,20 @@ enter() {
     tree=$1 script=$2
     shift 2
     trust_env=("$@")
+    # The tree becomes the root of this mount namespace (pivot_root, as a container runtime
+    # does; a chroot would leave / no mount point and the host'"'"'s mounts in mountinfo, which
+    # libvirt'"'"'s per-VM /dev namespaces trip over).
+    mount --bind "$tree" "$tree"
     mount -t proc proc "$tree/proc"
     mount --rbind /sys "$tree/sys"
     mount --rbind /dev "$tree/dev"
     mount -t tmpfs -o mode=0755 tmpfs "$tree/run"
-    mkdir -p "$tree/run/lock"
-    exec chroot "$tree" /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash \
+    mkdir -p "$tree/run/lock" "$tree/mnt/.host"
+    cd "$tree"
+    pivot_root . mnt/.host
+    umount -l /mnt/.host
+    cd /
+    exec /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash \
       TERM=dumb PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       CI=true ${WARREN_SSH_LISTEN:+WARREN_SSH_LISTEN=$WARREN_SSH_LISTEN} \
       ${WARREN_HTTP_LISTEN:+WARREN_HTTP_LISTEN=$WARREN_HTTP_LISTEN} "${trust_env[@]}" \
