@@ -24,9 +24,9 @@ import sys
 
 # ---- the rules -------------------------------------------------------------------------
 
-# The one sanctioned crossing of "bridge reaches vmhost only through the interpreter": an
-# interpreter service (lobby/commands/vm_stream.h) hands the bridge a GuestPipe, the type
-# declared in vmhost/guest_control.h. Only the interpreter opens one.
+# The one sanctioned crossing of "lobby/ssh and bridge reach VMs only through the
+# interpreter": an interpreter service (lobby/commands/vm_stream.h) hands back a GuestPipe,
+# the type declared in vmhost/guest_control.h. Only the interpreter opens one.
 GUEST_PIPE = "vmhost/guest_control.h"
 
 # name -> where its files are (folder prefixes ending in "/", single files, or "DIR/*" for the
@@ -40,9 +40,11 @@ MODULES = {
         paths=["keys/"], target="warren_keys", may_include=["base"],
         rule="keys never includes vmhost, bridge, or lobby above base"),
     "vmhost-api": dict(
-        paths=["vmhost/vm_host.h", "vmhost/vm_host.cc", "vmhost/guest_control.h"],
+        paths=["vmhost/vm_host.h", "vmhost/vm_host.cc", "vmhost/guest_control.h",
+               "vmhost/image_layout.h", "vmhost/image_layout.cc"],
         target="warren_vmhost", may_include=["base"],
-        rule="the vmhost interfaces (VmHost, GuestControl) include only lobby/base"),
+        rule="the vmhost interfaces (VmHost, GuestControl) and the image layout include only "
+             "lobby/base"),
     "vmhost": dict(
         paths=["vmhost/"], target="warren_libvirt", may_include=["base", "vmhost-api"],
         rule="vmhost never includes keys, lobby above base, or bridge"),
@@ -56,17 +58,22 @@ MODULES = {
     "commands": dict(
         paths=["lobby/commands/"], target="warren_commands",
         may_include=["base", "keys", "vmhost-api"],
-        rule="the interpreter (lobby/commands) sees vmhost only through its interfaces and "
-             "includes no libssh, HTTP or libvirt header"),
+        rule="the interpreter (lobby/commands) sees vmhost only through vm_host.h, "
+             "guest_control.h and image_layout.h, and includes no libssh, HTTP or libvirt "
+             "header"),
     "ssh": dict(
         paths=["lobby/ssh/"], target="warren_ssh",
-        may_include=["base", "keys", "commands", "vmhost-api"],
-        rule="the SSH lobby sees vmhost only through its interfaces and never includes bridge"),
+        may_include=["base", "keys", "commands", GUEST_PIPE],
+        rule="lobby/ssh reaches VMs only through the interpreter (lobby/commands); the one "
+             "crossing is the GuestPipe an interpreter service hands back (" + GUEST_PIPE + ")"),
     "bridge": dict(
         paths=["bridge/"], target="warren_bridge",
-        may_include=["base", "keys", "commands", GUEST_PIPE],
+        may_include=["base", "keys", "commands", "rate-limiter", GUEST_PIPE],
         rule="bridge reaches vmhost only through the interpreter (lobby/commands); the one "
              "crossing is the GuestPipe an interpreter service hands back (" + GUEST_PIPE + ")"),
+    "rate-limiter": dict(
+        paths=["bridge/rate_limiter.h", "bridge/rate_limiter.cc"], target="warren_rate_limiter",
+        may_include=[], rule="warren_rate_limiter (per-key token buckets) depends on nothing"),
     "mcp": dict(
         paths=["bridge/mcp/"], target="warren_mcp",
         may_include=["base", "keys", "commands", "bridge/http_handler.h"],
@@ -74,7 +81,7 @@ MODULES = {
              "bridge/http_handler.h"),
     "oauth": dict(
         paths=["bridge/oauth/"], target="warren_oauth",
-        may_include=["base", "keys", "bridge/http_handler.h"],
+        may_include=["base", "keys", "rate-limiter", "bridge/http_handler.h"],
         rule="OAuth uses the store (keys) and sees HTTP only through bridge/http_handler.h"),
     "binary": dict(
         paths=["lobby/*"], target="warren", may_include=["*"],
@@ -89,6 +96,8 @@ LIBRARIES = {
                    rule="only the SSH lobby and the guest control connection use libssh"),
     "libvirt": dict(includes=["libvirt/"], cmake=["PkgConfig::LIBVIRT"], modules=["vmhost"],
                     rule="only warren_libvirt uses libvirt"),
+    "libxml2": dict(includes=["libxml/"], cmake=["PkgConfig::LIBXML2"], modules=["vmhost"],
+                    rule="only warren_libvirt reads libvirt's XML"),
     "Boost": dict(includes=["boost/"], cmake=["Boost::"], modules=["bridge"], headers=False,
                   rule="only bridge's .cc files use Boost (no Boost in its headers)"),
     "LMDB": dict(includes=["lmdb.h"], cmake=["PkgConfig::LMDB"], modules=["keys"],
@@ -98,7 +107,8 @@ LIBRARIES = {
     "CLI11": dict(includes=["CLI/"], cmake=["CLI11::"], modules=["commands", "binary"],
                   rule="flags are parsed by the interpreter and the binary"),
     "nlohmann/json": dict(includes=["nlohmann/"], cmake=["nlohmann_json::"],
-                          modules=[m for m in MODULES if m not in ("base", "runner")],
+                          modules=[m for m in MODULES
+                                   if m not in ("base", "runner", "rate-limiter")],
                           rule="warren_base depends on nothing"),
     "GoogleTest": dict(includes=["gtest/", "gmock/"], cmake=["GTest::"], modules=[],
                        rule="the product has no tests or fakes in it"),
@@ -306,8 +316,9 @@ def check_cmake(root, files):
         t = targets.get(m["target"]) if m["target"] else None
         if m["target"] and t is None:
             if any(module_of(f) == name for f in files):
-                violations.append("%s: no CMake target %s builds module %s"
-                                  % (root, m["target"], name))
+                violations.append("CMakeLists.txt: no CMake target %s builds module %s (rule: "
+                                  "a module's sources are built by its own library)"
+                                  % (m["target"], name))
             continue
         if t is None:
             continue

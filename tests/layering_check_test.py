@@ -124,7 +124,17 @@ class LayeringCheckTest(unittest.TestCase):
             {"lobby/commands/vm_stream.cc": '#include "vmhost/libvirt_host.h"\n'},
             'lobby/commands/vm_stream.cc:1: includes "vmhost/libvirt_host.h", but commands may '
             "not include vmhost (rule: the interpreter (lobby/commands) sees vmhost only "
-            "through its interfaces and includes no libssh, HTTP or libvirt header)")
+            "through vm_host.h, guest_control.h and image_layout.h, and includes no libssh, "
+            "HTTP or libvirt header)")
+
+    def test_ssh_reaches_vms_only_through_the_interpreter(self):
+        self.assert_violation(
+            {"lobby/ssh/route.cc": '#include "vmhost/guest_control.h"\n'
+                                   '#include "vmhost/vm_host.h"\n'},
+            'lobby/ssh/route.cc:2: includes "vmhost/vm_host.h", but ssh may not include '
+            "vmhost-api (rule: lobby/ssh reaches VMs only through the interpreter "
+            "(lobby/commands); the one crossing is the GuestPipe an interpreter service hands "
+            "back (vmhost/guest_control.h))")
 
     def test_a_library_that_comes_with_a_header_counts(self):
         self.assert_violation(
