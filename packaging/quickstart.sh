@@ -83,6 +83,10 @@ if [[ -z $ready ]]; then
   tail -n 20 "$log" >&2
   exit 1
 fi
+# warren serves the lobby without VMs when libvirt cannot start: say so rather than hide it.
+if tail -c +"$log_start" "$log" | grep -m1 "VMs unavailable" >&2; then
+  echo "quickstart: warren runs, but without VMs (see above and $log)" >&2
+fi
 
 cat <<MSG
 
