@@ -84,8 +84,9 @@ if [[ -z $ready ]]; then
   exit 1
 fi
 # warren serves the lobby without VMs when libvirt cannot start: say so rather than hide it.
-if tail -c +"$log_start" "$log" | grep -m1 "VMs unavailable" >&2; then
-  echo "quickstart: warren runs, but without VMs (see above and $log)" >&2
+no_vms=$(tail -c +"$log_start" "$log" | grep "VMs unavailable" | head -1 || true)
+if [[ -n $no_vms ]]; then
+  echo "quickstart: warren runs, but without VMs: $no_vms" >&2
 fi
 
 cat <<MSG
