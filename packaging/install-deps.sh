@@ -20,9 +20,16 @@ RUN_PKGS=(
 )
 # What builds the guest images (packaging/images/deps.txt, one package a line).
 mapfile -t IMAGE_PKGS < <(grep -v '^\s*\(#\|$\)' "$(dirname "$0")/images/deps.txt")
+# Every peer and tool a test drives: under CI a test whose peer is missing fails, it does not
+# skip (tests/unit/skip_or_fail.h, tests/integration/warren_harness.py).
 TEST_PKGS=(
   openssh-client openssh-server python3 python3-paramiko expect curl
-  chromium  # the OAuth sign-in page rendered headless (tests/integration/test_oauth_page.py)
+  socat        # the local sshd target of the GuestControl tests (tests/unit/guest_test_targets.cc)
+  openssl      # a self-signed certificate for HTTPS (tests/integration/test_http_exec.py)
+  dropbear-bin # dbclient, an independent SSH client (test_ssh_lobby.py); starts no server
+  putty-tools  # plink and puttygen, another one (test_ssh_lobby.py)
+  chromium     # the OAuth sign-in page rendered headless (tests/integration/test_oauth_page.py)
+  ca-certificates  # npm fetches the MCP peers over HTTPS (packaging/install-peers.sh)
 )
 # npm installs the MCP peers (packaging/install-peers.sh). A machine whose Node.js comes
 # from elsewhere (NodeSource's nodejs bundles npm) cannot take Debian's npm, which needs

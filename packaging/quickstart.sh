@@ -2,9 +2,11 @@
 # README's first command: installs what is needed, builds warren and its guest images, and
 # starts warren on loopback with its embedded defaults (SSH 127.0.0.1:2222, HTTP
 # 127.0.0.1:8080, data and images in /var/lib/warren), with the invoking user's SSH key as
-# the first admin.
+# the first admin. Run it as root or with sudo.
 #   packaging/quickstart.sh         build and (re)start warren in the background
 #   packaging/quickstart.sh stop    stop it
+# WARREN_SSH_LISTEN and WARREN_HTTP_LISTEN (ADDR:PORT) move the listeners, e.g. when 2222 or
+# 8080 is taken; WARREN_DATA_DIR moves the state.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -17,6 +19,9 @@ fi
 data=${WARREN_DATA_DIR:-/var/lib/warren}
 pidfile=$data/warren.pid
 log=$data/warren.log
+ssh_listen=${WARREN_SSH_LISTEN:-127.0.0.1:2222}
+http_listen=${WARREN_HTTP_LISTEN:-127.0.0.1:8080}
+ssh_port=${ssh_listen##*:}
 
 stop_running() {
   if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
@@ -62,26 +67,42 @@ stop_running
 # (--log-file, which also narrows an older, looser file); the redirect catches what it says
 # before it opens the file.
 [[ -e $log ]] || install -m 0640 /dev/null "$log"
+# Ready once this start has logged both listeners (a port that merely answers could be
+# someone else's); a port in use makes warren exit, which is reported.
+log_start=$(($(stat -c %s "$log" 2>/dev/null || echo 0) + 1))
 setsid "$repo/build/warren" serve --data-dir "$data" --admin-key "$pub" --admin-name "$person" \
-  --log-file "$log" >>"$log" 2>&1 </dev/null &
+  --ssh "$ssh_listen" --http "$http_listen" --log-file "$log" >>"$log" 2>&1 </dev/null &
 echo $! >"$pidfile"
 
-for _ in $(seq 100); do
-  if (exec 3<>/dev/tcp/127.0.0.1/2222) 2>/dev/null; then break; fi
-  kill -0 "$(cat "$pidfile")" 2>/dev/null || { echo "quickstart: warren exited; see $log"; tail -20 "$log"; exit 1; }
+ready=""
+for _ in $(seq 3000); do  # VMs (libvirtd, the KVM probe) come up first: minutes at worst
+  if [[ $(tail -c +"$log_start" "$log" | grep -c -e "ssh listening on" -e "http listening on") -ge 2 ]]; then
+    ready=1 && break
+  fi
+  kill -0 "$(cat "$pidfile")" 2>/dev/null || break
   sleep 0.1
 done
+if [[ -z $ready ]]; then
+  echo "quickstart: warren did not start listening; the end of $log:" >&2
+  tail -n 20 "$log" >&2
+  exit 1
+fi
+# warren serves the lobby without VMs when libvirt cannot start: say so rather than hide it.
+no_vms=$(tail -c +"$log_start" "$log" | grep "VMs unavailable" | head -1 || true)
+if [[ -n $no_vms ]]; then
+  echo "quickstart: warren runs, but without VMs: $no_vms" >&2
+fi
 
 cat <<MSG
 
 warren is running (pid $(cat "$pidfile"); log $log; stop: packaging/quickstart.sh stop).
 Admin: $person, key $pub
 
-  ssh -p 2222 localhost help        # every command
-  ssh -p 2222 localhost whoami      # who you are
-  ssh -p 2222 localhost             # the REPL (warren ▶)
-  ssh -p 2222 localhost new         # a Debian VM (add --image tiny for a small one)
-  ssh -p 2222 localhost ls          # your VMs
+  ssh -p $ssh_port localhost help        # every command
+  ssh -p $ssh_port localhost whoami      # who you are
+  ssh -p $ssh_port localhost             # the REPL (warren ▶)
+  ssh -p $ssh_port localhost new         # a Debian VM (add --image tiny for a small one)
+  ssh -p $ssh_port localhost ls          # your VMs
 
 The first connection asks you to trust the host key; its fingerprint:
   $(ssh-keygen -lf "$data/ssh_host_ed25519_key.pub" 2>/dev/null || echo "(not yet written)")

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # README's second command (and CI's): installs what is needed, builds, and runs every
-# test — unit, loopback integration and the formatting check — through CTest.
+# test — unit, loopback integration, the formatting and layering checks — through CTest.
+# Run it as root or with sudo (the image builds and the VM tests need root). With CI set, a
+# test whose peer, tool or image is missing fails instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [[ $EUID -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "$0: run this as root" >&2; exit 1; }
+  exec sudo -E bash "$0" "$@"
+fi
 
 bash packaging/install-deps.sh
 # The MCP peers the tests drive (official SDK client, Inspector, conformance suite), pinned.

@@ -5,7 +5,8 @@ handed back after wait_seconds, 504 past the server's --exec-timeout, 409 for a 
 VM — and tag scope: a token (and an SSH key) limited to a tag cannot see, use, copy,
 retag or delete another VM, over /exec or SSH.
 
-Serial (guests share 2 cores); skips when the tiny image or libvirt is missing.
+Serial (guests share 2 cores); skips when the tiny image or libvirt is missing (fails under
+CI).
 """
 import json
 import os

@@ -14,7 +14,7 @@ listener of the test's own, through QEMU's gateway address 10.0.2.2, which QEMU 
 a connection to the host's 127.0.0.1 (testing.md); the images send nothing else.
 
 Needs root, libvirt and QEMU, and the images from packaging/images (WARREN_TEST_IMAGES,
-default /var/lib/warren-test/images); skips, saying why, when they are missing.
+default /var/lib/warren-test/images); skips, saying why, when they are missing (fails under CI).
 """
 import glob
 import hashlib

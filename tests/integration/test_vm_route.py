@@ -12,7 +12,7 @@ stopped VM's message. A second class boots the Debian image for legacy `scp -O` 
 server reached with -W. Guests get no network device (`--vm-egress none`).
 
 Needs root, libvirt and QEMU, and the tiny image from packaging/images (WARREN_TEST_IMAGES,
-default /var/lib/warren-test/images); skips, saying why, when they are missing.
+default /var/lib/warren-test/images); skips, saying why, when they are missing (fails under CI).
 """
 import glob
 import hashlib

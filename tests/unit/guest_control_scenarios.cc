@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "tests/unit/skip_or_fail.h"
 #include "vmhost/guest/runner_install.h"
 #include "vmhost/guest/runner_protocol.h"
 
@@ -82,7 +83,7 @@ class SlowSink final : public OutputSink {
 
 void GuestControlTest::SetUp() {
   TargetSetup& s = SharedTarget();
-  if (!s.skip_reason.empty()) GTEST_SKIP() << s.skip_reason;
+  if (!s.skip_reason.empty()) WARREN_SKIP_OR_FAIL() << s.skip_reason;
   ASSERT_TRUE(s.error.ok()) << s.error.ToString();
   ASSERT_NE(s.target, nullptr);
   control_ = NewControl();

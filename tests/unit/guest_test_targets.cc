@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -202,6 +203,12 @@ std::string RunnerBinaryPath() { return WARREN_RUN_BINARY; }
 Result<std::unique_ptr<GuestTarget>> StartLocalSshd() {
   for (const char* tool : {"/usr/sbin/sshd", "/usr/bin/socat"}) {
     if (::access(tool, X_OK) != 0) return NotFound(std::string(tool) + " is not installed");
+  }
+  // sshd refuses to start without its privilege separation directory, which only its own
+  // service unit creates: on a machine where sshd never ran (a fresh install, a container)
+  // there is none.
+  if (::mkdir("/run/sshd", 0755) != 0 && errno != EEXIST) {
+    return Internal(std::string("cannot create /run/sshd: ") + std::strerror(errno));
   }
   auto t = std::make_unique<LocalSshdTarget>();
   WARREN_ASSIGN_OR_RETURN(std::string dir, MakeTempDir());

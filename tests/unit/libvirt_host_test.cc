@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tests/unit/real_libvirt_env.h"
+#include "tests/unit/skip_or_fail.h"
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
 #include "vmhost/image_layout.h"
@@ -594,7 +595,7 @@ class RealHostTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const RealLibvirtEnv& env = GetRealLibvirtEnv();
-    if (!env.available) GTEST_SKIP() << env.skip_reason;
+    if (!env.available) WARREN_SKIP_OR_FAIL() << env.skip_reason;
     options_ = env.HostOptions();
     host_ = std::make_unique<LibvirtHost>(options_);
     image_ = env.image;
@@ -678,8 +679,8 @@ TEST_F(RealHostTest, BootsWithSeedAndCleansUp) {
 TEST_F(RealHostTest, DebianImageBootsAndStopsGracefully) {
   const RealLibvirtEnv& env = GetRealLibvirtEnv();
   if (env.debian_image.empty()) {
-    GTEST_SKIP() << "no debian@* image in " << env.images_dir
-                 << " (packaging/images/build-debian.sh " << env.images_dir << ")";
+    WARREN_SKIP_OR_FAIL() << "no debian@* image in " << env.images_dir
+                          << " (packaging/images/build-debian.sh " << env.images_dir << ")";
   }
   Result<GuestImage> img = OpenGuestImage(env.images_dir, env.debian_image);
   ASSERT_TRUE(img.ok()) << img.status().ToString();
@@ -716,7 +717,7 @@ TEST_F(RealHostTest, DeadQemuIsACrash) {
   std::string pid_file = "/run/libvirt/qemu/" + options_.domain_prefix + "real0005.pid";
   std::ifstream in(pid_file);
   pid_t pid = 0;
-  if (!(in >> pid) || pid <= 0) GTEST_SKIP() << "cannot read " << pid_file;
+  if (!(in >> pid) || pid <= 0) WARREN_SKIP_OR_FAIL() << "cannot read " << pid_file;
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   VmState state = VmState::kRunning;
   for (int i = 0; i < 100 && state == VmState::kRunning; ++i) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "keys/base64.h"
+#include "tests/unit/skip_or_fail.h"
 
 namespace warren {
 namespace {
@@ -315,7 +316,7 @@ class SshKeygenTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::system("command -v ssh-keygen >/dev/null 2>&1") != 0) {
-      GTEST_SKIP() << "ssh-keygen not installed (package openssh-client)";
+      WARREN_SKIP_OR_FAIL() << "ssh-keygen not installed (package openssh-client)";
     }
     char tmpl[] = "/tmp/warren-pubkey-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);

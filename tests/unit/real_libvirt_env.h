@@ -2,7 +2,8 @@
 // test process: a guest image, a libvirt daemon (started, /dev/kvm masked, when none
 // answers and we are root), the KVM probe's verdict and a private data directory under
 // /var/lib (QEMU runs as libvirt-qemu and cannot reach /tmp's private dirs or a 0700 home). When
-// something is missing the tests skip with the reason instead of failing.
+// something is missing the tests skip with the reason instead of failing (under CI they
+// fail: tests/unit/skip_or_fail.h).
 //
 //   WARREN_TEST_IMAGES      directory holding NAME@VERSION image dirs (build-tiny.sh's OUT)
 //   WARREN_TEST_IMAGE       NAME@VERSION to boot (default: the newest tiny@* there)

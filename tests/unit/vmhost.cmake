@@ -16,9 +16,9 @@ target_compile_definitions(vmhost_xml_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SO
 target_link_libraries(vmhost_xml_test PRIVATE warren_libvirt GTest::gtest_main)
 gtest_discover_tests(vmhost_xml_test DISCOVERY_MODE PRE_TEST)
 
-# Unit tests always run; the real-QEMU cases inside skip (saying why) unless a tiny image
-# is found (WARREN_TEST_IMAGES, default /var/lib/warren-test/images) and libvirtd answers
-# or can be started. Serial: real guests share 2 cores.
+# Unit tests always run; the real-QEMU cases inside skip (saying why; under CI they fail)
+# unless a tiny image is found (WARREN_TEST_IMAGES, default /var/lib/warren-test/images) and
+# libvirtd answers or can be started. Serial: real guests share 2 cores.
 add_executable(vmhost_test
   unit/vm_host_contract_test.cc
   unit/image_layout_test.cc
