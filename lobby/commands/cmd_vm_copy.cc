@@ -7,6 +7,7 @@
 // crash half-way leaves a "creating" record that reconcile cleans up, and disk layers no
 // VM uses, which the host collects.
 #include <chrono>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -30,6 +31,9 @@ class DiscardSink final : public OutputSink {
  public:
   void Write(std::string_view) override {}
 };
+
+// How long a failed sync waits to see whether `rm` of the source caused it.
+constexpr std::chrono::milliseconds kRemovalSettle{5'000};
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -70,7 +74,7 @@ class CopyCommand final : public Command {
       // The guest's page cache reaches its disk first: the copy sees what the source's
       // programs wrote, not just what the kernel happened to flush.
       Progress(ctx, "syncing " + src.name + "'s disk…");
-      if (Status st = SyncGuest(ctx, *guests, src); !st.ok()) {
+      if (Status st = SyncGuest(ctx, *guests, src, vm); !st.ok()) {
         AbandonVm(ctx, vm, /*domain_made=*/false, "cp");
         return st;
       }
@@ -79,10 +83,8 @@ class CopyCommand final : public Command {
     const auto fork_start = std::chrono::steady_clock::now();
     if (Status st = host->Copy(src.id, spec); !st.ok()) {
       AbandonVm(ctx, vm, /*domain_made=*/false, "cp");
-      if (st.code() == Code::kNotFound &&
-          ctx.store().GetVm(src.id).status().code() == Code::kNotFound) {
-        return Conflict(src.name + " was removed while it was being copied; " + vm.name +
-                        " was not made");
+      if (st.code() == Code::kNotFound && SourceRemoved(ctx, src)) {
+        return RemovedWhileCopied(src, vm);
       }
       return st.Annotate("copying " + src.name + " to " + vm.name);
     }
@@ -107,6 +109,25 @@ class CopyCommand final : public Command {
   }
 
  private:
+  static bool SourceRemoved(CommandContext& ctx, const VmRecord& src) {
+    return ctx.store().GetVm(src.id).status().code() == Code::kNotFound;
+  }
+  static bool SourceRemovedWithin(CommandContext& ctx, const VmRecord& src,
+                                  std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      if (SourceRemoved(ctx, src)) return true;
+      if (std::chrono::steady_clock::now() >= until || ctx.session.cancel->cancelled()) {
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  static Status RemovedWhileCopied(const VmRecord& src, const VmRecord& vm) {
+    return Conflict(src.name + " was removed while it was being copied; " + vm.name +
+                    " was not made");
+  }
+
   Result<VmRecord> Plan(CommandContext& ctx, const VmRecord& src) {
     WARREN_ASSIGN_OR_RETURN(VmRecord vm, PlanNewVm(ctx, new_name_));
     vm.image = src.image;
@@ -132,7 +153,8 @@ class CopyCommand final : public Command {
     return vm;
   }
 
-  static Status SyncGuest(CommandContext& ctx, GuestControl& guests, const VmRecord& src) {
+  static Status SyncGuest(CommandContext& ctx, GuestControl& guests, const VmRecord& src,
+                          const VmRecord& vm) {
     DiscardSink discard;
     GuestStreams streams;
     streams.out = &discard;
@@ -142,6 +164,9 @@ class CopyCommand final : public Command {
     Result<GuestProgress> p = guests.Exec(src.id, GuestCommand{"sync", {}, ""}, streams);
     if (!p.ok()) {
       if (p.status().code() == Code::kCancelled) return p.status();
+      // `rm` of the source closes its control connection first, which ends the sync, and
+      // deletes its record once the domain is gone: give it that long to tell the two apart.
+      if (SourceRemovedWithin(ctx, src, kRemovalSettle)) return RemovedWhileCopied(src, vm);
       return Unavailable("could not sync " + src.name + "'s disk before copying it (" +
                          p.status().message() + "); nothing was copied");
     }

@@ -109,7 +109,7 @@ void FakeGuestControl::Deliver(const Job& job, uint64_t& out_off, uint64_t& err_
 bool FakeGuestControl::Block(std::unique_lock<std::mutex>& lock, const Job& job,
                              const GuestStreams& s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.wait_ms);
-  while (!job.finished) {
+  while (!job.finished && !Detached(job)) {
     if (s.cancel != nullptr && s.cancel->cancelled()) return true;
     if (s.wait_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return false;
     // Short waits: cancellation arrives on another condition variable.
@@ -160,6 +160,8 @@ Result<GuestProgress> FakeGuestControl::Exec(std::string_view vm_id, const Guest
   }
   job.out = script.out;
   job.err = script.err;
+  job.generation =
+      static_cast<int>(std::count(disconnected_.begin(), disconnected_.end(), std::string(vm_id)));
   job.finished = !script.hold;
   job.exit_code = script.hold ? std::nullopt : script.exit_code;
   const std::string id = JobId(next_++);
@@ -176,7 +178,15 @@ Result<GuestProgress> FakeGuestControl::Exec(std::string_view vm_id, const Guest
     return Cancelled("cancelled");
   }
   Deliver(stored, out_off, err_off, streams);
+  if (!stored.finished && Detached(stored)) {
+    return Unavailable("the control connection to VM " + stored.vm_id + " is closed; job " + id +
+                       " may still be running");
+  }
   return ProgressOf(id, stored, out_off, err_off);
+}
+
+bool FakeGuestControl::Detached(const Job& job) const {
+  return std::count(disconnected_.begin(), disconnected_.end(), job.vm_id) > job.generation;
 }
 
 Result<GuestProgress> FakeGuestControl::Wait(std::string_view vm_id, std::string_view job,
@@ -230,8 +240,11 @@ Result<std::vector<GuestJob>> FakeGuestControl::Jobs(std::string_view vm_id) {
 }
 
 void FakeGuestControl::Disconnect(std::string_view vm_id) {
-  std::lock_guard lock(mu_);
-  disconnected_.emplace_back(vm_id);
+  {
+    std::lock_guard lock(mu_);
+    disconnected_.emplace_back(vm_id);
+  }
+  changed_.notify_all();
 }
 
 void FakeGuestControl::SetScript(const std::string& command, Script script) {

@@ -73,7 +73,11 @@ class FakeGuestControl final : public GuestControl {
     bool finished = false;
     std::optional<int> exit_code;
     int signal = 0;
+    // The VM's Disconnect count when the job started: a later Disconnect ends whoever
+    // follows it, as closing the real control connection does (the job runs on).
+    int generation = 0;
   };
+  bool Detached(const Job& job) const;  // lock held
 
   // Writes job output past the offsets to the sinks, moving the offsets (lock held).
   void Deliver(const Job& job, uint64_t& out_off, uint64_t& err_off, const GuestStreams& s);

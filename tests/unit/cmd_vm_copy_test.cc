@@ -151,6 +151,25 @@ TEST_F(VmCopyTest, RmOfTheSourceWhileItIsBeingCopied) {
   EXPECT_TRUE(host_.List()->empty());
 }
 
+// What a real guest does: `rm` drops the source's control connection, so the sync in it
+// fails rather than finishing. The cp still answers "removed while copied", not a guest error.
+TEST_F(VmCopyTest, RmOfTheSourceDuringItsSync) {
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("sync", {"", "", 0, /*hold=*/true});
+  Outcome rm;
+  std::thread remover([&] {
+    while (!Ran(guests_, "sync")) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    rm = Exec(Alice(), {"rm", "web-one"});  // drops the connection, then the record
+  });
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two"});
+  remover.join();
+  EXPECT_TRUE(rm.status.ok()) << rm.err;
+  EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
+  EXPECT_TRUE(Has(o.err, "web-one was removed while it was being copied")) << o.err;
+  EXPECT_TRUE(store_->ListVms()->empty());
+  EXPECT_TRUE(host_.List()->empty());
+}
+
 TEST_F(VmCopyTest, RmOfTheCopyWhileItBoots) {
   New(Alice(), {"--name", "web-one"});
   ready_timeout_ms_ = 10'000;
