@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lobby/commands/command_table.h"
+#include "lobby/commands/tokenizer.h"
+
 namespace warren {
 
 Status CheckCommandAllowed(const Caller& caller, const CommandSpec& spec) {
@@ -20,6 +23,22 @@ Status CheckCommandAllowed(const Caller& caller, const CommandSpec& spec) {
                             "\"; it may run only: " + allowed + " (and help)");
   }
   return Status::Ok();
+}
+
+std::optional<std::string> CommandHint(const CommandSession& session, const CommandTable& table,
+                                       const std::vector<std::string>& argv) {
+  CommandTable::Match match = table.Lookup(argv);
+  if (match.spec == nullptr || !CheckCommandAllowed(session.caller, *match.spec).ok()) {
+    return std::nullopt;
+  }
+  if (session.read_only && !match.spec->read_only) return std::nullopt;
+  if (session.spell_command) return session.spell_command(argv);
+  return "\"" + JoinQuoted(argv) + "\"";
+}
+
+std::optional<std::string> CommandHint(const CommandContext& ctx,
+                                       const std::vector<std::string>& argv) {
+  return CommandHint(ctx.session, ctx.table, argv);
 }
 
 std::unique_ptr<CLI::App> NewCommandApp(const CommandSpec& spec, Command& handler, bool* json) {

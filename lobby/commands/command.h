@@ -88,11 +88,23 @@ struct CommandSpec {
   bool always_allowed = false;
   VmTarget target = {};  // the VM it acts on, resolved at dispatch
   std::function<std::unique_ptr<Command>()> make = {};
+  // What its help adds from the server's state when asked (`new`: the images installed
+  // here); optional. Must be thread-safe.
+  std::function<std::string(const Services&)> live_help = {};
 };
 
 // Whether `caller` may run `spec` (admin and --cmds limits). Credential validity (expiry,
 // a removed key) is checked separately, once per Execute.
 Status CheckCommandAllowed(const Caller& caller, const CommandSpec& spec);
+
+// How the caller of `session` can run the command line `argv` next, in its surface's words
+// (CommandSession::spell_command): nullopt when it cannot — no such command, its credential
+// or a read-only session rules it out, or its surface does not offer it — so that hints
+// name only what the caller can do.
+std::optional<std::string> CommandHint(const CommandSession& session, const CommandTable& table,
+                                       const std::vector<std::string>& argv);
+std::optional<std::string> CommandHint(const CommandContext& ctx,
+                                       const std::vector<std::string>& argv);
 
 // A fresh App for one call of `spec`: the handler's flags plus --json (bound to *json) and
 // -h/--help. CLI11 keeps parse state in an App, so one is never reused.

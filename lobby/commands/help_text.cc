@@ -158,6 +158,12 @@ std::string CommandHelpText(const CommandSpec& spec) {
   return out;
 }
 
+std::string CommandHelpText(const CommandSpec& spec, const Services& services) {
+  std::string out = CommandHelpText(spec);
+  if (spec.live_help) out += "\n" + spec.live_help(services);
+  return out;
+}
+
 nlohmann::json CommandHelpJson(const CommandSpec& spec) {
   Declared d = Describe(spec);
   nlohmann::json args = nlohmann::json::array();

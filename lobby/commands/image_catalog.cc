@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+
+#include "lobby/commands/vm_view.h"
 
 namespace warren {
 namespace {
@@ -48,31 +51,59 @@ bool OlderVersion(std::string_view a, std::string_view b) {
   return a < b;
 }
 
+// What image.json says; what it lacks (an image built before a field existed) stays
+// empty. Bounded: a listing must not read a huge file someone left there.
+void ReadImageJson(const std::string& dir, ImageInfo& info) {
+  constexpr std::streamsize kMaxImageJsonBytes = 64 * 1024;
+  std::ifstream f(fs::path(dir) / info.ref / "image.json", std::ios::binary);
+  if (!f) return;
+  std::string text(kMaxImageJsonBytes + 1, '\0');
+  f.read(text.data(), kMaxImageJsonBytes + 1);
+  if (f.gcount() > kMaxImageJsonBytes) return;
+  text.resize(static_cast<size_t>(f.gcount()));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return;
+  auto str = [&](const char* key) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) return std::string();
+    std::string v = it->get<std::string>();
+    // One line, bounded: it is shown in listings and error messages.
+    v = v.substr(0, v.find('\n')).substr(0, 200);
+    return v;
+  };
+  info.description = str("description");
+  info.default_user = str("default_user");
+  info.built_at = str("built_at");
+  if (auto it = j.find("size"); it != j.end() && it->is_number_integer()) {
+    info.size_bytes = it->get<int64_t>();
+  }
+}
+
 // Every complete image in `dir`, sorted by name then version.
-std::vector<std::string> ListImages(const std::string& dir) {
-  std::vector<std::string> refs;
+std::vector<ImageInfo> ListImages(const std::string& dir) {
+  std::vector<ImageInfo> images;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string ref = entry.path().filename().string();
     if (ref.find('@') == std::string::npos) continue;
     // Only images that would boot: a half-built one is not offered.
-    if (IsCompleteImage(dir, ref)) refs.push_back(std::move(ref));
+    if (!IsCompleteImage(dir, ref)) continue;
+    ImageInfo info;
+    info.ref = ref;
+    info.name = ref.substr(0, ref.find('@'));
+    info.version = ref.substr(ref.find('@') + 1);
+    ReadImageJson(dir, info);
+    images.push_back(std::move(info));
   }
-  std::sort(refs.begin(), refs.end(), [](const std::string& a, const std::string& b) {
-    std::string_view na = std::string_view(a).substr(0, a.find('@'));
-    std::string_view nb = std::string_view(b).substr(0, b.find('@'));
-    if (na != nb) return na < nb;
-    return OlderVersion(std::string_view(a).substr(a.find('@') + 1),
-                        std::string_view(b).substr(b.find('@') + 1));
+  std::sort(images.begin(), images.end(), [](const ImageInfo& a, const ImageInfo& b) {
+    if (a.name != b.name) return a.name < b.name;
+    return OlderVersion(a.version, b.version);
   });
-  return refs;
+  return images;
 }
 
-std::string Available(const std::vector<std::string>& refs) {
-  if (refs.empty()) return "no images are installed";
-  std::string out = "available: ";
-  for (size_t i = 0; i < refs.size(); ++i) out += (i ? ", " : "") + refs[i];
-  return out;
+std::string Available(const std::vector<ImageInfo>& images) {
+  return "; the images installed here:\n" + ImageLines(images);
 }
 
 }  // namespace
@@ -83,21 +114,59 @@ ImageCatalog DirectoryImageCatalog(std::string images_dir) {
   catalog.resolve = [images_dir](std::string_view name) -> Result<std::string> {
     if (name.empty() || name.size() > 129)
       return InvalidArgument("image name is empty or too long");
-    std::vector<std::string> refs = ListImages(images_dir);
+    std::vector<ImageInfo> images = ListImages(images_dir);
     std::string shown(name.substr(0, 64));
     if (name.find('@') != std::string_view::npos) {
-      if (std::find(refs.begin(), refs.end(), name) != refs.end()) return std::string(name);
-      return NotFound("no image " + shown + "; " + Available(refs));
+      for (const ImageInfo& image : images) {
+        if (image.ref == name) return image.ref;
+      }
+      return NotFound("no image " + shown + Available(images));
     }
     std::string newest;
-    for (const std::string& ref : refs) {
-      if (std::string_view(ref).substr(0, ref.find('@')) == name)
-        newest = ref;  // sorted: last wins
+    for (const ImageInfo& image : images) {
+      if (image.name == name) newest = image.ref;  // sorted: last wins
     }
-    if (newest.empty()) return NotFound("no image named " + shown + "; " + Available(refs));
+    if (newest.empty()) return NotFound("no image named " + shown + Available(images));
     return newest;
   };
   return catalog;
+}
+
+std::string ImageLines(const std::vector<ImageInfo>& images) {
+  if (images.empty()) return "  (no images are installed)\n";
+  size_t ref_width = 0, size_width = 0;
+  std::vector<std::string> sizes;
+  for (const ImageInfo& image : images) {
+    sizes.push_back(image.size_bytes > 0 ? FormatMib(image.size_bytes / (1024 * 1024)) : "-");
+    ref_width = std::max(ref_width, image.ref.size());
+    size_width = std::max(size_width, sizes.back().size());
+  }
+  std::string out;
+  for (size_t i = 0; i < images.size(); ++i) {
+    std::string line = "  " + images[i].ref +
+                       std::string(ref_width - images[i].ref.size() + 2, ' ') +
+                       std::string(size_width - sizes[i].size(), ' ') + sizes[i];
+    if (!images[i].description.empty()) line += "  " + images[i].description;
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string InstalledImagesText(const Services& services) {
+  if (!services.images.list) return "";
+  return "images installed here (--image NAME for its newest version, or NAME@VERSION; the "
+         "default is " +
+         services.vm_defaults.image + "):\n" + ImageLines(services.images.list());
+}
+
+nlohmann::json ImageJson(const ImageInfo& image) {
+  return {{"ref", image.ref},
+          {"name", image.name},
+          {"version", image.version},
+          {"size_bytes", image.size_bytes},
+          {"description", image.description},
+          {"default_user", image.default_user},
+          {"built_at", image.built_at}};
 }
 
 }  // namespace warren

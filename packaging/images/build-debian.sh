@@ -90,7 +90,8 @@ make_disk() {
 timed "rootfs.qcow2" make_disk
 
 chmod 0644 "$IMG"/*
-write_image_json "$IMG" "$NAME" "$VERSION" "$CMDLINE"
+write_image_json "$IMG" "$NAME" "$VERSION" "$CMDLINE" \
+  "Debian 12 (bookworm) with systemd, sudo, python3, curl, git and docker; the default"
 
 # 4. Publish atomically: a half-built directory never carries the final name.
 if [[ -e $DEST ]]; then rm -rf "$DEST.old" && mv "$DEST" "$DEST.old"; fi

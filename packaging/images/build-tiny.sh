@@ -160,7 +160,8 @@ timed "rootfs.qcow2" make_disk
 
 cp "$DONOR/boot/vmlinuz-$KVER" "$IMG/vmlinuz"
 chmod 0644 "$IMG"/*
-write_image_json "$IMG" "$NAME" "$VERSION" "$CMDLINE"
+write_image_json "$IMG" "$NAME" "$VERSION" "$CMDLINE" \
+  "busybox, OpenSSH and sudo on Debian's cloud kernel, no systemd; boots in seconds, for tests"
 
 # 5. Publish atomically: a half-built directory never carries the final name.
 if [[ -e $DEST ]]; then rm -rf "$DEST.old" && mv "$DEST" "$DEST.old"; fi
