@@ -2,50 +2,16 @@
 // with FakeVmHost and FakeGuestControl, answering through a recording responder. What a
 // command in a VM printed comes back byte for byte — JSON text when it is UTF-8,
 // stdout_base64 / stderr_base64 when it is not — with the status of its outcome.
-#include <condition_variable>
-#include <mutex>
-
 #include "bridge/exec_handler.h"
 #include "keys/base64.h"
 #include "keys/token.h"
+#include "tests/unit/recording_responder.h"
 #include "tests/unit/vm_test_fixture.h"
 
 namespace warren::vmtest {
 namespace {
 
 using nlohmann::json;
-
-class RecordingResponder final : public HttpResponder {
- public:
-  void Respond(int status, HttpHeaders headers, std::string body) override {
-    std::lock_guard lock(mu_);
-    status_ = status;
-    headers_ = std::move(headers);
-    body_ = std::move(body);
-    done_ = true;
-    cv_.notify_all();
-  }
-  void BeginStream(int, HttpHeaders) override {}
-  bool Write(std::string_view) override { return true; }
-  void End() override {}
-  std::shared_ptr<CancelSignal> closed() const override { return closed_; }
-
-  // The status and body once answered.
-  std::pair<int, std::string> Await() {
-    std::unique_lock lock(mu_);
-    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; }));
-    return {status_, body_};
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  int status_ = 0;
-  HttpHeaders headers_;
-  std::string body_;
-  std::shared_ptr<CancelSignal> closed_ = std::make_shared<CancelSignal>();
-};
 
 class ExecHandlerTest : public VmCommandTest {
  protected:
@@ -73,10 +39,10 @@ class ExecHandlerTest : public VmCommandTest {
     req.body = body.dump();
     auto responder = std::make_shared<RecordingResponder>();
     handler_->Handle(std::move(req), responder);
-    auto [status, text] = responder->Await();
-    json j = json::parse(text, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << text;
-    return {status, j};
+    responder->Await();
+    json j = json::parse(responder->body(), nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << responder->body();
+    return {responder->status(), j};
   }
 
   TokenSigner signer_ = TokenSigner::FromSecret(std::string(32, 's')).value();
