@@ -238,15 +238,14 @@ std::optional<std::string> SpellForCuratedTools(const std::vector<std::string>& 
     if (!argv.empty() && argv[0] == command) tool = name;
   }
   if (tool.empty()) return std::nullopt;
+  // The command alone names its tool (what a credential may use).
+  if (argv.size() == 1) return tool;
   if (argv[0] == "ssh") {
     if (argv.size() < 3) return std::nullopt;
     return tool + " with vm " + Quoted(argv[1]) + " and command " + Quoted(JoinWords(argv, 2));
   }
-  if (argv[0] == "help" && argv.size() > 1) {
-    return tool + " with command " + Quoted(JoinWords(argv, 1));
-  }
-  // list_vms and create_vm take the command without flags or arguments.
-  if (argv.size() == 1) return tool;
+  if (argv[0] == "help") return tool + " with command " + Quoted(JoinWords(argv, 1));
+  // list_vms and create_vm take no arguments that spell a command line.
   return std::nullopt;
 }
 

@@ -96,6 +96,9 @@ struct CommandSpec {
 // Whether `caller` may run `spec` (admin and --cmds limits). Credential validity (expiry,
 // a removed key) is checked separately, once per Execute.
 Status CheckCommandAllowed(const Caller& caller, const CommandSpec& spec);
+// The same for a session's caller at dispatch; on a surface with its own words
+// (CommandSession::spell_command) a --cmds refusal names what the caller may use there.
+Status CheckCommandAllowed(const CommandSession& session, const CommandSpec& spec);
 
 // How the caller of `session` can run the command line `argv` next, in its surface's words
 // (CommandSession::spell_command): nullopt when it cannot — no such command, its credential
@@ -118,6 +121,8 @@ std::string SshHint(const ServerInfo& info);
 
 // Words joined by single spaces.
 std::string JoinWords(const std::vector<std::string>& words, size_t from = 0);
+// A command path's words: "ssh-key add" -> {"ssh-key", "add"}.
+std::vector<std::string> PathWords(std::string_view path);
 
 // nlohmann::json::dump that never throws on invalid UTF-8 (user input ends up in messages).
 std::string DumpJson(const nlohmann::json& j, int indent = 2);

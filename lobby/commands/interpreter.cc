@@ -1,6 +1,5 @@
 #include "lobby/commands/interpreter.h"
 
-#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <exception>
@@ -174,7 +173,7 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
   }
   const CommandSpec& spec = *match.spec;
   audit.path = spec.path;
-  WARREN_RETURN_IF_ERROR(CheckCommandAllowed(session.caller, spec));
+  WARREN_RETURN_IF_ERROR(CheckCommandAllowed(session, spec));
 
   std::unique_ptr<Command> handler = spec.make();
   bool json_flag = false;
@@ -198,13 +197,8 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
         std::islower(static_cast<unsigned char>(message[1]))) {
       message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
     }
-    std::vector<std::string> path_words;
-    for (size_t at = 0; at <= spec.path.size();) {
-      size_t space = std::min(spec.path.find(' ', at), spec.path.size());
-      path_words.push_back(spec.path.substr(at, space - at));
-      at = space + 1;
-    }
-    if (auto help = HelpFor(session, table, path_words)) message += " (see " + *help + ")";
+    if (auto help = HelpFor(session, table, PathWords(spec.path)))
+      message += " (see " + *help + ")";
     return InvalidArgument(message);
   }
   json = json_flag || session.json;

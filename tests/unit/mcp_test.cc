@@ -26,6 +26,10 @@ namespace {
 using nlohmann::json;
 using vmtest::VmCommandTest;
 
+// A real ed25519 key (ssh-keygen) that a test limits to `ls` (token "alice-ls").
+constexpr const char* kLsOnlyKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHCncav2yw8jhlQoNq3B6NSgYcyC++Bbwn5gzLcjTBLz ls@host";
+
 // A real ed25519 key (ssh-keygen) that the expiry test gives a limited lifetime.
 constexpr const char* kExpiringKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIL9DLbujE4fTFos7+7dZ7vghJC62bX0wB4WdBAXGHAT4 exp@host";
@@ -165,6 +169,7 @@ class McpHandlerTest : public VmCommandTest {
           if (token == "alice") return Alice("mcp");
           if (token == "alice-ci") return AliceCi("mcp");
           if (token == "bob") return Bob("mcp");
+          if (token == "alice-ls") return As(kLsOnlyKey, "mcp");
           if (token == "alice-exp") {
             return CallerForKey(*store_, clock_, ParseAuthorizedKey(kExpiringKey)->fingerprint,
                                 "mcp");
@@ -517,6 +522,29 @@ TEST_F(McpHandlerTest, CuratedEndpointsNameOnlyTheirOwnTools) {
       }
     }
   }
+}
+
+// A credential held to some commands is told, on a curated endpoint, which of its tools it
+// may use — in the instructions and when it calls one it may not.
+TEST_F(McpHandlerTest, CuratedEndpointsNameTheToolsALimitedCredentialMayUse) {
+  Scope ls_only;
+  ls_only.cmds = {"ls"};
+  ASSERT_TRUE(store_->AddKey(vmtest::KeyRecord(kLsOnlyKey, "alice", "ls-only", ls_only)).ok());
+  std::string id = Init("alice-ls", "/mcp/claude");
+  std::string text = last_init_["result"]["instructions"];
+  EXPECT_NE(text.find("Of these tools it may use only: list_vms, get_cli_help."), std::string::npos)
+      << text;
+  json r = Call(id, "run_vm_command", {{"vm", "web-one"}, {"command", "true"}}, "alice-ls",
+                "/mcp/claude");
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_EQ(Text(r),
+            "error: this key may not use run_vm_command here; it may use only: list_vms (and "
+            "get_cli_help)")
+      << r.dump();
+  // On /mcp, where exec takes any command line, it names command lines.
+  id = Init("alice-ls");
+  r = Call(id, "exec", {{"command", "whoami"}}, "alice-ls");
+  EXPECT_NE(Text(r).find("it may use only: exec \"ls\""), std::string::npos) << r.dump();
 }
 
 // Agents are told who commands in a VM run as, where its home is, and that it has sudo.
