@@ -160,7 +160,8 @@ std::string CommandHelpText(const CommandSpec& spec) {
 
 std::string CommandHelpText(const CommandSpec& spec, const Services& services) {
   std::string out = CommandHelpText(spec);
-  if (spec.live_help) out += "\n" + spec.live_help(services);
+  std::string live = spec.live_help ? spec.live_help(services) : "";
+  if (!live.empty()) out += "\n" + live;
   return out;
 }
 

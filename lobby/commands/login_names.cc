@@ -4,11 +4,13 @@
 #include <string>
 
 #include "lobby/base/vm_name.h"
+#include "lobby/commands/vm_view.h"
 
 namespace warren {
 namespace {
 
-constexpr std::array<std::string_view, 3> kFixed = {"root", "dev", "lobby"};
+// root: what OpenSSH sends from a root shell; the VMs' own user; lobby: the lobby by name.
+constexpr std::array<std::string_view, 3> kFixed = {"root", kVmUser, "lobby"};
 
 // Whether `name` is reserved, or why the store cannot say.
 Result<bool> Reserved(Store& store, std::string_view name) {
