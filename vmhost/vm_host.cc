@@ -1,6 +1,7 @@
 #include "vmhost/vm_host.h"
 
 #include "lobby/base/env_name.h"
+#include "lobby/base/vm_name.h"
 
 namespace warren {
 
@@ -28,19 +29,7 @@ std::string_view EgressName(Egress egress) {
   return "unknown";
 }
 
-Status ValidateVmName(std::string_view name) {
-  if (name.empty() || name.size() > 63)
-    return InvalidArgument("vm name must be 1 to 63 characters");
-  for (char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) {
-      return InvalidArgument("vm name may contain only a-z, 0-9 and -");
-    }
-  }
-  if (name.front() == '-' || name.back() == '-') {
-    return InvalidArgument("vm name may not start or end with -");
-  }
-  return Status::Ok();
-}
+Status ValidateVmName(std::string_view name) { return CheckVmName(name); }
 
 Status ValidateResizeSpec(const ResizeSpec& spec) {
   if (spec.cpus == 0 && spec.memory_mib == 0 && spec.disk_gib == 0) {

@@ -139,8 +139,8 @@ Status ValidateVmSpec(const VmSpec& spec);
 // also when it asks for no change at all.
 Status ValidateResizeSpec(const ResizeSpec& spec);
 
-// A VM name as the hypervisor layer accepts it (a hostname label). The store applies the
-// stricter user-facing rules before it gets here.
+// A VM name as the hypervisor layer accepts it: the one rule for VM names
+// (lobby/base/vm_name.h CheckVmName), which also makes it a valid hostname label.
 Status ValidateVmName(std::string_view name);
 
 }  // namespace warren

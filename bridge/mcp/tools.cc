@@ -8,8 +8,12 @@
 
 #include "bridge/mcp/jsonrpc.h"
 #include "lobby/commands/command.h"
+#include "lobby/commands/guest_output.h"
 #include "lobby/commands/interpreter.h"
+#include "lobby/commands/output_encoding.h"
 #include "lobby/commands/text_format.h"
+#include "lobby/commands/tokenizer.h"
+#include "lobby/commands/vm_view.h"
 
 namespace warren::mcp {
 
@@ -32,7 +36,13 @@ json ToolSet::List() const {
 
 namespace {
 
-constexpr int kMaxWaitSeconds = 45;
+// The curated endpoints' tools and the one command each runs.
+constexpr std::pair<std::string_view, std::string_view> kCuratedToolCommands[] = {
+    {"list_vms", "ls"},
+    {"create_vm", "new"},
+    {"run_vm_command", "ssh"},
+    {"get_cli_help", "help"},
+};
 
 json TextContent(std::string text) { return {{"type", "text"}, {"text", std::move(text)}}; }
 
@@ -139,19 +149,34 @@ std::string JoinOutput(std::string a, const std::string& b) {
   return a + b;
 }
 
-// The text an agent reads for `ssh VM CMD` and `wait`: the output, then how it ended.
-std::string GuestText(const json& data) {
-  std::string text = JoinOutput(data.value("stdout", ""), data.value("stderr", ""));
+// What an agent reads for `ssh VM CMD` and `wait`: the output as the one encoding rule
+// (output_encoding.h) says — an image block for an image, base64 for other binary output,
+// text otherwise — then how it ended, and how to go on while it runs (the interpreter's
+// note, which names only what this endpoint and credential can run).
+json GuestContent(const RelayedOutput& relayed, const json& data) {
+  json content = json::array();
+  std::string text;
+  auto add = [&](const std::string& bytes, const char* stream) {
+    if (bytes.empty()) return;
+    EncodedBytes e = EncodeBytes(bytes, !relayed.truncated);
+    if (e.form == BytesForm::kImage) {
+      content.push_back({{"type", "image"}, {"data", e.base64}, {"mimeType", e.mime_type}});
+    } else if (e.form == BytesForm::kBinary) {
+      text = JoinOutput(text, "[" + std::string(stream) + ": " + std::to_string(bytes.size()) +
+                                  " bytes that are not text, in base64]\n" + e.base64 + "\n");
+    } else {
+      text = JoinOutput(text, bytes);
+    }
+  };
+  add(relayed.out, "stdout");
+  add(relayed.err, "stderr");
   auto note = [&](const std::string& line) {
     if (!text.empty() && text.back() != '\n') text += '\n';
     text += line + "\n";
   };
   if (data.value("truncated", false)) note("[output cut to its start and end]");
-  const bool finished = data.value("finished", true);
-  if (!finished) {
-    std::string job = data.value("job", "");
-    note("[still running as job " + job + "; call wait with job \"" + job +
-         "\" for the rest, or exec \"kill " + job + "\" to stop it]");
+  if (!data.value("finished", true)) {
+    note("[" + data.value("note", "still running as job " + data.value("job", "")) + "]");
   } else if (data.contains("exit_code") && data["exit_code"].is_number_integer()) {
     int code = data["exit_code"].get<int>();
     if (code != 0) note("[remote command exited with status " + std::to_string(code) + "]");
@@ -160,11 +185,13 @@ std::string GuestText(const json& data) {
   } else {
     note("[remote command ended without an exit status]");
   }
-  return text;
+  // An image needs no empty text beside it; no output at all is an empty text.
+  if (!text.empty() || content.empty()) content.push_back(TextContent(std::move(text)));
+  return content;
 }
 
-// The CallToolResult for a finished session: text content, structuredContent (the
-// command's JSON data; a list comes as {"items": […]}, help as {"text": …}), isError.
+// The CallToolResult for a finished session: content, structuredContent (the command's
+// JSON data; a list comes as {"items": […]}, help as {"text": …}), isError.
 json ToolResult(const CommandSession& session, const std::string& err) {
   const bool failed = !session.status.ok();
   json result = {{"isError", failed}};
@@ -183,24 +210,53 @@ json ToolResult(const CommandSession& session, const std::string& err) {
     return result;
   }
   const json& data = r.data;
-  std::string text;
-  if (data.is_object() && data.contains("stdout") && data.contains("finished")) {
-    text = GuestText(data);
+  if (r.relayed.has_value()) {
+    result["content"] = GuestContent(*r.relayed, data);
   } else {
-    text = JoinOutput(DumpJson(data) + "\n", err);
+    result["content"] = json::array({TextContent(JoinOutput(DumpJson(data) + "\n", err))});
   }
-  result["content"] = json::array({TextContent(std::move(text))});
   result["structuredContent"] = data.is_object() ? data : json{{"items", data}};
   return result;
 }
 
+// How each endpoint's caller runs a command line, for the hints in results and messages
+// (CommandSession::spell_command): the words of that endpoint's own tools.
+using Speller = std::function<std::optional<std::string>(const std::vector<std::string>&)>;
+
+std::string Quoted(const std::string& s) { return DumpJson(json(s), -1); }
+
+// /mcp: `wait` has a tool of its own; everything else is a line for exec.
+std::optional<std::string> SpellForFullTools(const std::vector<std::string>& argv) {
+  if (argv.size() == 2 && argv[0] == "wait") return "call wait with job " + Quoted(argv[1]);
+  return "exec " + Quoted(JoinQuoted(argv));
+}
+
+// /mcp/claude, /mcp/openai: four tools, each one command; nothing else can run there.
+std::optional<std::string> SpellForCuratedTools(const std::vector<std::string>& argv) {
+  std::string tool;
+  for (const auto& [name, command] : kCuratedToolCommands) {
+    if (!argv.empty() && argv[0] == command) tool = name;
+  }
+  if (tool.empty()) return std::nullopt;
+  // The command alone names its tool (what a credential may use).
+  if (argv.size() == 1) return tool;
+  if (argv[0] == "ssh") {
+    if (argv.size() < 3) return std::nullopt;
+    return tool + " with vm " + Quoted(argv[1]) + " and command " + Quoted(JoinWords(argv, 2));
+  }
+  if (argv[0] == "help") return tool + " with command " + Quoted(JoinWords(argv, 1));
+  // list_vms and create_vm take no arguments that spell a command line.
+  return std::nullopt;
+}
+
 // What a tool runs: a command line as typed (`line`), or words already split (`argv`).
 struct ToolCommand {
-  std::optional<std::string> line;
-  std::vector<std::string> argv;
-  std::string stdin_bytes;
-  std::optional<int> wait_seconds;
+  std::optional<std::string> line = {};
+  std::vector<std::string> argv = {};
+  std::string stdin_bytes = {};
+  std::optional<int> wait_seconds = {};
   bool read_only = false;
+  Speller spell = {};
 };
 
 // Runs one command as an MCP call: one session through the interpreter, which tokenizes,
@@ -219,6 +275,7 @@ json RunTool(Interpreter& interpreter, ToolCall& call, ToolCommand command) {
   session.json = true;
   session.wait_seconds = command.wait_seconds;
   session.read_only = command.read_only;
+  session.spell_command = std::move(command.spell);
   {
     ProgressTicker ticker(call);
     if (command.line.has_value()) {
@@ -235,8 +292,8 @@ const json kWaitSecondsSchema = {
     {"minimum", 0},
     {"maximum", kMaxWaitSeconds},
     {"description",
-     "how long to wait for a command in a VM before leaving it running as a job, 0 to 45 "
-     "seconds (default 45)"}};
+     "how many seconds to stay with a command in a VM before leaving it running on its own, "
+     "0 to 45 (default 45)"}};
 
 // The shape of `ssh VM CMD` and `wait` results.
 const json kGuestOutputSchema = {
@@ -244,11 +301,19 @@ const json kGuestOutputSchema = {
     {"properties",
      {{"stdout", {{"type", "string"}}},
       {"stderr", {{"type", "string"}}},
+      {"stdout_base64",
+       {{"type", "string"},
+        {"description", "stdout in base64 when it is not UTF-8 text (stdout is then empty)"}}},
+      {"stderr_base64",
+       {{"type", "string"},
+        {"description", "stderr in base64 when it is not UTF-8 text (stderr is then empty)"}}},
       {"exit_code",
        {{"anyOf", {{{"type", "integer"}}, {{"type", "null"}}}},
         {"description", "the command's exit status; null while it runs or when it has none"}}},
       {"finished", {{"type", "boolean"}}},
-      {"job", {{"type", "string"}, {"description", "VM/xxxxxxxx: follow it with wait"}}},
+      {"job",
+       {{"type", "string"}, {"description", "the job's name, VM/xxxxxxxx, while it still runs"}}},
+      {"note", {{"type", "string"}, {"description", "while it still runs: how to go on"}}},
       {"signal", {{"type", "integer"}}},
       {"truncated", {{"type", "boolean"}}}}},
     {"required", {"stdout", "stderr", "finished"}}};
@@ -256,7 +321,8 @@ const json kGuestOutputSchema = {
 const json kAnyObjectSchema = {
     {"type", "object"},
     {"description",
-     "the command's JSON data: for ssh VM CMD {stdout, stderr, exit_code, finished, job?}; "
+     "the command's JSON data: for ssh VM CMD {stdout, stderr, exit_code, finished, job?, "
+     "note?} (stdout_base64 and stderr_base64 for output that is not UTF-8 text); "
      "for lobby commands their --json output (a list comes as {items: [...]}); for help "
      "{text}"},
     {"additionalProperties", true}};
@@ -280,10 +346,14 @@ ToolSet FullTools(Interpreter& interpreter) {
        {"title", "Run a warren command"},
        {"description",
         "Runs one warren command, as you would type it after `ssh HOST`: `help` lists "
-        "commands and `help new` describes one; `new` makes a VM; `ssh VM CMD` runs CMD in "
-        "the VM as its user, who has sudo (the shell command is parsed again in the VM, so "
-        "quote it as one argument). Lobby commands answer in JSON. A command in a VM still "
-        "running after wait_seconds keeps running as a job: follow it with the wait tool."},
+        "commands and `help new` describes one; `images` lists the guest images; `new` "
+        "makes a VM; `ssh VM CMD` runs CMD in the VM as its user " +
+            VmUserText() +
+            " (the shell command is parsed again in the VM, so quote it as one argument). "
+            "Lobby commands answer in JSON. What `ssh` prints comes back as text, as an "
+            "image when it is one, or as base64 for other binary output. A command in a VM "
+            "still running after wait_seconds keeps running as a job: follow it with the "
+            "wait tool."},
        {"inputSchema",
         {{"type", "object"},
          {"properties",
@@ -306,9 +376,11 @@ ToolSet FullTools(Interpreter& interpreter) {
         auto stdin_bytes = args.String("stdin", false);
         auto wait = args.WaitSeconds();
         if (!args.error().empty()) return ErrorResult("error: " + args.error());
-        return RunTool(
-            *in, call,
-            {.line = *command, .stdin_bytes = stdin_bytes.value_or(""), .wait_seconds = wait});
+        return RunTool(*in, call,
+                       {.line = *command,
+                        .stdin_bytes = stdin_bytes.value_or(""),
+                        .wait_seconds = wait,
+                        .spell = SpellForFullTools});
       }});
   tools.Add(Tool{
       {{"name", "exec_read_only"},
@@ -329,31 +401,33 @@ ToolSet FullTools(Interpreter& interpreter) {
         Args args(arguments, {"command"});
         auto command = args.String("command", true);
         if (!args.error().empty()) return ErrorResult("error: " + args.error());
-        return RunTool(*in, call, {.line = *command, .read_only = true});
+        return RunTool(*in, call,
+                       {.line = *command, .read_only = true, .spell = SpellForFullTools});
       }});
-  tools.Add(
-      Tool{{{"name", "wait"},
-            {"title", "Follow a job"},
-            {"description",
-             "Waits for a job that exec left running (named VM/xxxxxxxx) for up to wait_seconds, "
-             "then returns the output since the last call and, once the command has ended, its "
-             "exit status. Stop a job with exec \"kill JOB\"."},
-            {"inputSchema",
-             {{"type", "object"},
-              {"properties",
-               {{"job", {{"type", "string"}, {"description", "the job, VM/xxxxxxxx"}}},
-                {"wait_seconds", kWaitSecondsSchema}}},
-              {"required", {"job"}},
-              {"additionalProperties", false}}},
-            {"outputSchema", kGuestOutputSchema},
-            {"annotations", Annotations("Follow a job", true, false, false, true)}},
-           [in](const json& arguments, ToolCall& call) {
-             Args args(arguments, {"job", "wait_seconds"});
-             auto job = args.String("job", true);
-             auto wait = args.WaitSeconds();
-             if (!args.error().empty()) return ErrorResult("error: " + args.error());
-             return RunTool(*in, call, {.argv = {"wait", *job}, .wait_seconds = wait});
-           }});
+  tools.Add(Tool{
+      {{"name", "wait"},
+       {"title", "Follow a job"},
+       {"description",
+        "Waits for a job that exec left running (named VM/xxxxxxxx) for up to wait_seconds, "
+        "then returns the output since the last call and, once the command has ended, its "
+        "exit status. Stop a job with exec \"kill JOB\"."},
+       {"inputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"job", {{"type", "string"}, {"description", "the job, VM/xxxxxxxx"}}},
+           {"wait_seconds", kWaitSecondsSchema}}},
+         {"required", {"job"}},
+         {"additionalProperties", false}}},
+       {"outputSchema", kGuestOutputSchema},
+       {"annotations", Annotations("Follow a job", true, false, false, true)}},
+      [in](const json& arguments, ToolCall& call) {
+        Args args(arguments, {"job", "wait_seconds"});
+        auto job = args.String("job", true);
+        auto wait = args.WaitSeconds();
+        if (!args.error().empty()) return ErrorResult("error: " + args.error());
+        return RunTool(*in, call,
+                       {.argv = {"wait", *job}, .wait_seconds = wait, .spell = SpellForFullTools});
+      }});
   return tools;
 }
 
@@ -371,7 +445,7 @@ ToolSet CuratedTools(Interpreter& interpreter) {
            [in](const json& arguments, ToolCall& call) {
              Args args(arguments, {});
              if (!args.error().empty()) return ErrorResult("error: " + args.error());
-             return RunTool(*in, call, {.argv = {"ls"}});
+             return RunTool(*in, call, {.argv = {"ls"}, .spell = SpellForCuratedTools});
            }});
   tools.Add(
       Tool{{{"name", "create_vm"},
@@ -383,7 +457,11 @@ ToolSet CuratedTools(Interpreter& interpreter) {
              {{"type", "object"},
               {"properties",
                {{"name", {{"type", "string"}, {"description", "the VM's name (optional)"}}},
-                {"image", {{"type", "string"}, {"description", "the guest image (optional)"}}}}},
+                {"image",
+                 {{"type", "string"},
+                  {"description",
+                   "the guest image (optional); get_cli_help with command \"new\" lists the "
+                   "images installed"}}}}},
               {"additionalProperties", false}}},
             {"outputSchema", kAnyObjectSchema},
             {"annotations", Annotations("Create a VM", false, false, false, true)}},
@@ -395,15 +473,18 @@ ToolSet CuratedTools(Interpreter& interpreter) {
              std::vector<std::string> argv = {"new"};
              if (name) argv.push_back("--name=" + *name);
              if (image) argv.push_back("--image=" + *image);
-             return RunTool(*in, call, {.argv = std::move(argv)});
+             return RunTool(*in, call, {.argv = std::move(argv), .spell = SpellForCuratedTools});
            }});
   tools.Add(
       Tool{{{"name", "run_vm_command"},
             {"title", "Run a command in a VM"},
             {"description",
-             "Runs a shell command in a VM as its user, who has sudo. A command still running "
-             "after wait_seconds keeps running as a job; its output so far and the job's name "
-             "come back."},
+             "Runs a shell command in a VM as its user " + VmUserText() +
+                 ". What it prints comes back as text, as an image when it is one, or as base64 "
+                 "for other binary output. A command still running after wait_seconds goes on "
+                 "in the VM on its own and its output so far comes back; nothing here follows "
+                 "it further, so let a long command write to a file (nohup CMD > log 2>&1 &) and "
+                 "read that with another run_vm_command."},
             {"inputSchema",
              {{"type", "object"},
               {"properties",
@@ -427,50 +508,59 @@ ToolSet CuratedTools(Interpreter& interpreter) {
              return RunTool(*in, call,
                             {.argv = {"ssh", "--", *vm, *command},
                              .stdin_bytes = stdin_bytes.value_or(""),
-                             .wait_seconds = wait});
+                             .wait_seconds = wait,
+                             .spell = SpellForCuratedTools});
            }});
-  tools.Add(
-      Tool{{{"name", "get_cli_help"},
-            {"title", "Explain a warren command"},
-            {"description",
-             "Explains warren's commands: with no command, lists them; with one (\"new\", "
-             "\"ssh-key add\"), describes its flags. It runs nothing."},
-            {"inputSchema",
-             {{"type", "object"},
-              {"properties",
-               {{"command", {{"type", "string"}, {"description", "a command, e.g. \"new\""}}}}},
-              {"additionalProperties", false}}},
-            {"annotations", Annotations("Explain a warren command", true, false, true, false)}},
-           [in](const json& arguments, ToolCall& call) {
-             Args args(arguments, {"command"});
-             auto command = args.String("command", false);
-             if (!args.error().empty()) return ErrorResult("error: " + args.error());
-             // The interpreter splits the line; `help` takes "help new" as "new".
-             return RunTool(*in, call, {.line = "help " + command.value_or("")});
-           }});
+  tools.Add(Tool{
+      {{"name", "get_cli_help"},
+       {"title", "Explain a warren command"},
+       {"description",
+        "Explains warren's commands: with no command, lists them; with one (\"new\", "
+        "\"ssh-key add\"), describes its flags. It runs nothing."},
+       {"inputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"command", {{"type", "string"}, {"description", "a command, e.g. \"new\""}}}}},
+         {"additionalProperties", false}}},
+       {"annotations", Annotations("Explain a warren command", true, false, true, false)}},
+      [in](const json& arguments, ToolCall& call) {
+        Args args(arguments, {"command"});
+        auto command = args.String("command", false);
+        if (!args.error().empty()) return ErrorResult("error: " + args.error());
+        // The interpreter splits the line; `help` takes "help new" as "new".
+        return RunTool(*in, call,
+                       {.line = "help " + command.value_or(""), .spell = SpellForCuratedTools});
+      }});
   return tools;
 }
 
 std::string Instructions(const Caller& caller, bool curated) {
+  const Scope& s = caller.scope;
   std::string text;
   if (curated) {
     text =
         "warren gives you Linux VMs. list_vms shows your VMs; create_vm makes one and waits "
-        "until it runs commands; run_vm_command runs a shell command in a VM as its user, who "
-        "has sudo; get_cli_help explains any warren command but runs nothing. A command still "
-        "running after wait_seconds (0 to 45, default 45) keeps running as a job.";
+        "until it runs commands; run_vm_command runs a shell command in a VM as its user " +
+        VmUserText() +
+        "; get_cli_help explains any warren command but runs nothing. What a command prints "
+        "comes back as text, as an image when it is one, or as base64 for other binary "
+        "output. A command still running after wait_seconds (0 to 45, default 45) goes on in "
+        "the VM on its own: let a long one write to a file and read that with another "
+        "run_vm_command.";
   } else {
     text =
         "warren gives you Linux VMs. exec runs one warren command, as typed after `ssh HOST`: "
-        "`help` lists commands, `help new` describes one, `new` makes a VM, `ssh VM CMD` runs "
-        "CMD in it as its user, who has sudo (quote a compound command as one argument: ssh "
-        "web-1 'cd /srv && make'). Put file contents in stdin, not in the command. Lobby "
-        "commands answer in JSON. A command in a VM still running after wait_seconds (0 to "
-        "45, default 45) keeps running as a job named VM/xxxxxxxx: follow it with wait, stop "
-        "it with exec \"kill JOB\". exec_read_only runs only commands that change nothing "
-        "(ls, stat, jobs, help) and refuses ssh.";
+        "`help` lists commands, `help new` describes one, `images` lists the guest images, "
+        "`new` makes a VM, `ssh VM CMD` runs CMD in it as its user " +
+        VmUserText() +
+        " (quote a compound command as one argument: ssh web-1 'cd /srv && make'). Put file "
+        "contents in stdin, not in the command. Lobby commands answer in JSON; what `ssh` "
+        "prints comes back as text, as an image when it is one, or as base64 for other "
+        "binary output. A command in a VM still running after wait_seconds (0 to 45, default "
+        "45) keeps running as a job named VM/xxxxxxxx: follow it with wait, stop it with exec "
+        "\"kill JOB\". exec_read_only runs only commands that change nothing (ls, stat, jobs, "
+        "help) and refuses ssh.";
   }
-  const Scope& s = caller.scope;
   if (s.Unrestricted()) return text;
   std::string noun = caller.token_label_id.empty() ? "This key" : "This token";
   text += "\n\n" + noun + " is limited.";
@@ -478,7 +568,15 @@ std::string Instructions(const Caller& caller, bool curated) {
     text += " It sees only VMs tagged \"" + s.tag +
             "\": any other VM is \"not found\" to it, and VMs it creates get that tag.";
   }
-  if (!s.cmds.empty()) {
+  if (!s.cmds.empty() && curated) {
+    // This endpoint's tools, each one command: name the tools, not commands it cannot type.
+    std::string list;
+    for (const auto& [tool, command] : kCuratedToolCommands) {
+      if (command != "help" && !s.AllowsCommand(command)) continue;
+      list += (list.empty() ? "" : ", ") + std::string(tool);
+    }
+    text += " Of these tools it may use only: " + list + ".";
+  } else if (!s.cmds.empty()) {
     std::string list;
     for (const std::string& c : s.cmds) list += (list.empty() ? "" : ", ") + c;
     text += " It may run only these commands (and help): " + list + ".";

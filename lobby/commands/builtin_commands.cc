@@ -8,6 +8,7 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterWhoamiCommand(table);
   RegisterVmListCommands(table);
   RegisterNewCommand(table);
+  RegisterImagesCommand(table);
   RegisterAuthorizeCommand(table);
   RegisterOAuthCommands(table);
   RegisterVmCopyCommand(table);

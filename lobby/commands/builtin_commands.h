@@ -14,6 +14,7 @@ void RegisterWhoamiCommand(CommandTable& table);     // whoami
 void RegisterSshKeyCommands(CommandTable& table);    // ssh-key list|add|remove|rename
 void RegisterUserCommands(CommandTable& table);      // user add|ls|rm
 void RegisterNewCommand(CommandTable& table);        // new
+void RegisterImagesCommand(CommandTable& table);     // images
 void RegisterAuthorizeCommand(CommandTable& table);  // authorize (OAuth sign-in)
 void RegisterOAuthCommands(CommandTable& table);     // oauth clients list|remove
 void RegisterVmCopyCommand(CommandTable& table);     // cp

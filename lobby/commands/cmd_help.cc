@@ -82,7 +82,7 @@ class HelpCommand final : public Command {
     if (const CommandSpec* spec = table.Find(path)) {
       WARREN_RETURN_IF_ERROR(CheckCommandAllowed(ctx.caller(), *spec));
       CommandResult r;
-      r.text = CommandHelpText(*spec);
+      r.text = CommandHelpText(*spec, ctx.services);
       r.data = {{"commands", nlohmann::json::array({CommandHelpJson(*spec)})}};
       return r;
     }
@@ -95,7 +95,8 @@ class HelpCommand final : public Command {
     std::string message = "unknown command \"" + path.substr(0, 64) + "\"";
     std::string suggestion = table.Suggest(words_, visible);
     if (!suggestion.empty()) message += "; did you mean \"" + suggestion + "\"?";
-    return NotFound(message + "; try help");
+    if (std::optional<std::string> help = CommandHint(ctx, {"help"})) message += "; try " + *help;
+    return NotFound(message);
   }
 
  private:

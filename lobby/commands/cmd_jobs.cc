@@ -106,7 +106,6 @@ class WaitCommand final : public Command {
     GuestOutput io(ctx, wait_opt_->count() > 0
                             ? wait_seconds_
                             : ctx.session.wait_seconds.value_or(kMaxWaitSeconds));
-    const std::string again = "still running; wait " + f.name + " again for more";
 
     Result<VmInfo> info = ctx.services.vms->Inspect(f.vm.id);
     if (!info.ok() && info.status().code() != Code::kNotFound) {
@@ -120,7 +119,7 @@ class WaitCommand final : public Command {
         f.job.finished = true;
         f.job.exit_code.reset();
       }
-      return io.Finish(ProgressOf(f.job), f.name, true, again);
+      return io.Finish(ProgressOf(f.job), f.vm.name, f.name, GuestCall::kWait);
     }
 
     Result<GuestProgress> p = guests->Wait(f.vm.id, f.job.job, f.job.stdout_offset,
@@ -129,7 +128,7 @@ class WaitCommand final : public Command {
       if (p.status().code() == Code::kNotFound) {
         if (f.job.finished) {
           // Ended earlier and its output is gone from the guest: the status still stands.
-          return io.Finish(ProgressOf(f.job), f.name, true, again);
+          return io.Finish(ProgressOf(f.job), f.vm.name, f.name, GuestCall::kWait);
         }
         MarkLost(ctx.store(), f.job, ctx.now);
         return NotFound("job " + f.name + " is gone from " + f.vm.name +
@@ -141,7 +140,7 @@ class WaitCommand final : public Command {
     if (Status st = RecordProgress(ctx, f, *p); !st.ok()) {
       LogWarn("recording progress of job " + LogQuote(f.name) + ": " + LogQuote(st.ToString()));
     }
-    return io.Finish(*p, f.name, /*name_job=*/true, again);
+    return io.Finish(*p, f.vm.name, f.name, GuestCall::kWait);
   }
 
  private:

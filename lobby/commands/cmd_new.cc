@@ -12,6 +12,7 @@
 #include "lobby/base/log.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
+#include "lobby/commands/image_catalog.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_flags.h"
@@ -28,11 +29,13 @@ class NewCommand final : public Command {
  public:
   void DeclareFlags(CLI::App& app) override {
     name_opt_ = app.add_option("--name", name_,
-                               "the VM's name: 5-52 of a-z, 0-9 and '-', starting with a letter "
+                               "the VM's name: 1-52 of a-z, 0-9 and '-', starting with a letter "
                                "(default: made up, like calm-otter-42)")
                     ->type_name("NAME");
-    image_opt_ =
-        app.add_option("--image", image_, "the guest image (default: debian)")->type_name("IMAGE");
+    image_opt_ = app.add_option("--image", image_,
+                                "the guest image: NAME or NAME@VERSION (default: debian; "
+                                "`images` lists them)")
+                     ->type_name("IMAGE");
     cpu_opt_ = app.add_option("--cpu", cpus_, "virtual CPUs (default 2)")->type_name("N");
     memory_opt_ = app.add_option("--memory", memory_, "memory: 2048 (MiB), 512M, 2G (default 2G)")
                       ->type_name("SIZE");
@@ -169,10 +172,13 @@ void RegisterNewCommand(CommandTable& table) {
           "  new\n"
           "  new --name web-1 --cpu 4 --memory 8G --disk 40G --tag prod\n"
           "  ssh HOST new --setup-script /dev/stdin < setup.sh\n"
-          "Names are 5-52 of a-z, 0-9 and '-', start with a letter, and are unique on this "
-          "server; without --name one is made up. --setup-script reads the script from "
+          "Names are 1-52 of a-z, 0-9 and '-', start with a letter, and are unique on this "
+          "server; root, dev, lobby and users' names are kept for logins (ssh NAME@HOST "
+          "reaches the lobby, ssh vm+NAME@HOST a VM). Without --name one is made up. "
+          "--setup-script reads the script from "
           "your stdin (/dev/stdin): the server cannot open files on your machine.\n",
       .make = [] { return std::make_unique<NewCommand>(); },
+      .live_help = InstalledImagesText,
   });
 }
 

@@ -48,6 +48,14 @@ class AddCommand final : public Command {
     } else if (existing.status().code() != Code::kNotFound) {
       return existing.status();
     }
+    // VM names and user names never meet (login_names.h): ssh NAME@HOST must mean one thing.
+    if (Result<VmRecord> vm = ctx.store().GetVmByName(name_); vm.ok()) {
+      return Conflict("a VM is named \"" + name_ +
+                      "\", and user names and VM names are kept apart so that ssh " + name_ +
+                      "@HOST has one meaning; pick another name, or rename the VM first");
+    } else if (vm.status().code() != Code::kNotFound) {
+      return vm.status();
+    }
     WARREN_ASSIGN_OR_RETURN(PublicKey pk, ReadPublicKey(key_, *ctx.session.in));
     if (Result<SshKey> taken = ctx.store().GetKey(pk.fingerprint); taken.ok()) {
       return Conflict("this key is already registered to an account");

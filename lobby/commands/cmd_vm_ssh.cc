@@ -70,9 +70,7 @@ class SshCommand final : public Command {
         LogWarn("recording job " + LogQuote(name) + ": " + LogQuote(st.ToString()));
       }
     }
-    return io.Finish(*progress, name, /*name_job=*/false,
-                     "still running as job " + name + "; wait " + name + " for the rest, kill " +
-                         name + " to stop it");
+    return io.Finish(*progress, vm.name, name, GuestCall::kStart);
   }
 
  private:
@@ -90,8 +88,9 @@ void RegisterVmSshCommand(CommandTable& table) {
       .summary = "run a command in a VM",
       .args = "VM CMD…",
       .description =
-          "Runs CMD in the VM as its user, with your stdin, stdout and stderr; the exit "
-          "status is the command's. The words after VM are joined with spaces and parsed "
+          "Runs CMD in the VM as its user " + VmUserText() +
+          ", with your stdin, stdout and stderr; the exit status is the command's. The words after "
+          "VM are joined with spaces and parsed "
           "again by the VM's shell, so quote a compound command as one argument:\n"
           "  ssh web-1 ls -la\n"
           "  ssh web-1 'cd /srv && make'\n"
@@ -100,7 +99,8 @@ void RegisterVmSshCommand(CommandTable& table) {
           "elsewhere (/exec, MCP) it waits 45 s. A command still running then becomes a "
           "job named VM/xxxxxxxx: you get the output so far and the job's name; `wait JOB` "
           "reads the rest and `kill JOB` stops it. Output returned in one piece is cut to "
-          "its first and last 35 KB or so.\n"
+          "its first and last 35 KB or so. Under --json (and over /exec and MCP) output "
+          "that is not UTF-8 text comes as stdout_base64 and stderr_base64, byte for byte.\n"
           "For an interactive shell, ssh to NAME@HOST instead.\n",
       .target = {"VM", VmNeed::kRunning},
       .make = [] { return std::make_unique<SshCommand>(); },

@@ -9,6 +9,7 @@
 #include "lobby/base/log.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
+#include "lobby/commands/login_names.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
@@ -123,10 +124,10 @@ class RenameCommand final : public Command {
 
   Result<CommandResult> Run(CommandContext& ctx) override {
     VmHost* host = ctx.services.vms;
-    WARREN_RETURN_IF_ERROR(CheckVmName(new_name_));
     VmRecord vm = *ctx.vm;
     const std::string old_name = vm.name;
     if (new_name_ != old_name) {
+      WARREN_RETURN_IF_ERROR(CheckNewVmName(ctx.store(), new_name_));
       // The store first: it decides whether the name is free.
       WARREN_RETURN_IF_ERROR(ctx.store().RenameVm(vm.id, new_name_));
       if (Status st = host->Rename(vm.id, new_name_); !st.ok()) {

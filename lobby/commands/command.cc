@@ -1,6 +1,11 @@
 #include "lobby/commands/command.h"
 
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
+
+#include "lobby/commands/command_table.h"
+#include "lobby/commands/tokenizer.h"
 
 namespace warren {
 
@@ -20,6 +25,42 @@ Status CheckCommandAllowed(const Caller& caller, const CommandSpec& spec) {
                             "\"; it may run only: " + allowed + " (and help)");
   }
   return Status::Ok();
+}
+
+Status CheckCommandAllowed(const CommandSession& session, const CommandSpec& spec) {
+  Status allowed = CheckCommandAllowed(session.caller, spec);
+  if (allowed.ok() || !session.spell_command || (spec.admin_only && !session.caller.admin)) {
+    return allowed;
+  }
+  auto spell = [&](const std::string& path) { return session.spell_command(PathWords(path)); };
+  std::string usable;
+  for (const std::string& c : session.caller.scope.cmds) {
+    if (std::optional<std::string> s = spell(c)) usable += (usable.empty() ? "" : ", ") + *s;
+  }
+  std::optional<std::string> denied = spell(spec.path);
+  std::optional<std::string> help = spell("help");
+  std::string message = CredentialNoun(session.caller) + " may not use " +
+                        (denied.has_value() ? *denied : "that") + " here";
+  if (!usable.empty()) message += "; it may use only: " + usable;
+  if (help.has_value()) message += (usable.empty() ? "; it may use " : " (and ") + *help;
+  if (help.has_value() && !usable.empty()) message += ")";
+  return PermissionDenied(message);
+}
+
+std::optional<std::string> CommandHint(const CommandSession& session, const CommandTable& table,
+                                       const std::vector<std::string>& argv) {
+  CommandTable::Match match = table.Lookup(argv);
+  if (match.spec == nullptr || !CheckCommandAllowed(session.caller, *match.spec).ok()) {
+    return std::nullopt;
+  }
+  if (session.read_only && !match.spec->read_only) return std::nullopt;
+  if (session.spell_command) return session.spell_command(argv);
+  return "\"" + JoinQuoted(argv) + "\"";
+}
+
+std::optional<std::string> CommandHint(const CommandContext& ctx,
+                                       const std::vector<std::string>& argv) {
+  return CommandHint(ctx.session, ctx.table, argv);
 }
 
 std::unique_ptr<CLI::App> NewCommandApp(const CommandSpec& spec, Command& handler, bool* json) {
@@ -46,6 +87,16 @@ std::string JoinWords(const std::vector<std::string>& words, size_t from) {
     out += words[i];
   }
   return out;
+}
+
+std::vector<std::string> PathWords(std::string_view path) {
+  std::vector<std::string> words;
+  for (size_t at = 0; at <= path.size();) {
+    size_t space = std::min(path.find(' ', at), path.size());
+    words.emplace_back(path.substr(at, space - at));
+    at = space + 1;
+  }
+  return words;
 }
 
 std::string DumpJson(const nlohmann::json& j, int indent) {

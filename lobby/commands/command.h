@@ -88,11 +88,26 @@ struct CommandSpec {
   bool always_allowed = false;
   VmTarget target = {};  // the VM it acts on, resolved at dispatch
   std::function<std::unique_ptr<Command>()> make = {};
+  // What its help adds from the server's state when asked (`new`: the images installed
+  // here); optional. Must be thread-safe.
+  std::function<std::string(const Services&)> live_help = {};
 };
 
 // Whether `caller` may run `spec` (admin and --cmds limits). Credential validity (expiry,
 // a removed key) is checked separately, once per Execute.
 Status CheckCommandAllowed(const Caller& caller, const CommandSpec& spec);
+// The same for a session's caller at dispatch; on a surface with its own words
+// (CommandSession::spell_command) a --cmds refusal names what the caller may use there.
+Status CheckCommandAllowed(const CommandSession& session, const CommandSpec& spec);
+
+// How the caller of `session` can run the command line `argv` next, in its surface's words
+// (CommandSession::spell_command): nullopt when it cannot — no such command, its credential
+// or a read-only session rules it out, or its surface does not offer it — so that hints
+// name only what the caller can do.
+std::optional<std::string> CommandHint(const CommandSession& session, const CommandTable& table,
+                                       const std::vector<std::string>& argv);
+std::optional<std::string> CommandHint(const CommandContext& ctx,
+                                       const std::vector<std::string>& argv);
 
 // A fresh App for one call of `spec`: the handler's flags plus --json (bound to *json) and
 // -h/--help. CLI11 keeps parse state in an App, so one is never reused.
@@ -106,6 +121,8 @@ std::string SshHint(const ServerInfo& info);
 
 // Words joined by single spaces.
 std::string JoinWords(const std::vector<std::string>& words, size_t from = 0);
+// A command path's words: "ssh-key add" -> {"ssh-key", "add"}.
+std::vector<std::string> PathWords(std::string_view path);
 
 // nlohmann::json::dump that never throws on invalid UTF-8 (user input ends up in messages).
 std::string DumpJson(const nlohmann::json& j, int indent = 2);

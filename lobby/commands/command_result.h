@@ -10,6 +10,17 @@
 
 namespace warren {
 
+// Bytes a command relays from elsewhere as they came: what a command in a VM printed (`ssh
+// VM CMD`, `wait`), bounded (HeadTailBuffer). They need not be text: `data` carries them
+// under the one encoding rule (output_encoding.h: "stdout", or "stdout_base64" when they
+// are not UTF-8), `text` is the bytes themselves, and a surface with richer shapes (MCP's
+// image content) reads them here.
+struct RelayedOutput {
+  std::string out;
+  std::string err;
+  bool truncated = false;  // a stream was cut to its start and end
+};
+
 struct CommandResult {
   nlohmann::json data = nlohmann::json::object();
   std::string text;
@@ -17,6 +28,8 @@ struct CommandResult {
   // session then ends with kCommandFailed and this exit status, and the output above is
   // still shown. Unset or 0 means success.
   std::optional<int> exit_status;
+  // Set by commands that relay another program's output (`ssh VM CMD`, `wait`).
+  std::optional<RelayedOutput> relayed;
 };
 
 }  // namespace warren

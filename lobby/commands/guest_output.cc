@@ -1,5 +1,7 @@
 #include "lobby/commands/guest_output.h"
 
+#include "lobby/commands/output_encoding.h"
+
 namespace warren {
 
 GuestOutput::GuestOutput(CommandContext& ctx, std::optional<int> wait_seconds) : ctx_(ctx) {
@@ -36,23 +38,51 @@ int GuestExitStatus(const GuestProgress& progress) {
   return 255;
 }
 
-CommandResult GuestOutput::Finish(const GuestProgress& progress, const std::string& job_name,
-                                  bool name_job, const std::string& running_note) {
+std::string GuestOutput::RunningNote(const std::string& vm_name, const std::string& job_name,
+                                     GuestCall call) const {
+  std::optional<std::string> wait = CommandHint(ctx_, {"wait", job_name});
+  if (call == GuestCall::kWait) {
+    return wait.has_value() ? "still running; " + *wait + " again for more" : "still running";
+  }
+  std::optional<std::string> kill = CommandHint(ctx_, {"kill", job_name});
+  std::string note = "still running as job " + job_name;
+  if (wait.has_value()) note += "; " + *wait + " for the rest";
+  if (kill.has_value()) note += (wait.has_value() ? ", " : "; ") + *kill + " to stop it";
+  if (wait.has_value() || kill.has_value()) return note;
+  // A caller that cannot follow jobs (its credential's --cmds, or a surface without them)
+  // still learns that the command goes on, and how it can look, if it can.
+  note += ", which goes on in the VM after this call";
+  if (std::optional<std::string> look = CommandHint(ctx_, {"ssh", vm_name, "ps"})) {
+    note += "; look at it with: " + *look;
+  }
+  return note;
+}
+
+CommandResult GuestOutput::Finish(const GuestProgress& progress, const std::string& vm_name,
+                                  const std::string& job_name, GuestCall call) {
   CommandResult r;
-  const std::string out = streaming_ ? "" : out_.Text();
-  const std::string err = streaming_ ? "" : err_.Text();
-  r.data = {{"stdout", out}, {"stderr", err}, {"finished", progress.finished}};
+  RelayedOutput relayed;
+  if (!streaming_) {
+    relayed.out = out_.Text();
+    relayed.err = err_.Text();
+    relayed.truncated = out_.truncated() || err_.truncated();
+  }
+  r.data = nlohmann::json::object();
+  PutBytes(r.data, "stdout", relayed.out);
+  PutBytes(r.data, "stderr", relayed.err);
+  r.data["finished"] = progress.finished;
   r.data["exit_code"] = progress.finished && progress.exit_code.has_value()
                             ? nlohmann::json(*progress.exit_code)
                             : nlohmann::json();
   if (progress.finished && progress.signal > 0) r.data["signal"] = progress.signal;
-  if (!progress.finished || name_job) r.data["job"] = job_name;
-  if (out_.truncated() || err_.truncated()) r.data["truncated"] = true;
+  if (!progress.finished || call == GuestCall::kWait) r.data["job"] = job_name;
+  if (relayed.truncated) r.data["truncated"] = true;
+  if (!progress.finished) r.data["note"] = RunningNote(vm_name, job_name, call);
 
   if (!streaming_) {
-    r.text = out;
+    r.text = relayed.out;
     // Collected stderr goes where stderr goes; --json carries it in the data instead.
-    if (!ctx_.json && !err.empty()) ctx_.session.err->Write(err);
+    if (!ctx_.json && !relayed.err.empty()) ctx_.session.err->Write(relayed.err);
   }
   if (progress.finished) {
     if (!ctx_.json && progress.signal > 0 && !progress.exit_code.has_value()) {
@@ -61,8 +91,10 @@ CommandResult GuestOutput::Finish(const GuestProgress& progress, const std::stri
     int status = GuestExitStatus(progress);
     if (status != 0) r.exit_status = status;
   } else if (!ctx_.json) {
-    ctx_.session.err->Write("warren: " + running_note + "\n");
+    ctx_.session.err->Write("warren: " + r.data["note"].get<std::string>() + "\n");
   }
+  // Streamed bytes went straight to the caller; nothing is relayed in the result.
+  if (!streaming_) r.relayed = std::move(relayed);
   return r;
 }
 

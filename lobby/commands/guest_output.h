@@ -17,6 +17,10 @@ namespace warren {
 
 inline constexpr int kMaxWaitSeconds = 45;
 
+// Which call delivers a guest command's output: `ssh VM CMD`, which started it, or `wait
+// JOB`, which follows a job.
+enum class GuestCall { kStart, kWait };
+
 class GuestOutput {
  public:
   // `wait_seconds`: --wait-seconds when given (already checked to be 0..kMaxWaitSeconds).
@@ -27,13 +31,19 @@ class GuestOutput {
   // session's stdin to the command.
   GuestStreams Streams(bool with_stdin);
 
-  // The command's result once Exec or Wait returned: {stdout, stderr, exit_code} (+ "job"
-  // when it is still running or `name_job` is set, + "finished", + "truncated"), its exit
-  // status propagated, and a note on stderr saying how to go on when it still runs.
-  CommandResult Finish(const GuestProgress& progress, const std::string& job_name, bool name_job,
-                       const std::string& running_note);
+  // The command's result once Exec or Wait returned: {stdout (or stdout_base64), stderr (or
+  // stderr_base64), exit_code, finished} (+ "job" when it still runs or for `wait`, +
+  // "truncated", + "note" saying how to go on while it still runs, naming only what the
+  // caller can run — on stderr too for people), the bytes as they came (relayed), and the
+  // command's exit status propagated.
+  CommandResult Finish(const GuestProgress& progress, const std::string& vm_name,
+                       const std::string& job_name, GuestCall call);
 
  private:
+  // How to go on with a job that still runs, in the words of the caller's surface.
+  std::string RunningNote(const std::string& vm_name, const std::string& job_name,
+                          GuestCall call) const;
+
   CommandContext& ctx_;
   bool streaming_ = false;
   int wait_ms_ = -1;

@@ -158,6 +158,13 @@ std::string CommandHelpText(const CommandSpec& spec) {
   return out;
 }
 
+std::string CommandHelpText(const CommandSpec& spec, const Services& services) {
+  std::string out = CommandHelpText(spec);
+  std::string live = spec.live_help ? spec.live_help(services) : "";
+  if (!live.empty()) out += "\n" + live;
+  return out;
+}
+
 nlohmann::json CommandHelpJson(const CommandSpec& spec) {
   Declared d = Describe(spec);
   nlohmann::json args = nlohmann::json::array();

@@ -16,6 +16,8 @@ std::string CommandSynopsis(const CommandSpec& spec);
 
 // usage line, summary, description, arguments and flags, for people.
 std::string CommandHelpText(const CommandSpec& spec);
+// The same, then what spec.live_help says about this server (help CMD, CMD --help).
+std::string CommandHelpText(const CommandSpec& spec, const Services& services);
 
 // {"path","summary","usage","description","read_only","admin_only",
 //  "args":[{"name","description","required","repeated"}],

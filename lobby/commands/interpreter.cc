@@ -59,16 +59,26 @@ std::string Echo(std::string_view word) {
   return std::string(word.substr(0, kMaxEchoedWordBytes)) + "…";
 }
 
-Status UnknownCommand(const CommandTable& table, const Caller& caller,
+// How the caller asks for help on `topic` (a command path's words; none for the list), in
+// its surface's words; nullopt when it cannot.
+std::optional<std::string> HelpFor(const CommandSession& session, const CommandTable& table,
+                                   std::vector<std::string> topic) {
+  topic.insert(topic.begin(), "help");
+  return CommandHint(session, table, topic);
+}
+
+Status UnknownCommand(const CommandTable& table, const CommandSession& session,
                       const std::vector<std::string>& argv) {
   size_t group_words = table.GroupWords(argv);
   std::string attempt = Echo(JoinWords({argv.begin(), argv.begin() + group_words + 1}));
   std::string message = "unknown command \"" + attempt + "\"";
-  std::string suggestion = table.Suggest(
-      argv, [&](const CommandSpec& spec) { return CheckCommandAllowed(caller, spec).ok(); });
+  std::string suggestion = table.Suggest(argv, [&](const CommandSpec& spec) {
+    return CheckCommandAllowed(session.caller, spec).ok();
+  });
   if (!suggestion.empty()) message += "; did you mean \"" + suggestion + "\"?";
-  std::string help_topic = JoinWords({argv.begin(), argv.begin() + group_words});
-  message += help_topic.empty() ? "; try help" : "; try help " + help_topic;
+  if (auto help = HelpFor(session, table, {argv.begin(), argv.begin() + group_words})) {
+    message += "; try " + *help;
+  }
   return NotFound(message);
 }
 
@@ -139,7 +149,10 @@ Status ReadOnlyRefusal(const CommandTable& table, const Caller& caller, const Co
 
 Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
                                CommandSession& session, bool& json, AuditFacts& audit) {
-  if (session.argv.empty()) return InvalidArgument("no command given; try help");
+  if (session.argv.empty()) {
+    std::optional<std::string> help = HelpFor(session, table, {});
+    return InvalidArgument("no command given" + (help ? "; try " + *help : ""));
+  }
   std::vector<std::string> argv = session.argv;
   CommandTable::Match match = table.Lookup(argv);
   // Named in the audit line even when the credential is refused below.
@@ -151,16 +164,16 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
   if (match.spec == nullptr) {
     size_t group_words = table.GroupWords(argv);
     if (group_words == 0 || !OnlyHelpFlags(argv, group_words)) {
-      return UnknownCommand(table, session.caller, argv);
+      return UnknownCommand(table, session, argv);
     }
     // A group word alone ("ssh-key") is a request for that group's help.
     argv.insert(argv.begin(), "help");
     match = table.Lookup(argv);
-    if (match.spec == nullptr) return UnknownCommand(table, session.caller, session.argv);
+    if (match.spec == nullptr) return UnknownCommand(table, session, session.argv);
   }
   const CommandSpec& spec = *match.spec;
   audit.path = spec.path;
-  WARREN_RETURN_IF_ERROR(CheckCommandAllowed(session.caller, spec));
+  WARREN_RETURN_IF_ERROR(CheckCommandAllowed(session, spec));
 
   std::unique_ptr<Command> handler = spec.make();
   bool json_flag = false;
@@ -172,7 +185,7 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
   } catch (const CLI::Success&) {
     session.help = !WantsJson(argv);
     CommandResult help;
-    help.text = CommandHelpText(spec);
+    help.text = CommandHelpText(spec, services);
     help.data = CommandHelpJson(spec);
     return help;
   } catch (const CLI::ParseError& e) {
@@ -184,7 +197,9 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
         std::islower(static_cast<unsigned char>(message[1]))) {
       message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
     }
-    return InvalidArgument(message + " (see \"" + spec.path + " --help\")");
+    if (auto help = HelpFor(session, table, PathWords(spec.path)))
+      message += " (see " + *help + ")";
+    return InvalidArgument(message);
   }
   json = json_flag || session.json;
   if (spec.path == "help") session.help = !json_flag;
@@ -199,7 +214,8 @@ Result<CommandResult> Dispatch(Services& services, const CommandTable& table,
       const std::string& name = arg->results().front();
       ctx.audit_vm = Echo(name);
       audit.vm = ctx.audit_vm;
-      WARREN_ASSIGN_OR_RETURN(ctx.vm, ResolveVm(services, session.caller, name, spec.target.need));
+      WARREN_ASSIGN_OR_RETURN(
+          ctx.vm, ResolveVm(services, session.caller, name, spec.target.need, SessionHints(ctx)));
     }
   }
   if (session.cancel != nullptr && session.cancel->cancelled()) {
@@ -222,7 +238,8 @@ void Finish(const Services& services, CommandSession& session, bool json,
       session.out->Write(DumpJson(r.data) + "\n");
     } else if (!r.text.empty()) {
       session.out->Write(r.text);
-      if (r.text.back() != '\n') session.out->Write("\n");
+      // Relayed bytes pass through as they came; our own text ends its last line.
+      if (!r.relayed.has_value() && r.text.back() != '\n') session.out->Write("\n");
     }
     if (r.exit_status.has_value() && *r.exit_status != 0) {
       session.status =

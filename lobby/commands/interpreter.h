@@ -56,15 +56,28 @@ struct VmDefaults {
   int64_t max_disk_gib = 1024;
 };
 
+// One installed guest image, as its image.json describes it.
+struct ImageInfo {
+  std::string ref;  // "debian@20261129"
+  std::string name;
+  std::string version;
+  int64_t size_bytes = 0;    // its files (kernel, initrd, base disk)
+  std::string description;   // one line; empty when image.json has none
+  std::string default_user;  // who commands in its VMs run as
+  std::string built_at;      // "2026-11-29T14:31:15Z"; may be empty
+};
+
 // The guest images VMs are made from, kept apart from how they are stored (image_catalog.h
 // has the one over packaging/images' directory layout), so the commands never see libvirt
 // or file paths. Both functions must be thread-safe.
 struct ImageCatalog {
   // "debian" -> its newest "debian@VERSION"; "debian@VERSION" -> itself if present.
-  // NotFound (naming the images there are) or InvalidArgument for a malformed name.
+  // NotFound (listing the images there are, one line each) or InvalidArgument for a
+  // malformed name.
   std::function<Result<std::string>(std::string_view name)> resolve;
-  // Every "NAME@VERSION" available, for help and error messages; may be empty.
-  std::function<std::vector<std::string>()> list;
+  // Every image available, by name then version, for `images`, help and error messages;
+  // may be empty.
+  std::function<std::vector<ImageInfo>()> list;
 };
 
 struct Services {

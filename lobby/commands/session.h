@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,6 +46,13 @@ struct CommandSession {
   // Only commands whose table entry is read_only may run (requests for help always may);
   // any other is refused with PermissionDenied at dispatch. MCP's exec_read_only.
   bool read_only = false;
+  // How this surface asks for a command line, for the hints in messages and results that
+  // name one ("\"wait web-1/0000002a\" for the rest"): the words to show for `argv`, or
+  // nullopt when the surface has no way to run it (MCP's curated endpoints offer four tools,
+  // not every command). Unset: the command line in quotes, as typed after `ssh HOST`, in
+  // the REPL or to /exec. Whether the caller may run it at all the interpreter checks
+  // first (CommandHint, command.h), so no message points where the caller cannot go.
+  std::function<std::optional<std::string>(const std::vector<std::string>& argv)> spell_command;
 
   // Set by Interpreter::Execute.
   Status status;

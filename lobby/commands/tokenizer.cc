@@ -93,4 +93,29 @@ Result<std::vector<std::string>> Tokenize(std::string_view line) {
   return words;
 }
 
+std::string QuoteWord(std::string_view word) {
+  bool plain = !word.empty();
+  for (char c : word) {
+    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                std::string_view("-_./=:,@+%^~").find(c) != std::string_view::npos;
+    plain = plain && safe;
+  }
+  if (plain) return std::string(word);
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string JoinQuoted(const std::vector<std::string>& words) {
+  std::string line;
+  for (const std::string& w : words) line += (line.empty() ? "" : " ") + QuoteWord(w);
+  return line;
+}
+
 }  // namespace warren

@@ -28,4 +28,10 @@ inline constexpr size_t kMaxCommandLineBytes = 64 * 1024;
 // TooLarge over kMaxCommandLineBytes. An empty or all-blank line gives no words.
 Result<std::vector<std::string>> Tokenize(std::string_view line);
 
+// The inverse, for messages that show a command line to type: a word as it is when it
+// needs no quoting, else in single quotes ('\'' for a quote inside).
+std::string QuoteWord(std::string_view word);
+// Words quoted and joined by spaces, so that Tokenize(JoinQuoted(w)) gives w back.
+std::string JoinQuoted(const std::vector<std::string>& words);
+
 }  // namespace warren

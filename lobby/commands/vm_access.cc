@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "lobby/base/log.h"
+#include "lobby/commands/tokenizer.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
@@ -27,53 +28,69 @@ bool VmVisibleTo(const Caller& caller, const VmRecord& vm) {
   return std::find(vm.tags.begin(), vm.tags.end(), caller.scope.tag) != vm.tags.end();
 }
 
-Result<VmRecord> FindVisibleVm(Store& store, const Caller& caller, std::string_view name) {
+CommandHinter ShellHints(const ServerInfo& info) {
+  return [info](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    return SshHint(info) + " " + JoinQuoted(argv);
+  };
+}
+
+CommandHinter SessionHints(const CommandContext& ctx) {
+  return [&ctx](const std::vector<std::string>& argv) { return CommandHint(ctx, argv); };
+}
+
+Result<VmRecord> FindVisibleVm(Store& store, const Caller& caller, std::string_view name,
+                               const CommandHinter& hint) {
   // A malformed name is as unknown as any other (a login name may be anything).
-  if (!CheckVmName(name).ok()) return NotFound("no VM named \"" + Shown(name) + "\"; see ls");
+  if (!CheckVmName(name).ok()) {
+    std::string message = "no VM named \"" + Shown(name) + "\"";
+    if (std::optional<std::string> ls = hint({"ls"})) message += "; see " + *ls;
+    return NotFound(message);
+  }
   Result<VmRecord> vm = store.GetVmByName(name);
-  if (!vm.ok()) {
-    if (vm.status().code() == Code::kNotFound) {
-      return NotFound("no VM named \"" + Shown(name) + "\"; see ls");
-    }
-    return vm.status();
-  }
-  if (!VmVisibleTo(caller, *vm)) {
-    return NotFound("no VM named \"" + Shown(name) + "\"; see ls");
-  }
-  return vm;
+  if (vm.ok() && VmVisibleTo(caller, *vm)) return vm;
+  if (!vm.ok() && vm.status().code() != Code::kNotFound) return vm.status();
+  std::string message = "no VM named \"" + Shown(name) + "\"";
+  if (std::optional<std::string> ls = hint({"ls"})) message += "; see " + *ls;
+  return NotFound(message);
 }
 
 Result<VmRecord> FindVisibleVm(CommandContext& ctx, std::string_view name) {
   if (ctx.audit_vm.empty()) ctx.audit_vm = Shown(name);
-  return FindVisibleVm(ctx.store(), ctx.caller(), name);
+  return FindVisibleVm(ctx.store(), ctx.caller(), name, SessionHints(ctx));
+}
+
+Result<VmRecord> ResolveVm(Services& services, const Caller& caller, std::string_view name,
+                           VmNeed need, const CommandHinter& hint) {
+  if (services.vms == nullptr || (need == VmNeed::kRunning && services.guests == nullptr)) {
+    return Unavailable("this server runs no VMs");
+  }
+  WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(*services.store, caller, name, hint));
+  if (need == VmNeed::kReady || need == VmNeed::kRunning) {
+    WARREN_RETURN_IF_ERROR(RequireReady(vm));
+  }
+  if (need == VmNeed::kRunning) WARREN_RETURN_IF_ERROR(CheckVmRunning(services, vm, hint));
+  return vm;
 }
 
 Result<VmRecord> ResolveVm(Services& services, const Caller& caller, std::string_view name,
                            VmNeed need) {
-  if (services.vms == nullptr || (need == VmNeed::kRunning && services.guests == nullptr)) {
-    return Unavailable("this server runs no VMs");
-  }
-  WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(*services.store, caller, name));
-  if (need == VmNeed::kReady || need == VmNeed::kRunning) {
-    WARREN_RETURN_IF_ERROR(RequireReady(vm));
-  }
-  if (need == VmNeed::kRunning) WARREN_RETURN_IF_ERROR(CheckVmRunning(services, vm));
-  return vm;
+  return ResolveVm(services, caller, name, need, ShellHints(services.info));
 }
 
-Status CheckVmRunning(const Services& services, const VmRecord& vm) {
+Status CheckVmRunning(const Services& services, const VmRecord& vm, const CommandHinter& hint) {
   if (services.vms == nullptr) return Unavailable("this server runs no VMs");
   Result<VmInfo> info = services.vms->Inspect(vm.id);
   if (info.ok() && info->state == VmState::kRunning) return Status::Ok();
   const std::string state = VmStateText(vm, info);
-  const std::string lobby = SshHint(services.info);
+  std::string message = vm.name + " is " + state;
   if (state == "paused") {
-    return Conflict(vm.name + " is paused; resume it with: " + lobby + " resume " + vm.name);
+    if (auto resume = hint({"resume", vm.name})) message += "; resume it with: " + *resume;
+  } else if (state == "missing" || state == "unknown") {
+    if (auto stat = hint({"stat", vm.name})) message += "; see " + *stat;
+  } else if (auto start = hint({"start", vm.name})) {
+    message += "; start it with: " + *start;
   }
-  if (state == "missing" || state == "unknown") {
-    return Conflict(vm.name + " is " + state + "; see " + lobby + " stat " + vm.name);
-  }
-  return Conflict(vm.name + " is " + state + "; start it with: " + lobby + " start " + vm.name);
+  return Conflict(message);
 }
 
 Result<std::vector<VmRecord>> VisibleVms(CommandContext& ctx) {

@@ -5,6 +5,7 @@
 
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/login_names.h"
 #include "lobby/commands/vm_flags.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
@@ -48,7 +49,7 @@ Result<VmRecord> PlanNewVm(const CommandContext& ctx, const std::string& name) {
   vm.desired_state = DesiredState::kRunning;
   vm.phase = VmPhase::kCreating;
   if (!name.empty()) {
-    WARREN_RETURN_IF_ERROR(CheckVmName(name));
+    WARREN_RETURN_IF_ERROR(CheckNewVmName(ctx.store(), name));
     vm.name = name;
   }
   return vm;
@@ -114,7 +115,10 @@ Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRe
 Status RecordNewVm(CommandContext& ctx, VmRecord& vm) {
   const bool generated = vm.name.empty();
   for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
-    if (generated) vm.name = NewVmName();
+    if (generated) {
+      vm.name = NewVmName();
+      if (IsReservedLoginName(ctx.store(), vm.name)) continue;
+    }
     vm.id = NewVmId();
     Status st = ctx.store().CreateVm(vm);
     if (st.ok()) return st;

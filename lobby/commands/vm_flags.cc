@@ -8,6 +8,7 @@
 
 #include "keys/scope.h"
 #include "lobby/base/env_name.h"
+#include "lobby/base/utf8.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/vm_view.h"
 
@@ -143,16 +144,10 @@ Status CheckComment(std::string_view comment) {
     return InvalidArgument("a comment is at most " + std::to_string(kMaxCommentBytes) +
                            " bytes (this one is " + std::to_string(comment.size()) + ")");
   }
-  for (size_t i = 0; i < comment.size();) {
-    unsigned char c = static_cast<unsigned char>(comment[i]);
+  if (!IsValidUtf8(comment)) return InvalidArgument("a comment must be valid UTF-8");
+  for (char ch : comment) {
+    unsigned char c = static_cast<unsigned char>(ch);
     if (c < 0x20 || c == 0x7f) return InvalidArgument("a comment may not hold control characters");
-    size_t len = c < 0x80 ? 1 : c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-    bool ok = len > 0 && i + len <= comment.size();
-    for (size_t k = 1; ok && k < len; ++k) {
-      ok = (static_cast<unsigned char>(comment[i + k]) & 0xC0) == 0x80;
-    }
-    if (!ok) return InvalidArgument("a comment must be valid UTF-8");
-    i += len;
   }
   return Status::Ok();
 }

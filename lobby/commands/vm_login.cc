@@ -4,6 +4,7 @@
 
 #include "lobby/commands/command.h"
 #include "lobby/commands/command_table.h"
+#include "lobby/commands/login_names.h"
 #include "lobby/commands/vm_access.h"
 
 namespace warren {
@@ -18,7 +19,13 @@ std::optional<std::string> VmLoginTarget(Store& store, const Caller& caller,
   if (login.substr(0, kVmPrefix.size()) == kVmPrefix) {
     return std::string(login.substr(kVmPrefix.size()));
   }
-  if (!FindVisibleVm(store, caller, login).ok()) return std::nullopt;
+  // Reserved login names (root, dev, lobby, every user's name) always reach the lobby; no
+  // VM may carry one, so this decides nothing about VMs and reveals nothing.
+  if (IsReservedLoginName(store, login)) return std::nullopt;
+  const CommandHinter no_hint = [](const std::vector<std::string>&) {
+    return std::optional<std::string>();
+  };
+  if (!FindVisibleVm(store, caller, login, no_hint).ok()) return std::nullopt;
   return std::string(login);
 }
 

@@ -4,6 +4,11 @@
 
 namespace warren {
 
+std::string VmUserText() {
+  return std::string(kVmUser) + " (home /home/" + std::string(kVmUser) +
+         "), who has passwordless sudo";
+}
+
 std::string VmSshCommand(const ServerInfo& info, std::string_view name) {
   std::string target = std::string(name) + "@" + info.ssh_host;
   if (info.ssh_port == 22) return "ssh " + target;

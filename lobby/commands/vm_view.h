@@ -16,6 +16,12 @@
 
 namespace warren {
 
+// Who a command in a VM runs as: every image's default_user (packaging/images), whose home
+// is /home/dev and who has passwordless sudo. For help text and agents' instructions.
+inline constexpr std::string_view kVmUser = "dev";
+// "dev (home /home/dev), who has passwordless sudo".
+std::string VmUserText();
+
 // "ssh -p 2222 NAME@HOST", or "ssh NAME@HOST" on port 22.
 std::string VmSshCommand(const ServerInfo& info, std::string_view name);
 // "https://NAME.DOMAIN/".

@@ -72,4 +72,5 @@ make_disk() {
 timed "rootfs.qcow2" make_disk
 
 # 4. image.json, then publish atomically.
-image_build_finish "$CMDLINE"
+image_build_finish "$CMDLINE" \
+  "Debian 12 (bookworm) with systemd, sudo, python3, curl, git and docker; the default"

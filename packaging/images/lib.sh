@@ -185,9 +185,10 @@ make_ext4() {
   mke2fs -q -F -t ext4 -L "$label" -d "$src" -E root_owner=0:0 "$img" "$size" >/dev/null
 }
 
-# write_image_json DIR NAME VERSION CMDLINE
+# write_image_json DIR NAME VERSION CMDLINE DESCRIPTION (one line, no quotes or backslashes:
+# `images` and `help new` show it)
 write_image_json() {
-  local dir=$1 name=$2 version=$3 cmdline=$4 size
+  local dir=$1 name=$2 version=$3 cmdline=$4 description=$5 size
   size=$(du -sb --apparent-size "$dir"/vmlinuz "$dir"/initrd.img "$dir"/rootfs.qcow2 | awk '{s+=$1} END {print s}')
   local vsize
   vsize=$(qemu-img info --output=json "$dir/rootfs.qcow2" | sed -n 's/.*"virtual-size": *\([0-9]*\).*/\1/p' | head -1)
@@ -195,6 +196,7 @@ write_image_json() {
 {
   "name": "$name",
   "version": "$version",
+  "description": "$description",
   "kernel_cmdline": "$cmdline",
   "default_user": "dev",
   "built_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
@@ -246,12 +248,12 @@ make_rootfs_qcow2() {
   rm -f "$WORK/rootfs.raw"
 }
 
-# image_build_finish CMDLINE: writes image.json (last, so a directory with it is complete)
+# image_build_finish CMDLINE DESCRIPTION: writes image.json (last, so a directory with it is complete)
 # and publishes IMG as DEST atomically: a half-built directory never carries the final name.
 image_build_finish() {
-  local cmdline=$1
+  local cmdline=$1 description=$2
   chmod 0644 "$IMG"/*
-  write_image_json "$IMG" "$NAME" "$VERSION" "$cmdline"
+  write_image_json "$IMG" "$NAME" "$VERSION" "$cmdline" "$description"
   if [[ -e $DEST ]]; then rm -rf "$DEST.old" && mv "$DEST" "$DEST.old"; fi
   mv "$IMG" "$DEST"
   rm -rf "$DEST.old"

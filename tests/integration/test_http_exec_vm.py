@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """POST /exec against real VMs (tiny image, libvirt + QEMU): the statuses that need a VM —
-200 with {stdout, stderr, exit_code}, 422 with the output of a failing command, a job
+200 with {stdout, stderr, exit_code} (stdout_base64 for bytes that are not UTF-8, byte for
+byte, from either body form), 422 with the output of a failing command, a job
 handed back after wait_seconds, 504 past the server's --exec-timeout, 409 for a stopped
 VM — and tag scope: a token (and an SSH key) limited to a tag cannot see, use, copy,
 retag or delete another VM, over /exec or SSH.
@@ -8,6 +9,7 @@ retag or delete another VM, over /exec or SSH.
 Serial (guests share 2 cores); skips when the tiny image or libvirt is missing (fails under
 CI).
 """
+import base64
 import json
 import os
 import time
@@ -61,6 +63,19 @@ class HttpExecVmTest(VmTestCase, ExecTestCase):
         self.assertEqual(body["exit_code"], 0)
         status, body, _ = self.exec(admin, "ssh hx-tagged cat", stdin="from stdin")
         self.assertEqual((status, body["stdout"]), (200, "from stdin"), body)
+
+        # Bytes that are not UTF-8 come back as stdout_base64, byte for byte, whichever body
+        # form asked (a JSON object or the bare command line).
+        status, body, _ = self.exec(admin, "ssh hx-tagged 'head -c 64 /dev/urandom | tee /tmp/r.bin'")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["stdout"], "", body)
+        got = base64.b64decode(body["stdout_base64"])
+        self.assertEqual(len(got), 64)
+        status, copy, _ = self.exec(admin, "ssh hx-tagged 'base64 /tmp/r.bin'")
+        self.assertEqual(got, base64.b64decode(copy["stdout"]))
+        status, body, _ = self.curl("ssh hx-tagged 'cat /tmp/r.bin >&2'", admin)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(base64.b64decode(body["stderr_base64"]), got)
 
         # 422 with the output of a command that failed in the VM.
         status, body, head = self.exec(admin, "ssh hx-tagged 'echo out; echo err >&2; exit 3'")

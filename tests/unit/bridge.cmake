@@ -1,5 +1,6 @@
-add_executable(bridge_test unit/http_server_test.cc)
-target_link_libraries(bridge_test PRIVATE warren_bridge GTest::gtest_main)
+add_executable(bridge_test unit/http_server_test.cc unit/exec_handler_test.cc)
+target_link_libraries(bridge_test PRIVATE
+  warren_bridge warren_keys warren_test_fakes warren_test_guest_fake GTest::gtest_main)
 gtest_discover_tests(bridge_test DISCOVERY_MODE PRE_TEST)
 
 # The MCP layer (bridge/mcp) without sockets: JSON-RPC, sessions, the transport rules and

@@ -34,7 +34,7 @@ TEST_F(InterpreterTest, UnknownCommandIsNotFoundWithHint) {
   Outcome o = Exec(As(kAliceKey), {"frobnicate"});
   EXPECT_EQ(o.status.code(), Code::kNotFound);
   EXPECT_EQ(o.exit_status, ExitStatusFor(Code::kNotFound));
-  EXPECT_EQ(o.err, "error: unknown command \"frobnicate\"; try help\n");
+  EXPECT_EQ(o.err, "error: unknown command \"frobnicate\"; try \"help\"\n");
   EXPECT_EQ(o.out, "");
 }
 
@@ -45,7 +45,7 @@ TEST_F(InterpreterTest, UnknownCommandSuggestsACloseName) {
   o = Exec(As(kAliceKey), {"ssh-key", "lst"});
   EXPECT_NE(o.err.find("unknown command \"ssh-key lst\""), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("did you mean \"ssh-key list\""), std::string::npos) << o.err;
-  EXPECT_NE(o.err.find("try help ssh-key"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("try \"help ssh-key\""), std::string::npos) << o.err;
   // Hidden commands are not suggested to those who cannot run them.
   o = Exec(As(kAliceKey), {"user", "lss"});
   EXPECT_EQ(o.status.code(), Code::kNotFound);
@@ -57,7 +57,7 @@ TEST_F(InterpreterTest, UnknownFlagIsInvalidArgument) {
   EXPECT_EQ(o.status.code(), Code::kInvalidArgument);
   EXPECT_EQ(o.exit_status, 2);
   EXPECT_NE(o.err.find("--frob"), std::string::npos) << o.err;
-  EXPECT_NE(o.err.find("whoami --help"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("(see \"help whoami\")"), std::string::npos) << o.err;
 }
 
 TEST_F(InterpreterTest, ExtraPositionalsAreInvalid) {

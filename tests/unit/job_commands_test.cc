@@ -4,6 +4,7 @@
 // truncation, restarts — plus the HeadTailBuffer that bounds returned output.
 #include <thread>
 
+#include "keys/base64.h"
 #include "lobby/base/error_map.h"
 #include "lobby/commands/head_tail.h"
 #include "tests/unit/vm_test_fixture.h"
@@ -62,6 +63,74 @@ TEST_F(JobCommandTest, SshJsonKeepsStdoutAndStderrApart) {
   EXPECT_EQ(o.err, "");
 }
 
+// What a command in a VM prints need not be text. JSON carries bytes that are not UTF-8 as
+// base64, byte for byte (the same rule for --json, /exec and MCP); text stays text; output
+// returned as text passes the bytes through untouched.
+TEST_F(JobCommandTest, OutputThatIsNotTextComesBackByteForByte) {
+  const std::string bytes("\x89\xff\x00\xfe binary \x80\xc0", 14);
+  const std::string err_bytes("\xc3\x28 bad\n", 7);
+  guests_.SetScript("head -c 64 /dev/urandom", {bytes, err_bytes, 0});
+  Outcome o = Exec(Alice(), {"ssh", "--json", "web-one", "head -c 64 /dev/urandom"});
+  ASSERT_TRUE(o.status.ok()) << o.out;
+  json j = o.Json();
+  EXPECT_EQ(j["stdout"], "");
+  ASSERT_TRUE(j.contains("stdout_base64")) << j.dump();
+  EXPECT_EQ(Base64Decode(j["stdout_base64"].get<std::string>()).value(), bytes);
+  EXPECT_EQ(j["stderr"], "");
+  EXPECT_EQ(Base64Decode(j["stderr_base64"].get<std::string>()).value(), err_bytes);
+  EXPECT_EQ(j["exit_code"], 0);
+
+  guests_.SetScript("echo", {"h\xc3\xa9llo\n", "", 0});
+  j = Exec(Alice(), {"ssh", "--json", "web-one", "echo"}).Json();
+  EXPECT_EQ(j["stdout"], "h\xc3\xa9llo\n");
+  EXPECT_FALSE(j.contains("stdout_base64"));
+
+  // As text: streamed over SSH, or collected elsewhere, the bytes are the guest's.
+  EXPECT_EQ(Exec(Alice(), {"ssh", "web-one", "head -c 64 /dev/urandom"}).out, bytes);
+  o = Exec(Alice("exec"), {"ssh", "web-one", "head -c 64 /dev/urandom"});
+  EXPECT_EQ(o.out, bytes);
+  EXPECT_EQ(o.err, err_bytes);
+
+  // And `wait` on a job that prints bytes.
+  const std::string job = Hold("bin", bytes.substr(0, 4));
+  ASSERT_TRUE(Exec(Alice("mcp"), {"ssh", "--wait-seconds", "0", "web-one", "bin"}).status.ok());
+  guests_.Release(job, 0, bytes.substr(4));
+  j = Exec(Alice("mcp"), {"wait", "--json", "web-one/" + job}).Json();
+  EXPECT_EQ(Base64Decode(j["stdout_base64"].get<std::string>()).value(), bytes.substr(4));
+}
+
+// How to go on with a job that still runs names only what the caller may run: a key held
+// to `ssh` alone is not sent to `wait` or `kill`, which would refuse it.
+TEST_F(JobCommandTest, TheRunningNoteNamesOnlyWhatTheCallerMayRun) {
+  std::string job = Hold("serve", "up\n");
+  json j = Exec(Alice("mcp"), {"ssh", "--json", "--wait-seconds", "0", "web-one", "serve"}).Json();
+  const std::string name = "web-one/" + job;
+  EXPECT_EQ(j["note"], "still running as job " + name + "; \"wait " + name +
+                           "\" for the rest, \"kill " + name + "\" to stop it")
+      << j.dump();
+
+  constexpr const char* kSshOnlyKey =
+      "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIL9DLbujE4fTFos7+7dZ7vghJC62bX0wB4WdBAXGHAT4 s@host";
+  Scope ssh_only;
+  ssh_only.cmds = {"ssh"};
+  ASSERT_TRUE(store_->AddKey(KeyRecord(kSshOnlyKey, "alice", "ssh-only", ssh_only)).ok());
+  job = Hold("serve2");
+  Outcome o =
+      Exec(As(kSshOnlyKey, "mcp"), {"ssh", "--json", "--wait-seconds", "0", "web-one", "serve2"});
+  ASSERT_TRUE(o.status.ok()) << o.out;
+  j = o.Json();
+  EXPECT_EQ(j["job"], "web-one/" + job);
+  EXPECT_EQ(j["note"], "still running as job web-one/" + job +
+                           ", which goes on in the VM after this call; look at it with: \"ssh "
+                           "web-one ps\"")
+      << j.dump();
+  // In the text for people too.
+  o = Exec(As(kSshOnlyKey, "exec"), {"ssh", "--wait-seconds", "0", "web-one", "serve2"});
+  EXPECT_TRUE(Has(o.err, "goes on in the VM")) << o.err;
+  EXPECT_FALSE(Has(o.err, "wait ")) << o.err;
+  EXPECT_FALSE(Has(o.err, "kill ")) << o.err;
+}
+
 TEST_F(JobCommandTest, WordsAfterTheVmBelongToTheRemoteCommand) {
   ASSERT_TRUE(Exec(Alice(), {"ssh", "web-one", "ls", "-la"}).status.ok());
   EXPECT_EQ(guests_.commands().back(), "ls -la");
@@ -95,12 +164,11 @@ TEST_F(JobCommandTest, SshNeedsARunningVmAndSaysHowToGetThere) {
   ASSERT_TRUE(Exec(Alice(), {"stop", "web-one"}).status.ok());
   Outcome o = Exec(Alice(), {"ssh", "web-one", "true"});
   EXPECT_EQ(o.status.code(), Code::kConflict);
-  EXPECT_TRUE(Has(o.status.message(), "web-one is stopped; start it with: ssh ")) << o.err;
-  EXPECT_TRUE(Has(o.status.message(), " start web-one")) << o.err;
+  EXPECT_EQ(o.status.message(), "web-one is stopped; start it with: \"start web-one\"") << o.err;
   ASSERT_TRUE(Exec(Alice(), {"start", "web-one"}).status.ok());
   ASSERT_TRUE(Exec(Alice(), {"pause", "web-one"}).status.ok());
   o = Exec(Alice(), {"ssh", "web-one", "true"});
-  EXPECT_TRUE(Has(o.status.message(), "web-one is paused; resume it with: ")) << o.err;
+  EXPECT_EQ(o.status.message(), "web-one is paused; resume it with: \"resume web-one\"") << o.err;
   EXPECT_EQ(guests_.commands().size(), before);
   EXPECT_EQ(Exec(Alice(), {"ssh", "no-such-vm", "true"}).status.code(), Code::kNotFound);
 }

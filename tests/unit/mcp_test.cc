@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -14,7 +15,9 @@
 #include "bridge/mcp/mcp_handler.h"
 #include "bridge/mcp/sessions.h"
 #include "bridge/mcp/tools.h"
+#include "keys/base64.h"
 #include "lobby/base/error_map.h"
+#include "tests/unit/recording_responder.h"
 #include "tests/unit/vm_test_fixture.h"
 
 namespace warren::mcp {
@@ -22,6 +25,10 @@ namespace {
 
 using nlohmann::json;
 using vmtest::VmCommandTest;
+
+// A real ed25519 key (ssh-keygen) that a test limits to `ls` (token "alice-ls").
+constexpr const char* kLsOnlyKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHCncav2yw8jhlQoNq3B6NSgYcyC++Bbwn5gzLcjTBLz ls@host";
 
 // A real ed25519 key (ssh-keygen) that the expiry test gives a limited lifetime.
 constexpr const char* kExpiringKey =
@@ -142,94 +149,6 @@ TEST(OriginTest, LoopbackOriginsOnly) {
 
 // ---- The handler ----------------------------------------------------------------------------
 
-// Records what the handler answers; calls may finish on another thread.
-class RecordingResponder final : public HttpResponder {
- public:
-  void Respond(int status, HttpHeaders headers, std::string body) override {
-    std::lock_guard lock(mu_);
-    status_ = status;
-    headers_ = std::move(headers);
-    body_ = std::move(body);
-    done_ = true;
-    cv_.notify_all();
-  }
-  void BeginStream(int status, HttpHeaders headers) override {
-    std::lock_guard lock(mu_);
-    status_ = status;
-    headers_ = std::move(headers);
-    streaming_ = true;
-  }
-  bool Write(std::string_view bytes) override {
-    std::lock_guard lock(mu_);
-    body_ += bytes;
-    cv_.notify_all();
-    return true;
-  }
-  void End() override {
-    std::lock_guard lock(mu_);
-    done_ = true;
-    cv_.notify_all();
-  }
-  std::shared_ptr<CancelSignal> closed() const override { return closed_; }
-
-  void Await() {
-    std::unique_lock lock(mu_);
-    ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; }));
-  }
-  // Waits until the body holds `text`.
-  bool AwaitText(const std::string& text) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10),
-                        [&] { return body_.find(text) != std::string::npos; });
-  }
-  int status() {
-    std::lock_guard lock(mu_);
-    return status_;
-  }
-  std::string header(const std::string& name) {
-    std::lock_guard lock(mu_);
-    for (auto& [k, v] : headers_) {
-      if (k == name) return v;
-    }
-    return "";
-  }
-  std::string body() {
-    std::lock_guard lock(mu_);
-    return body_;
-  }
-  bool streaming() {
-    std::lock_guard lock(mu_);
-    return streaming_;
-  }
-  // The JSON-RPC messages sent: the body, or each SSE event's data.
-  std::vector<json> Messages() {
-    std::string b = body();
-    std::vector<json> out;
-    if (!streaming()) {
-      if (!b.empty()) out.push_back(json::parse(b));
-      return out;
-    }
-    size_t pos = 0;
-    while ((pos = b.find("data: ", pos)) != std::string::npos) {
-      size_t end = b.find('\n', pos);
-      out.push_back(json::parse(b.substr(pos + 6, end - pos - 6)));
-      pos = end;
-    }
-    return out;
-  }
-
-  std::shared_ptr<CancelSignal> closed_ = std::make_shared<CancelSignal>();
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int status_ = 0;
-  HttpHeaders headers_;
-  std::string body_;
-  bool streaming_ = false;
-  bool done_ = false;
-};
-
 class McpHandlerTest : public VmCommandTest {
  protected:
   void SetUp() override {
@@ -250,6 +169,7 @@ class McpHandlerTest : public VmCommandTest {
           if (token == "alice") return Alice("mcp");
           if (token == "alice-ci") return AliceCi("mcp");
           if (token == "bob") return Bob("mcp");
+          if (token == "alice-ls") return As(kLsOnlyKey, "mcp");
           if (token == "alice-exp") {
             return CallerForKey(*store_, clock_, ParseAuthorizedKey(kExpiringKey)->fingerprint,
                                 "mcp");
@@ -498,6 +418,144 @@ TEST_F(McpHandlerTest, LongCommandsBecomeJobsFollowedWithWait) {
   EXPECT_TRUE(r["structuredContent"]["finished"].get<bool>());
   EXPECT_EQ(r["structuredContent"]["stdout"], "step 2\n");
   EXPECT_EQ(r["structuredContent"]["exit_code"], 0);
+}
+
+// A 1x1 PNG (what `base64 -d` of a tiny image gives in the guest).
+constexpr const char* kTinyPngBase64 =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg"
+    "==";
+
+// What `ssh` prints comes back as an image block when it is an image (PNG, JPEG, GIF, WebP
+// by magic), as base64 for other binary output, as text otherwise; structuredContent
+// carries stdout_base64 whenever the bytes are not UTF-8, on both endpoints.
+TEST_F(McpHandlerTest, SshOutputComesBackAsAnImageAsBase64OrAsText) {
+  New(Alice(), {"--name", "web-one"});
+  const std::string png = Base64Decode(kTinyPngBase64).value();
+  guests_.SetScript("cat dot.png", {png, "", 0});
+  const std::string bytes("\xde\xad\xbe\xef\x00\xff", 6);
+  guests_.SetScript("head -c 6 /dev/urandom", {bytes, "", 0});
+  const std::string gif = std::string("GIF89a\x01\x00\x01\x00\x80\xff", 12);
+  guests_.SetScript("cat dot.gif", {gif, "", 0});
+
+  std::string id = Init();
+  json r = Call(id, "exec", {{"command", "ssh web-one cat dot.png"}});
+  ASSERT_FALSE(r["isError"].get<bool>()) << r.dump();
+  ASSERT_GE(r["content"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["content"][0]["type"], "image") << r.dump();
+  EXPECT_EQ(r["content"][0]["mimeType"], "image/png");
+  EXPECT_EQ(r["content"][0]["data"], kTinyPngBase64);
+  EXPECT_EQ(r["structuredContent"]["stdout"], "");
+  EXPECT_EQ(r["structuredContent"]["stdout_base64"], kTinyPngBase64);
+
+  r = Call(id, "exec", {{"command", "ssh web-one cat dot.gif"}});
+  EXPECT_EQ(r["content"][0]["mimeType"], "image/gif") << r.dump();
+
+  r = Call(id, "exec", {{"command", "ssh web-one head -c 6 /dev/urandom"}});
+  ASSERT_FALSE(r["isError"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["content"][0]["type"], "text");
+  EXPECT_NE(Text(r).find("6 bytes that are not text, in base64"), std::string::npos) << Text(r);
+  EXPECT_NE(Text(r).find(Base64Encode(bytes)), std::string::npos) << Text(r);
+  EXPECT_EQ(Base64Decode(r["structuredContent"]["stdout_base64"].get<std::string>()).value(),
+            bytes);
+
+  // The curated run_vm_command maps the same decision.
+  std::string cid = Init("alice", "/mcp/claude");
+  r = Call(cid, "run_vm_command", {{"vm", "web-one"}, {"command", "cat dot.png"}}, "alice",
+           "/mcp/claude");
+  EXPECT_EQ(r["content"][0]["type"], "image") << r.dump();
+  EXPECT_EQ(r["content"][0]["data"], kTinyPngBase64);
+}
+
+// Every string a curated endpoint returns names only what it offers (list_vms, create_vm,
+// run_vm_command, get_cli_help): never the tools it lacks, or lobby commands it cannot run.
+TEST_F(McpHandlerTest, CuratedEndpointsNameOnlyTheirOwnTools) {
+  New(Alice(), {"--name", "web-one"});
+  New(Alice(), {"--name", "web-two"});
+  ASSERT_TRUE(Exec(Alice(), {"stop", "web-two"}).status.ok());
+  const std::regex lacking("\\b(exec|exec_read_only|wait|kill)\\b");
+  std::function<void(const json&, std::vector<std::string>&)> strings =
+      [&](const json& j, std::vector<std::string>& out) {
+        if (j.is_string()) out.push_back(j.get<std::string>());
+        if (j.is_structured()) {
+          for (const auto& item : j) strings(item, out);
+        }
+      };
+  for (const std::string path : {"/mcp/claude", "/mcp/openai"}) {
+    for (const std::string token : {"alice", "alice-ci"}) {
+      guests_.SetScript("build", {"step 1\n", "", std::nullopt, /*hold=*/true});
+      std::vector<json> answers;
+      std::string id = Init(token, path);
+      answers.push_back(last_init_);
+      answers.push_back(Rpc(id, "tools/list", json::object(), token, path)->Messages()[0]);
+      answers.push_back(Call(id, "list_vms", json::object(), token, path));
+      if (token == "alice") {
+        json job =
+            Call(id, "run_vm_command",
+                 {{"vm", "web-one"}, {"command", "build"}, {"wait_seconds", 0}}, token, path);
+        EXPECT_FALSE(job["structuredContent"]["finished"].get<bool>()) << job.dump();
+        EXPECT_NE(Text(job).find("run_vm_command"), std::string::npos) << Text(job);
+        answers.push_back(job);
+        json stopped =
+            Call(id, "run_vm_command", {{"vm", "web-two"}, {"command", "true"}}, token, path);
+        EXPECT_TRUE(stopped["isError"].get<bool>());
+        EXPECT_NE(Text(stopped).find("web-two is stopped"), std::string::npos) << Text(stopped);
+        EXPECT_EQ(Text(stopped).find("start it"), std::string::npos) << Text(stopped);
+        answers.push_back(stopped);
+      }
+      for (const json& args : {json{{"vm", "no-such-vm"}, {"command", "true"}},
+                               json{{"vm", "web-one"}, {"command", "x"}, {"wait_seconds", 99}},
+                               json{{"command", "true"}}}) {
+        json failed = Call(id, "run_vm_command", args, token, path);
+        EXPECT_TRUE(failed["isError"].get<bool>()) << failed.dump();
+        answers.push_back(failed);
+      }
+      answers.push_back(Call(id, "get_cli_help", {{"command", "frobnicate"}}, token, path));
+      answers.push_back(Call(id, "create_vm", {{"name", "Bad Name"}}, token, path));
+      answers.push_back(Call(id, "create_vm", {{"name", "dev"}}, token, path));
+      answers.push_back(Call(id, "create_vm", {{"image", "alpine"}}, token, path));
+      for (const json& answer : answers) {
+        std::vector<std::string> found;
+        strings(answer, found);
+        for (const std::string& text : found) {
+          EXPECT_FALSE(std::regex_search(text, lacking)) << path << " " << token << ": " << text;
+        }
+      }
+    }
+  }
+}
+
+// A credential held to some commands is told, on a curated endpoint, which of its tools it
+// may use — in the instructions and when it calls one it may not.
+TEST_F(McpHandlerTest, CuratedEndpointsNameTheToolsALimitedCredentialMayUse) {
+  Scope ls_only;
+  ls_only.cmds = {"ls"};
+  ASSERT_TRUE(store_->AddKey(vmtest::KeyRecord(kLsOnlyKey, "alice", "ls-only", ls_only)).ok());
+  std::string id = Init("alice-ls", "/mcp/claude");
+  std::string text = last_init_["result"]["instructions"];
+  EXPECT_NE(text.find("Of these tools it may use only: list_vms, get_cli_help."), std::string::npos)
+      << text;
+  json r = Call(id, "run_vm_command", {{"vm", "web-one"}, {"command", "true"}}, "alice-ls",
+                "/mcp/claude");
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_EQ(Text(r),
+            "error: this key may not use run_vm_command here; it may use only: list_vms (and "
+            "get_cli_help)")
+      << r.dump();
+  // On /mcp, where exec takes any command line, it names command lines.
+  id = Init("alice-ls");
+  r = Call(id, "exec", {{"command", "whoami"}}, "alice-ls");
+  EXPECT_NE(Text(r).find("it may use only: exec \"ls\""), std::string::npos) << r.dump();
+}
+
+// Agents are told who commands in a VM run as, where its home is, and that it has sudo.
+TEST_F(McpHandlerTest, InstructionsNameTheVmUserItsHomeAndSudo) {
+  for (const std::string path : {"/mcp", "/mcp/claude", "/mcp/openai"}) {
+    Init("alice", path);
+    std::string text = last_init_["result"]["instructions"];
+    EXPECT_NE(text.find("as its user dev (home /home/dev), who has passwordless sudo"),
+              std::string::npos)
+        << path << ": " << text;
+  }
 }
 
 TEST_F(McpHandlerTest, ProgressNotificationsWhileACommandRuns) {

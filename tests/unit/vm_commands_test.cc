@@ -9,6 +9,7 @@
 
 #include "keys/vm_rules.h"
 #include "lobby/base/error_map.h"
+#include "lobby/commands/command_table.h"
 #include "lobby/commands/image_catalog.h"
 #include "tests/unit/vm_test_fixture.h"
 
@@ -74,7 +75,7 @@ TEST_F(VmCommandTest, NewRefusesBadAndTakenNames) {
   EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
   EXPECT_TRUE(Has(o.err, "web-one")) << o.err;
   for (const char* bad :
-       {"Web-one", "abc", "web--one", "web-one-", "1web", "web_one", "web-p8080", "api-p3000"}) {
+       {"Web-one", "", "web--one", "web-one-", "1web", "web_one", "web-p8080", "api-p3000"}) {
     o = Exec(Alice(), {"new", "--name", bad});
     EXPECT_EQ(o.status.code(), Code::kInvalidArgument) << bad;
     EXPECT_EQ(o.exit_status, 2);
@@ -83,6 +84,36 @@ TEST_F(VmCommandTest, NewRefusesBadAndTakenNames) {
   EXPECT_TRUE(Has(o.err, "-p")) << o.err;
   EXPECT_EQ(store_->ListVms()->size(), 1u);
   EXPECT_EQ(host_.List()->size(), 1u);
+}
+
+// VM names are 1-52 characters (seed 002's "sbx1"); login names are kept apart by an
+// explicit rule instead of by length: root, dev, lobby and users' names never name a VM,
+// and no user is named like a VM, so `ssh NAME@HOST` has one meaning.
+TEST_F(VmCommandTest, ShortNamesAreVmNamesButLoginNamesAreNot) {
+  New(Alice(), {"--name", "sbx1"});
+  New(Alice(), {"--name", "a"});
+  for (const char* login : {"root", "dev", "lobby", "alice", "bob"}) {
+    Outcome o = Exec(Alice(), {"new", "--name", login});
+    EXPECT_EQ(o.status.code(), Code::kInvalidArgument) << login;
+    EXPECT_TRUE(Has(o.err, "is reserved for logins")) << o.err;
+    EXPECT_TRUE(Has(o.err, std::string("ssh ") + login + "@HOST reaches the lobby")) << o.err;
+  }
+  EXPECT_EQ(Exec(Alice(), {"rename", "sbx1", "dev"}).status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(Exec(Alice(), {"rename", "sbx1", "bob"}).status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(Exec(Alice(), {"cp", "sbx1", "lobby"}).status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(Exec(Alice(), {"cp", "sbx1", "root"}).status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->ListVms()->size(), 2u);
+  EXPECT_TRUE(Exec(Alice(), {"rename", "sbx1", "sbx2"}).status.ok());
+
+  // A user may not take a VM's name either.
+  constexpr const char* kNewKey =
+      "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIL9DLbujE4fTFos7+7dZ7vghJC62bX0wB4WdBAXGHAT4 new@host";
+  Outcome o = Exec(Root(), {"user", "add", "sbx2", "--key", kNewKey});
+  EXPECT_EQ(o.status.code(), Code::kConflict) << o.err;
+  EXPECT_TRUE(Has(o.err, "a VM is named \"sbx2\"")) << o.err;
+  EXPECT_FALSE(store_->GetUser("sbx2").ok());
+  ASSERT_TRUE(Exec(Root(), {"user", "add", "carol", "--key", kNewKey}).status.ok());
+  EXPECT_EQ(Exec(Alice(), {"new", "--name", "carol"}).status.code(), Code::kInvalidArgument);
 }
 
 TEST_F(VmCommandTest, NewSizes) {
@@ -264,8 +295,10 @@ TEST_F(VmCommandTest, TagScopedCallerSeesOnlyItsTagAndTagsWhatItMakes) {
     EXPECT_TRUE(Has(o.err, "no VM named \"web-one\"")) << o.err;
   }
   // Exactly as a VM that does not exist.
-  EXPECT_EQ(Exec(AliceCi(), {"stat", "web-one"}).err, "error: no VM named \"web-one\"; see ls\n");
-  EXPECT_EQ(Exec(AliceCi(), {"stat", "nope-vm"}).err, "error: no VM named \"nope-vm\"; see ls\n");
+  EXPECT_EQ(Exec(AliceCi(), {"stat", "web-one"}).err,
+            "error: no VM named \"web-one\"; see \"ls\"\n");
+  EXPECT_EQ(Exec(AliceCi(), {"stat", "nope-vm"}).err,
+            "error: no VM named \"nope-vm\"; see \"ls\"\n");
   EXPECT_EQ(Exec(Alice(), {"ls", "--json"}).Json()["vms"].size(), 2u);
 
   // It may not change tags, not even on its own VMs.
@@ -480,7 +513,7 @@ TEST_F(VmCommandTest, Rename) {
   EXPECT_EQ(host_.Inspect(id)->name, "web-new");
   EXPECT_FALSE(store_->GetVmByName("web-one").ok());
   EXPECT_EQ(Exec(Alice(), {"rename", "web-new", "web-two"}).status.code(), Code::kConflict);
-  EXPECT_EQ(Exec(Alice(), {"rename", "web-new", "x"}).status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(Exec(Alice(), {"rename", "web-new", "X"}).status.code(), Code::kInvalidArgument);
   EXPECT_EQ(Exec(Alice(), {"rename", "web-new", "web-p8080"}).status.code(),
             Code::kInvalidArgument);
   EXPECT_EQ(Exec(Bob(), {"rename", "web-new", "bobs-now"}).status.code(), Code::kNotFound);
@@ -589,7 +622,9 @@ TEST(ImageCatalogTest, ResolvesNamesToTheNewestCompleteVersion) {
   EXPECT_NE(missing.status().message().find("debian@20261129"), std::string::npos)
       << missing.status().message();
   EXPECT_EQ(catalog.resolve("debian@20270101").status().code(), Code::kNotFound);
-  EXPECT_EQ(catalog.list(),
+  std::vector<std::string> refs;
+  for (const ImageInfo& image : catalog.list()) refs.push_back(image.ref);
+  EXPECT_EQ(refs,
             (std::vector<std::string>{"debian@20250101", "debian@20261129", "tiny@9", "tiny@10"}));
   std::filesystem::remove_all(dir);
   EXPECT_EQ(DirectoryImageCatalog(dir).resolve("debian").status().code(), Code::kNotFound);
@@ -597,3 +632,67 @@ TEST(ImageCatalogTest, ResolvesNamesToTheNewestCompleteVersion) {
 
 }  // namespace
 }  // namespace warren
+
+namespace warren::vmtest {
+namespace {
+
+using nlohmann::json;
+
+// A catalog directory with two images described by their image.json, as packaging/images
+// writes them.
+std::string ImagesWithDescriptions() {
+  char tmpl[] = "/tmp/warren-images-XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  MakeImage(dir, "debian@20261129");
+  MakeImage(dir, "tiny@7");
+  std::ofstream(dir + "/debian@20261129/image.json")
+      << R"({"name": "debian", "version": "20261129", "default_user": "dev",
+             "description": "Debian 12 with systemd and docker", "size": 918618112})";
+  std::ofstream(dir + "/tiny@7/image.json")
+      << R"({"name": "tiny", "version": "7", "default_user": "dev",
+             "description": "busybox and OpenSSH, for tests", "size": 38130112})";
+  return dir;
+}
+
+// `images`, `help new` and an unknown --image list the installed images one line each:
+// NAME@VERSION, size, description.
+TEST_F(VmCommandTest, ImagesHelpNewAndUnknownImagesListTheImagesOneLineEach) {
+  const std::string dir = ImagesWithDescriptions();
+  interpreter_->services().images = DirectoryImageCatalog(dir);
+  const std::regex debian_line("\n  debian@20261129  876 MiB  Debian 12 with systemd and docker\n");
+  const std::regex tiny_line("\n  tiny@7            36 MiB  busybox and OpenSSH, for tests\n");
+
+  Outcome o = Exec(Alice(), {"images"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_TRUE(std::regex_search("\n" + o.out, debian_line)) << o.out;
+  EXPECT_TRUE(std::regex_search("\n" + o.out, tiny_line)) << o.out;
+  o = Exec(Alice(), {"images", "--json"});
+  ASSERT_TRUE(o.status.ok()) << o.out;
+  json j = o.Json();
+  ASSERT_EQ(j["images"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["images"][0]["ref"], "debian@20261129");
+  EXPECT_EQ(j["images"][0]["size_bytes"], 918618112);
+  EXPECT_EQ(j["images"][0]["description"], "Debian 12 with systemd and docker");
+  EXPECT_EQ(j["images"][0]["default"], true);
+  EXPECT_EQ(j["images"][1]["default"], false);
+  // It changes nothing: exec_read_only may run it.
+  EXPECT_TRUE(interpreter_->table().Find("images")->read_only);
+
+  o = Exec(Alice(), {"help", "new"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_TRUE(std::regex_search(o.out, debian_line)) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, tiny_line)) << o.out;
+  EXPECT_TRUE(std::regex_search(Exec(Alice(), {"new", "--help"}).out, tiny_line));
+
+  o = Exec(Alice(), {"new", "--image", "alpine"});
+  EXPECT_EQ(o.status.code(), Code::kNotFound);
+  EXPECT_TRUE(Has(o.err, "no image named alpine")) << o.err;
+  EXPECT_TRUE(std::regex_search(o.err, debian_line)) << o.err;
+  EXPECT_TRUE(std::regex_search(o.err, tiny_line)) << o.err;
+  EXPECT_TRUE(store_->ListVms()->empty());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace warren::vmtest

@@ -76,9 +76,9 @@ TEST_F(VmLoginTest, InvisibleVmsLookExactlyLikeMissingOnes) {
     ASSERT_FALSE(r->ok());
     EXPECT_EQ(r->status().code(), Code::kNotFound);
   }
-  EXPECT_EQ(others.status().message(), "no VM named \"web-one\"; see ls");
+  EXPECT_EQ(others.status().message(), "no VM named \"web-one\"; see ssh -p 2222 warren.test ls");
   EXPECT_EQ(untagged.status().message(), others.status().message());
-  EXPECT_EQ(missing.status().message(), "no VM named \"web-two\"; see ls");
+  EXPECT_EQ(missing.status().message(), "no VM named \"web-two\"; see ssh -p 2222 warren.test ls");
   // Not even a malformed name says more.
   Result<VmRecord> bad = AuthorizeVmLogin(*interpreter_, bob, "Bad_Name");
   EXPECT_EQ(bad.status().code(), Code::kNotFound);
@@ -160,7 +160,7 @@ TEST_F(VmLoginTest, AStreamIsRefusedByTheLoginRuleAndAuditedOnce) {
   std::vector<std::string> audit =
       AuditLines([&] { pipe = OpenVmStream(*interpreter_, bob, "web-one", shell, [] {}); });
   ASSERT_EQ(pipe.status().code(), Code::kNotFound);
-  EXPECT_EQ(pipe.status().message(), "no VM named \"web-one\"; see ls");
+  EXPECT_EQ(pipe.status().message(), "no VM named \"web-one\"; see ssh -p 2222 warren.test ls");
   EXPECT_TRUE(guests_.channel_requests().empty());  // the guest never heard of it
   ASSERT_EQ(audit.size(), 1u);
   EXPECT_TRUE(Has(audit[0], "cmd=ssh vm=web-one channel=shell ")) << audit[0];
