@@ -14,9 +14,16 @@ add_executable(commands_test
   unit/cmd_user_test.cc
   unit/cmd_whoami_test.cc
   unit/vm_commands_test.cc
+  unit/cmd_new_test.cc
+  unit/vm_access_test.cc
+  unit/cmd_vm_list_test.cc
+  unit/cmd_vm_state_test.cc
+  unit/cmd_vm_meta_test.cc
   unit/cmd_vm_copy_test.cc
   unit/cmd_vm_resize_test.cc
-  unit/job_commands_test.cc
+  unit/cmd_vm_ssh_test.cc
+  unit/cmd_jobs_test.cc
+  unit/head_tail_test.cc
   unit/reconcile_test.cc
   unit/vm_login_test.cc)
 target_link_libraries(commands_test PRIVATE

@@ -204,4 +204,23 @@ class VmCommandTest : public ::testing::Test {
   std::unique_ptr<Interpreter> interpreter_;
 };
 
+// The job tests' fixture (cmd_vm_ssh_test.cc, cmd_jobs_test.cc): a running VM web-one.
+class JobCommandTest : public VmCommandTest {
+ protected:
+  void SetUp() override {
+    VmCommandTest::SetUp();
+    New(Alice(), {"--name", "web-one"});
+    id_ = IdOf("web-one");
+  }
+
+  // A command that prints `out` and keeps running; returns the job id it will get.
+  std::string Hold(const std::string& command, const std::string& out = "",
+                   const std::string& err = "") {
+    guests_.SetScript(command, {out, err, std::nullopt, /*hold=*/true});
+    return guests_.next_job();
+  }
+
+  std::string id_;
+};
+
 }  // namespace warren::vmtest

@@ -1,0 +1,139 @@
+// rm, the state changes (start, stop, restart, pause, resume) and rename through
+// Interpreter::Execute: the transition table, partial failures, VMs still being created.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "keys/vm_rules.h"
+#include "lobby/base/error_map.h"
+#include "lobby/commands/command_table.h"
+#include "lobby/commands/image_catalog.h"
+#include "tests/unit/vm_test_fixture.h"
+
+namespace warren::vmtest {
+namespace {
+
+using nlohmann::json;
+
+// --- new ---------------------------------------------------------------------------------
+
+TEST_F(VmCommandTest, RmRemovesDomainRecordAndJobs) {
+  New(Alice(), {"--name", "web-one"});
+  const std::string id = IdOf("web-one");
+  JobRecord job;
+  job.job = "0000abcd";
+  job.vm_id = id;
+  job.owner = "alice";
+  ASSERT_TRUE(store_->PutJob(job).ok());
+  Outcome o = Exec(Alice(), {"rm", "web-one", "--json"});
+  ASSERT_TRUE(o.status.ok()) << o.out;
+  EXPECT_EQ(o.Json(), json::parse(R"({"deleted":["web-one"],"failed":[]})"));
+  EXPECT_FALSE(host_.Inspect(id).ok());
+  EXPECT_FALSE(store_->GetVm(id).ok());
+  EXPECT_TRUE(store_->ListJobs(id)->empty());
+  std::vector<std::string> disconnected = guests_.disconnected();
+  EXPECT_NE(std::find(disconnected.begin(), disconnected.end(), id), disconnected.end());
+}
+
+TEST_F(VmCommandTest, RmPartialFailureShape) {
+  New(Alice(), {"--name", "web-one"});
+  New(Alice(), {"--name", "web-two"});
+  Outcome o = Exec(Alice(), {"rm", "web-one", "nope-vm", "web-two", "--json"});
+  EXPECT_EQ(o.status.code(), Code::kCommandFailed);
+  EXPECT_NE(o.exit_status, 0);
+  json j = o.Json();
+  EXPECT_EQ(j["deleted"], json::array({"web-one", "web-two"}));
+  ASSERT_EQ(j["failed"].size(), 1u);
+  EXPECT_EQ(j["failed"][0]["name"], "nope-vm");
+  EXPECT_TRUE(Has(j["failed"][0]["error"], "no VM named")) << j.dump();
+  EXPECT_TRUE(store_->ListVms()->empty());
+
+  // Text: what happened to each.
+  New(Alice(), {"--name", "web-one"});
+  o = Exec(Alice(), {"rm", "web-one", "nope-vm"});
+  EXPECT_TRUE(Has(o.out, "removed web-one")) << o.out;
+  EXPECT_TRUE(Has(o.out, "nope-vm")) << o.out;
+
+  // Nothing removed: a plain "not found".
+  o = Exec(Alice(), {"rm", "nope-vm"});
+  EXPECT_EQ(o.status.code(), Code::kNotFound);
+  EXPECT_EQ(Exec(Alice(), {"rm"}).status.code(), Code::kInvalidArgument);
+}
+
+TEST_F(VmCommandTest, RmKeepsTheRecordWhenTheDomainWillNotGo) {
+  New(Alice(), {"--name", "web-one"});
+  host_.FailNext(Unavailable("injected: libvirt down"));
+  Outcome o = Exec(Alice(), {"rm", "web-one"});
+  EXPECT_EQ(o.status.code(), Code::kUnavailable);
+  EXPECT_TRUE(store_->GetVmByName("web-one").ok());
+}
+
+TEST_F(VmCommandTest, StateTransitions) {
+  New(Alice(), {"--name", "web-one"});
+  const std::string id = IdOf("web-one");
+  auto state = [&] { return host_.Inspect(id)->state; };
+  auto desired = [&] { return store_->GetVm(id)->desired_state; };
+
+  Outcome o = Exec(Alice(), {"stop", "web-one"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_EQ(o.out, "stopped web-one\n");
+  EXPECT_EQ(state(), VmState::kStopped);
+  EXPECT_EQ(desired(), DesiredState::kStopped);
+
+  o = Exec(Alice(), {"stop", "web-one"});
+  EXPECT_EQ(o.status.code(), Code::kConflict);
+  EXPECT_EQ(o.exit_status, ExitStatusFor(Code::kConflict));
+  EXPECT_TRUE(Has(o.err, "web-one")) << o.err;
+  EXPECT_EQ(Exec(Alice(), {"pause", "web-one"}).status.code(), Code::kConflict);
+  EXPECT_EQ(desired(), DesiredState::kStopped);  // a refused change records nothing
+
+  ASSERT_TRUE(Exec(Alice(), {"start", "web-one"}).status.ok());
+  EXPECT_EQ(state(), VmState::kRunning);
+  EXPECT_EQ(desired(), DesiredState::kRunning);
+
+  json j = Exec(Alice(), {"pause", "web-one", "--json"}).Json();
+  EXPECT_EQ(j["state"], "paused");
+  EXPECT_EQ(j["desired_state"], "paused");
+  EXPECT_EQ(desired(), DesiredState::kPaused);
+  EXPECT_EQ(Exec(Alice(), {"ssh", "web-one", "true"}).status.code(), Code::kConflict);
+
+  ASSERT_TRUE(Exec(Alice(), {"resume", "web-one"}).status.ok());
+  EXPECT_EQ(state(), VmState::kRunning);
+  EXPECT_EQ(desired(), DesiredState::kRunning);
+
+  size_t before = guests_.disconnected().size();
+  ASSERT_TRUE(Exec(Alice(), {"restart", "web-one"}).status.ok());
+  EXPECT_EQ(state(), VmState::kRunning);
+  EXPECT_GT(guests_.disconnected().size(), before);  // the control session does not survive
+
+  EXPECT_EQ(Exec(Alice(), {"start", "nope-vm"}).status.code(), Code::kNotFound);
+}
+
+TEST_F(VmCommandTest, AVmStillBeingCreatedRefusesStateChanges) {
+  HalfMade("half-made");
+  EXPECT_EQ(Exec(Alice(), {"stop", "half-made"}).status.code(), Code::kConflict);
+  EXPECT_EQ(Exec(Alice(), {"ssh", "half-made", "true"}).status.code(), Code::kConflict);
+  EXPECT_EQ(Exec(Alice(), {"ls", "--json"}).Json()["vms"][0]["state"], "creating");
+}
+
+TEST_F(VmCommandTest, Rename) {
+  New(Alice(), {"--name", "web-one"});
+  New(Alice(), {"--name", "web-two"});
+  const std::string id = IdOf("web-one");
+  Outcome o = Exec(Alice(), {"rename", "web-one", "web-new", "--json"});
+  ASSERT_TRUE(o.status.ok()) << o.out;
+  EXPECT_EQ(o.Json()["name"], "web-new");
+  EXPECT_EQ(o.Json()["old_name"], "web-one");
+  EXPECT_EQ(IdOf("web-new"), id);
+  EXPECT_EQ(host_.Inspect(id)->name, "web-new");
+  EXPECT_FALSE(store_->GetVmByName("web-one").ok());
+  EXPECT_EQ(Exec(Alice(), {"rename", "web-new", "web-two"}).status.code(), Code::kConflict);
+  EXPECT_EQ(Exec(Alice(), {"rename", "web-new", "X"}).status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(Exec(Alice(), {"rename", "web-new", "web-p8080"}).status.code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(Exec(Bob(), {"rename", "web-new", "bobs-now"}).status.code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace warren::vmtest
