@@ -59,6 +59,27 @@ TEST_F(VmLoginTest, LoginNamesLeadToVisibleVmsOnly) {
   EXPECT_EQ(VmLoginTarget(*store_, AliceCi(), "ci-box"), "ci-box");
 }
 
+// Routing by an explicit rule, not by name length: a reserved login name (root, dev, lobby,
+// any user's name) always reaches the lobby, even when a VM of that name exists (one made
+// before the rule: `new` refuses such names now); vm+NAME still reaches it.
+TEST_F(VmLoginTest, ReservedLoginNamesAlwaysReachTheLobby) {
+  for (const char* name : {"bob", "dev"}) {
+    VmRecord legacy;
+    legacy.id = std::string(name) == "bob" ? "legacybob001" : "legacydev001";
+    legacy.name = name;
+    legacy.owner = "alice";
+    legacy.image = "debian@20261129";
+    legacy.cpus = 2;
+    legacy.memory_mib = 2048;
+    legacy.disk_gib = 10;
+    legacy.phase = VmPhase::kReady;
+    ASSERT_TRUE(store_->CreateVm(legacy).ok()) << name;
+    EXPECT_EQ(VmLoginTarget(*store_, Alice(), name), std::nullopt) << name;
+    EXPECT_EQ(VmLoginTarget(*store_, Alice(), std::string("vm+") + name), name);
+  }
+  EXPECT_EQ(VmLoginTarget(*store_, Alice(), "lobby"), std::nullopt);
+}
+
 TEST_F(VmLoginTest, AuthorizesTheOwnerOfARunningVm) {
   Caller alice = Alice();
   Result<VmRecord> vm = AuthorizeVmLogin(*interpreter_, alice, "web-one");
