@@ -311,4 +311,31 @@ Result<int64_t> ParseRunStartedAt(std::string_view metadata_xml) {
   return started;
 }
 
+Result<QemuUser> ParseQemuUser(std::string_view capabilities_xml, std::string_view domain_type) {
+  WARREN_ASSIGN_OR_RETURN(XmlDoc doc,
+                          ParseXml(capabilities_xml, "capabilities", "daemon capabilities"));
+  QemuUser user;
+  for (const xmlNode* model :
+       Children(Child(xmlDocGetRootElement(doc.get()), "host"), "secmodel")) {
+    if (Text(Child(model, "model")) != "dac") continue;
+    for (const xmlNode* label : Children(model, "baselabel")) {
+      if (Attribute(label, "type") != domain_type) continue;
+      // "+UID:+GID": numbers, so they mean the same on a remote host.
+      const std::string text = Text(label);
+      const size_t colon = text.find(':');
+      int64_t uid = -1;
+      int64_t gid = -1;
+      if (colon == std::string::npos || text.size() < 4 || text[0] != '+' ||
+          text[colon + 1] != '+' || !ParseInt64(text.substr(1, colon - 1), &uid) ||
+          !ParseInt64(text.substr(colon + 2), &gid) || uid < 0 || gid < 0) {
+        continue;
+      }
+      user.uid = uid;
+      user.gid = gid;
+      return user;
+    }
+  }
+  return user;
+}
+
 }  // namespace warren

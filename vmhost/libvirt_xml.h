@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lobby/base/status.h"
+#include "vmhost/domain_xml.h"
 
 struct _xmlDoc;  // libxml2's document; only libvirt_xml.cc sees its definition
 
@@ -86,5 +87,12 @@ Result<VmMetadata> ParseVmMetadata(std::string_view metadata_xml);
 
 // The start time in warren's live <run started='UNIX'/> element; 0 when it carries none.
 Result<int64_t> ParseRunStartedAt(std::string_view metadata_xml);
+
+// The user QEMU runs as for domains of `domain_type` ("qemu", "kvm"), from the daemon's
+// capabilities (virConnectGetCapabilities): the DAC security model's
+// <baselabel type='…'>+UID:+GID</baselabel>. Unknown (QemuUser::known() false) when the
+// daemon has no DAC model (a session daemon, the test driver) or names no such type;
+// Internal when the XML does not parse.
+Result<QemuUser> ParseQemuUser(std::string_view capabilities_xml, std::string_view domain_type);
 
 }  // namespace warren

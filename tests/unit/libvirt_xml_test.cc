@@ -200,5 +200,26 @@ TEST(MetadataReaderTest, VmAndRun) {
   EXPECT_FALSE(ParseRunStartedAt("<vm/>").ok());
 }
 
+TEST(CapabilitiesReaderTest, QemuUserFromTheDacModel) {
+  const std::string caps = ReadGolden("libvirt/capabilities_system.xml");
+  for (const char* type : {"qemu", "kvm"}) {
+    Result<QemuUser> user = ParseQemuUser(caps, type);
+    ASSERT_TRUE(user.ok()) << user.status().ToString();
+    EXPECT_EQ(user->uid, 64055) << type;  // Debian's libvirt-qemu
+    EXPECT_EQ(user->gid, 64055) << type;
+  }
+  // No DAC model (the test driver, a session daemon), no such type, a label of names.
+  EXPECT_FALSE(ParseQemuUser(caps, "xen")->known());
+  EXPECT_FALSE(ParseQemuUser("<capabilities><host><secmodel><model>testSecurity</model>"
+                             "</secmodel></host></capabilities>",
+                             "qemu")
+                   ->known());
+  EXPECT_FALSE(ParseQemuUser("<capabilities><host><secmodel><model>dac</model><baselabel "
+                             "type='qemu'>qemu:qemu</baselabel></secmodel></host></capabilities>",
+                             "qemu")
+                   ->known());
+  EXPECT_EQ(ParseQemuUser("not xml", "qemu").status().code(), Code::kInternal);
+}
+
 }  // namespace
 }  // namespace warren
