@@ -6,6 +6,7 @@
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"
 #include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_quota.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
 
@@ -112,6 +113,9 @@ Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRe
 }
 
 Status RecordNewVm(CommandContext& ctx, VmRecord& vm) {
+  // The record is what holds the owner's quota: checked and written under their lock.
+  UserQuotaLock quota(vm.owner);
+  WARREN_RETURN_IF_ERROR(CheckUserQuota(ctx, vm));
   const bool generated = vm.name.empty();
   for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
     if (generated) vm.name = NewVmName();

@@ -16,6 +16,7 @@ add_executable(commands_test
   unit/vm_commands_test.cc
   unit/cmd_vm_copy_test.cc
   unit/cmd_vm_resize_test.cc
+  unit/vm_quota_test.cc
   unit/job_commands_test.cc
   unit/reconcile_test.cc
   unit/vm_login_test.cc)
