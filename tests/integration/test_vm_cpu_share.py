@@ -12,8 +12,10 @@ machine is shared), the point is "responsive", not a benchmark.
 
 Needs root, libvirt, QEMU and the tiny image (WARREN_TEST_IMAGES); skips saying why.
 """
+import glob
 import os
 import statistics
+import subprocess
 import time
 import unittest
 
@@ -44,6 +46,27 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def schedinfo(vm_id):
+    """The running domain's CPU tuning as libvirt applied it (virsh in a test is fine)."""
+    out = subprocess.run(["virsh", "-c", "qemu:///system", "schedinfo", "warren-" + vm_id],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines()
+                                              if ":" in line)}
+
+
+def throttled_periods(vm_id):
+    """How often the kernel held the VM's vCPUs back at their quota (cgroup v1 or v2), or
+    None when the cgroup is not found."""
+    total, found = 0, False
+    for stat in glob.glob("/sys/fs/cgroup/**/*%s*/vcpu*/cpu.stat" % vm_id, recursive=True):
+        found = True
+        with open(stat, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("nr_throttled"):
+                    total += int(line.split()[1])
+    return total if found else None
+
+
 def cpu_percent(pid, seconds):
     before, t0 = cpu_seconds(pid), time.monotonic()
     time.sleep(seconds)
@@ -70,7 +93,15 @@ class VmCpuShareTest(VmTestCase):
     def test_a_busy_vm_leaves_the_lobby_and_another_vm_responsive(self):
         self.new_tiny("burner", 2)
         self.new_tiny("quiet", 1)
-        burner = qemu_pid(self.vm_id("burner"))
+        burner_id = self.vm_id("burner")
+        burner = qemu_pid(burner_id)
+        # Its share follows its vCPUs; each vCPU and QEMU's own threads are capped.
+        tune = schedinfo(burner_id)
+        self.assertEqual((tune["cpu_shares"], tune["vcpu_period"], tune["vcpu_quota"],
+                          tune["emulator_quota"]),
+                         ("200", "100000", str(VCPU_CAP_PERCENT * 1000),
+                          str(EMULATOR_CAP_PERCENT * 1000)), tune)
+        self.assertEqual(schedinfo(self.vm_id("quiet"))["cpu_shares"], "100")
         self.vm_ok("ssh", "quiet", "true")  # its control connection is up
         idle_cpu = cpu_percent(burner, 3)
         lobby_idle, vm_idle = self.medians()
@@ -83,12 +114,16 @@ class VmCpuShareTest(VmTestCase):
         busy_cpu = cpu_percent(burner, 5)
         lobby_busy, vm_busy = self.medians()
         busy_cpu_after = cpu_percent(burner, 3)
+        throttled = throttled_periods(burner_id)
         for job in self.ssh_json(self.admin, "jobs")["jobs"]:
             if not job["finished"]:
                 self.vm_ok("kill", job["job"])
 
-        print("\n[cpu] burner qemu (2 vCPUs): idle %.0f%%, busy %.0f%% / %.0f%% of one core"
-              % (idle_cpu, busy_cpu, busy_cpu_after))
+        with open("/proc/loadavg", encoding="ascii") as f:
+            load = f.read().split()[0]
+        print("\n[cpu] burner qemu (2 vCPUs): idle %.0f%%, busy %.0f%% / %.0f%% of one core; "
+              "vCPU periods throttled at the quota: %s; host load %s"
+              % (idle_cpu, busy_cpu, busy_cpu_after, throttled, load))
         print("[timing] lobby `ssh whoami` median %.3f s idle, %.3f s busy (x%.1f)"
               % (lobby_idle, lobby_busy, lobby_busy / lobby_idle))
         print("[timing] `ssh quiet true` median %.3f s idle, %.3f s busy (x%.1f)"
