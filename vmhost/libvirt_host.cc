@@ -667,9 +667,8 @@ Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn, const DiskCha
 
 Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
                                    const std::string& image_ref, const std::string& disk,
-                                   Rollback& rollback) {
+                                   const QemuUser& qemu, Rollback& rollback) {
   WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, image_ref));
-  const QemuUser qemu = qemu_user();
   if (qemu.known()) WARREN_RETURN_IF_ERROR(LetQemuReadImage(image));
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn, spec.id, /*build=*/true));
   SeedContents seed;
@@ -756,11 +755,12 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   Rollback rollback;
   rollback.Add([this, conn, id = spec.id, &disks] { UndoNewVmFiles(conn, id, "create", disks); });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
+  const QemuUser qemu = qemu_user();
   WARREN_ASSIGN_OR_RETURN(
       NewLayer disk, NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, image.rootfs,
-                                              static_cast<uint64_t>(spec.disk_gib * kGiB),
-                                              qemu_user(), "create", rollback));
-  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, spec, spec.image, disk.path, rollback));
+                                              static_cast<uint64_t>(spec.disk_gib * kGiB), qemu,
+                                              "create", rollback));
+  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, spec, spec.image, disk.path, qemu, rollback));
   rollback.Commit();
   return Status::Ok();
 }
@@ -907,13 +907,17 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   // fresh overlay over it. The source's stays once the source runs on it, whatever happens
   // to the copy.
   auto src_top_kept = std::make_shared<bool>(false);
-  WARREN_ASSIGN_OR_RETURN(
-      NewLayer src_top,
-      NewLayerUndoneOnRollback(chains_, disks, conn.get(), source_id, frozen, capacity, qemu_user(),
-                               "copy", rollback, src_top_kept));
+  // A source defined before warren owned its files itself (libvirt relabels them) may have a
+  // top only root can read while it is stopped: the new layers and the copy follow the
+  // source's way, so libvirt hands the whole chain to QEMU as it always did for it.
+  WARREN_ASSIGN_OR_RETURN(DomainDefinition src_def, InactiveDefinition(src, source_id));
+  const QemuUser qemu = src_def.DacRelabels() ? QemuUser{} : qemu_user();
+  WARREN_ASSIGN_OR_RETURN(NewLayer src_top,
+                          NewLayerUndoneOnRollback(chains_, disks, conn.get(), source_id, frozen,
+                                                   capacity, qemu, "copy", rollback, src_top_kept));
   WARREN_ASSIGN_OR_RETURN(NewLayer copy_top,
                           NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, frozen,
-                                                   capacity, qemu_user(), "copy", rollback));
+                                                   capacity, qemu, "copy", rollback));
   if (live) {
     // One atomic disk-only snapshot: QEMU switches the running source onto the overlay we
     // made (REUSE_EXT: its header already names `frozen` as backing), libvirt updates both
@@ -930,10 +934,9 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   } else {
     // Stopped: nothing writes the top now, so pointing the definition at the new overlay is
     // the whole fork.
-    WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(src, source_id));
-    Status moved = def.SetDiskSource("vda", src_top.path);
+    Status moved = src_def.SetDiskSource("vda", src_top.path);
     if (!moved.ok()) return Internal("vm " + std::string(source_id) + " has no disk");
-    WARREN_RETURN_IF_ERROR(Redefine(conn.get(), def, source_id));
+    WARREN_RETURN_IF_ERROR(Redefine(conn.get(), src_def, source_id));
   }
   *src_top_kept = true;  // the source runs on it now, whatever happens to the copy
 
@@ -945,7 +948,7 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
     copy.ssh_host_key = std::move(key.first);
     copy.ssh_host_key_pub = std::move(key.second);
   }
-  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, copy, image, copy_top.path, rollback));
+  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, copy, image, copy_top.path, qemu, rollback));
   rollback.Commit();
   chains_.MaybeFlatten(src, source_id);
   return Status::Ok();

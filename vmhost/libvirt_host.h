@@ -146,9 +146,10 @@ class LibvirtHost final : public VmHost {
   void UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what,
                       const DiskChains::Lock& disks);
   // Builds the seed, defines the domain over `disk` and starts it; undo steps go to
-  // `rollback`.
+  // `rollback`. Its files are `files_user`'s and libvirt relabels none, unless that user is
+  // unknown (then libvirt relabels as by default).
   Status DefineAndStart(const Conn& conn, const VmSpec& spec, const std::string& image_ref,
-                        const std::string& disk, Rollback& rollback);
+                        const std::string& disk, const QemuUser& files_user, Rollback& rollback);
   // Graceful shutdown bounded by stop_timeout, then a hard power-off.
   Status ShutDown(virDomainPtr dom);
 

@@ -222,6 +222,13 @@ int64_t DomainDefinition::MemoryMib() const {
   return value * unit / (int64_t{1} << 20);
 }
 
+bool DomainDefinition::DacRelabels() const {
+  for (const xmlNode* label : Children(xmlDocGetRootElement(doc_.get()), "seclabel")) {
+    if (Attribute(label, "model") == "dac" && Attribute(label, "relabel") == "no") return false;
+  }
+  return true;
+}
+
 bool DomainDefinition::MentionsPathUnder(std::string_view dir) const {
   while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
   return MentionsPath(xmlDocGetRootElement(doc_.get()), dir);

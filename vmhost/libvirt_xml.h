@@ -40,6 +40,9 @@ class DomainDefinition {
   int Vcpus() const;
   // <memory> in MiB, in whatever unit libvirt wrote it (it writes KiB); 0 when absent.
   int64_t MemoryMib() const;
+  // Whether libvirt changes the owner of this domain's files at each start: false once a
+  // domain-level <seclabel model='dac' relabel='no'> says otherwise (domain_xml.h QemuUser).
+  bool DacRelabels() const;
   // Whether some attribute value or element text is a path inside `dir` (an absolute
   // directory, trailing slashes ignored): how a host tells the domains of its data dir.
   bool MentionsPathUnder(std::string_view dir) const;

@@ -879,6 +879,39 @@ TEST_F(RealHostTest, AdmitsAgainstWhatVmsHoldNotJustWhatIsFree) {
   ASSERT_TRUE(host_->Destroy("room0004").ok());
 }
 
+// A VM defined before warren owned its files itself: libvirt relabels them, and while it is
+// stopped its disk is root's again, mode 0600. A copy of it (and the VM itself) must still
+// boot: the copy follows its source's way and lets libvirt hand the chain to QEMU.
+TEST_F(RealHostTest, CopyOfAVmLibvirtRelabelsBoots) {
+  ASSERT_TRUE(host_->Create(Spec("relab001")).ok());
+  ASSERT_TRUE(host_->Stop("relab001").ok());
+  Result<ConnectHandle> conn = OpenLibvirt(options_.uri);
+  ASSERT_TRUE(conn.ok());
+  DomainHandle dom(
+      virDomainLookupByName(conn->get(), (options_.domain_prefix + "relab001").c_str()));
+  ASSERT_TRUE(dom);
+  LibvirtString xml(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
+  ASSERT_TRUE(xml);
+  std::string def = xml.get();
+  const size_t at = def.find("<seclabel");
+  ASSERT_NE(at, std::string::npos) << def;
+  def.erase(at, def.find("</seclabel>", at) + 11 - at);
+  DomainHandle redefined(virDomainDefineXML(conn->get(), def.c_str()));
+  ASSERT_TRUE(redefined) << LibvirtError("redefine").ToString();
+  Result<std::vector<std::string>> chain = host_->DiskChain("relab001");
+  ASSERT_TRUE(chain.ok());
+  ASSERT_EQ(chown(chain->front().c_str(), 0, 0), 0);
+  ASSERT_EQ(chmod(chain->front().c_str(), 0600), 0);
+
+  Status st = host_->Copy("relab001", Spec("relab002"));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  Result<VmInfo> copy = host_->Inspect("relab002");
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_EQ(copy->state, VmState::kRunning);
+  st = host_->Start("relab001");
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
 // Owner, group and mode of a file, to show nobody changed them.
 std::string OwnershipOf(const std::string& path) {
   struct stat st {};

@@ -200,6 +200,21 @@ TEST(MetadataReaderTest, VmAndRun) {
   EXPECT_FALSE(ParseRunStartedAt("<vm/>").ok());
 }
 
+// Domains libvirt relabels (every one defined before warren owned its files) and ours.
+TEST(DomainReaderTest, DacRelabels) {
+  Result<DomainDefinition> old = ParseGolden("libvirt/domain_inactive_after_copy.xml");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_TRUE(old->DacRelabels());
+  DomainConfig c;
+  c.id = "0a1b2c3d4e5f";
+  c.qemu_user = {64055, 64055};
+  Result<DomainDefinition> ours = DomainDefinition::Parse(DomainXml(c));
+  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+  EXPECT_FALSE(ours->DacRelabels());
+  c.qemu_user = {};
+  EXPECT_TRUE(DomainDefinition::Parse(DomainXml(c))->DacRelabels());
+}
+
 TEST(CapabilitiesReaderTest, QemuUserFromTheDacModel) {
   const std::string caps = ReadGolden("libvirt/capabilities_system.xml");
   for (const char* type : {"qemu", "kvm"}) {
