@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "tests/unit/real_libvirt_env.h"
@@ -831,43 +832,44 @@ TEST_F(RealHostTest, AdmitsAgainstWhatVmsHoldNotJustWhatIsFree) {
   EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
   EXPECT_NE(st.message().find("CPU cores"), std::string::npos) << st.message();
 
-  // Disk: 60% of what is available, twice.
+  // Two VMs `size` makes each take 60% of what is available: the first is made, the second's
+  // Create answers.
+  auto second_of_two = [&](const std::string& first, const std::string& second,
+                           const std::function<void(VmSpec&)>& size) {
+    VmSpec a = Spec(first);
+    size(a);
+    if (Status made = host_->Create(a); !made.ok()) return made.Annotate("the first");
+    VmSpec b = Spec(second);
+    size(b);
+    return host_->Create(b);
+  };
   const int64_t disk_gib = std::min<int64_t>(
       2048,
       std::max<int64_t>(2, (cap->disk_free_bytes - cap->disk_committed_bytes) / kGiB * 6 / 10));
-  VmSpec a = Spec("room0002");
-  a.disk_gib = disk_gib;
-  st = host_->Create(a);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  VmSpec b = Spec("room0003");
-  b.disk_gib = disk_gib;
-  st = host_->Create(b);
+  st = second_of_two("room0002", "room0003", [&](VmSpec& s) { s.disk_gib = disk_gib; });
   EXPECT_EQ(st.code(), Code::kLimitExceeded)
       << "two " << disk_gib << " GiB disks: " << st.ToString();
   EXPECT_NE(st.message().find("promised to the disks of existing VMs"), std::string::npos)
       << st.message();
   ASSERT_TRUE(host_->Destroy("room0002").ok());
   // Freed again with the VM.
+  VmSpec b = Spec("room0003");
+  b.disk_gib = disk_gib;
   st = host_->Create(b);
   EXPECT_TRUE(st.ok()) << st.ToString();
   if (st.ok()) EXPECT_TRUE(host_->Destroy("room0003").ok());
 
-  // Memory: 60% of what is available, twice (a fresh guest touches little of it).
+  // Memory (a fresh guest touches little of it).
   cap = host_->Capacity();
   ASSERT_TRUE(cap.ok());
   const int64_t memory_mib = std::max<int64_t>(
       512, std::min(cap->memory_mib - cap->memory_committed_mib, cap->memory_free_mib) * 6 / 10);
-  VmSpec c = Spec("room0004");
-  c.memory_mib = memory_mib;
-  st = host_->Create(c);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  VmSpec d = Spec("room0005");
-  d.memory_mib = memory_mib;
-  st = host_->Create(d);
+  st = second_of_two("room0004", "room0005", [&](VmSpec& s) { s.memory_mib = memory_mib; });
   EXPECT_EQ(st.code(), Code::kLimitExceeded)
       << "two VMs of " << memory_mib << " MiB: " << st.ToString();
   // A stopped VM holds no memory; starting it again must fit.
   ASSERT_TRUE(host_->Stop("room0004").ok());
+  VmSpec d = Spec("room0005");
   d.memory_mib = memory_mib;
   st = host_->Create(d);
   ASSERT_TRUE(st.ok()) << st.ToString();
