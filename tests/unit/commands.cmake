@@ -7,6 +7,7 @@ target_link_libraries(warren_test_guest_fake PUBLIC warren_vmhost)
 
 add_executable(commands_test
   unit/tokenizer_test.cc
+  unit/vm_quota_test.cc
   unit/interpreter_test.cc
   unit/cmd_authorize_test.cc
   unit/cmd_help_test.cc
@@ -16,7 +17,6 @@ add_executable(commands_test
   unit/vm_commands_test.cc
   unit/cmd_vm_copy_test.cc
   unit/cmd_vm_resize_test.cc
-  unit/vm_quota_test.cc
   unit/job_commands_test.cc
   unit/reconcile_test.cc
   unit/vm_login_test.cc)
