@@ -20,8 +20,28 @@ namespace warren {
 
 namespace lmdb {
 
+namespace {
+
+// A user's limits as stored: only the ones set, a number or "none". An additive field: older
+// records have no "limits" (every limit the server's default) and need no upgrade step.
+constexpr std::pair<const char*, std::optional<int64_t> UserLimits::*> kLimitFields[] = {
+    {"max_vms", &UserLimits::max_vms},
+    {"max_cpus", &UserLimits::max_cpus},
+    {"max_memory_mib", &UserLimits::max_memory_mib},
+    {"max_disk_gib", &UserLimits::max_disk_gib},
+};
+
+}  // namespace
+
 nlohmann::json Codec<User>::Encode(const User& u) {
-  return {{"name", u.name}, {"admin", u.admin}, {"created_at", u.created_at}};
+  nlohmann::json j = {{"name", u.name}, {"admin", u.admin}, {"created_at", u.created_at}};
+  nlohmann::json limits = nlohmann::json::object();
+  for (const auto& [field, member] : kLimitFields) {
+    const std::optional<int64_t>& v = u.limits.*member;
+    if (v) limits[field] = *v == kNoLimit ? nlohmann::json("none") : nlohmann::json(*v);
+  }
+  if (!limits.empty()) j["limits"] = std::move(limits);
+  return j;
 }
 
 Result<User> Codec<User>::Decode(const nlohmann::json& j) {
@@ -30,6 +50,19 @@ Result<User> Codec<User>::Decode(const nlohmann::json& j) {
     u.name = j.at("name").get<std::string>();
     u.admin = j.value("admin", false);
     u.created_at = j.value("created_at", int64_t{0});
+    if (auto limits = j.find("limits"); limits != j.end()) {
+      for (const auto& [field, member] : kLimitFields) {
+        auto v = limits->find(field);
+        if (v == limits->end()) continue;
+        if (v->is_string() && v->get<std::string>() == "none") {
+          u.limits.*member = kNoLimit;
+        } else if (v->is_number_integer() && v->get<int64_t>() >= 0) {
+          u.limits.*member = v->get<int64_t>();
+        } else {
+          return Internal("user " + u.name + ": limit " + field + " is " + v->dump());
+        }
+      }
+    }
     return u;
   } catch (const nlohmann::json::exception& e) {
     return Internal(e.what());
@@ -127,6 +160,14 @@ bool IsAlnum(char c) { return IsLower(c) || IsDigit(c) || (c >= 'A' && c <= 'Z')
 
 using store_internal::ValidateKeyName;
 using store_internal::ValidateUserName;
+
+Status ValidateUserLimits(const UserLimits& limits) {
+  for (const std::optional<int64_t>* v :
+       {&limits.max_vms, &limits.max_cpus, &limits.max_memory_mib, &limits.max_disk_gib}) {
+    if (*v && **v < kNoLimit) return InvalidArgument("a user limit is a count, a size or none");
+  }
+  return Status::Ok();
+}
 
 // What every stored key must satisfy.
 Status ValidateKeyRecord(const SshKey& key) {
@@ -346,6 +387,7 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
 
 Status LmdbStore::CreateUser(const User& user, const std::vector<SshKey>& keys) {
   WARREN_RETURN_IF_ERROR(ValidateUserName(user.name));
+  WARREN_RETURN_IF_ERROR(ValidateUserLimits(user.limits));
   std::vector<SshKey> records;
   records.reserve(keys.size());
   for (const SshKey& k : keys) {
@@ -384,6 +426,18 @@ Result<std::vector<User>> LmdbStore::ListUsers() {
     return true;
   }));
   return users;
+}
+
+Status LmdbStore::UpdateUser(std::string_view name, const std::function<Status(User&)>& change) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
+  WARREN_ASSIGN_OR_RETURN(std::optional<User> user, s_->users.Get(txn, name));
+  if (!user) return NotFound("no user named " + Shown(name));
+  User updated = *user;
+  WARREN_RETURN_IF_ERROR(change(updated));
+  if (updated.name != user->name) return InvalidArgument("UpdateUser may not change a user's name");
+  WARREN_RETURN_IF_ERROR(ValidateUserLimits(updated.limits));
+  WARREN_RETURN_IF_ERROR(s_->users.Put(txn, updated.name, updated));
+  return txn.Commit();
 }
 
 Status LmdbStore::DeleteUser(std::string_view name) {

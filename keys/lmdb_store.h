@@ -5,7 +5,7 @@
 //
 // Layout (schema version 4):
 //   meta       "schema_version" -> 4
-//   users      name -> User JSON
+//   users      name -> User JSON (its "limits" object came later; absent: server defaults)
 //   keys       fingerprint -> SshKey JSON
 //   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
 //   vms        id -> VmRecord JSON                              (since version 2)
@@ -58,6 +58,7 @@ class LmdbStore final : public Store, public OAuthStore {
   Status CreateUser(const User& user, const std::vector<SshKey>& keys) override;
   Result<User> GetUser(std::string_view name) override;
   Result<std::vector<User>> ListUsers() override;
+  Status UpdateUser(std::string_view name, const std::function<Status(User&)>& change) override;
   Status DeleteUser(std::string_view name) override;
 
   Status AddKey(const SshKey& key) override;

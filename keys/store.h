@@ -18,10 +18,23 @@
 
 namespace warren {
 
+// What a user's VMs may hold at most (lobby/commands/vm_quota.h applies them: the VM count
+// and disk of every VM they own, the vCPUs and memory of those meant to run). Each limit:
+// nullopt = the server's default (serve --user-max-*), kNoLimit = none, else the most; 0
+// allows none at all.
+inline constexpr int64_t kNoLimit = -1;
+struct UserLimits {
+  std::optional<int64_t> max_vms;
+  std::optional<int64_t> max_cpus;
+  std::optional<int64_t> max_memory_mib;
+  std::optional<int64_t> max_disk_gib;
+};
+
 struct User {
   std::string name;  // ^[a-z][a-z0-9_-]{0,31}$
   bool admin = false;
   int64_t created_at = 0;
+  UserLimits limits = {};  // the user's own; unset ones follow the server's defaults
 };
 
 struct SshKey {
@@ -120,6 +133,9 @@ class Store {
   virtual Status CreateUser(const User& user, const std::vector<SshKey>& keys) = 0;
   virtual Result<User> GetUser(std::string_view name) = 0;  // NotFound
   virtual Result<std::vector<User>> ListUsers() = 0;        // sorted by name
+  // Read-modify-write of one user in one transaction (as UpdateVm): `change` may not change
+  // the name (InvalidArgument); a limit below kNoLimit is InvalidArgument. NotFound.
+  virtual Status UpdateUser(std::string_view name, const std::function<Status(User&)>& change) = 0;
   // Removes the user and all of its keys and token labels. NotFound if absent.
   virtual Status DeleteUser(std::string_view name) = 0;
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -44,6 +45,8 @@
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/session.h"
+#include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_quota.h"
 #include "lobby/ssh/ssh_server.h"
 #include "lobby/vm_runtime.h"
 
@@ -87,6 +90,9 @@ struct ServeFlags {
   std::string metrics = "127.0.0.1:8081";
   // The log (stderr) goes to this file, mode 0640, when given.
   std::string log_file;
+  // --user-max-vms, -cpu, -memory, -disk (vm_quota.h's kLimitFields order); empty keeps
+  // VmDefaults' own.
+  std::array<std::string, 4> user_limits;
 
   static int SecondsOf(std::chrono::milliseconds d) {
     return static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
@@ -313,6 +319,20 @@ void AddSshLimitFlags(CLI::App& serve, ServeFlags& flags) {
   }
 }
 
+// Every user's limits unless `user set` gives them their own.
+void AddUserLimitFlags(CLI::App& serve, ServeFlags& flags) {
+  const UserLimits built_in = VmDefaults{}.user_limits;
+  const char* what[] = {"VMs", "vCPUs of running VMs", "memory of running VMs (a size)",
+                        "disk of all VMs (a size)"};
+  for (size_t i = 0; i < kLimitFields.size(); ++i) {
+    const LimitField& f = kLimitFields[i];
+    serve.add_option(std::string("--user-") + (f.flag + 2), flags.user_limits[i],
+                     std::string("What each user may have at most: ") + what[i] +
+                         "; N, 0 or none; `user set` overrides it per user (default " +
+                         FormatUserLimit(f.kind, *(built_in.*f.limit)) + ")");
+  }
+}
+
 int Fail(const Status& st) {
   std::fprintf(stderr, "warren: %s\n", st.ToString().c_str());
   return 1;
@@ -384,6 +404,14 @@ int Serve(const ServeFlags& flags) {
   services.info.ssh_port = ssh_addr->port;
   services.info.domain = flags.domain;
   services.vm_defaults.egress = flags.vm_egress;
+  for (size_t i = 0; i < kLimitFields.size(); ++i) {
+    if (flags.user_limits[i].empty()) continue;
+    const LimitField& f = kLimitFields[i];
+    const std::string flag = std::string("--user-") + (f.flag + 2);
+    Result<int64_t> limit = ParseUserLimit(f.kind, flag, flags.user_limits[i]);
+    if (!limit.ok()) return Fail(limit.status());
+    services.vm_defaults.user_limits.*f.limit = *limit;
+  }
   Metrics metrics;
   metrics.DeclareHistogram("warren_command_duration_seconds",
                            "lobby command latency by command path, every surface",
@@ -544,6 +572,7 @@ int main(int argc, char** argv) {
   serve->add_option("--ssh", flags.ssh, "SSH lobby address, ADDR:PORT (port 0: any free port)")
       ->capture_default_str();
   warren::AddSshLimitFlags(*serve, flags);
+  warren::AddUserLimitFlags(*serve, flags);
   serve->add_option("--http", flags.http, "HTTP bridge address, ADDR:PORT")->capture_default_str();
   serve
       ->add_option("--http-max-connections", flags.http_limits.max_connections,

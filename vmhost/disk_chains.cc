@@ -106,10 +106,11 @@ Result<std::vector<std::string>> DiskChains::InUse(virConnectPtr conn) {
 
 Result<StorageVolHandle> DiskChains::NewOverlay(const Lock& /*lock*/, virConnectPtr conn,
                                                 std::string_view owner, const std::string& backing,
-                                                uint64_t capacity_bytes) {
+                                                uint64_t capacity_bytes,
+                                                const QemuUser& qemu_user) {
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn));
   const std::string name = std::string(owner) + "-" + RandomHex(8) + ".qcow2";
-  const std::string xml = OverlayVolumeXml(name, capacity_bytes, backing);
+  const std::string xml = OverlayVolumeXml(name, capacity_bytes, backing, qemu_user);
   StorageVolHandle vol(virStorageVolCreateXML(pool.get(), xml.c_str(), 0));
   if (!vol) return LibvirtError("creating a disk for vm " + std::string(owner));
   return vol;

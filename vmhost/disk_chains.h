@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "vmhost/domain_xml.h"
 #include "vmhost/libvirt_handles.h"
 
 namespace warren {
@@ -60,9 +61,10 @@ class DiskChains {
   Result<std::vector<std::string>> InUse(virConnectPtr conn);
 
   // A fresh qcow2 "<owner>-<random>.qcow2" of `capacity_bytes` over `backing`, creating the
-  // pool (and DATA/disks) on first use.
+  // pool (and DATA/disks) on first use; its file belongs to `qemu_user` when that is known.
   Result<StorageVolHandle> NewOverlay(const Lock& lock, virConnectPtr conn, std::string_view owner,
-                                      const std::string& backing, uint64_t capacity_bytes);
+                                      const std::string& backing, uint64_t capacity_bytes,
+                                      const QemuUser& qemu_user);
   // Deletes every layer no chain reaches; forgets the pool once it is empty (it comes back
   // with the next layer). Returns how many went. Everything in use is known before anything
   // is deleted: a partial picture deletes nothing.

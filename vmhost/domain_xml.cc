@@ -1,5 +1,6 @@
 #include "vmhost/domain_xml.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace warren {
@@ -75,6 +76,8 @@ std::string DiskSnapshotXml(std::string_view new_top) {
   return x.str();
 }
 
+int CpuSharesFor(int cpus) { return kCpuSharesPerVcpu * std::max(cpus, 1); }
+
 std::string DirPoolXml(std::string_view name, std::string_view path) {
   std::ostringstream x;
   x << "<pool type='dir'>\n";
@@ -93,14 +96,18 @@ namespace {
 
 // A volume of `format`; `backing` (a qcow2 file) only when not empty.
 std::string VolumeXml(std::string_view name, uint64_t capacity_bytes, std::string_view format,
-                      std::string_view backing) {
+                      std::string_view backing, const QemuUser& owner) {
   std::ostringstream x;
   x << "<volume>\n";
   x << "  <name>" << XmlEscape(name) << "</name>\n";
   x << "  <capacity unit='bytes'>" << capacity_bytes << "</capacity>\n";
   x << "  <target>\n";
   x << "    <format type='" << Attr(format) << "'/>\n";
-  x << "    <permissions>\n      <mode>0600</mode>\n    </permissions>\n";
+  x << "    <permissions>\n      <mode>0600</mode>\n";
+  if (owner.known()) {
+    x << "      <owner>" << owner.uid << "</owner>\n      <group>" << owner.gid << "</group>\n";
+  }
+  x << "    </permissions>\n";
   x << "  </target>\n";
   if (!backing.empty()) {
     x << "  <backingStore>\n";
@@ -115,12 +122,12 @@ std::string VolumeXml(std::string_view name, uint64_t capacity_bytes, std::strin
 }  // namespace
 
 std::string OverlayVolumeXml(std::string_view name, uint64_t capacity_bytes,
-                             std::string_view backing) {
-  return VolumeXml(name, capacity_bytes, "qcow2", backing);
+                             std::string_view backing, const QemuUser& owner) {
+  return VolumeXml(name, capacity_bytes, "qcow2", backing, owner);
 }
 
-std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes) {
-  return VolumeXml(name, capacity_bytes, "raw", "");
+std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes, const QemuUser& owner) {
+  return VolumeXml(name, capacity_bytes, "raw", "", owner);
 }
 
 std::string DomainXml(const DomainConfig& c) {
@@ -144,6 +151,14 @@ std::string DomainXml(const DomainConfig& c) {
   x << "  <memory unit='MiB'>" << c.memory_mib << "</memory>\n";
   x << "  <currentMemory unit='MiB'>" << c.memory_mib << "</currentMemory>\n";
   x << "  <vcpu placement='static'>" << c.cpus << "</vcpu>\n";
+  x << "  <cputune>\n";
+  x << "    <shares>" << CpuSharesFor(c.cpus) << "</shares>\n";
+  x << "    <period>" << kCpuPeriodMicros << "</period>\n";
+  x << "    <quota>" << kCpuPeriodMicros / 100 * kVcpuQuotaPercent << "</quota>\n";
+  x << "    <emulator_period>" << kCpuPeriodMicros << "</emulator_period>\n";
+  x << "    <emulator_quota>" << kCpuPeriodMicros / 100 * kEmulatorQuotaPercent
+    << "</emulator_quota>\n";
+  x << "  </cputune>\n";
   x << "  <os>\n";
   x << "    <type arch='x86_64' machine='q35'>hvm</type>\n";
   x << "    <kernel>" << XmlEscape(c.kernel) << "</kernel>\n";
@@ -201,6 +216,12 @@ std::string DomainXml(const DomainConfig& c) {
   x << "    <panic model='isa'/>\n";
   x << "    <memballoon model='none'/>\n";
   x << "  </devices>\n";
+  if (c.qemu_user.known()) {
+    // QEMU still runs as its usual user; libvirt just changes no file's owner for it.
+    x << "  <seclabel type='static' model='dac' relabel='no'>\n";
+    x << "    <label>+" << c.qemu_user.uid << ":+" << c.qemu_user.gid << "</label>\n";
+    x << "  </seclabel>\n";
+  }
   x << "</domain>\n";
   return x.str();
 }

@@ -24,6 +24,32 @@ inline constexpr std::string_view kWarrenRunPrefix = "warrenrun";
 // The virtio-serial port name of the control connection (/dev/virtio-ports/warren.control).
 inline constexpr std::string_view kControlChannelName = "warren.control";
 
+// Every domain's fair share of the host's CPUs (<cputune>). Shares weigh VMs against each
+// other in proportion to their vCPUs (100 per vCPU: cgroup v2's default weight for one, and
+// within v2's range up to 100 vCPUs; under cgroup v1, whose default is 1024, VMs yield to
+// host processes such as the lobby). Each vCPU may use at most kVcpuQuotaPercent of a core
+// and QEMU's own threads (its main loop, I/O and TCG helpers) kEmulatorQuotaPercent of one
+// together, so with vCPUs never more than the host's cores (CheckHostRoom) one VM never
+// takes a whole host of two or more cores.
+inline constexpr int kCpuSharesPerVcpu = 100;
+inline constexpr int kCpuPeriodMicros = 100'000;
+inline constexpr int kVcpuQuotaPercent = 80;
+inline constexpr int kEmulatorQuotaPercent = 20;
+// <cputune><shares> of a domain with `cpus` vCPUs (also what a resize sets).
+int CpuSharesFor(int cpus);
+
+// The user and group QEMU runs as, as libvirt's DAC driver names them ("+UID:+GID", from the
+// daemon's capabilities). When known, warren gives every per-VM file to this user itself and
+// tells libvirt not to relabel anything of the domain: libvirt's per-domain relabelling of
+// files many domains share (an image's kernel, initrd and rootfs) remembers one owner per
+// file and breaks when that record goes stale ("Setting different DAC user or group on …
+// which is already in use"). Unknown (uid < 0): libvirt relabels as it does by default.
+struct QemuUser {
+  int64_t uid = -1;
+  int64_t gid = -1;
+  bool known() const { return uid >= 0 && gid >= 0; }
+};
+
 struct DomainConfig {
   std::string id;  // warren's id; the domain is "<prefix><id>", "warren-<id>" in production
   std::string prefix = "warren-";
@@ -43,6 +69,9 @@ struct DomainConfig {
   std::string console_log;     // the serial console, appended across boots
   std::string control_socket;  // host end of the warren.control virtio-serial port
   Egress egress = Egress::kFull;
+  // Known: QEMU runs as this user with relabel='no' (see QemuUser), so every file above must
+  // be readable (disk: writable) by it already.
+  QemuUser qemu_user;
 };
 
 // The full domain definition.
@@ -66,11 +95,13 @@ std::string DiskSnapshotXml(std::string_view new_top);
 // reaches the files by path under another user).
 std::string DirPoolXml(std::string_view name, std::string_view path);
 // A qcow2 volume `name` of `capacity_bytes` over the qcow2 file `backing`, readable by its
-// owner only (libvirt hands it to QEMU's user).
+// owner only: `owner` when known (QEMU's user), else root, and libvirt hands it to QEMU's
+// user at each start.
 std::string OverlayVolumeXml(std::string_view name, uint64_t capacity_bytes,
-                             std::string_view backing);
-// A raw volume `name` of `capacity_bytes`, readable by its owner only.
-std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes);
+                             std::string_view backing, const QemuUser& owner = {});
+// A raw volume `name` of `capacity_bytes`, readable by its owner only (as above).
+std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes,
+                         const QemuUser& owner = {});
 
 // Escapes &, <, >, ' and " for element text and attribute values alike, and drops bytes
 // XML 1.0 cannot carry at all (control characters other than tab, LF, CR).

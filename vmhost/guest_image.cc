@@ -26,6 +26,26 @@ Result<int64_t> Qcow2VirtualSize(const std::string& path) {
   return static_cast<int64_t>(size);
 }
 
+Status LetQemuReadImage(const GuestImage& image) {
+  auto add = [](const std::string& path, fs::perms wanted) -> Status {
+    std::error_code ec;
+    const fs::perms now = fs::status(path, ec).permissions();
+    if (ec) return Internal("reading the mode of " + path + ": " + ec.message());
+    if ((now & wanted) == wanted) return Status::Ok();
+    fs::permissions(path, wanted, fs::perm_options::add, ec);
+    if (ec) return Internal("making " + path + " readable by QEMU: " + ec.message());
+    return Status::Ok();
+  };
+  const fs::perms dir = fs::perms::others_exec | fs::perms::group_exec;
+  const fs::perms file = fs::perms::others_read | fs::perms::group_read;
+  WARREN_RETURN_IF_ERROR(add(fs::path(image.dir).parent_path().string(), dir));
+  WARREN_RETURN_IF_ERROR(add(image.dir, dir));
+  for (const std::string* f : {&image.kernel, &image.initrd, &image.rootfs}) {
+    WARREN_RETURN_IF_ERROR(add(*f, file));
+  }
+  return Status::Ok();
+}
+
 Result<GuestImage> OpenGuestImage(const std::string& images_dir, std::string_view ref) {
   if (!IsImageRef(ref)) {
     return InvalidArgument("image must be NAME@VERSION of letters, digits, '.', '_' and '-'");

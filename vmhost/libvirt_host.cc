@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -162,6 +163,64 @@ Status RequireState(virDomainPtr dom, std::initializer_list<VmState> allowed,
   return Status::Ok();
 }
 
+// The user the daemon runs QEMU as for our domain type; unknown when it names none (then
+// libvirt relabels per domain, as by default).
+QemuUser QemuUserOf(virConnectPtr conn, Accel accel) {
+  LibvirtString caps(virConnectGetCapabilities(conn));
+  if (!caps) {
+    LogWarn(LibvirtError("reading the daemon's capabilities").ToString());
+    return {};
+  }
+  Result<QemuUser> user = ParseQemuUser(caps.get(), accel == Accel::kKvm ? "kvm" : "qemu");
+  if (!user.ok()) {
+    LogWarn("vmhost: " + user.status().ToString());
+    return {};
+  }
+  return *user;
+}
+
+// What a disk of this host may still grow by: its top's virtual size less what the file
+// holds (the layers below are frozen). 0 for a domain without our disk.
+int64_t DiskGrowthOf(virConnectPtr conn, virDomainPtr dom) {
+  Result<std::string> top = DiskChains::TopOf(dom);
+  if (!top.ok()) return 0;
+  StorageVolHandle vol(virStorageVolLookupByPath(conn, top->c_str()));
+  virStorageVolInfo vi{};
+  if (!vol || virStorageVolGetInfo(vol.get(), &vi) < 0) {
+    virResetLastError();
+    return 0;
+  }
+  return vi.capacity > vi.allocation ? static_cast<int64_t>(vi.capacity - vi.allocation) : 0;
+}
+
+// Bytes a file of the disks holds now; 0 when it cannot be read.
+int64_t AllocationOf(virConnectPtr conn, const std::string& path) {
+  StorageVolHandle vol(virStorageVolLookupByPath(conn, path.c_str()));
+  virStorageVolInfo vi{};
+  if (!vol || virStorageVolGetInfo(vol.get(), &vi) < 0) {
+    virResetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(vi.allocation);
+}
+
+// Sets the CPU share of the persistent definition to follow a change of vCPUs. A daemon
+// without CPU tuning (the test driver) has nothing to follow.
+void SetCpuShares(virDomainPtr dom, int cpus, std::string_view id) {
+  virTypedParameter param{};
+  std::snprintf(param.field, sizeof param.field, "%s", VIR_DOMAIN_SCHEDULER_CPU_SHARES);
+  param.type = VIR_TYPED_PARAM_ULLONG;
+  param.value.ul = static_cast<unsigned long long>(CpuSharesFor(cpus));
+  if (virDomainSetSchedulerParametersFlags(dom, &param, 1, VIR_DOMAIN_AFFECT_CONFIG) < 0) {
+    virErrorPtr err = virGetLastError();
+    if (err == nullptr || err->code != VIR_ERR_NO_SUPPORT) {
+      LogWarn("vmhost: " +
+              LibvirtError("setting the cpu share of vm " + std::string(id)).ToString());
+    }
+    virResetLastError();
+  }
+}
+
 // A fresh ed25519 host key (private key file, .pub line) made with ssh-keygen in `tmp_dir`.
 Result<std::pair<std::string, std::string>> NewHostKey(const std::string& tmp_dir) {
   std::error_code ec;
@@ -218,10 +277,11 @@ struct NewLayer {
 Result<NewLayer> NewLayerUndoneOnRollback(DiskChains& chains, const DiskChains::Lock& lock,
                                           virConnectPtr conn, std::string_view owner,
                                           const std::string& backing, uint64_t capacity_bytes,
-                                          std::string_view what, Rollback& rollback,
+                                          const QemuUser& qemu_user, std::string_view what,
+                                          Rollback& rollback,
                                           std::shared_ptr<const bool> kept = nullptr) {
   WARREN_ASSIGN_OR_RETURN(StorageVolHandle made,
-                          chains.NewOverlay(lock, conn, owner, backing, capacity_bytes));
+                          chains.NewOverlay(lock, conn, owner, backing, capacity_bytes, qemu_user));
   NewLayer layer;
   layer.vol = std::shared_ptr<virStorageVol>(std::move(made));
   rollback.Add(
@@ -265,10 +325,21 @@ std::string LibvirtHost::DisksDir() const {
 
 Result<LibvirtHost::Conn> LibvirtHost::Connect() {
   std::lock_guard lock(conn_mu_);
-  if (conn_ && virConnectIsAlive(conn_.get()) == 1) return conn_;
-  WARREN_ASSIGN_OR_RETURN(ConnectHandle h, OpenLibvirt(options_.uri));
-  conn_ = Conn(std::move(h));
+  if (!conn_ || virConnectIsAlive(conn_.get()) != 1) {
+    WARREN_ASSIGN_OR_RETURN(ConnectHandle h, OpenLibvirt(options_.uri));
+    conn_ = Conn(std::move(h));
+    qemu_user_read_ = false;
+  }
+  if (!qemu_user_read_) {
+    qemu_user_ = QemuUserOf(conn_.get(), options_.accel);
+    qemu_user_read_ = true;
+  }
   return conn_;
+}
+
+QemuUser LibvirtHost::qemu_user() {
+  std::lock_guard lock(conn_mu_);
+  return qemu_user_;
 }
 
 LibvirtHost::VmGuard LibvirtHost::LockVm(std::string_view id) {
@@ -459,47 +530,75 @@ Result<VmInfo> LibvirtHost::InfoOf(virDomainPtr dom, std::string_view id) {
   return info;
 }
 
-Status LibvirtHost::CheckCapacity(const Conn& conn, int64_t memory_mib, int64_t disk_gib) {
-  // Memory: what the host could give without swapping — free plus reclaimable page cache,
-  // as the node reports it (works for a remote host too) — less a reserve for the host.
+Result<HostCapacity> LibvirtHost::Capacity() {
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  return CapacityOf(conn);
+}
+
+Result<HostCapacity> LibvirtHost::CapacityOf(const Conn& conn) {
+  // Kept for the host itself (the lobby, libvirtd, QEMU's own overhead) beyond the VMs.
   constexpr int64_t kReserveMib = 256;
+  constexpr int64_t kUnknown = INT64_MAX;
+  HostCapacity cap;
+  cap.memory_mib = kUnknown;
+  cap.memory_free_mib = kUnknown;
+  cap.disk_free_bytes = kUnknown;
+  // Through the connection, so it describes a remote host too.
+  virNodeInfo node{};
+  if (virNodeGetInfo(conn.get(), &node) == 0) {
+    cap.cpu_cores = static_cast<int>(node.cpus);
+    cap.memory_mib = static_cast<int64_t>(node.memory / 1024) - kReserveMib;
+  } else {
+    virResetLastError();
+  }
+  // Free now: free plus reclaimable page cache, as the node reports it.
   int nparams = 0;
-  if (memory_mib > 0 &&
-      virNodeGetMemoryStats(conn.get(), VIR_NODE_MEMORY_STATS_ALL_CELLS, nullptr, &nparams, 0) ==
+  if (virNodeGetMemoryStats(conn.get(), VIR_NODE_MEMORY_STATS_ALL_CELLS, nullptr, &nparams, 0) ==
           0 &&
       nparams > 0) {
     std::vector<virNodeMemoryStats> stats(static_cast<size_t>(nparams));
     if (virNodeGetMemoryStats(conn.get(), VIR_NODE_MEMORY_STATS_ALL_CELLS, stats.data(), &nparams,
                               0) == 0) {
       int64_t available_kib = 0;
-      for (int i = 0; i < nparams; ++i) {
-        std::string_view field = stats[static_cast<size_t>(i)].field;
+      for (const virNodeMemoryStats& stat : stats) {
+        std::string_view field = stat.field;
         if (field == VIR_NODE_MEMORY_STATS_FREE || field == VIR_NODE_MEMORY_STATS_BUFFERS ||
             field == VIR_NODE_MEMORY_STATS_CACHED) {
-          available_kib += static_cast<int64_t>(stats[static_cast<size_t>(i)].value);
+          available_kib += static_cast<int64_t>(stat.value);
         }
       }
-      const int64_t available_mib = available_kib / 1024 - kReserveMib;
-      if (memory_mib > available_mib) {
-        return LimitExceeded("not enough memory on the host for " + std::to_string(memory_mib) +
-                             " MiB: " + std::to_string(std::max<int64_t>(available_mib, 0)) +
-                             " MiB available");
-      }
+      cap.memory_free_mib = available_kib / 1024 - kReserveMib;
     }
   }
-  // Disk: overlays are thin, but a guest that fills its disk must not fill the host's (every
-  // VM would stop on ENOSPC), so the whole size must fit in what is free now.
+  virResetLastError();
+  // Every running domain of the daemon holds its memory, ours or not, touched or not.
+  virDomainPtr* active = nullptr;
+  const int n = virConnectListAllDomains(conn.get(), &active, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+  for (int i = 0; i < n; ++i) {
+    DomainHandle dom(active[i]);
+    virDomainInfo di{};
+    if (virDomainGetInfo(dom.get(), &di) == 0) {
+      cap.memory_committed_mib += static_cast<int64_t>(di.maxMem / 1024);
+    }
+  }
+  if (n < 0) virResetLastError();
+  free(active);  // NOLINT: allocated by libvirt
+  // Disk: free in the data directory, less what this host's disks may still grow by.
   struct statvfs fs_info {};
-  if (disk_gib > 0 && statvfs(options_.data_dir.c_str(), &fs_info) == 0) {
-    const int64_t free_gib =
-        static_cast<int64_t>(fs_info.f_bavail) * static_cast<int64_t>(fs_info.f_frsize) / kGiB;
-    if (disk_gib > free_gib) {
-      return LimitExceeded("not enough disk on the host for " + std::to_string(disk_gib) +
-                           " GiB: " + std::to_string(free_gib) + " GiB free in " +
-                           options_.data_dir);
-    }
+  if (statvfs(options_.data_dir.c_str(), &fs_info) == 0) {
+    cap.disk_free_bytes =
+        static_cast<int64_t>(fs_info.f_bavail) * static_cast<int64_t>(fs_info.f_frsize);
   }
-  return Status::Ok();
+  WARREN_ASSIGN_OR_RETURN(std::vector<DomainHandle> ours,
+                          ListDomains(conn.get(), options_.domain_prefix));
+  for (const DomainHandle& dom : ours)
+    cap.disk_committed_bytes += DiskGrowthOf(conn.get(), dom.get());
+  return cap;
+}
+
+Status LibvirtHost::CheckRoom(const Conn& conn, const HostDemand& demand) {
+  WARREN_ASSIGN_OR_RETURN(HostCapacity cap, CapacityOf(conn));
+  return CheckHostRoom(cap, demand);
 }
 
 Status LibvirtHost::EnsureDataDirs() {
@@ -568,8 +667,9 @@ Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn, const DiskCha
 
 Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
                                    const std::string& image_ref, const std::string& disk,
-                                   Rollback& rollback) {
+                                   const QemuUser& qemu, Rollback& rollback) {
   WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, image_ref));
+  if (qemu.known()) WARREN_RETURN_IF_ERROR(LetQemuReadImage(image));
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn, spec.id, /*build=*/true));
   SeedContents seed;
   seed.hostname = spec.name.empty() ? spec.id : spec.name;
@@ -581,7 +681,7 @@ Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
   WARREN_ASSIGN_OR_RETURN(
       std::string seed_bytes,
       BuildSeedImage(seed, (fs::path(options_.data_dir) / "tmp").string(), options_.mkfs));
-  const std::string seed_xml = RawVolumeXml("seed.img", seed_bytes.size());
+  const std::string seed_xml = RawVolumeXml("seed.img", seed_bytes.size(), qemu);
   StorageVolHandle seed_vol(virStorageVolCreateXML(pool.get(), seed_xml.c_str(), 0));
   if (!seed_vol) return LibvirtError("creating the seed of vm " + spec.id);
   {
@@ -619,6 +719,7 @@ Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
   config.console_log = (fs::path(VmDir(spec.id)) / "console.log").string();
   config.control_socket = (fs::path(VmDir(spec.id)) / "control.sock").string();
   config.egress = spec.egress;
+  config.qemu_user = qemu;
   std::string xml = DomainXml(config);
 
   // Shared with the undo step, which may run after this scope's handles are gone.
@@ -643,9 +744,10 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   }
   VmGuard guard = LockVm(spec.id);
   WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_RETURN_IF_ERROR(CheckCapacity(conn, spec.memory_mib, spec.disk_gib));
   WARREN_RETURN_IF_ERROR(CheckAbsent(conn, spec.id));
+  // Under the disks' lock: two Creates at once each count the other's new disk.
   DiskChains::Lock disks = chains_.Acquire();
+  WARREN_RETURN_IF_ERROR(CheckRoom(conn, {spec.cpus, spec.memory_mib, spec.disk_gib}));
 
   // Files without a domain are what a Create cut short (warren died mid-way) leaves: no
   // VM uses them, and they would stand in the way.
@@ -653,11 +755,12 @@ Status LibvirtHost::Create(const VmSpec& spec) {
   Rollback rollback;
   rollback.Add([this, conn, id = spec.id, &disks] { UndoNewVmFiles(conn, id, "create", disks); });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
+  const QemuUser qemu = qemu_user();
   WARREN_ASSIGN_OR_RETURN(
-      NewLayer disk,
-      NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, image.rootfs,
-                               static_cast<uint64_t>(spec.disk_gib * kGiB), "create", rollback));
-  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, spec, spec.image, disk.path, rollback));
+      NewLayer disk, NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, image.rootfs,
+                                              static_cast<uint64_t>(spec.disk_gib * kGiB), qemu,
+                                              "create", rollback));
+  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, spec, spec.image, disk.path, qemu, rollback));
   rollback.Commit();
   return Status::Ok();
 }
@@ -666,6 +769,10 @@ Status LibvirtHost::Start(std::string_view id) {
   WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
   WARREN_RETURN_IF_ERROR(
       RequireState(vm.dom.get(), {VmState::kStopped, VmState::kCrashed}, "start"));
+  // A stopped VM holds no memory: it must fit again, next to what runs now.
+  WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(vm.dom.get(), id));
+  WARREN_RETURN_IF_ERROR(CheckRoom(vm.conn, {def.Vcpus(), def.MemoryMib(), 0})
+                             .Annotate("starting vm " + std::string(id)));
   return StartDomain(vm.dom.get());
 }
 
@@ -772,8 +879,6 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   std::string image = VmMetadataOf(src).image;
   if (image.empty()) image = spec.image;
   WARREN_ASSIGN_OR_RETURN(const uint64_t capacity, VdaCapacity(src, source_id));
-  WARREN_RETURN_IF_ERROR(
-      CheckCapacity(conn, spec.memory_mib, static_cast<int64_t>((capacity + kGiB - 1) / kGiB)));
   const bool live = IsActive(src);
   if (live) {
     virDomainBlockJobInfo job{};
@@ -785,22 +890,34 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
     }
   }
   DiskChains::Lock disks = chains_.Acquire();
+  WARREN_ASSIGN_OR_RETURN(const std::string frozen, DiskChains::TopOf(src));
+  {
+    // The copy's disk may grow to its full size, and so may the source's fresh top again:
+    // what the frozen layer holds is written once more at most.
+    const int64_t more_bytes = static_cast<int64_t>(capacity) + AllocationOf(conn.get(), frozen);
+    WARREN_RETURN_IF_ERROR(
+        CheckRoom(conn, {spec.cpus, spec.memory_mib, (more_bytes + kGiB - 1) / kGiB}));
+  }
 
   WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
   Rollback rollback;
   rollback.Add([this, conn, id = spec.id, &disks] { UndoNewVmFiles(conn, id, "copy", disks); });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
-  WARREN_ASSIGN_OR_RETURN(const std::string frozen, DiskChains::TopOf(src));
   // The source's current top becomes read-only from here on: both VMs write to their own
   // fresh overlay over it. The source's stays once the source runs on it, whatever happens
   // to the copy.
   auto src_top_kept = std::make_shared<bool>(false);
+  // A source defined before warren owned its files itself (libvirt relabels them) may have a
+  // top only root can read while it is stopped: the new layers and the copy follow the
+  // source's way, so libvirt hands the whole chain to QEMU as it always did for it.
+  WARREN_ASSIGN_OR_RETURN(DomainDefinition src_def, InactiveDefinition(src, source_id));
+  const QemuUser qemu = src_def.DacRelabels() ? QemuUser{} : qemu_user();
   WARREN_ASSIGN_OR_RETURN(NewLayer src_top,
                           NewLayerUndoneOnRollback(chains_, disks, conn.get(), source_id, frozen,
-                                                   capacity, "copy", rollback, src_top_kept));
+                                                   capacity, qemu, "copy", rollback, src_top_kept));
   WARREN_ASSIGN_OR_RETURN(NewLayer copy_top,
                           NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, frozen,
-                                                   capacity, "copy", rollback));
+                                                   capacity, qemu, "copy", rollback));
   if (live) {
     // One atomic disk-only snapshot: QEMU switches the running source onto the overlay we
     // made (REUSE_EXT: its header already names `frozen` as backing), libvirt updates both
@@ -817,10 +934,9 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   } else {
     // Stopped: nothing writes the top now, so pointing the definition at the new overlay is
     // the whole fork.
-    WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(src, source_id));
-    Status moved = def.SetDiskSource("vda", src_top.path);
+    Status moved = src_def.SetDiskSource("vda", src_top.path);
     if (!moved.ok()) return Internal("vm " + std::string(source_id) + " has no disk");
-    WARREN_RETURN_IF_ERROR(Redefine(conn.get(), def, source_id));
+    WARREN_RETURN_IF_ERROR(Redefine(conn.get(), src_def, source_id));
   }
   *src_top_kept = true;  // the source runs on it now, whatever happens to the copy
 
@@ -832,7 +948,7 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
     copy.ssh_host_key = std::move(key.first);
     copy.ssh_host_key_pub = std::move(key.second);
   }
-  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, copy, image, copy_top.path, rollback));
+  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, copy, image, copy_top.path, qemu, rollback));
   rollback.Commit();
   chains_.MaybeFlatten(src, source_id);
   return Status::Ok();
@@ -861,7 +977,7 @@ Result<ResizeOutcome> LibvirtHost::Resize(std::string_view id, const ResizeSpec&
       spec.memory_mib > config_memory_mib ? spec.memory_mib - config_memory_mib : 0;
   const int64_t more_disk =
       grow ? static_cast<int64_t>((new_bytes - capacity + kGiB - 1) / kGiB) : 0;
-  WARREN_RETURN_IF_ERROR(CheckCapacity(vm.conn, more_memory, more_disk));
+  WARREN_RETURN_IF_ERROR(CheckRoom(vm.conn, {spec.cpus, more_memory, more_disk}));
 
   ResizeOutcome out;
   if (grow) {
@@ -901,6 +1017,7 @@ Result<ResizeOutcome> LibvirtHost::Resize(std::string_view id, const ResizeSpec&
   // The persistent definition only: a running VM keeps its CPUs and memory until its next
   // start (its definition has no room for hotplug).
   if (redefine) WARREN_RETURN_IF_ERROR(Redefine(vm.conn.get(), def, id));
+  if (spec.cpus != 0) SetCpuShares(dom, spec.cpus, id);  // its share follows its vCPUs
   return out;
 }
 

@@ -11,6 +11,13 @@
 // reads back is parsed by libvirt_xml.h. Disks and seed go through the storage API (volume
 // create, stream upload), so the same code can later drive a remote host by URI.
 //
+// Files and QEMU's user: when the daemon names the user QEMU runs as (its DAC model), every
+// per-VM file is created owned by that user and domains say relabel='no', so libvirt never
+// changes an owner: the files many VMs share (an image's kernel, initrd, rootfs, frozen disk
+// layers) are only read, and an image is made readable by everyone once, at its first use.
+// Admission: Create, Copy, Resize and Start check the host's room (CheckHostRoom) against
+// what its VMs hold, not only what is free at the moment; every domain gets a <cputune>.
+//
 // Thread-safe: libvirt connections are thread-safe and shared; operations on one VM are
 // serialised by a per-VM lock, operations on different VMs run in parallel. Whatever
 // creates or deletes disk files (Create, Copy, Destroy, the collection) also holds the disk
@@ -61,6 +68,10 @@ class LibvirtHost final : public VmHost {
   ~LibvirtHost() override;
 
   std::string uri() const override { return options_.uri; }
+  // Cores and memory from the node (all active domains of the daemon hold memory), disk
+  // from the data directory and this host's VMs' disks (each top's virtual size less what it
+  // holds already). A figure the host cannot read is INT64_MAX (unknown: no limit).
+  Result<HostCapacity> Capacity() override;
   Status Create(const VmSpec& spec) override;
   Status Start(std::string_view id) override;
   Status Stop(std::string_view id) override;
@@ -104,6 +115,8 @@ class LibvirtHost final : public VmHost {
   };
 
   Result<Conn> Connect();
+  // The user QEMU runs as on the current connection (unknown before the first Connect).
+  QemuUser qemu_user();
   VmGuard LockVm(std::string_view id);
   // Locks the VM, connects and looks its domain up. NotFound when there is no such VM.
   Result<OpenVm> LockAndOpen(std::string_view id);
@@ -120,8 +133,9 @@ class LibvirtHost final : public VmHost {
   // Removes every file of the VM (volumes, then the directory) and its pool.
   Status RemoveFiles(const Conn& conn, std::string_view id);
   Status StartDomain(virDomainPtr dom);
-  // LimitExceeded when the host lacks `memory_mib` of memory or `disk_gib` of disk.
-  Status CheckCapacity(const Conn& conn, int64_t memory_mib, int64_t disk_gib);
+  Result<HostCapacity> CapacityOf(const Conn& conn);
+  // CheckHostRoom against the host's capacity now.
+  Status CheckRoom(const Conn& conn, const HostDemand& demand);
   // DATA and DATA/vms, traversable by QEMU's user.
   Status EnsureDataDirs();
   // Collects the disk layers no VM uses, then what is left of VMs that are gone (their
@@ -132,15 +146,18 @@ class LibvirtHost final : public VmHost {
   void UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what,
                       const DiskChains::Lock& disks);
   // Builds the seed, defines the domain over `disk` and starts it; undo steps go to
-  // `rollback`.
+  // `rollback`. Its files are `files_user`'s and libvirt relabels none, unless that user is
+  // unknown (then libvirt relabels as by default).
   Status DefineAndStart(const Conn& conn, const VmSpec& spec, const std::string& image_ref,
-                        const std::string& disk, Rollback& rollback);
+                        const std::string& disk, const QemuUser& files_user, Rollback& rollback);
   // Graceful shutdown bounded by stop_timeout, then a hard power-off.
   Status ShutDown(virDomainPtr dom);
 
   const LibvirtHostOptions options_;
   std::mutex conn_mu_;
   Conn conn_;
+  QemuUser qemu_user_;  // of conn_, guarded by conn_mu_
+  bool qemu_user_read_ = false;
   std::mutex locks_mu_;
   std::map<std::string, std::weak_ptr<std::mutex>, std::less<>> locks_;
   DiskChains chains_;

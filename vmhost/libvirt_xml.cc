@@ -222,6 +222,13 @@ int64_t DomainDefinition::MemoryMib() const {
   return value * unit / (int64_t{1} << 20);
 }
 
+bool DomainDefinition::DacRelabels() const {
+  for (const xmlNode* label : Children(xmlDocGetRootElement(doc_.get()), "seclabel")) {
+    if (Attribute(label, "model") == "dac" && Attribute(label, "relabel") == "no") return false;
+  }
+  return true;
+}
+
 bool DomainDefinition::MentionsPathUnder(std::string_view dir) const {
   while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
   return MentionsPath(xmlDocGetRootElement(doc_.get()), dir);
@@ -309,6 +316,33 @@ Result<int64_t> ParseRunStartedAt(std::string_view metadata_xml) {
   int64_t started = 0;
   if (!ParseInt64(Attribute(xmlDocGetRootElement(doc.get()), "started"), &started)) return 0;
   return started;
+}
+
+Result<QemuUser> ParseQemuUser(std::string_view capabilities_xml, std::string_view domain_type) {
+  WARREN_ASSIGN_OR_RETURN(XmlDoc doc,
+                          ParseXml(capabilities_xml, "capabilities", "daemon capabilities"));
+  QemuUser user;
+  for (const xmlNode* model :
+       Children(Child(xmlDocGetRootElement(doc.get()), "host"), "secmodel")) {
+    if (Text(Child(model, "model")) != "dac") continue;
+    for (const xmlNode* label : Children(model, "baselabel")) {
+      if (Attribute(label, "type") != domain_type) continue;
+      // "+UID:+GID": numbers, so they mean the same on a remote host.
+      const std::string text = Text(label);
+      const size_t colon = text.find(':');
+      int64_t uid = -1;
+      int64_t gid = -1;
+      if (colon == std::string::npos || text.size() < 4 || text[0] != '+' ||
+          text[colon + 1] != '+' || !ParseInt64(text.substr(1, colon - 1), &uid) ||
+          !ParseInt64(text.substr(colon + 2), &gid) || uid < 0 || gid < 0) {
+        continue;
+      }
+      user.uid = uid;
+      user.gid = gid;
+      return user;
+    }
+  }
+  return user;
 }
 
 }  // namespace warren

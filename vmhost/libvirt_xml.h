@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lobby/base/status.h"
+#include "vmhost/domain_xml.h"
 
 struct _xmlDoc;  // libxml2's document; only libvirt_xml.cc sees its definition
 
@@ -39,6 +40,9 @@ class DomainDefinition {
   int Vcpus() const;
   // <memory> in MiB, in whatever unit libvirt wrote it (it writes KiB); 0 when absent.
   int64_t MemoryMib() const;
+  // Whether libvirt changes the owner of this domain's files at each start: false once a
+  // domain-level <seclabel model='dac' relabel='no'> says otherwise (domain_xml.h QemuUser).
+  bool DacRelabels() const;
   // Whether some attribute value or element text is a path inside `dir` (an absolute
   // directory, trailing slashes ignored): how a host tells the domains of its data dir.
   bool MentionsPathUnder(std::string_view dir) const;
@@ -86,5 +90,12 @@ Result<VmMetadata> ParseVmMetadata(std::string_view metadata_xml);
 
 // The start time in warren's live <run started='UNIX'/> element; 0 when it carries none.
 Result<int64_t> ParseRunStartedAt(std::string_view metadata_xml);
+
+// The user QEMU runs as for domains of `domain_type` ("qemu", "kvm"), from the daemon's
+// capabilities (virConnectGetCapabilities): the DAC security model's
+// <baselabel type='…'>+UID:+GID</baselabel>. Unknown (QemuUser::known() false) when the
+// daemon has no DAC model (a session daemon, the test driver) or names no such type;
+// Internal when the XML does not parse.
+Result<QemuUser> ParseQemuUser(std::string_view capabilities_xml, std::string_view domain_type);
 
 }  // namespace warren

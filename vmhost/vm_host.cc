@@ -1,5 +1,9 @@
 #include "vmhost/vm_host.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
 #include "lobby/base/env_name.h"
 #include "lobby/base/vm_name.h"
 
@@ -85,6 +89,44 @@ Status ValidateVmSpec(const VmSpec& spec) {
     if (value.size() > 4096 ||
         value.find_first_of(std::string_view("\n\r\0", 3)) != std::string::npos) {
       return InvalidArgument("env value must be one line of at most 4096 bytes");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckHostRoom(const HostCapacity& host, const HostDemand& demand) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  if (demand.cpus > host.cpu_cores && host.cpu_cores > 0) {
+    return InvalidArgument("this host has " + std::to_string(host.cpu_cores) +
+                           " CPU cores: a VM may have at most " + std::to_string(host.cpu_cores) +
+                           " vCPUs");
+  }
+  if (demand.memory_mib > 0) {
+    const int64_t uncommitted = host.memory_mib - host.memory_committed_mib;
+    const int64_t available = std::max<int64_t>(0, std::min(uncommitted, host.memory_free_mib));
+    if (demand.memory_mib > available) {
+      std::string figures =
+          "running VMs hold " + std::to_string(host.memory_committed_mib) + " MiB";
+      if (host.memory_free_mib < INT64_MAX) {
+        figures +=
+            ", " + std::to_string(std::max<int64_t>(0, host.memory_free_mib)) + " MiB free now";
+      }
+      return LimitExceeded(
+          "not enough memory on the host for " + std::to_string(demand.memory_mib) +
+          " MiB: " + std::to_string(available) + " MiB available (" + figures + ")");
+    }
+  }
+  if (demand.disk_gib > 0) {
+    // A guest that fills its disk must not fill the host's (every VM would stop on ENOSPC):
+    // what the existing disks may still grow by is spoken for.
+    const int64_t available_gib =
+        std::max<int64_t>(0, host.disk_free_bytes - host.disk_committed_bytes) / kGiB;
+    if (demand.disk_gib > available_gib) {
+      return LimitExceeded("not enough disk on the host for " + std::to_string(demand.disk_gib) +
+                           " GiB: " + std::to_string(available_gib) + " GiB available (" +
+                           std::to_string(std::max<int64_t>(0, host.disk_free_bytes) / kGiB) +
+                           " GiB free, " + std::to_string(host.disk_committed_bytes / kGiB) +
+                           " GiB of it promised to the disks of existing VMs)");
     }
   }
   return Status::Ok();

@@ -75,6 +75,32 @@ struct ResizeSpec {
   int64_t disk_gib = 0;  // only grows
 };
 
+// What a host has for VMs and what its VMs hold of it already: what CheckHostRoom admits a new
+// VM (or more for one) against. Not what is free this instant alone: overlays are thin and a
+// fresh guest touches little memory, so two VMs made at once would each fit in what the
+// other has not used yet, and later run the host out of disk or memory.
+struct HostCapacity {
+  int cpu_cores = 0;                 // online CPUs; no VM gets more vCPUs than this
+  int64_t memory_mib = 0;            // the host's memory less a reserve for the host itself
+  int64_t memory_free_mib = 0;       // what it could give now without swapping, less the reserve
+  int64_t memory_committed_mib = 0;  // every running or paused VM's memory, touched or not
+  int64_t disk_free_bytes = 0;       // free now where the VMs' disks live
+  int64_t disk_committed_bytes = 0;  // what this host's VMs' disks may still grow by
+};
+
+// What is asked of a host beyond what it holds: a new VM, a resize, a start.
+struct HostDemand {
+  int cpus = 0;            // the VM's vCPUs; 0 when they do not change
+  int64_t memory_mib = 0;  // memory to commit
+  int64_t disk_gib = 0;    // disk to commit
+};
+
+// The host-level admission rule, the one place it is written: InvalidArgument for more vCPUs
+// than the host has cores (a VM that can never run well here); LimitExceeded when the memory
+// does not fit both in what is not committed and in what is free now, or the disk does not
+// fit in what is free less what the existing disks may still grow by. Messages give figures.
+Status CheckHostRoom(const HostCapacity& host, const HostDemand& demand);
+
 struct ResizeOutcome {
   // CPU or memory changed for a VM that is running or paused: the new values are in its
   // definition and take effect at its next (re)start. Disk growth is always live.
@@ -89,11 +115,16 @@ class VmHost {
   // "qemu:///system", "test:///default", "fake://"...
   virtual std::string uri() const = 0;
 
-  // Makes the disk and the domain and starts it. Conflict if the id exists; on failure
-  // nothing is left behind.
+  // What the host has and what its VMs hold (see HostCapacity).
+  virtual Result<HostCapacity> Capacity() = 0;
+
+  // Makes the disk and the domain and starts it. Conflict if the id exists; InvalidArgument
+  // or LimitExceeded when the host has no room (CheckHostRoom); on failure nothing is left
+  // behind.
   virtual Status Create(const VmSpec& spec) = 0;
   // State changes. NotFound for an unknown id; Conflict when the VM is in the wrong state
-  // (starting a running VM, pausing a stopped one...).
+  // (starting a running VM, pausing a stopped one...). Start is refused (LimitExceeded) when
+  // the VM's memory no longer fits the host (CheckHostRoom).
   virtual Status Start(std::string_view id) = 0;    // stopped -> running
   virtual Status Stop(std::string_view id) = 0;     // running|paused|crashed -> stopped, disk kept
   virtual Status Pause(std::string_view id) = 0;    // running -> paused, memory kept
@@ -117,7 +148,8 @@ class VmHost {
   virtual Status Copy(std::string_view source_id, const VmSpec& spec) = 0;
   // Grows the disk (live for a running VM) and sets CPUs and memory (in the definition;
   // live values change at the next start). InvalidArgument for a smaller disk or values out
-  // of range, LimitExceeded beyond what the host has; checked before anything changes.
+  // of range or more vCPUs than the host's cores, LimitExceeded beyond what the host has
+  // (CheckHostRoom); checked before anything changes.
   virtual Result<ResizeOutcome> Resize(std::string_view id, const ResizeSpec& spec) = 0;
   // Deletes disk layers no VM uses (left by a copy or create cut short, or freed by a
   // finished flattening). Returns how many went. Destroy does this too.

@@ -3,6 +3,7 @@
 // asked to run `true` until it does; only then is the VM "ready". Any failure on the way
 // destroys the domain and deletes the record, so nothing is left half-made; should even
 // that fail, the record stays "creating" and the daemon's reconcile finishes the cleanup.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -93,6 +94,11 @@ class NewCommand final : public Command {
     if (name_opt_->count() > 0 && name_.empty()) WARREN_RETURN_IF_ERROR(CheckVmName(name_));
     WARREN_ASSIGN_OR_RETURN(VmRecord vm, PlanNewVm(ctx, name_));
     vm.cpus = cpu_opt_->count() > 0 ? cpus_ : d.cpus;
+    if (cpu_opt_->count() == 0 && ctx.services.vms != nullptr) {
+      // The default never asks for more vCPUs than the host has cores (it would be refused).
+      Result<HostCapacity> host = ctx.services.vms->Capacity();
+      if (host.ok() && host->cpu_cores > 0) vm.cpus = std::min(vm.cpus, host->cpu_cores);
+    }
     vm.egress = d.egress;
     WARREN_RETURN_IF_ERROR(CheckVmCpus(vm.cpus, d));
     vm.memory_mib = d.memory_mib;

@@ -1,5 +1,6 @@
-// resize: more (or fewer) CPUs and memory, a bigger disk. The host checks everything
-// before it changes anything (a shrinking disk is refused, so is more than the host has);
+// resize: more (or fewer) CPUs and memory, a bigger disk. Growth must fit the owner's limits
+// (vm_quota.h) and the host checks everything before it changes anything (a shrinking disk
+// is refused, so is more than the host has);
 // the disk grows live and a running guest's root file system is grown at once over the
 // control connection (`resize2fs`, online); CPUs and memory go into the VM's definition
 // and take effect at its next restart, which the output says.
@@ -12,6 +13,7 @@
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_quota.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
@@ -65,26 +67,13 @@ class ResizeCommand final : public Command {
                              std::to_string(vm.disk_gib) + " GiB");
     }
     const VmRecord before = vm;
-    Result<ResizeOutcome> out = host->Resize(vm.id, spec);
-    if (!out.ok()) {
-      if (out.status().code() == Code::kNotFound) {
-        return NotFound(vm.name + "'s domain is missing; rm it and make a new one");
-      }
-      return out.status().Annotate("resizing " + vm.name);
-    }
-    WARREN_RETURN_IF_ERROR(ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
-      if (spec.cpus != 0) r.cpus = spec.cpus;
-      if (spec.memory_mib != 0) r.memory_mib = spec.memory_mib;
-      if (spec.disk_gib != 0) r.disk_gib = std::max(r.disk_gib, spec.disk_gib);
-      vm = r;
-      return Status::Ok();
-    }));
+    WARREN_ASSIGN_OR_RETURN(const ResizeOutcome out, ResizeAndRecord(ctx, *host, spec, vm));
 
     Result<VmInfo> info = host->Inspect(vm.id);
     const std::string state = VmStateText(vm, info);
     std::string fs = "not needed";
     std::string text;
-    if (out->disk_grown) {
+    if (out.disk_grown) {
       if (state == "running") {
         Status grown = GrowFileSystem(ctx, vm);
         if (!grown.ok()) {
@@ -106,24 +95,51 @@ class ResizeCommand final : public Command {
     change("memory", FormatMib(before.memory_mib), FormatMib(vm.memory_mib));
     change("disk", std::to_string(before.disk_gib) + " GiB", std::to_string(vm.disk_gib) + " GiB");
     if (text.empty()) text = "nothing changed\n";
-    if (out->disk_grown) {
+    if (out.disk_grown) {
       text += fs == "grown" ? "the file system grew with the disk\n"
                             : "the file system grows when " + vm.name + " next starts\n";
     }
-    if (out->restart_needed) {
+    if (out.restart_needed) {
       text += "cpu and memory take effect at the next restart: " + SshHint(ctx.services.info) +
               " restart " + vm.name + "\n";
     }
     CommandResult r;
     r.data = VmJson(vm, state, ctx.services.info);
-    r.data["restart_needed"] = out->restart_needed;
-    r.data["disk_grown"] = out->disk_grown;
+    r.data["restart_needed"] = out.restart_needed;
+    r.data["disk_grown"] = out.disk_grown;
     r.data["filesystem"] = fs;
     r.text = "resized " + vm.name + "\n" + text;
     return r;
   }
 
  private:
+  // The host's resize and the new sizes in the store, under the owner's quota lock once
+  // their limits allow the growth (vm_quota.h). `vm` becomes the record as stored.
+  static Result<ResizeOutcome> ResizeAndRecord(CommandContext& ctx, VmHost& host,
+                                               const ResizeSpec& spec, VmRecord& vm) {
+    UserQuotaLock quota(vm.owner);
+    VmRecord planned = vm;
+    if (spec.cpus != 0) planned.cpus = spec.cpus;
+    if (spec.memory_mib != 0) planned.memory_mib = spec.memory_mib;
+    if (spec.disk_gib != 0) planned.disk_gib = std::max(planned.disk_gib, spec.disk_gib);
+    WARREN_RETURN_IF_ERROR(CheckUserQuota(ctx, planned));
+    Result<ResizeOutcome> out = host.Resize(vm.id, spec);
+    if (!out.ok()) {
+      if (out.status().code() == Code::kNotFound) {
+        return NotFound(vm.name + "'s domain is missing; rm it and make a new one");
+      }
+      return out.status().Annotate("resizing " + vm.name);
+    }
+    WARREN_RETURN_IF_ERROR(ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
+      if (spec.cpus != 0) r.cpus = spec.cpus;
+      if (spec.memory_mib != 0) r.memory_mib = spec.memory_mib;
+      if (spec.disk_gib != 0) r.disk_gib = std::max(r.disk_gib, spec.disk_gib);
+      vm = r;
+      return Status::Ok();
+    }));
+    return out;
+  }
+
   static Status GrowFileSystem(CommandContext& ctx, const VmRecord& vm) {
     WARREN_ASSIGN_OR_RETURN(GuestControl * guests, RequireGuests(ctx));
     CaptureSink out, err;

@@ -1,6 +1,7 @@
 // start, stop, restart, pause, resume, rm, rename: changing what a VM is. Each state change
 // asks the hypervisor first (which refuses a wrong state with Conflict) and then records the
 // new desired state, which reconcile restores after a restart of warren or the host.
+#include <optional>
 #include <set>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/login_names.h"
 #include "lobby/commands/vm_access.h"
+#include "lobby/commands/vm_quota.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
@@ -24,6 +26,8 @@ struct Transition {
   DesiredState then;  // recorded once the hypervisor agreed
   Status (VmHost::*act)(std::string_view id);
   bool drops_guest;  // the guest's control connection does not survive it
+  // The VM holds its vCPUs and memory again, so its owner's limits must allow it (vm_quota.h).
+  bool holds = false;
 };
 
 class StateCommand final : public Command {
@@ -35,6 +39,14 @@ class StateCommand final : public Command {
   Result<CommandResult> Run(CommandContext& ctx) override {
     VmHost* host = ctx.services.vms;
     VmRecord vm = *ctx.vm;
+    // Held until the new desired state is recorded: that is what holds the quota.
+    std::optional<UserQuotaLock> quota;
+    if (t_.holds) {
+      quota.emplace(vm.owner);
+      VmRecord planned = vm;
+      planned.desired_state = t_.then;
+      WARREN_RETURN_IF_ERROR(CheckUserQuota(ctx, planned));
+    }
     if (t_.drops_guest && ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
     Status st = (host->*t_.act)(vm.id);
     if (st.code() == Code::kNotFound) {
@@ -45,6 +57,7 @@ class StateCommand final : public Command {
       r.desired_state = t_.then;
       return Status::Ok();
     }));
+    quota.reset();
     Result<VmInfo> info = host->Inspect(vm.id);
     vm.desired_state = t_.then;
     const std::string state = VmStateText(vm, info);
@@ -59,7 +72,7 @@ class StateCommand final : public Command {
   std::string vm_;
 };
 
-const Transition kStart{"start", "started", DesiredState::kRunning, &VmHost::Start, false};
+const Transition kStart{"start", "started", DesiredState::kRunning, &VmHost::Start, false, true};
 const Transition kStop{"stop", "stopped", DesiredState::kStopped, &VmHost::Stop, true};
 const Transition kRestart{"restart", "restarted", DesiredState::kRunning, &VmHost::Restart, true};
 const Transition kPause{"pause", "paused", DesiredState::kPaused, &VmHost::Pause, false};
@@ -184,7 +197,9 @@ void RegisterVmStateCommands(CommandTable& table) {
       .target = {"VM", VmNeed::kReady},
       .make = [] { return std::make_unique<RenameCommand>(); },
   });
-  AddTransition(table, kStart, "start a stopped VM", "Boots a stopped VM.\n");
+  AddTransition(table, kStart, "start a stopped VM",
+                "Boots a stopped VM. Its vCPUs and memory count toward your limits again, and "
+                "must fit the host next to what runs.\n");
   AddTransition(table, kStop, "stop a VM, keeping its disk",
                 "Shuts the VM down: its CPU and memory are freed, its disk is kept. Jobs "
                 "running in it end.\n");

@@ -54,6 +54,10 @@ struct VmDefaults {
   int max_cpus = 16;
   int64_t max_memory_mib = 64 * 1024;
   int64_t max_disk_gib = 1024;
+  // What each user's VMs may hold unless the user's record says otherwise (vm_quota.h):
+  // 10 VMs, 16 vCPUs and 64 GiB running, 1 TiB of disk (by default one user may hold what
+  // one largest VM may have). Each set; kNoLimit for none. serve --user-max-*.
+  UserLimits user_limits = {10, 16, 64 * 1024, 1024};
 };
 
 // One installed guest image, as its image.json describes it.

@@ -7,6 +7,7 @@
 #include "lobby/base/log.h"
 #include "lobby/commands/login_names.h"
 #include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_quota.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
 
@@ -113,6 +114,9 @@ Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRe
 }
 
 Status RecordNewVm(CommandContext& ctx, VmRecord& vm) {
+  // The record is what holds the owner's quota: checked and written under their lock.
+  UserQuotaLock quota(vm.owner);
+  WARREN_RETURN_IF_ERROR(CheckUserQuota(ctx, vm));
   const bool generated = vm.name.empty();
   for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
     if (generated) {

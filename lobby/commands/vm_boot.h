@@ -27,7 +27,8 @@ Status SettleNewVmTags(const CommandContext& ctx, std::vector<std::string>& tags
 // control key; id and name are stand-ins until RecordAndPrepareVm settles them.
 VmSpec NewVmSpec(const CommandContext& ctx, const VmRecord& vm);
 
-// RecordNewVm, then settles spec's id and name and lets services.prepare_vm complete it.
+// RecordNewVm (which checks the owner's limits), then settles spec's id and name and lets
+// services.prepare_vm complete it.
 // A failure of prepare_vm deletes the record again. `verb` ("new", "cp") is for logs.
 Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const char* verb);
 
@@ -36,7 +37,8 @@ Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const
 Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
                    const char* verb);
 
-// Writes `vm` (phase creating) with a fresh id, making up a free name when vm.name is empty.
+// Writes `vm` (phase creating) with a fresh id, making up a free name when vm.name is empty,
+// if its owner's limits allow one more such VM (vm_quota.h; LimitExceeded otherwise).
 // Conflict when the asked-for name is taken.
 Status RecordNewVm(CommandContext& ctx, VmRecord& vm);
 

@@ -76,6 +76,38 @@ Result<int64_t> ParseDiskGib(std::string_view text) {
                          std::string(kExamples));
 }
 
+Result<int64_t> ParseUserLimit(LimitKind kind, std::string_view flag, std::string_view text) {
+  if (text == "none") return kNoLimit;
+  if (text == "0") return 0;
+  const bool size = kind == LimitKind::kMemoryMib || kind == LimitKind::kDiskGib;
+  if (!size) {
+    Result<std::pair<int64_t, std::string>> split = SplitSize(text, flag, "10");
+    if (split.ok() && split->second.empty()) return split->first;
+  } else {
+    Result<int64_t> value =
+        kind == LimitKind::kMemoryMib ? ParseMemoryMib(text) : ParseDiskGib(text);
+    if (value.ok()) return value;
+  }
+  const char* examples = kind == LimitKind::kMemoryMib ? "64G"
+                         : kind == LimitKind::kDiskGib ? "500G or 1T"
+                                                       : "10";
+  return InvalidArgument(std::string(flag) + " takes a " + (size ? "size" : "number") + " (e.g. " +
+                         examples + "), 0 or none, not \"" + std::string(text.substr(0, 32)) +
+                         "\"");
+}
+
+std::string FormatUserLimit(LimitKind kind, int64_t value) {
+  if (value == kNoLimit) return "none";
+  switch (kind) {
+    case LimitKind::kMemoryMib:
+      return value == 0 ? "0" : FormatMib(value);
+    case LimitKind::kDiskGib:
+      return std::to_string(value) + " GiB";
+    default:
+      return std::to_string(value);
+  }
+}
+
 Status CheckVmCpus(int cpus, const VmDefaults& limits) {
   if (cpus >= 1 && cpus <= limits.max_cpus) return Status::Ok();
   return InvalidArgument("--cpu must be 1 to " + std::to_string(limits.max_cpus));

@@ -25,6 +25,15 @@ Result<int64_t> ParseMemoryMib(std::string_view text);
 // Disk: a bare number is GiB; G/GB/GiB and T/TB/TiB suffixes are accepted.
 Result<int64_t> ParseDiskGib(std::string_view text);
 
+// What a user limit counts (keys/store.h UserLimits), for parsing and showing one.
+enum class LimitKind { kVms, kCpus, kMemoryMib, kDiskGib };
+// A limit as `user add|set --max-*` and `serve --user-max-*` take it: "none" (kNoLimit), "0"
+// (none allowed), or a count (VMs, vCPUs) or size (memory as ParseMemoryMib, disk as
+// ParseDiskGib). InvalidArgument naming `flag`.
+Result<int64_t> ParseUserLimit(LimitKind kind, std::string_view flag, std::string_view text);
+// "none", "10", "16", "64 GiB", "1024 GiB".
+std::string FormatUserLimit(LimitKind kind, int64_t value);
+
 // --cpu, --memory and --disk against this server's limits (VmDefaults::max_*), for `new`
 // and `resize` alike: InvalidArgument naming the range allowed.
 Status CheckVmCpus(int cpus, const VmDefaults& limits);

@@ -28,16 +28,30 @@ std::optional<VmSpec> FakeVmHost::SpecOf(std::string_view id) {
   return it->second.spec;
 }
 
-Status FakeVmHost::CheckLimits(int64_t memory_mib, int64_t disk_gib) const {
-  if (memory_mib > limit_memory_mib_) {
-    return LimitExceeded("not enough memory on the host for " + std::to_string(memory_mib) +
-                         " MiB: " + std::to_string(limit_memory_mib_) + " MiB available");
+void FakeVmHost::SetHostCores(int cores) {
+  std::lock_guard lock(mu_);
+  cores_ = cores;
+}
+
+HostCapacity FakeVmHost::CapacityLocked() const {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  HostCapacity cap;
+  cap.cpu_cores = cores_;
+  cap.memory_mib = limit_memory_mib_;
+  cap.memory_free_mib = limit_memory_mib_;  // a fake guest touches nothing
+  cap.disk_free_bytes = limit_disk_gib_ >= INT64_MAX / kGiB ? INT64_MAX : limit_disk_gib_ * kGiB;
+  for (const auto& [id, vm] : vms_) {
+    if (vm.info.state == VmState::kRunning || vm.info.state == VmState::kPaused) {
+      cap.memory_committed_mib += vm.info.memory_mib;
+    }
+    cap.disk_committed_bytes += vm.info.disk_gib * kGiB;  // an empty overlay may grow to all of it
   }
-  if (disk_gib > limit_disk_gib_) {
-    return LimitExceeded("not enough disk on the host for " + std::to_string(disk_gib) +
-                         " GiB: " + std::to_string(limit_disk_gib_) + " GiB free");
-  }
-  return Status::Ok();
+  return cap;
+}
+
+Result<HostCapacity> FakeVmHost::Capacity() {
+  std::lock_guard lock(mu_);
+  return CapacityLocked();
 }
 
 FakeVmHost::Vm FakeVmHost::Booted(const VmSpec& spec, const std::string& image, int64_t disk_gib,
@@ -63,7 +77,7 @@ Status FakeVmHost::Create(const VmSpec& spec) {
   std::lock_guard lock(mu_);
   if (auto f = TakeFailure()) return *f;
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
-  WARREN_RETURN_IF_ERROR(CheckLimits(spec.memory_mib, spec.disk_gib));
+  WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, spec.disk_gib}));
   Vm vm = Booted(spec, spec.image, spec.disk_gib, /*disk_layers=*/1);
   vm.console = "fake boot of " + spec.image + "\nlogin:\n";
   vms_.emplace(spec.id, std::move(vm));
@@ -82,6 +96,10 @@ Status FakeVmHost::Transition(std::string_view id, std::initializer_list<VmState
                     " vm");
   }
   bool boots = to == VmState::kRunning && info.state != VmState::kPaused;
+  if (boots && info.state != VmState::kRunning) {  // a start: it holds no memory until now
+    WARREN_RETURN_IF_ERROR(CheckRoom({it->second.config_cpus, it->second.config_memory_mib, 0})
+                               .Annotate("starting vm " + std::string(id)));
+  }
   info.state = to;
   if (boots) {
     info.started_at = clock_.NowUnix();
@@ -139,7 +157,7 @@ Status FakeVmHost::Copy(std::string_view source_id, const VmSpec& spec) {
   auto src = vms_.find(source_id);
   if (src == vms_.end()) return NotFound("no vm " + std::string(source_id));
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
-  WARREN_RETURN_IF_ERROR(CheckLimits(spec.memory_mib, src->second.info.disk_gib));
+  WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, src->second.info.disk_gib}));
   // Both now sit on a fresh overlay over the source's old top; the real host flattens a
   // running chain in the background, the fake at once.
   VmInfo& s = src->second.info;
@@ -163,12 +181,9 @@ Result<ResizeOutcome> FakeVmHost::Resize(std::string_view id, const ResizeSpec& 
     return InvalidArgument("the disk only grows: it is " + std::to_string(vm.info.disk_gib) +
                            " GiB");
   }
-  if (spec.memory_mib > vm.config_memory_mib) {
-    WARREN_RETURN_IF_ERROR(CheckLimits(spec.memory_mib - vm.config_memory_mib, 0));
-  }
-  if (spec.disk_gib > vm.info.disk_gib) {
-    WARREN_RETURN_IF_ERROR(CheckLimits(0, spec.disk_gib - vm.info.disk_gib));
-  }
+  WARREN_RETURN_IF_ERROR(
+      CheckRoom({spec.cpus, std::max<int64_t>(0, spec.memory_mib - vm.config_memory_mib),
+                 std::max<int64_t>(0, spec.disk_gib - vm.info.disk_gib)}));
   ResizeOutcome out;
   if (spec.disk_gib > vm.info.disk_gib) {
     vm.info.disk_gib = spec.disk_gib;

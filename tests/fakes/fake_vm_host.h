@@ -19,6 +19,7 @@ class FakeVmHost final : public VmHost {
   explicit FakeVmHost(const Clock& clock = SystemClock::Get()) : clock_(clock) {}
 
   std::string uri() const override { return "fake://"; }
+  Result<HostCapacity> Capacity() override;
   Status Create(const VmSpec& spec) override;
   Status Start(std::string_view id) override;
   Status Stop(std::string_view id) override;
@@ -36,9 +37,12 @@ class FakeVmHost final : public VmHost {
 
   // The next mutating call fails with `status` and changes nothing.
   void FailNext(Status status);
-  // What the host has room for: a VM (or a resize) asking for more memory than
-  // `memory_mib` or a disk larger than `disk_gib` gets LimitExceeded. Default: unlimited.
+  // What the host has for VMs: `memory_mib` of memory, which running and paused VMs hold, and
+  // `disk_gib` of disk, which every VM's disk holds at its full size; Create, Copy, Resize and
+  // Start are admitted by CheckHostRoom as on the real host. Default: unlimited.
   void SetHostLimits(int64_t memory_mib, int64_t disk_gib);
+  // The host's CPU cores (default 64): no VM may have more vCPUs.
+  void SetHostCores(int cores);
   // The spec of the last Create or Copy of `id` (seed identity included), for tests.
   std::optional<VmSpec> SpecOf(std::string_view id);
 
@@ -51,7 +55,10 @@ class FakeVmHost final : public VmHost {
     int config_cpus = 0;
     int64_t config_memory_mib = 0;
   };
-  Status CheckLimits(int64_t memory_mib, int64_t disk_gib) const;
+  HostCapacity CapacityLocked() const;
+  Status CheckRoom(const HostDemand& demand) const {
+    return CheckHostRoom(CapacityLocked(), demand);
+  }
   // A VM just made from `spec`, running: what Create and Copy add.
   Vm Booted(const VmSpec& spec, const std::string& image, int64_t disk_gib, int disk_layers) const;
   // Runs a transition under the lock, honouring FailNext.
@@ -65,6 +72,7 @@ class FakeVmHost final : public VmHost {
   std::optional<Status> fail_next_;
   int64_t limit_memory_mib_ = INT64_MAX;
   int64_t limit_disk_gib_ = INT64_MAX;
+  int cores_ = 64;
 };
 
 }  // namespace warren

@@ -43,3 +43,12 @@ set_tests_properties(vm_copy PROPERTIES
   TIMEOUT 900
   RUN_SERIAL TRUE
   LABELS "integration;vm")
+
+# A busy VM (busy loops on every vCPU) leaves the lobby and another VM responsive: <cputune>.
+add_test(NAME vm_cpu_share
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_cpu_share.py)
+set_tests_properties(vm_cpu_share PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 600
+  RUN_SERIAL TRUE
+  LABELS "integration;vm")

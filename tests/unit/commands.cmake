@@ -7,6 +7,7 @@ target_link_libraries(warren_test_guest_fake PUBLIC warren_vmhost)
 
 add_executable(commands_test
   unit/tokenizer_test.cc
+  unit/vm_quota_test.cc
   unit/interpreter_test.cc
   unit/cmd_authorize_test.cc
   unit/cmd_help_test.cc

@@ -28,6 +28,7 @@ DomainConfig Typical() {
   c.console_log = "/var/lib/warren/vms/0a1b2c3d4e5f/console.log";
   c.control_socket = "/var/lib/warren/vms/0a1b2c3d4e5f/control.sock";
   c.egress = Egress::kFull;
+  c.qemu_user = {64055, 64055};  // Debian's libvirt-qemu, as the daemon's capabilities name it
   return c;
 }
 
@@ -75,6 +76,31 @@ TEST(DomainXmlTest, FixedFacts) {
   EXPECT_EQ(DomainXml(sealed).find("<interface"), std::string::npos);
 }
 
+// Shares follow the vCPUs; each vCPU and QEMU's own threads are capped (domain_xml.h).
+TEST(DomainXmlTest, EveryDomainGetsAFairCpuShare) {
+  DomainConfig c = Typical();
+  c.cpus = 3;
+  const std::string xml = DomainXml(c);
+  EXPECT_NE(xml.find("<shares>300</shares>"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<period>100000</period>\n    <quota>80000</quota>"), std::string::npos);
+  EXPECT_NE(xml.find("<emulator_quota>20000</emulator_quota>"), std::string::npos);
+  EXPECT_EQ(CpuSharesFor(1), 100);
+  EXPECT_EQ(CpuSharesFor(16), 1600);
+}
+
+// libvirt relabels nothing of a domain whose QEMU user warren knows (it owns the files
+// itself); without one, libvirt's default stays.
+TEST(DomainXmlTest, AKnownQemuUserMeansNoRelabelling) {
+  const std::string xml = DomainXml(Typical());
+  EXPECT_NE(xml.find("<seclabel type='static' model='dac' relabel='no'>\n"
+                     "    <label>+64055:+64055</label>"),
+            std::string::npos)
+      << xml;
+  DomainConfig c = Typical();
+  c.qemu_user = {};
+  EXPECT_EQ(DomainXml(c).find("<seclabel"), std::string::npos);
+}
+
 TEST(DomainXmlTest, EmptyImageCmdlineStillNamesTheHost) {
   DomainConfig c = Typical();
   c.cmdline = "";
@@ -106,9 +132,11 @@ TEST(StorageXmlTest, SnapshotPoolAndVolumes) {
   ExpectGolden("snapshot_vda.xml",
                DiskSnapshotXml("/var/lib/warren/disks/0a1b2c3d-5e6f7a8b.qcow2"));
   ExpectGolden("pool_dir.xml", DirPoolXml("warren-disks-1234abcd", "/var/lib/warren/disks"));
+  // The overlay for a known QEMU user is that user's; the seed here is for an unknown one.
   ExpectGolden("volume_overlay.xml",
                OverlayVolumeXml("0a1b2c3d-1a2b3c4d.qcow2", 10737418240,
-                                "/var/lib/warren/images/debian@2025.11.1/rootfs.qcow2"));
+                                "/var/lib/warren/images/debian@2025.11.1/rootfs.qcow2",
+                                QemuUser{64055, 64055}));
   ExpectGolden("volume_raw.xml", RawVolumeXml("seed.img", 1048576));
 }
 

@@ -200,5 +200,41 @@ TEST(MetadataReaderTest, VmAndRun) {
   EXPECT_FALSE(ParseRunStartedAt("<vm/>").ok());
 }
 
+// Domains libvirt relabels (every one defined before warren owned its files) and ours.
+TEST(DomainReaderTest, DacRelabels) {
+  Result<DomainDefinition> old = ParseGolden("libvirt/domain_inactive_after_copy.xml");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_TRUE(old->DacRelabels());
+  DomainConfig c;
+  c.id = "0a1b2c3d4e5f";
+  c.qemu_user = {64055, 64055};
+  Result<DomainDefinition> ours = DomainDefinition::Parse(DomainXml(c));
+  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+  EXPECT_FALSE(ours->DacRelabels());
+  c.qemu_user = {};
+  EXPECT_TRUE(DomainDefinition::Parse(DomainXml(c))->DacRelabels());
+}
+
+TEST(CapabilitiesReaderTest, QemuUserFromTheDacModel) {
+  const std::string caps = ReadGolden("libvirt/capabilities_system.xml");
+  for (const char* type : {"qemu", "kvm"}) {
+    Result<QemuUser> user = ParseQemuUser(caps, type);
+    ASSERT_TRUE(user.ok()) << user.status().ToString();
+    EXPECT_EQ(user->uid, 64055) << type;  // Debian's libvirt-qemu
+    EXPECT_EQ(user->gid, 64055) << type;
+  }
+  // No DAC model (the test driver, a session daemon), no such type, a label of names.
+  EXPECT_FALSE(ParseQemuUser(caps, "xen")->known());
+  EXPECT_FALSE(ParseQemuUser("<capabilities><host><secmodel><model>testSecurity</model>"
+                             "</secmodel></host></capabilities>",
+                             "qemu")
+                   ->known());
+  EXPECT_FALSE(ParseQemuUser("<capabilities><host><secmodel><model>dac</model><baselabel "
+                             "type='qemu'>qemu:qemu</baselabel></secmodel></host></capabilities>",
+                             "qemu")
+                   ->known());
+  EXPECT_EQ(ParseQemuUser("not xml", "qemu").status().code(), Code::kInternal);
+}
+
 }  // namespace
 }  // namespace warren

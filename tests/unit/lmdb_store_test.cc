@@ -307,6 +307,75 @@ TEST_F(LmdbStoreTest, PersistsAcrossRestart) {
   EXPECT_EQ(store_->AddKey(Key("alice", "laptop", 2)).code(), Code::kConflict);
 }
 
+// Per-user limits ride on the user record: set, "none" and unset (the server's default)
+// survive a restart; UpdateUser is one read-modify-write that cannot rename.
+TEST_F(LmdbStoreTest, UserLimitsRoundTripAndUpdate) {
+  User alice = MakeUser("alice");
+  alice.limits.max_vms = 3;
+  alice.limits.max_disk_gib = kNoLimit;
+  ASSERT_TRUE(store_->CreateUser(alice, {}).ok());
+  ASSERT_TRUE(store_->CreateUser(MakeUser("bob"), {}).ok());
+  ASSERT_TRUE(store_
+                  ->UpdateUser("bob",
+                               [](User& u) {
+                                 u.limits.max_cpus = 0;
+                                 u.limits.max_memory_mib = 4096;
+                                 return Status::Ok();
+                               })
+                  .ok());
+  Reopen();
+  Result<User> a = store_->GetUser("alice");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->limits.max_vms, 3);
+  EXPECT_EQ(a->limits.max_disk_gib, kNoLimit);
+  EXPECT_FALSE(a->limits.max_cpus.has_value());
+  EXPECT_FALSE(a->limits.max_memory_mib.has_value());
+  Result<User> b = store_->GetUser("bob");
+  EXPECT_EQ(b->limits.max_cpus, 0);
+  EXPECT_EQ(b->limits.max_memory_mib, 4096);
+  EXPECT_FALSE(b->limits.max_vms.has_value());
+  // Back to the default.
+  ASSERT_TRUE(store_
+                  ->UpdateUser("alice",
+                               [](User& u) {
+                                 u.limits.max_vms.reset();
+                                 return Status::Ok();
+                               })
+                  .ok());
+  EXPECT_FALSE(store_->GetUser("alice")->limits.max_vms.has_value());
+  // Refused: renaming, a nonsense limit, an unknown user; a change that fails writes nothing.
+  EXPECT_EQ(store_
+                ->UpdateUser("alice",
+                             [](User& u) {
+                               u.name = "carol";
+                               return Status::Ok();
+                             })
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(store_
+                ->UpdateUser("alice",
+                             [](User& u) {
+                               u.limits.max_vms = -7;
+                               return Status::Ok();
+                             })
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(store_->UpdateUser("nobody", [](User&) { return Status::Ok(); }).code(),
+            Code::kNotFound);
+  EXPECT_EQ(store_
+                ->UpdateUser("bob",
+                             [](User& u) {
+                               u.admin = true;
+                               return Conflict("changed my mind");
+                             })
+                .code(),
+            Code::kConflict);
+  EXPECT_FALSE(store_->GetUser("bob")->admin);
+  User bad = MakeUser("dave");
+  bad.limits.max_cpus = -2;
+  EXPECT_EQ(store_->CreateUser(bad, {}).code(), Code::kInvalidArgument);
+}
+
 TEST_F(LmdbStoreTest, SecondOpenOfSameDirectoryIsRefused) {
   Result<std::unique_ptr<LmdbStore>> again = LmdbStore::Open(dir_);
   ASSERT_FALSE(again.ok());

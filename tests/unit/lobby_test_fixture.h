@@ -62,6 +62,9 @@ class FaultyStore final : public Store {
   }
   Result<User> GetUser(std::string_view n) override { return real_->GetUser(n); }
   Result<std::vector<User>> ListUsers() override { return real_->ListUsers(); }
+  Status UpdateUser(std::string_view n, const std::function<Status(User&)>& f) override {
+    return real_->UpdateUser(n, f);
+  }
   Status DeleteUser(std::string_view n) override { return real_->DeleteUser(n); }
   Status AddKey(const SshKey& k) override { return real_->AddKey(k); }
   Result<SshKey> GetKey(std::string_view fp) override { return real_->GetKey(fp); }

@@ -47,6 +47,29 @@ class VmHostContractTest : public ::testing::TestWithParam<HostCase> {
   std::string image_;
 };
 
+// Capacity names the host's cores and counts what a new VM holds from the moment it exists
+// (its whole disk, its memory while it runs), before its guest touched any of it.
+TEST_P(VmHostContractTest, CapacityCountsWhatVmsHold) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  Result<HostCapacity> before = host_->Capacity();
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_GT(before->cpu_cores, 0);
+  if (before->cpu_cores < 64) {  // the most a spec may ask for
+    VmSpec wide = Spec("aaaa0031");
+    wide.cpus = before->cpu_cores + 1;
+    EXPECT_EQ(host_->Create(wide).code(), Code::kInvalidArgument);
+    EXPECT_EQ(host_->Inspect("aaaa0031").status().code(), Code::kNotFound);
+  }
+  ASSERT_TRUE(host_->Create(Spec("aaaa0032")).ok());  // 1 GiB disk
+  Result<HostCapacity> after = host_->Capacity();
+  ASSERT_TRUE(after.ok());
+  // The overlay holds a little already; the rest of its gigabyte is promised.
+  EXPECT_GE(after->disk_committed_bytes - before->disk_committed_bytes, kGiB - 64 * (1 << 20));
+  EXPECT_LE(after->disk_committed_bytes - before->disk_committed_bytes, kGiB);
+  ASSERT_TRUE(host_->Destroy("aaaa0032").ok());
+  EXPECT_EQ(host_->Capacity()->disk_committed_bytes, before->disk_committed_bytes);
+}
+
 TEST_P(VmHostContractTest, CreateStartsTheVm) {
   ASSERT_TRUE(host_->Create(Spec("aaaa0001")).ok());
   Result<VmInfo> info = host_->Inspect("aaaa0001");

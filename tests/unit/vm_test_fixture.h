@@ -129,6 +129,7 @@ class VmCommandTest : public ::testing::Test {
     s.guests = &guests_;
     s.control_authorized_key = "ssh-ed25519 AAAAcontrol warren-control";
     s.ready_timeout_ms = ready_timeout_ms_;
+    s.vm_defaults = vm_defaults_;
     s.prepare_vm = [this](VmSpec& spec) {
       last_spec_ = spec;
       return prepare_status_;
@@ -198,8 +199,9 @@ class VmCommandTest : public ::testing::Test {
   FakeVmHost host_{clock_};
   FakeGuestControl guests_;
   int ready_timeout_ms_ = 2000;
-  VmSpec last_spec_;       // what `new` last handed to prepare_vm
-  Status prepare_status_;  // what prepare_vm answers
+  VmDefaults vm_defaults_;  // what `serve` would set (sizes, egress, users' limits)
+  VmSpec last_spec_;        // what `new` last handed to prepare_vm
+  Status prepare_status_;   // what prepare_vm answers
   std::unique_ptr<LmdbStore> store_;
   std::unique_ptr<Interpreter> interpreter_;
 };
