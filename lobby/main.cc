@@ -41,6 +41,7 @@
 #include "lobby/base/clock.h"
 #include "lobby/base/log.h"
 #include "lobby/base/status.h"
+#include "lobby/commands/command_runner.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/session.h"
@@ -69,6 +70,8 @@ struct ServeFlags {
   std::string tls_cert_file;
   std::string tls_key_file;
   ExecHandlerOptions exec;
+  // The one runner of /exec's and MCP's commands (lobby/commands/command_runner.h).
+  CommandRunnerOptions commands;
   // OAuth sign-in: the base URL clients reach the HTTP bridge at (default: from --http),
   // and how long a sign-in code lives.
   std::string public_url;
@@ -313,6 +316,34 @@ void AddSshLimitFlags(CLI::App& serve, ServeFlags& flags) {
   }
 }
 
+// The one command runner's shares (/exec and MCP tools/call), and MCP's session table.
+void AddCommandLimitFlags(CLI::App& serve, ServeFlags& flags) {
+  CommandRunnerOptions& c = flags.commands;
+  const std::tuple<const char*, int*, const char*> counts[] = {
+      {"--command-threads", &c.threads,
+       "Commands from /exec and MCP running at once, all users together (a thread each)"},
+      {"--command-threads-per-user", &c.threads_per_user,
+       "Commands from /exec and MCP one user may run at once; more wait their turn"},
+      {"--command-queue", &c.queue,
+       "Commands from /exec and MCP waiting for a thread, all users together; past it: 429"},
+      {"--command-queue-per-user", &c.queue_per_user,
+       "Commands one user may have waiting for a thread; past it: 429"},
+  };
+  for (const auto& [name, value, help] : counts) {
+    serve.add_option(name, *value, help)->check(CLI::Range(1, 100000))->capture_default_str();
+  }
+  serve
+      .add_option("--mcp-max-sessions", flags.mcp.max_sessions,
+                  "Open MCP sessions at most, all users together")
+      ->check(CLI::Range(1, 10000000))
+      ->capture_default_str();
+  serve
+      .add_option("--mcp-max-sessions-per-user", flags.mcp.max_sessions_per_user,
+                  "Open MCP sessions per user; one more replaces that user's oldest idle one")
+      ->check(CLI::Range(1, 10000000))
+      ->capture_default_str();
+}
+
 int Fail(const Status& st) {
   std::fprintf(stderr, "warren: %s\n", st.ToString().c_str());
   return 1;
@@ -410,6 +441,8 @@ int Serve(const ServeFlags& flags) {
     }
   }
   Interpreter interpreter(services);
+  // Runs /exec's and MCP's commands: a bounded pool shared fairly between users.
+  CommandRunner command_runner(flags.commands);
 
   ssh::SshServerOptions ssh_options;
   ssh_options.address = ssh_addr->host;
@@ -461,7 +494,7 @@ int Serve(const ServeFlags& flags) {
     return oauth::WwwAuthenticate(oauth_handler->urls());  // RFC 9728 resource_metadata
   };
   auto mcp_handler = std::make_shared<mcp::McpHandler>(
-      interpreter,
+      interpreter, command_runner,
       [&interpreter, oauth_handler](std::string_view token, std::string_view /*path*/) {
         // An OAuth token must be bound to this server's MCP resource (RFC 8707).
         return interpreter.CallerForToken(token, "mcp", oauth_handler->urls().mcp_resource());
@@ -476,7 +509,7 @@ int Serve(const ServeFlags& flags) {
         auto h = mcp.lock();
         return std::vector<GaugeSample>{{{}, h ? static_cast<double>(h->sessions()) : 0.0}};
       });
-  auto exec_handler = std::make_shared<ExecHandler>(interpreter, flags.exec);
+  auto exec_handler = std::make_shared<ExecHandler>(interpreter, command_runner, flags.exec);
   http_server.AddHandler(exec_handler);
   if (Status st = http_server.Start(); !st.ok()) {
     ssh_server.Stop();
@@ -512,9 +545,9 @@ int Serve(const ServeFlags& flags) {
   }
   LogInfo(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
 
-  // /exec's commands end (cancelled) before the listener they answer through stops.
-  bool clean = exec_handler->Stop();
-  // MCP calls end (cancelled) before the listener they answer through stops.
+  // /exec's and MCP's commands end (cancelled) before the listener they answer through
+  // stops; new ones are refused (503) meanwhile.
+  bool clean = command_runner.Stop();
   const bool mcp_clean = mcp_handler->Shutdown();
   http_server.Stop();
   if (metrics_server) metrics_server->Stop();
@@ -544,6 +577,7 @@ int main(int argc, char** argv) {
   serve->add_option("--ssh", flags.ssh, "SSH lobby address, ADDR:PORT (port 0: any free port)")
       ->capture_default_str();
   warren::AddSshLimitFlags(*serve, flags);
+  warren::AddCommandLimitFlags(*serve, flags);
   serve->add_option("--http", flags.http, "HTTP bridge address, ADDR:PORT")->capture_default_str();
   serve
       ->add_option("--http-max-connections", flags.http_limits.max_connections,

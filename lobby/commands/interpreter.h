@@ -30,6 +30,7 @@ struct ServerInfo {
 
 class VmHost;
 class GuestControl;
+class LiveSessions;
 class TokenSigner;
 class OAuthStore;
 struct VmSpec;
@@ -93,6 +94,10 @@ struct Services {
   // Called once per finished command on the thread that ran it (after the audit line).
   // Must be cheap and thread-safe; optional.
   std::function<void(const CommandEvent&)> on_command;
+  // Every credential in use right now (live_sessions.h): Execute registers each session
+  // there, connections register themselves, and removing a credential ends them. Null: the
+  // interpreter's own.
+  LiveSessions* live_sessions = nullptr;
 
   // ---- VMs. When `vms` or `guests` is null this server runs no VMs and the VM commands
   // answer Unavailable; the other commands work as before.
@@ -139,10 +144,12 @@ class Interpreter {
 
   const CommandTable& table() const { return *table_; }
   Services& services() { return services_; }
+  LiveSessions& live_sessions() { return *services_.live_sessions; }
 
  private:
   Services services_;
   std::unique_ptr<CommandTable> table_;
+  std::unique_ptr<LiveSessions> own_live_sessions_;
 };
 
 // Authenticates a public key: the key must be registered and not expired; records its use.

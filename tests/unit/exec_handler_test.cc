@@ -5,6 +5,7 @@
 #include "bridge/exec_handler.h"
 #include "keys/base64.h"
 #include "keys/token.h"
+#include "lobby/commands/command_runner.h"
 #include "tests/unit/recording_responder.h"
 #include "tests/unit/vm_test_fixture.h"
 
@@ -18,15 +19,15 @@ class ExecHandlerTest : public VmCommandTest {
   void SetUp() override {
     VmCommandTest::SetUp();
     interpreter_->services().token_signer = &signer_;
-    handler_ = std::make_unique<ExecHandler>(*interpreter_, ExecHandlerOptions{});
+    handler_ = std::make_unique<ExecHandler>(*interpreter_, runner_, ExecHandlerOptions{});
     New(Alice(), {"--name", "web-one"});
     Outcome o = Exec(Alice(), {"ssh-key", "generate-api-key", "--label", "agent", "--json"});
     ASSERT_TRUE(o.status.ok()) << o.out << o.err;
     token_ = o.Json()["token"];
   }
   void TearDown() override {
-    handler_->Stop();
     handler_.reset();
+    EXPECT_TRUE(runner_.Stop());
     VmCommandTest::TearDown();
   }
 
@@ -46,6 +47,7 @@ class ExecHandlerTest : public VmCommandTest {
   }
 
   TokenSigner signer_ = TokenSigner::FromSecret(std::string(32, 's')).value();
+  CommandRunner runner_;
   std::unique_ptr<ExecHandler> handler_;
   std::string token_;
 };
