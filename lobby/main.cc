@@ -18,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -280,6 +281,14 @@ Status BootstrapAdmin(Store& store, const Clock& clock, const std::string& key_f
 }
 
 // The SSH listener's flags: timeouts before authentication and the admission limits.
+// Integer options that are counts from 1 to `max`, each with its default shown in --help.
+using CountOption = std::tuple<const char*, int*, const char*>;
+void AddCountOptions(CLI::App& serve, std::initializer_list<CountOption> counts, int max) {
+  for (const auto& [name, value, help] : counts) {
+    serve.add_option(name, *value, help)->check(CLI::Range(1, max))->capture_default_str();
+  }
+}
+
 void AddSshLimitFlags(CLI::App& serve, ServeFlags& flags) {
   serve
       .add_option("--ssh-version-timeout", flags.ssh_version_timeout,
@@ -299,39 +308,39 @@ void AddSshLimitFlags(CLI::App& serve, ServeFlags& flags) {
                   "(a connection that has sent nothing yet is displaced instead)")
       ->capture_default_str();
   ssh::AdmissionLimits& l = flags.ssh_limits;
-  const std::tuple<const char*, int*, const char*> counts[] = {
-      {"--ssh-max-startups-per-source", &l.startups_per_source,
-       "Unauthenticated SSH connections one address may hold"},
-      {"--ssh-max-handshakes", &l.handshakes,
-       "SSH key exchanges running at once (a thread each); more wait without one"},
-      {"--ssh-max-handshakes-per-source", &l.handshakes_per_source,
-       "SSH key exchanges one address may run at once"},
-      {"--ssh-max-connections-per-source", &l.connections_per_source,
-       "SSH connections (authenticated or not) one address may hold"},
-      {"--ssh-max-logins", &l.logins, "Authenticated SSH connections in all"},
-      {"--ssh-max-logins-per-user", &l.logins_per_user, "Authenticated SSH connections per user"},
-  };
-  for (const auto& [name, value, help] : counts) {
-    serve.add_option(name, *value, help)->check(CLI::Range(1, 1000000))->capture_default_str();
-  }
+  AddCountOptions(serve,
+                  {
+                      {"--ssh-max-startups-per-source", &l.startups_per_source,
+                       "Unauthenticated SSH connections one address may hold"},
+                      {"--ssh-max-handshakes", &l.handshakes,
+                       "SSH key exchanges running at once (a thread each); more wait without one"},
+                      {"--ssh-max-handshakes-per-source", &l.handshakes_per_source,
+                       "SSH key exchanges one address may run at once"},
+                      {"--ssh-max-connections-per-source", &l.connections_per_source,
+                       "SSH connections (authenticated or not) one address may hold"},
+                      {"--ssh-max-logins", &l.logins, "Authenticated SSH connections in all"},
+                      {"--ssh-max-logins-per-user", &l.logins_per_user,
+                       "Authenticated SSH connections per user"},
+                  },
+                  1000000);
 }
 
 // The one command runner's shares (/exec and MCP tools/call), and MCP's session table.
 void AddCommandLimitFlags(CLI::App& serve, ServeFlags& flags) {
   CommandRunnerOptions& c = flags.commands;
-  const std::tuple<const char*, int*, const char*> counts[] = {
-      {"--command-threads", &c.threads,
-       "Commands from /exec and MCP running at once, all users together (a thread each)"},
-      {"--command-threads-per-user", &c.threads_per_user,
-       "Commands from /exec and MCP one user may run at once; more wait their turn"},
-      {"--command-queue", &c.queue,
-       "Commands from /exec and MCP waiting for a thread, all users together; past it: 429"},
-      {"--command-queue-per-user", &c.queue_per_user,
-       "Commands one user may have waiting for a thread; past it: 429"},
-  };
-  for (const auto& [name, value, help] : counts) {
-    serve.add_option(name, *value, help)->check(CLI::Range(1, 100000))->capture_default_str();
-  }
+  AddCountOptions(
+      serve,
+      {
+          {"--command-threads", &c.threads,
+           "Commands from /exec and MCP running at once, all users together (a thread each)"},
+          {"--command-threads-per-user", &c.threads_per_user,
+           "Commands from /exec and MCP one user may run at once; more wait their turn"},
+          {"--command-queue", &c.queue,
+           "Commands from /exec and MCP waiting for a thread, all users together; past it: 429"},
+          {"--command-queue-per-user", &c.queue_per_user,
+           "Commands one user may have waiting for a thread; past it: 429"},
+      },
+      100000);
   serve
       .add_option("--mcp-max-sessions", flags.mcp.max_sessions,
                   "Open MCP sessions at most, all users together")

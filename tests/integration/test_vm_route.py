@@ -147,6 +147,20 @@ class VmRouteTest(h.LobbyTestCase):
     def guest_processes(self):
         return self.into("ps").stdout
 
+    def run_expect(self, args, body, **env):
+        """Runs `args` (an ssh with a terminal) under expect with `body`, EXPECT_PROCS and
+        `env`; returns (ssh's exit status, transcript), failing on a script failure."""
+        spawn = " ".join("{%s}" % a for a in args)
+        script = "set timeout 30\nlog_user 1\n%s\nspawn %s\n%s\n" % (EXPECT_PROCS, spawn, body)
+        path = os.path.join(self.tmp, self.id().rsplit(".", 1)[-1] + ".exp")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(script)
+        r = subprocess.run(["expect", path], capture_output=True, timeout=180,
+                           env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+        transcript = r.stdout.decode("utf-8", "replace")
+        self.assertLess(r.returncode, 100, "expect script failed:\n" + transcript)
+        return r.returncode, transcript
+
     # ---- exec ----
 
     def test_exec_stdout_stderr_status_and_stdin(self):
@@ -194,8 +208,8 @@ class VmRouteTest(h.LobbyTestCase):
     # ---- a shell with a pty, under expect ----
 
     def test_pty_shell_under_expect(self):
-        spawn = " ".join("{%s}" % a for a in self.ssh_args(
-            self.admin, user=VM, tty=True, options=("-o", "SetEnv=GREETING=hello")))
+        args = self.ssh_args(self.admin, user=VM, tty=True,
+                             options=("-o", "SetEnv=GREETING=hello"))
         body = r"""
 want "$ "
 send "echo \$GREETING-\$TERM\r"
@@ -213,16 +227,9 @@ want "$ "
 send "exit 7\r"
 finish
 """
-        script = "set timeout 30\nlog_user 1\n%s\nspawn %s\n%s\n" % (EXPECT_PROCS, spawn, body)
-        path = os.path.join(self.tmp, "shell.exp")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(script)
         t0 = time.monotonic()
-        r = subprocess.run(["expect", path], capture_output=True, timeout=180,
-                           env=dict(os.environ, TERM="vt100"), stdin=subprocess.DEVNULL)
-        transcript = r.stdout.decode("utf-8", "replace")
-        self.assertLess(r.returncode, 100, "expect script failed:\n" + transcript)
-        self.assertEqual(r.returncode, 7, transcript)
+        status, transcript = self.run_expect(args, body, TERM="vt100")
+        self.assertEqual(status, 7, transcript)
         self.assertIn("hello-vt100", transcript)
         self.assertNotIn("not-42", transcript)
         self.assertLess(time.monotonic() - t0, 120)  # Ctrl-C, not the sleep, ended it
@@ -528,35 +535,24 @@ finish
         self.await_guest("sleep 41", "sleep 42", present=False, timeout=10)
 
     def test_repl_ctrl_c_stops_the_running_command(self):
-        spawn = " ".join("{%s}" % a for a in self.ssh_args(self.admin, tty=True))
         body = r"""
 want "Welcome to warren"
-want "▶ "
-send "ssh %s sleep 100
-"
+want "\u25b6 "
+send "ssh %s sleep 100\r"
 sleep 3
-send ""
+send "\003"
 want "cancelled"
-want "▶ "
-send "whoami
-"
+want "\u25b6 "
+send "whoami\r"
 want "admin"
-want "▶ "
-send "exit
-"
+want "\u25b6 "
+send "exit\r"
 finish
 """ % VM
-        script = "set timeout 30\nlog_user 1\n%s\nspawn %s\n%s\n" % (EXPECT_PROCS, spawn, body)
-        path = os.path.join(self.tmp, "repl.exp")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(script)
         t0 = time.monotonic()
-        r = subprocess.run(["expect", path], capture_output=True, timeout=120,
-                           env=dict(os.environ, LANG="C.UTF-8", LC_ALL="C.UTF-8"),
-                           stdin=subprocess.DEVNULL)
-        transcript = r.stdout.decode("utf-8", "replace")
-        self.assertLess(r.returncode, 100, "expect script failed:\n" + transcript)
-        self.assertEqual(r.returncode, 0, transcript)
+        status, transcript = self.run_expect(self.ssh_args(self.admin, tty=True), body,
+                                             LANG="C.UTF-8", LC_ALL="C.UTF-8")
+        self.assertEqual(status, 0, transcript)
         self.assertLess(time.monotonic() - t0, 60)  # Ctrl-C, not the sleep, ended it
         self.await_guest("sleep 100", present=False, timeout=10)
 
