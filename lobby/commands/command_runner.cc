@@ -112,12 +112,17 @@ void CommandRunner::PromoteLocked() {
   }
 }
 
+CommandRunner::Pending CommandRunner::TakePendingLocked(uint64_t id) {
+  Pending p;
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return p;
+  if (it->second.deadline != deadlines_.end()) deadlines_.erase(it->second.deadline);
+  p = std::move(it->second);
+  pending_.erase(it);
+  return p;
+}
+
 void CommandRunner::FinishedLocked(const Entry& entry) {
-  auto it = pending_.find(entry.id);
-  if (it != pending_.end()) {
-    if (it->second.deadline != deadlines_.end()) deadlines_.erase(it->second.deadline);
-    pending_.erase(it);
-  }
   auto u = users_.find(entry.user);
   if (u != users_.end()) {
     --u->second.running;
@@ -146,6 +151,13 @@ void CommandRunner::WorkerLoop() {
         LogError("command task threw a non-exception");
       }
       entry.run = nullptr;  // what it captured goes before the next task
+      lock.lock();
+      {
+        // Its deadline can no longer fire; what the callback captured (a responder, say)
+        // goes without our lock held.
+        Pending done = TakePendingLocked(entry.id);
+        lock.unlock();
+      }
       lock.lock();
       FinishedLocked(entry);
       continue;

@@ -107,6 +107,9 @@ class CommandRunner {
   void WakeWorkerLocked();
   void WorkerLoop();
   void TimerLoop();
+  // With mu_ held: forgets a finished task's cancel signal and deadline, handing them back.
+  Pending TakePendingLocked(uint64_t id);
+  // With mu_ held: frees the finished task's slot and promotes what may run next.
   void FinishedLocked(const Entry& entry);
 
   const CommandRunnerOptions options_;

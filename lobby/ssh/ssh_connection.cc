@@ -533,22 +533,31 @@ int SshConnection::OnAuthPubkey(const char* user, ssh_key pubkey, char signature
     SendAccessBannerOnce(KeyLine(pubkey));
     return SSH_AUTH_DENIED;
   }
-  if (config_.admit_login) {
-    if (Status admitted = config_.admit_login(*this, caller->user); !admitted.ok()) {
-      CountAuthFailure("publickey", admitted.message(), *fp);
-      return SSH_AUTH_DENIED;
-    }
-  }
-  caller_ = std::move(caller).value();
-  authenticated_ = true;
   // Until the connection ends, removing its key (or its user) ends it (EndRevoked).
-  live_ = config_.interpreter->live_sessions().Register(caller_, this, [this](const Status& why) {
+  live_ = config_.interpreter->live_sessions().Register(*caller, this, [this](const Status& why) {
     {
       std::lock_guard<std::mutex> lock(revoked_mu_);
       revoked_ = why;
     }
     waker_->Wake();
   });
+  // A removal that committed between CallerForKey and the registration was swept without
+  // us: look once more.
+  Caller recheck = *caller;
+  if (Status st = RevalidateCaller(recheck, *config_.store, config_.clock->NowUnix()); !st.ok()) {
+    live_.Reset();
+    CountAuthFailure("publickey", st.message(), *fp);
+    return SSH_AUTH_DENIED;
+  }
+  if (config_.admit_login) {
+    if (Status admitted = config_.admit_login(*this, caller->user); !admitted.ok()) {
+      live_.Reset();
+      CountAuthFailure("publickey", admitted.message(), *fp);
+      return SSH_AUTH_DENIED;
+    }
+  }
+  caller_ = std::move(caller).value();
+  authenticated_ = true;
   // Where this connection leads, decided once: the login name names one of the caller's
   // VMs (or says vm+NAME), or it reaches the lobby.
   std::optional<std::string> vm = VmLoginTarget(*config_.store, caller_, login_name_);
