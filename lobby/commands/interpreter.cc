@@ -305,10 +305,8 @@ Interpreter::Interpreter(Services services)
 Interpreter::Interpreter(Services services, std::unique_ptr<CommandTable> table)
     : services_(std::move(services)), table_(std::move(table)) {
   if (services_.clock == nullptr) services_.clock = &SystemClock::Get();
-  if (services_.live_sessions == nullptr) {
-    own_live_sessions_ = std::make_unique<LiveSessions>();
-    services_.live_sessions = own_live_sessions_.get();
-  }
+  if (services_.live_sessions == nullptr)
+    services_.live_sessions = std::make_shared<LiveSessions>();
 }
 
 Interpreter::~Interpreter() = default;

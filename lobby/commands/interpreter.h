@@ -96,8 +96,8 @@ struct Services {
   std::function<void(const CommandEvent&)> on_command;
   // Every credential in use right now (live_sessions.h): Execute registers each session
   // there, connections register themselves, and removing a credential ends them. Null: the
-  // interpreter's own.
-  LiveSessions* live_sessions = nullptr;
+  // interpreter makes one (shared, so Services copied to another interpreter share it).
+  std::shared_ptr<LiveSessions> live_sessions;
 
   // ---- VMs. When `vms` or `guests` is null this server runs no VMs and the VM commands
   // answer Unavailable; the other commands work as before.
@@ -149,7 +149,6 @@ class Interpreter {
  private:
   Services services_;
   std::unique_ptr<CommandTable> table_;
-  std::unique_ptr<LiveSessions> own_live_sessions_;
 };
 
 // Authenticates a public key: the key must be registered and not expired; records its use.
