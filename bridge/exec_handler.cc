@@ -2,15 +2,15 @@
 
 #include <cctype>
 #include <chrono>
-#include <exception>
+#include <mutex>
 #include <optional>
-#include <system_error>
-#include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/command_runner.h"
 #include "lobby/commands/guest_output.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/session.h"
@@ -105,80 +105,56 @@ void RespondStatus(HttpResponder& responder, const Status& st) {
   RespondJsonError(responder, HttpStatusFor(st.code()), st.message(), std::move(headers));
 }
 
+// One request's command session and what it produced, shared by the runner's thread that
+// runs it and the timer that may answer 504 first; whichever answers first answers.
+struct ExecCall {
+  explicit ExecCall(std::string stdin_text) : in(std::move(stdin_text)) {}
+  StringInput in;
+  StringSink out;
+  StringSink err;
+  CommandSession session;
+  std::string command;
+  std::shared_ptr<HttpResponder> responder;
+  std::mutex mu;
+  bool answered = false;
+
+  // True once, for whoever answers.
+  bool Claim() {
+    std::lock_guard lock(mu);
+    return !std::exchange(answered, true);
+  }
+};
+
+void RespondOutcome(HttpResponder& responder, ExecCall& call) {
+  const CommandSession& session = call.session;
+  std::string body = call.out.str();
+  if (body.empty()) {
+    nlohmann::json j = session.status.ok() ? nlohmann::json::object()
+                                           : nlohmann::json{{"error", session.status.message()}};
+    body = j.dump() + "\n";
+  }
+  responder.Respond(HttpStatusFor(session.status.code()),
+                    {{"Content-Type", "application/json"},
+                     {"Cache-Control", "no-store"},
+                     {"X-Warren-Exit-Status", std::to_string(session.exit_status)}},
+                    std::move(body));
+}
+
 }  // namespace
 
-ExecHandler::ExecHandler(Interpreter& interpreter, ExecHandlerOptions options)
+ExecHandler::ExecHandler(Interpreter& interpreter, CommandRunner& runner,
+                         ExecHandlerOptions options)
     : interpreter_(interpreter),
+      runner_(runner),
       options_(options),
       limiter_(options.rate_per_second, options.burst) {}
-
-ExecHandler::~ExecHandler() { Stop(); }
-
-bool ExecHandler::Enter(const std::shared_ptr<CancelSignal>& cancel) {
-  std::lock_guard lock(mu_);
-  if (stopping_) return false;
-  ++running_;
-  cancels_.insert(cancel);
-  return true;
-}
-
-void ExecHandler::Leave(const std::shared_ptr<CancelSignal>& cancel) {
-  std::lock_guard lock(mu_);
-  --running_;
-  if (auto it = cancels_.find(cancel); it != cancels_.end()) cancels_.erase(it);
-  cv_.notify_all();
-}
 
 void ExecHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) {
   if (request.method != "POST") {
     return RespondStatus(*responder,
                          Status(Code::kMethodNotAllowed, "use POST with the command as the body"));
   }
-  std::shared_ptr<CancelSignal> cancel = responder->closed();
-  {
-    std::lock_guard lock(mu_);
-    if (running_ >= options_.max_in_flight) {
-      return RespondStatus(*responder,
-                           LimitExceeded("too many commands running over /exec (" +
-                                         std::to_string(options_.max_in_flight) + "); retry"));
-    }
-  }
-  if (!Enter(cancel)) return RespondStatus(*responder, Unavailable("the server is stopping"));
-  try {
-    std::thread([this, request = std::move(request), responder, cancel]() mutable {
-      try {
-        Run(std::move(request), responder);
-      } catch (const std::exception& e) {
-        LogError(std::string("/exec threw: ") + LogQuote(e.what()));
-        RespondStatus(*responder, Internal("internal error"));
-      }
-      responder.reset();  // answers (500) now if Run did not
-      Leave(cancel);
-    }).detach();
-  } catch (const std::system_error& e) {
-    Leave(cancel);
-    RespondStatus(*responder, Unavailable("cannot start a command thread; retry"));
-  }
-}
-
-namespace {
-
-// One command's session and what it produced, shared by the thread that runs it and the one
-// that answers the request (which may give up waiting first: 504).
-struct ExecRun {
-  explicit ExecRun(std::string stdin_text) : in(std::move(stdin_text)) {}
-  StringInput in;
-  StringSink out;
-  StringSink err;
-  CommandSession session;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-};
-
-}  // namespace
-
-void ExecHandler::Run(HttpRequest request, std::shared_ptr<HttpResponder> responder) {
+  // Checked here, on the I/O thread, as MCP checks its token: store reads, no waiting.
   Result<std::string> token = BearerToken(request);
   if (!token.ok()) return RespondStatus(*responder, token.status());
   Result<Caller> caller = interpreter_.CallerForToken(*token, "exec");
@@ -192,68 +168,38 @@ void ExecHandler::Run(HttpRequest request, std::shared_ptr<HttpResponder> respon
   Result<ExecRequest> parsed = ParseBody(request);
   if (!parsed.ok()) return RespondStatus(*responder, parsed.status());
 
-  auto run = std::make_shared<ExecRun>(parsed->stdin_text.value_or(""));
-  CommandSession& session = run->session;
+  auto call = std::make_shared<ExecCall>(parsed->stdin_text.value_or(""));
+  CommandSession& session = call->session;
   session.caller = std::move(caller).value();
-  session.in = &run->in;
-  session.out = &run->out;
-  session.err = &run->err;
+  session.in = &call->in;
+  session.out = &call->out;
+  session.err = &call->err;
   session.cancel = responder->closed();
   session.json = true;
   session.wait_seconds = parsed->wait_seconds;
+  call->command = std::move(parsed->command);
+  call->responder = responder;
 
-  // The command runs on a thread of its own so this one can answer 504 at the deadline
-  // and let it finish.
-  std::shared_ptr<CancelSignal> cancel = session.cancel;
-  if (!Enter(cancel)) return RespondStatus(*responder, Unavailable("the server is stopping"));
-  try {
-    std::thread([this, run, cancel, command = std::move(parsed->command)] {
-      try {
-        interpreter_.ExecuteLine(run->session, command);
-      } catch (const std::exception& e) {
-        LogError(std::string("/exec command threw: ") + LogQuote(e.what()));
-      }
-      {
-        std::lock_guard lock(run->mu);
-        run->done = true;
-      }
-      run->cv.notify_all();
-      Leave(cancel);
-    }).detach();
-  } catch (const std::system_error&) {
-    Leave(cancel);
-    return RespondStatus(*responder, Unavailable("cannot start a command thread; retry"));
-  }
-  {
-    std::unique_lock lock(run->mu);
-    if (!run->cv.wait_for(lock, std::chrono::seconds(options_.timeout_seconds),
-                          [&] { return run->done; })) {
-      return RespondStatus(
-          *responder,
-          Timeout("the command is still running after " + std::to_string(options_.timeout_seconds) +
-                  " s; it was not stopped (ls, jobs and wait show how it ends)"));
-    }
-  }
-
-  std::string body = run->out.str();
-  if (body.empty()) {
-    nlohmann::json j = session.status.ok() ? nlohmann::json::object()
-                                           : nlohmann::json{{"error", session.status.message()}};
-    body = j.dump() + "\n";
-  }
-  responder->Respond(HttpStatusFor(session.status.code()),
-                     {{"Content-Type", "application/json"},
-                      {"Cache-Control", "no-store"},
-                      {"X-Warren-Exit-Status", std::to_string(session.exit_status)}},
-                     std::move(body));
-}
-
-bool ExecHandler::Stop(int timeout_ms) {
-  std::unique_lock lock(mu_);
-  stopping_ = true;
-  for (const auto& c : cancels_) c->Cancel();
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                      [this] { return running_ == 0; });
+  CommandTask task;
+  task.user = session.caller.user;
+  task.cancel = session.cancel;
+  task.run = [&interpreter = interpreter_, call] {
+    interpreter.ExecuteLine(call->session, call->command);
+    if (!call->Claim()) return;  // answered 504 already
+    RespondOutcome(*call->responder, *call);
+    call->responder.reset();  // only who answered touches it
+  };
+  // The deadline counts from here, waiting for a thread included: a gateway timeout. The
+  // command is not stopped; like a gateway's, the work goes on.
+  task.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.timeout_seconds);
+  task.on_deadline = [call, seconds = options_.timeout_seconds] {
+    if (!call->Claim()) return;
+    RespondStatus(*call->responder,
+                  Timeout("the command is still running after " + std::to_string(seconds) +
+                          " s; it was not stopped (ls, jobs and wait show how it ends)"));
+    call->responder.reset();
+  };
+  if (Status st = runner_.Submit(std::move(task)); !st.ok()) RespondStatus(*responder, st);
 }
 
 }  // namespace warren

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +43,7 @@
 #include "lobby/base/clock.h"
 #include "lobby/base/log.h"
 #include "lobby/base/status.h"
+#include "lobby/commands/command_runner.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/session.h"
@@ -72,6 +74,8 @@ struct ServeFlags {
   std::string tls_cert_file;
   std::string tls_key_file;
   ExecHandlerOptions exec;
+  // The one runner of /exec's and MCP's commands (lobby/commands/command_runner.h).
+  CommandRunnerOptions commands;
   // OAuth sign-in: the base URL clients reach the HTTP bridge at (default: from --http),
   // and how long a sign-in code lives.
   std::string public_url;
@@ -283,6 +287,14 @@ Status BootstrapAdmin(Store& store, const Clock& clock, const std::string& key_f
 }
 
 // The SSH listener's flags: timeouts before authentication and the admission limits.
+// Integer options that are counts from 1 to `max`, each with its default shown in --help.
+using CountOption = std::tuple<const char*, int*, const char*>;
+void AddCountOptions(CLI::App& serve, std::initializer_list<CountOption> counts, int max) {
+  for (const auto& [name, value, help] : counts) {
+    serve.add_option(name, *value, help)->check(CLI::Range(1, max))->capture_default_str();
+  }
+}
+
 void AddSshLimitFlags(CLI::App& serve, ServeFlags& flags) {
   serve
       .add_option("--ssh-version-timeout", flags.ssh_version_timeout,
@@ -302,21 +314,49 @@ void AddSshLimitFlags(CLI::App& serve, ServeFlags& flags) {
                   "(a connection that has sent nothing yet is displaced instead)")
       ->capture_default_str();
   ssh::AdmissionLimits& l = flags.ssh_limits;
-  const std::tuple<const char*, int*, const char*> counts[] = {
-      {"--ssh-max-startups-per-source", &l.startups_per_source,
-       "Unauthenticated SSH connections one address may hold"},
-      {"--ssh-max-handshakes", &l.handshakes,
-       "SSH key exchanges running at once (a thread each); more wait without one"},
-      {"--ssh-max-handshakes-per-source", &l.handshakes_per_source,
-       "SSH key exchanges one address may run at once"},
-      {"--ssh-max-connections-per-source", &l.connections_per_source,
-       "SSH connections (authenticated or not) one address may hold"},
-      {"--ssh-max-logins", &l.logins, "Authenticated SSH connections in all"},
-      {"--ssh-max-logins-per-user", &l.logins_per_user, "Authenticated SSH connections per user"},
-  };
-  for (const auto& [name, value, help] : counts) {
-    serve.add_option(name, *value, help)->check(CLI::Range(1, 1000000))->capture_default_str();
-  }
+  AddCountOptions(serve,
+                  {
+                      {"--ssh-max-startups-per-source", &l.startups_per_source,
+                       "Unauthenticated SSH connections one address may hold"},
+                      {"--ssh-max-handshakes", &l.handshakes,
+                       "SSH key exchanges running at once (a thread each); more wait without one"},
+                      {"--ssh-max-handshakes-per-source", &l.handshakes_per_source,
+                       "SSH key exchanges one address may run at once"},
+                      {"--ssh-max-connections-per-source", &l.connections_per_source,
+                       "SSH connections (authenticated or not) one address may hold"},
+                      {"--ssh-max-logins", &l.logins, "Authenticated SSH connections in all"},
+                      {"--ssh-max-logins-per-user", &l.logins_per_user,
+                       "Authenticated SSH connections per user"},
+                  },
+                  1000000);
+}
+
+// The one command runner's shares (/exec and MCP tools/call), and MCP's session table.
+void AddCommandLimitFlags(CLI::App& serve, ServeFlags& flags) {
+  CommandRunnerOptions& c = flags.commands;
+  AddCountOptions(
+      serve,
+      {
+          {"--command-threads", &c.threads,
+           "Commands from /exec and MCP running at once, all users together (a thread each)"},
+          {"--command-threads-per-user", &c.threads_per_user,
+           "Commands from /exec and MCP one user may run at once; more wait their turn"},
+          {"--command-queue", &c.queue,
+           "Commands from /exec and MCP waiting for a thread, all users together; past it: 429"},
+          {"--command-queue-per-user", &c.queue_per_user,
+           "Commands one user may have waiting for a thread; past it: 429"},
+      },
+      100000);
+  serve
+      .add_option("--mcp-max-sessions", flags.mcp.max_sessions,
+                  "Open MCP sessions at most, all users together")
+      ->check(CLI::Range(1, 10000000))
+      ->capture_default_str();
+  serve
+      .add_option("--mcp-max-sessions-per-user", flags.mcp.max_sessions_per_user,
+                  "Open MCP sessions per user; one more replaces that user's oldest idle one")
+      ->check(CLI::Range(1, 10000000))
+      ->capture_default_str();
 }
 
 // Every user's limits unless `user set` gives them their own.
@@ -438,6 +478,8 @@ int Serve(const ServeFlags& flags) {
     }
   }
   Interpreter interpreter(services);
+  // Runs /exec's and MCP's commands: a bounded pool shared fairly between users.
+  CommandRunner command_runner(flags.commands);
 
   ssh::SshServerOptions ssh_options;
   ssh_options.address = ssh_addr->host;
@@ -489,7 +531,7 @@ int Serve(const ServeFlags& flags) {
     return oauth::WwwAuthenticate(oauth_handler->urls());  // RFC 9728 resource_metadata
   };
   auto mcp_handler = std::make_shared<mcp::McpHandler>(
-      interpreter,
+      interpreter, command_runner,
       [&interpreter, oauth_handler](std::string_view token, std::string_view /*path*/) {
         // An OAuth token must be bound to this server's MCP resource (RFC 8707).
         return interpreter.CallerForToken(token, "mcp", oauth_handler->urls().mcp_resource());
@@ -504,7 +546,7 @@ int Serve(const ServeFlags& flags) {
         auto h = mcp.lock();
         return std::vector<GaugeSample>{{{}, h ? static_cast<double>(h->sessions()) : 0.0}};
       });
-  auto exec_handler = std::make_shared<ExecHandler>(interpreter, flags.exec);
+  auto exec_handler = std::make_shared<ExecHandler>(interpreter, command_runner, flags.exec);
   http_server.AddHandler(exec_handler);
   if (Status st = http_server.Start(); !st.ok()) {
     ssh_server.Stop();
@@ -540,9 +582,9 @@ int Serve(const ServeFlags& flags) {
   }
   LogInfo(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
 
-  // /exec's commands end (cancelled) before the listener they answer through stops.
-  bool clean = exec_handler->Stop();
-  // MCP calls end (cancelled) before the listener they answer through stops.
+  // /exec's and MCP's commands end (cancelled) before the listener they answer through
+  // stops; new ones are refused (503) meanwhile.
+  bool clean = command_runner.Stop();
   const bool mcp_clean = mcp_handler->Shutdown();
   http_server.Stop();
   if (metrics_server) metrics_server->Stop();
@@ -573,6 +615,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   warren::AddSshLimitFlags(*serve, flags);
   warren::AddUserLimitFlags(*serve, flags);
+  warren::AddCommandLimitFlags(*serve, flags);
   serve->add_option("--http", flags.http, "HTTP bridge address, ADDR:PORT")->capture_default_str();
   serve
       ->add_option("--http-max-connections", flags.http_limits.max_connections,

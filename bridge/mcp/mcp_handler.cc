@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <thread>
 
 #include "bridge/mcp/jsonrpc.h"
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/command_runner.h"
 #include "lobby/commands/interpreter.h"
 
 namespace warren::mcp {
@@ -104,11 +104,14 @@ bool IsLoopbackOrigin(std::string_view origin) {
   return false;
 }
 
-McpHandler::McpHandler(Interpreter& interpreter, Authenticator authenticate, McpOptions options)
+McpHandler::McpHandler(Interpreter& interpreter, CommandRunner& runner, Authenticator authenticate,
+                       McpOptions options)
     : interpreter_(interpreter),
+      runner_(runner),
       authenticate_(std::move(authenticate)),
       options_(std::move(options)),
-      sessions_(options_.max_sessions, options_.session_idle_limit) {
+      sessions_(options_.max_sessions, options_.max_sessions_per_user,
+                options_.session_idle_limit) {
   Endpoint full{"/mcp", false, FullTools(interpreter_)};
   if (options_.conformance_fixtures) AddConformanceFixtures(full.tools);
   endpoints_.push_back(std::move(full));
@@ -230,7 +233,8 @@ void McpHandler::Post(const Endpoint& endpoint, HttpRequest request,
     std::string negotiated = SupportedVersion(requested->get<std::string>())
                                  ? requested->get<std::string>()
                                  : std::string(kLatestProtocolVersion);
-    Result<SessionInfo> session = sessions_.Create(endpoint.path, caller.credential, negotiated);
+    Result<SessionInfo> session =
+        sessions_.Create(endpoint.path, caller.credential, caller.user, negotiated);
     if (!session.ok()) return RespondStatus(*responder, session.status(), m.id);
     json capabilities = {{"tools", {{"listChanged", false}}}};
     if (options_.conformance_fixtures) capabilities["logging"] = json::object();
@@ -315,9 +319,12 @@ void McpHandler::CallTool(const Endpoint& endpoint, const SessionInfo& session, 
   const std::string call_id = Dump(id);
   sessions_.BeginCall(session.id, call_id, cancel);
 
-  std::thread([this, tool, id = std::move(id), arguments = std::move(arguments),
-               progress_token = std::move(progress_token), stream, caller, session, call_id, cancel,
-               responder = std::move(responder)]() mutable {
+  CommandTask task;
+  task.user = caller.user;
+  task.cancel = cancel;
+  task.run = [this, tool, id, arguments = std::move(arguments),
+              progress_token = std::move(progress_token), stream, caller, session, call_id, cancel,
+              responder]() mutable {
     ToolCall call;
     call.caller = caller;
     call.cancel = cancel;
@@ -350,7 +357,18 @@ void McpHandler::CallTool(const Endpoint& endpoint, const SessionInfo& session, 
     responder.reset();
     std::lock_guard lock(mu_);
     if (--running_ == 0) idle_.notify_all();
-  }).detach();
+  };
+  if (Status st = runner_.Submit(std::move(task)); !st.ok()) {
+    // Over the user's share (429, from the one error map) or stopping: nothing ran.
+    sessions_.EndCall(session.id, call_id);
+    {
+      std::lock_guard lock(mu_);
+      if (--running_ == 0) idle_.notify_all();
+    }
+    HttpHeaders headers;
+    if (st.code() == Code::kLimitExceeded) headers.emplace_back("Retry-After", "1");
+    RespondStatus(*responder, st, id, std::move(headers));
+  }
 }
 
 }  // namespace warren::mcp

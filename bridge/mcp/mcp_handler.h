@@ -10,9 +10,10 @@
 // notifications/cancelled — or the client going away — stops the command unless it has
 // already become a job.
 //
-// Threading: Handle never blocks; each tools/call runs on a thread of its own. Shutdown()
-// cancels calls in flight and waits for their threads; the destructor waits for them
-// without a limit.
+// Threading: Handle never blocks; each tools/call runs on the one CommandRunner
+// (lobby/commands/command_runner.h), shared with /exec: fair between users, bounded in
+// threads, and a call over its user's share is answered 429 at once. Shutdown() cancels
+// calls in flight and waits for them; the destructor waits for them without a limit.
 #pragma once
 
 #include <chrono>
@@ -33,7 +34,8 @@
 
 namespace warren {
 class Interpreter;
-}
+class CommandRunner;
+}  // namespace warren
 
 namespace warren::mcp {
 
@@ -45,7 +47,10 @@ struct McpOptions {
   // Origins allowed besides loopback ones (http://localhost:*, http://127.0.0.1:*,
   // http://[::1]:*, *.localhost): exact "scheme://host[:port]" strings.
   std::vector<std::string> allowed_origins;
+  // Open sessions in all, and of one user: a user at their cap loses their oldest idle
+  // session to a new one (never one with a call in flight).
   size_t max_sessions = 10000;
+  size_t max_sessions_per_user = 64;
   std::chrono::seconds session_idle_limit{3600};
   int progress_interval_ms = 1000;
   // TEST-ONLY: the conformance suite's fixture tools and logging (serve
@@ -64,7 +69,9 @@ using Authenticator = std::function<Result<Caller>(std::string_view token, std::
 
 class McpHandler final : public HttpHandler {
  public:
-  McpHandler(Interpreter& interpreter, Authenticator authenticate, McpOptions options);
+  // `interpreter` and `runner` must outlive the handler.
+  McpHandler(Interpreter& interpreter, CommandRunner& runner, Authenticator authenticate,
+             McpOptions options);
   ~McpHandler() override;
 
   bool Matches(std::string_view path) const override;
@@ -94,12 +101,13 @@ class McpHandler final : public HttpHandler {
                 std::shared_ptr<HttpResponder> responder);
 
   Interpreter& interpreter_;
+  CommandRunner& runner_;
   Authenticator authenticate_;
   McpOptions options_;
   std::vector<Endpoint> endpoints_;
   SessionTable sessions_;
 
-  // Threads running tool calls.
+  // Tool calls accepted by the runner and not finished.
   std::mutex mu_;
   std::condition_variable idle_;
   int running_ = 0;

@@ -23,16 +23,26 @@ std::string NewSessionId() {
   return HexEncode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
-SessionTable::SessionTable(size_t max_sessions, std::chrono::seconds idle_limit, Clock clock)
-    : max_sessions_(max_sessions), idle_limit_(idle_limit), clock_(std::move(clock)) {
+SessionTable::SessionTable(size_t max_sessions, size_t max_per_user,
+                           std::chrono::seconds idle_limit, Clock clock)
+    : max_sessions_(max_sessions),
+      max_per_user_(max_per_user),
+      idle_limit_(idle_limit),
+      clock_(std::move(clock)) {
   if (!clock_) clock_ = [] { return std::chrono::steady_clock::now(); };
+}
+
+void SessionTable::EraseLocked(Map::iterator it) {
+  auto count = per_user_.find(it->second.info.user);
+  if (count != per_user_.end() && --count->second == 0) per_user_.erase(count);
+  sessions_.erase(it);
 }
 
 void SessionTable::DropIdleLocked(std::chrono::steady_clock::time_point now) {
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     // A session with a call in flight is in use however long the call takes.
     if (it->second.calls.empty() && now - it->second.last_used > idle_limit_) {
-      it = sessions_.erase(it);
+      EraseLocked(it++);
     } else {
       ++it;
     }
@@ -40,9 +50,27 @@ void SessionTable::DropIdleLocked(std::chrono::steady_clock::time_point now) {
 }
 
 Result<SessionInfo> SessionTable::Create(std::string endpoint, std::string credential,
-                                         std::string protocol_version) {
+                                         std::string user, std::string protocol_version) {
   auto now = clock_();
   std::lock_guard lock(mu_);
+  auto count = per_user_.find(user);
+  if (count != per_user_.end() && count->second >= max_per_user_) {
+    // The user's own least recently used idle session makes room: a linear scan, but only
+    // for a user at their cap, and bounded by the table.
+    auto oldest = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      if (it->second.info.user != user || !it->second.calls.empty()) continue;
+      if (oldest == sessions_.end() || it->second.last_used < oldest->second.last_used) {
+        oldest = it;
+      }
+    }
+    if (oldest == sessions_.end()) {
+      return LimitExceeded("you have " + std::to_string(max_per_user_) +
+                           " MCP sessions open, each with a call in flight; end one with "
+                           "DELETE or wait for a call to finish");
+    }
+    EraseLocked(oldest);
+  }
   if (sessions_.size() >= max_sessions_) DropIdleLocked(now);
   if (sessions_.size() >= max_sessions_) {
     return LimitExceeded("too many MCP sessions are open (" + std::to_string(max_sessions_) +
@@ -52,9 +80,11 @@ Result<SessionInfo> SessionTable::Create(std::string endpoint, std::string crede
   e.info.id = NewSessionId();
   e.info.endpoint = std::move(endpoint);
   e.info.credential = std::move(credential);
+  e.info.user = std::move(user);
   e.info.protocol_version = std::move(protocol_version);
   e.last_used = now;
   SessionInfo info = e.info;
+  ++per_user_[info.user];
   sessions_.emplace(info.id, std::move(e));
   return info;
 }
@@ -69,7 +99,7 @@ Result<SessionInfo> SessionTable::Use(std::string_view id, std::string_view endp
     return NotFound("no such MCP session; initialize a new one");
   }
   if (it->second.calls.empty() && now - it->second.last_used > idle_limit_) {
-    sessions_.erase(it);
+    EraseLocked(it);
     return NotFound("the MCP session expired; initialize a new one");
   }
   it->second.last_used = now;
@@ -85,7 +115,7 @@ Status SessionTable::End(std::string_view id, std::string_view endpoint,
     return NotFound("no such MCP session");
   }
   for (auto& [call, cancel] : it->second.calls) cancel->Cancel();
-  sessions_.erase(it);
+  EraseLocked(it);
   return Status::Ok();
 }
 
@@ -132,6 +162,12 @@ bool SessionTable::CancelCall(std::string_view session_id, const std::string& ca
 size_t SessionTable::size() const {
   std::lock_guard lock(mu_);
   return sessions_.size();
+}
+
+size_t SessionTable::size_of(std::string_view user) const {
+  std::lock_guard lock(mu_);
+  auto it = per_user_.find(user);
+  return it == per_user_.end() ? 0 : it->second;
 }
 
 }  // namespace warren::mcp

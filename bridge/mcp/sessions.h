@@ -2,7 +2,10 @@
 // made by `initialize`, bound to the credential that made it and to its endpoint, and ends
 // with DELETE or after it has been idle too long. It holds the negotiated protocol version
 // and the cancel signals of its calls in flight, so `notifications/cancelled` can stop them.
-// Ids are 128 random bits from the kernel's CSPRNG. Thread-safe.
+// The table is bounded in all and per user: a user at their cap who opens one more loses
+// their own oldest idle session (so a client that never says DELETE keeps working and costs
+// others nothing); one whose sessions all have calls in flight is refused. Ids are 128
+// random bits from the kernel's CSPRNG. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -23,6 +26,7 @@ struct SessionInfo {
   std::string id;
   std::string endpoint;    // "/mcp", "/mcp/claude"…
   std::string credential;  // who made it (Caller::credential): another one cannot use it
+  std::string user;        // whose share it counts against (Caller::user)
   std::string protocol_version;
   std::string log_level = "info";
 };
@@ -31,10 +35,13 @@ class SessionTable {
  public:
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
 
-  SessionTable(size_t max_sessions, std::chrono::seconds idle_limit, Clock clock = nullptr);
+  SessionTable(size_t max_sessions, size_t max_per_user, std::chrono::seconds idle_limit,
+               Clock clock = nullptr);
 
-  // A new session. LimitExceeded when max_sessions are open (after dropping idle ones).
-  Result<SessionInfo> Create(std::string endpoint, std::string credential,
+  // A new session. At `user`'s cap, their least recently used session without a call in
+  // flight goes first; LimitExceeded when none can go, or when max_sessions are open (after
+  // dropping the expired ones).
+  Result<SessionInfo> Create(std::string endpoint, std::string credential, std::string user,
                              std::string protocol_version);
   // The live session `id` for this endpoint and credential, touched; NotFound otherwise
   // (unknown, ended, expired, or someone else's: all look the same).
@@ -54,6 +61,7 @@ class SessionTable {
   void CancelAll();
 
   size_t size() const;
+  size_t size_of(std::string_view user) const;
 
  private:
   struct Entry {
@@ -61,13 +69,17 @@ class SessionTable {
     std::chrono::steady_clock::time_point last_used;
     std::map<std::string, std::shared_ptr<CancelSignal>> calls;
   };
+  using Map = std::map<std::string, Entry, std::less<>>;
   void DropIdleLocked(std::chrono::steady_clock::time_point now);
+  void EraseLocked(Map::iterator it);
 
   const size_t max_sessions_;
+  const size_t max_per_user_;
   const std::chrono::seconds idle_limit_;
   Clock clock_;
   mutable std::mutex mu_;
-  std::map<std::string, Entry, std::less<>> sessions_;
+  Map sessions_;
+  std::map<std::string, size_t, std::less<>> per_user_;  // open sessions by user
 };
 
 // 32 lowercase hex characters from getrandom(2).

@@ -9,6 +9,7 @@
 #include "keys/oauth.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
+#include "lobby/commands/live_sessions.h"
 #include "lobby/commands/text_format.h"
 
 namespace warren {
@@ -68,6 +69,7 @@ class RemoveCommand final : public Command {
       return NotFound("no OAuth client " + id_.substr(0, 64) + "; see oauth clients list");
     }
     WARREN_ASSIGN_OR_RETURN(OAuthClientRemoval removed, oauth->RemoveOAuthClient(id_));
+    EndRevokedSessions(ctx.services, ctx.session);  // its apps' calls in flight end now
     CommandResult r;
     r.data = {{"removed", ClientJson(*client)},
               {"sign_ins_revoked", removed.token_labels},

@@ -23,6 +23,7 @@
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/key_view.h"
+#include "lobby/commands/live_sessions.h"
 #include "lobby/commands/scope_flags.h"
 #include "lobby/commands/text_format.h"
 
@@ -215,6 +216,7 @@ class RemoveCommand final : public Command {
     }
     WARREN_RETURN_IF_ERROR(RequireNarrower(caller, key.scope, "remove"));
     WARREN_RETURN_IF_ERROR(ctx.store().RemoveKey(caller.user, key.fingerprint));
+    EndRevokedSessions(ctx.services, ctx.session);  // its connections and commands end now
     CommandResult r;
     r.data = {{"removed", KeyJson(key, caller.key_fingerprint)}};
     r.text = "removed key " + key.name + " (" + key.fingerprint + ")\n";
@@ -231,6 +233,7 @@ class RemoveCommand final : public Command {
     if (label == nullptr) return NoKeyOrLabel(key_);
     WARREN_RETURN_IF_ERROR(RequireNarrowerLabel(caller, *label, "remove"));
     WARREN_RETURN_IF_ERROR(ctx.store().RemoveTokenLabel(caller.user, label->id));
+    EndRevokedSessions(ctx.services, ctx.session);  // its calls in flight end now
     CommandResult r;
     r.data = {{"removed_api_token_label", TokenLabelJson(*label, caller.token_label_id)},
               {"revoked_tokens", label->tokens.size()}};
@@ -378,10 +381,12 @@ void RegisterSshKeyCommands(CommandTable& table) {
       .path = "ssh-key remove",
       .summary = "remove one of your SSH keys, or revoke an API token label",
       .args = "NAME|FINGERPRINT|LABEL",
-      .description = "Removes a key at once: sessions using it stop working on their next "
-                     "command. You cannot remove the key you are using, nor your last key.\n"
+      .description = "Removes a key at once: connections made with it are closed and its "
+                     "commands stop (shells, sftp and forwards into VMs too). You cannot "
+                     "remove the key you are using, nor your last key.\n"
                      "Given an API token label, removes it and so revokes every token minted "
-                     "under it, at once; a new label of the same name does not revive them.\n",
+                     "under it, at once, ending its calls in flight (/exec, MCP); a new label "
+                     "of the same name does not revive them.\n",
       .make = [] { return std::make_unique<RemoveCommand>(); },
   });
   table.Add({

@@ -12,6 +12,7 @@
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/key_input.h"
+#include "lobby/commands/live_sessions.h"
 #include "lobby/commands/text_format.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_quota.h"
@@ -281,6 +282,7 @@ class RemoveCommand final : public Command {
     }
     // One transaction removes the user and every key, so none of their sessions outlives it.
     WARREN_RETURN_IF_ERROR(ctx.store().DeleteUser(name_));
+    EndRevokedSessions(ctx.services, ctx.session);  // their connections and commands end now
     CommandResult r;
     r.data = {{"removed",
                {{"name", user.name}, {"admin", user.admin}, {"keys", keys.size()}, {"vms", vms}}}};
@@ -341,7 +343,7 @@ void RegisterUserCommands(CommandTable& table) {
       .summary = "remove a user with all of their keys and VMs",
       .args = "NAME",
       .description = "Removes the user's VMs (with their disks), then the user and their "
-                     "keys in one step; their sessions stop working on their next command. You "
+                     "keys in one step; their connections and commands end at once. You "
                      "cannot remove yourself.\n",
       .admin_only = true,
       .make = [] { return std::make_unique<RemoveCommand>(); },

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <chrono>
 #include <exception>
+#include <mutex>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -13,6 +15,7 @@
 #include "lobby/commands/command.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/help_text.h"
+#include "lobby/commands/live_sessions.h"
 #include "lobby/commands/text_format.h"
 #include "lobby/commands/tokenizer.h"
 #include "lobby/commands/vm_access.h"
@@ -295,14 +298,15 @@ void WithStreams(CommandSession& session, F body) {
 }  // namespace
 
 Interpreter::Interpreter(Services services)
-    : services_(std::move(services)), table_(std::make_unique<CommandTable>()) {
-  if (services_.clock == nullptr) services_.clock = &SystemClock::Get();
+    : Interpreter(std::move(services), std::make_unique<CommandTable>()) {
   RegisterBuiltinCommands(*table_);
 }
 
 Interpreter::Interpreter(Services services, std::unique_ptr<CommandTable> table)
     : services_(std::move(services)), table_(std::move(table)) {
   if (services_.clock == nullptr) services_.clock = &SystemClock::Get();
+  if (services_.live_sessions == nullptr)
+    services_.live_sessions = std::make_shared<LiveSessions>();
 }
 
 Interpreter::~Interpreter() = default;
@@ -315,6 +319,20 @@ void Interpreter::Execute(CommandSession& session) {
     bool json = session.json || WantsJson(session.argv);
     AuditFacts audit;
     Result<CommandResult> result = Internal("not run");
+    // While it runs, removing its credential ends it (live_sessions.h): its cancel signal
+    // stops whatever it waits on, and it fails with the reason rather than as cancelled.
+    if (session.cancel == nullptr) session.cancel = std::make_shared<CancelSignal>();
+    std::mutex revoked_mu;
+    std::optional<Status> revoked;
+    LiveSessions::Registration live = services_.live_sessions->Register(
+        session.caller, &session,
+        [&revoked_mu, &revoked, cancel = session.cancel](const Status& why) {
+          {
+            std::lock_guard lock(revoked_mu);
+            revoked = why;
+          }
+          cancel->Cancel();
+        });
     // The handler boundary: nothing a command (or CLI11, or nlohmann::json) throws may
     // unwind into a surface's event loop.
     try {
@@ -330,6 +348,8 @@ void Interpreter::Execute(CommandSession& session) {
       LogError("command " + LogQuote(audit.path) + " threw a non-exception");
       result = Internal("internal error while running \"" + audit.path + "\"");
     }
+    live.Reset();
+    if (!result.ok() && revoked.has_value()) result = *revoked;
     Finish(services_, session, json, result, audit, start);
   });
 }

@@ -30,6 +30,7 @@ struct ServerInfo {
 
 class VmHost;
 class GuestControl;
+class LiveSessions;
 class TokenSigner;
 class OAuthStore;
 struct VmSpec;
@@ -97,6 +98,10 @@ struct Services {
   // Called once per finished command on the thread that ran it (after the audit line).
   // Must be cheap and thread-safe; optional.
   std::function<void(const CommandEvent&)> on_command;
+  // Every credential in use right now (live_sessions.h): Execute registers each session
+  // there, connections register themselves, and removing a credential ends them. Null: the
+  // interpreter makes one (shared, so Services copied to another interpreter share it).
+  std::shared_ptr<LiveSessions> live_sessions;
 
   // ---- VMs. When `vms` or `guests` is null this server runs no VMs and the VM commands
   // answer Unavailable; the other commands work as before.
@@ -143,6 +148,7 @@ class Interpreter {
 
   const CommandTable& table() const { return *table_; }
   Services& services() { return services_; }
+  LiveSessions& live_sessions() { return *services_.live_sessions; }
 
  private:
   Services services_;

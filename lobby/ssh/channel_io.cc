@@ -11,6 +11,18 @@ ChannelIo::ChannelIo(std::shared_ptr<EventWaker> waker) : waker_(std::move(waker
 size_t ChannelIo::PushStdin(const char* data, size_t len) {
   std::lock_guard<std::mutex> lock(mu_);
   if (cancelled_) return len;  // nobody will read it; let the client's window move on
+  size_t interrupted = 0;      // bytes taken up to and including a Ctrl-C
+  if (command_ != nullptr && ctrl_c_) {
+    if (const void* c = std::memchr(data, 0x03, len); c != nullptr) {
+      interrupted = static_cast<size_t>(static_cast<const char*>(c) - data) + 1;
+      command_->Cancel();
+      command_.reset();
+      stdin_.clear();  // typed ahead for the next prompt: a tty's interrupt drops it too
+      stdin_pos_ = 0;
+      data += interrupted;
+      len -= interrupted;
+    }
+  }
   // Compact lazily so the buffer never holds more than the capacity.
   if (stdin_pos_ > 0 && stdin_pos_ == stdin_.size()) {
     stdin_.clear();
@@ -25,7 +37,7 @@ size_t ChannelIo::PushStdin(const char* data, size_t len) {
   stdin_.append(data, n);
   owner_wants_room_ = n < len;
   if (n > 0) stdin_cv_.notify_all();
-  return n;
+  return interrupted + n;
 }
 
 size_t ChannelIo::StdinSpace() {
@@ -41,13 +53,16 @@ void ChannelIo::SetStdinEof() {
 }
 
 void ChannelIo::Cancel() {
+  std::shared_ptr<CancelSignal> command;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (cancelled_) return;
     cancelled_ = true;
     output_.clear();
     output_bytes_ = 0;
+    command = std::move(command_);
   }
+  if (command != nullptr) command->Cancel();
   cancel_->Cancel();
   stdin_cv_.notify_all();
   output_cv_.notify_all();
@@ -135,6 +150,18 @@ void ChannelIo::WriteOutput(bool is_stderr, std::string_view bytes) {
     bytes.remove_prefix(n);
     if (was_empty) waker_->Wake();
   }
+}
+
+void ChannelIo::SetCommand(std::shared_ptr<CancelSignal> command, bool ctrl_c) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!cancelled_) {
+      command_ = std::move(command);
+      ctrl_c_ = ctrl_c;
+      return;
+    }
+  }
+  if (command != nullptr) command->Cancel();  // the channel went before the command began
 }
 
 void ChannelIo::Finish(int exit_status) {

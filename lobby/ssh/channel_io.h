@@ -37,8 +37,10 @@ class ChannelIo {
 
   // ---- Owner (connection thread) ----
 
-  // Appends up to `len` bytes of client data to stdin; returns how many fitted. When not
-  // all fitted, the worker wakes the owner once it has made room.
+  // Appends up to `len` bytes of client data to stdin; returns how many it took. When not
+  // all fitted, the worker wakes the owner once it has made room. While a command armed
+  // for Ctrl-C runs (SetCommand), a 0x03 in `data` cancels that command and is taken with
+  // every byte typed before it, as a tty's interrupt flushes its input.
   size_t PushStdin(const char* data, size_t len);
   size_t StdinSpace();
   // No more stdin: the client sent EOF (and everything before it was pushed).
@@ -68,6 +70,11 @@ class ChannelIo {
   // The command ended with `exit_status`; the owner sends exit-status, EOF and close once
   // the output is out.
   void Finish(int exit_status);
+  // The REPL, around each line's command: `command` is that command's cancel signal,
+  // cancelled when the channel is and, with `ctrl_c`, when the client types Ctrl-C (with a
+  // pty the client sends the byte 0x03, not a signal). Null once the command has ended, so
+  // that Ctrl-C at the prompt is input again.
+  void SetCommand(std::shared_ptr<CancelSignal> command, bool ctrl_c);
 
  private:
   struct Chunk {
@@ -90,6 +97,8 @@ class ChannelIo {
   size_t output_bytes_ = 0;
   bool done_ = false;
   int exit_status_ = 0;
+  std::shared_ptr<CancelSignal> command_;  // the REPL line's command, while it runs
+  bool ctrl_c_ = false;
 };
 
 // The command's view of the channel: an InputStream over ChannelIo's stdin.

@@ -1,5 +1,6 @@
 // The shell side of a session channel: the lobby REPL.
 #include <atomic>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -67,9 +68,13 @@ class Repl {
     session.in = &no_stdin;
     session.out = &out;
     session.err = &err;
-    session.cancel = io_.cancel();
+    // The line's own signal: the channel going ends it, and on a terminal so does Ctrl-C,
+    // which leaves the REPL running.
+    session.cancel = std::make_shared<CancelSignal>();
+    io_.SetCommand(session.cancel, /*ctrl_c=*/pty_);
     session.streams_output = true;  // a terminal: `ssh VM CMD` streams to it
     interpreter_.ExecuteLine(session, line);
+    io_.SetCommand(nullptr, false);
     last_status_ = session.exit_status;
     if (pty_ && !at_line_start) out_.Write("\n");
     return !io_.cancel()->cancelled();

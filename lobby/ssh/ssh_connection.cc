@@ -250,7 +250,8 @@ void SshConnection::Run() {
   }
 
   while (!stop_requested_.load()) {
-    int timeout_ms = 1000;
+    // Ending: look often, to leave as soon as the closed channels are gone.
+    int timeout_ms = ending_ ? 50 : 1000;
     if (!authenticated_) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                       deadline - std::chrono::steady_clock::now())
@@ -269,8 +270,44 @@ void SshConnection::Run() {
       break;
     }
     Service();
+    if (!ending_) {
+      std::optional<Status> why;
+      {
+        std::lock_guard<std::mutex> lock(revoked_mu_);
+        why = revoked_;
+      }
+      if (why.has_value()) EndRevoked(*why);
+    }
+    if (ending_ && (channels_.empty() || std::chrono::steady_clock::now() >= ending_deadline_)) {
+      break;
+    }
   }
   Teardown();
+}
+
+void SshConnection::EndRevoked(const Status& why) {
+  ending_ = true;
+  // Time for the closes to go out (and the client's to come back) before the disconnect.
+  ending_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  LogInfo("ssh connection ending peer=" + peer_ + " user=" + LogQuote(caller_.user) +
+          " reason=" + LogQuote(why.message()));
+  std::vector<SessionChannel*> snapshot;
+  for (auto& [id, c] : channels_) snapshot.push_back(c.get());
+  for (SessionChannel* c : snapshot) {
+    // A command (lobby, REPL, or under the guest runner) is cancelled; a raw channel into
+    // the VM is closed on the guest's side.
+    c->io->Cancel();
+    if (c->pipe != nullptr) c->pipe->Close();
+    if (c->finished || c->remote_closed || c->broken) continue;
+    if (c->started && !c->tcp) {
+      std::string text = "error: " + why.message() + (c->pty ? "\r\n" : "\n");
+      if (WritableNow(c->ch) >= text.size()) WriteToClient(c->ch, /*is_stderr=*/!c->pty, text);
+      ssh_channel_request_send_exit_status(c->ch, ExitStatusFor(why.code()));
+    }
+    ssh_channel_send_eof(c->ch);
+    ssh_channel_close(c->ch);
+    c->finished = true;
+  }
 }
 
 void SshConnection::Service() {
@@ -397,7 +434,7 @@ bool SshConnection::OpenVmTcp(ssh_message message) {
 }
 
 ssh_channel SshConnection::OnChannelOpen() {
-  if (!authenticated_ || stop_requested_.load()) return nullptr;
+  if (!authenticated_ || stop_requested_.load() || ending_) return nullptr;
   int limit = vm_route_ != nullptr ? config_.max_vm_channels : config_.max_channels;
   if (static_cast<int>(channels_.size()) >= limit) {
     LogInfo("ssh channel refused peer=" + peer_ +
@@ -496,8 +533,25 @@ int SshConnection::OnAuthPubkey(const char* user, ssh_key pubkey, char signature
     SendAccessBannerOnce(KeyLine(pubkey));
     return SSH_AUTH_DENIED;
   }
+  // Until the connection ends, removing its key (or its user) ends it (EndRevoked).
+  live_ = config_.interpreter->live_sessions().Register(*caller, this, [this](const Status& why) {
+    {
+      std::lock_guard<std::mutex> lock(revoked_mu_);
+      revoked_ = why;
+    }
+    waker_->Wake();
+  });
+  // A removal that committed between CallerForKey and the registration was swept without
+  // us: look once more.
+  Caller recheck = *caller;
+  if (Status st = RevalidateCaller(recheck, *config_.store, config_.clock->NowUnix()); !st.ok()) {
+    live_.Reset();
+    CountAuthFailure("publickey", st.message(), *fp);
+    return SSH_AUTH_DENIED;
+  }
   if (config_.admit_login) {
     if (Status admitted = config_.admit_login(*this, caller->user); !admitted.ok()) {
+      live_.Reset();
       CountAuthFailure("publickey", admitted.message(), *fp);
       return SSH_AUTH_DENIED;
     }
@@ -537,7 +591,8 @@ int SshConnection::OnMessage(ssh_message message) {
       }
       break;  // the default reply: failure, "publickey" may continue
     case SSH_REQUEST_CHANNEL_OPEN:
-      if (subtype == SSH_CHANNEL_DIRECT_TCPIP && authenticated_ && vm_route_ != nullptr) {
+      if (subtype == SSH_CHANNEL_DIRECT_TCPIP && authenticated_ && vm_route_ != nullptr &&
+          !ending_) {
         return OpenVmTcp(message) ? 0 : 1;
       }
       LogInfo("ssh channel refused peer=" + peer_ + " type=" + ChannelTypeName(subtype) +
@@ -556,6 +611,7 @@ int SshConnection::OnMessage(ssh_message message) {
 }
 
 void SshConnection::Teardown() {
+  live_.Reset();  // from here the registry's callback cannot run
   // Commands first: cancel them so that they stop reading and writing; every raw channel
   // into a VM is closed on the guest's side too (nothing is left open on its connection).
   for (auto& [id, c] : channels_) {

@@ -8,6 +8,9 @@
 // runs on a worker thread of its own (lobby_workers.h) and talks to this thread through a
 // ChannelIo; what a VM channel runs is VmRoute's. An EventWaker in the event loop wakes it;
 // nothing else touches the session.
+// Once logged in, the connection is a live use of its key (lobby/commands/live_sessions.h):
+// when the key (or its user) is removed, every channel is ended with the reason — commands
+// cancelled, shells, sftp and forwards into a VM closed — and the client is disconnected.
 // Stop() may be called from any thread.
 #pragma once
 
@@ -17,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "keys/store.h"
@@ -24,6 +28,7 @@
 #include "lobby/base/event_waker.h"
 #include "lobby/commands/caller.h"
 #include "lobby/commands/interpreter.h"
+#include "lobby/commands/live_sessions.h"
 #include "lobby/ssh/libssh_handles.h"
 
 #include <libssh/callbacks.h>
@@ -77,6 +82,9 @@ class SshConnection {
   void FlushOutput(SessionChannel& c);
   void ReapChannels();
   void Teardown();
+  // The key was revoked (live_; connection thread): ends every channel with `why` and has
+  // the loop end once they are gone.
+  void EndRevoked(const Status& why);
   // Lobby: the exec request's command or the shell's REPL on a worker thread.
   bool StartWorker(SessionChannel& c, bool shell, std::string command);
   // VM route: a direct-tcpip open, within the connection's channel limit.
@@ -115,6 +123,13 @@ class SshConnection {
   std::string login_name_;
   Caller caller_;
   std::unique_ptr<VmRoute> vm_route_;  // set when the login name leads into a VM
+
+  // Registered at login; its callback only records the reason and wakes the loop.
+  LiveSessions::Registration live_;
+  std::mutex revoked_mu_;
+  std::optional<Status> revoked_;  // set by that callback
+  bool ending_ = false;            // EndRevoked ran: no new channels; leave when drained
+  std::chrono::steady_clock::time_point ending_deadline_;
 
   int next_channel_id_ = 0;
   int channels_opened_ = 0;

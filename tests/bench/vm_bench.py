@@ -26,11 +26,12 @@ class VmBench:
         self.key = None
         self.known_hosts = os.path.join(self.tmp, "known_hosts")
 
-    def start(self):
-        """Starts the server; returns it."""
+    def start(self, extra_args=()):
+        """Starts the server (with `extra_args` for `warren serve`); returns it."""
         self.key = h.Key(self.tmp, "bench")
         self.server = h.Server(self.data, self.key, vms=True,
-                               extra_args=["--images-dir", IMAGES, "--vm-egress", "none"])
+                               extra_args=["--images-dir", IMAGES, "--vm-egress", "none"] +
+                               list(extra_args))
         self.server.start(120)
         with open(self.known_hosts, "w") as f:
             f.write("[127.0.0.1]:%d %s\n" % (self.server.port, self.server.host_public_key()))
@@ -38,8 +39,12 @@ class VmBench:
 
     def ssh(self, *cmd):
         """Runs one lobby command; returns (seconds, stdout). Raises when it fails."""
+        return self.ssh_as(self.key, *cmd)
+
+    def ssh_as(self, key, *cmd):
+        """ssh() with another user's key."""
         argv = ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                "-i", self.key.path, "-o", "UserKnownHostsFile=" + self.known_hosts,
+                "-i", key.path, "-o", "UserKnownHostsFile=" + self.known_hosts,
                 "-o", "StrictHostKeyChecking=yes", "-p", str(self.server.port),
                 "lobby@127.0.0.1"] + list(cmd)
         t = time.monotonic()

@@ -7,7 +7,9 @@ vm+NAME@HOST), SetEnv, a pty shell under expect (prompt, a window change seen by
 size`, Ctrl-C interrupting `sleep`, the exit status), `-L` to busybox httpd started in the
 VM, `-W`, sftp and scp up and down with sha256 checks, 50 channels at once from paramiko
 and a clean refusal past the limit, a connection dropped in the middle of an sftp download
-(nothing left open in the guest, the VM still serves), scoped and removed keys, and last a
+(nothing left open in the guest, the VM still serves), scoped and removed keys, removing a
+key closing the shell, sftp and forward it has open (and a token label ending its /exec and
+MCP calls) within 2 s, Ctrl-C in the lobby REPL stopping `ssh VM sleep`, and last a
 stopped VM's message. A second class boots the Debian image for legacy `scp -O` and a python3
 server reached with -W. Guests get no network device (`--vm-egress none`).
 
@@ -16,6 +18,8 @@ default /var/lib/warren-test/images); skips, saying why, when they are missing (
 """
 import glob
 import hashlib
+import http.client
+import json
 import os
 import shutil
 import signal
@@ -27,6 +31,7 @@ import time
 import unittest
 
 import warren_harness as h
+from mcp_http import McpClient, mint_token
 
 IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
 DATA_PARENT = os.environ.get("WARREN_TEST_DATA_DIR", "/var/lib/warren-test")
@@ -80,7 +85,8 @@ class VmRouteTest(h.LobbyTestCase):
         cls.data = tempfile.mkdtemp(prefix="route-", dir=DATA_PARENT)
         os.chmod(cls.data, 0o711)
         cls.addClassCleanup(shutil.rmtree, cls.data, ignore_errors=True)
-        cls.keys = {name: h.Key(cls.tmp, name) for name in ("admin", "tagged", "lsonly", "gone")}
+        cls.keys = {name: h.Key(cls.tmp, name)
+                    for name in ("admin", "tagged", "lsonly", "gone", "revoked")}
         cls.admin = cls.keys["admin"]
         cls.server = h.Server(cls.data, cls.admin, vms=True,
                               extra_args=["--images-dir", IMAGES, "--vm-egress", "none"])
@@ -141,6 +147,20 @@ class VmRouteTest(h.LobbyTestCase):
     def guest_processes(self):
         return self.into("ps").stdout
 
+    def run_expect(self, args, body, **env):
+        """Runs `args` (an ssh with a terminal) under expect with `body`, EXPECT_PROCS and
+        `env`; returns (ssh's exit status, transcript), failing on a script failure."""
+        spawn = " ".join("{%s}" % a for a in args)
+        script = "set timeout 30\nlog_user 1\n%s\nspawn %s\n%s\n" % (EXPECT_PROCS, spawn, body)
+        path = os.path.join(self.tmp, self.id().rsplit(".", 1)[-1] + ".exp")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(script)
+        r = subprocess.run(["expect", path], capture_output=True, timeout=180,
+                           env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+        transcript = r.stdout.decode("utf-8", "replace")
+        self.assertLess(r.returncode, 100, "expect script failed:\n" + transcript)
+        return r.returncode, transcript
+
     # ---- exec ----
 
     def test_exec_stdout_stderr_status_and_stdin(self):
@@ -188,8 +208,8 @@ class VmRouteTest(h.LobbyTestCase):
     # ---- a shell with a pty, under expect ----
 
     def test_pty_shell_under_expect(self):
-        spawn = " ".join("{%s}" % a for a in self.ssh_args(
-            self.admin, user=VM, tty=True, options=("-o", "SetEnv=GREETING=hello")))
+        args = self.ssh_args(self.admin, user=VM, tty=True,
+                             options=("-o", "SetEnv=GREETING=hello"))
         body = r"""
 want "$ "
 send "echo \$GREETING-\$TERM\r"
@@ -207,16 +227,9 @@ want "$ "
 send "exit 7\r"
 finish
 """
-        script = "set timeout 30\nlog_user 1\n%s\nspawn %s\n%s\n" % (EXPECT_PROCS, spawn, body)
-        path = os.path.join(self.tmp, "shell.exp")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(script)
         t0 = time.monotonic()
-        r = subprocess.run(["expect", path], capture_output=True, timeout=180,
-                           env=dict(os.environ, TERM="vt100"), stdin=subprocess.DEVNULL)
-        transcript = r.stdout.decode("utf-8", "replace")
-        self.assertLess(r.returncode, 100, "expect script failed:\n" + transcript)
-        self.assertEqual(r.returncode, 7, transcript)
+        status, transcript = self.run_expect(args, body, TERM="vt100")
+        self.assertEqual(status, 7, transcript)
         self.assertIn("hello-vt100", transcript)
         self.assertNotIn("not-42", transcript)
         self.assertLess(time.monotonic() - t0, 120)  # Ctrl-C, not the sleep, ended it
@@ -390,17 +403,163 @@ finish
         r = self.into("true", key=self.keys["lsonly"])
         self.assert_status(r, "permission_denied")
         self.assertIn('may not run "ssh"', r.stderr)
-        # A key removed while its connection is open stops at the next channel.
+        # A key removed while its connection is open: the connection is closed at once
+        # (test_removed_key_closes_its_shell_sftp_and_forward has what it had open), and the
+        # key logs in no more.
         client = self.paramiko_client(self.keys["gone"], user=VM)
         self.addCleanup(client.close)
         chan = client.get_transport().open_session()
         chan.exec_command("echo before")
         self.assertEqual(chan.recv(100), b"before\n")
         self.ssh_ok(self.admin, "ssh-key", "remove", "gone")
-        chan = client.get_transport().open_session()
-        chan.exec_command("echo after")
-        self.assertEqual(chan.recv_exit_status(), h.EXIT["unauthenticated"])
-        self.assertIn(b"removed", chan.recv_stderr(1000))
+        deadline = time.monotonic() + 3
+        while client.get_transport().is_active():
+            self.assertLess(time.monotonic(), deadline, "the connection stayed open")
+            time.sleep(0.05)
+        r = self.into("true", key=self.keys["gone"])
+        self.assertEqual(r.returncode, 255)
+        self.assertIn("Permission denied", r.stderr)
+
+    def await_guest(self, *texts, present=True, timeout=30):
+        """Waits until every one of `texts` shows in the guest's ps (or none, present=False)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ps = self.guest_processes()
+            if all((t in ps) == present for t in texts):
+                return
+            self.assertLess(time.monotonic(), deadline, "guest processes: " + ps)
+            time.sleep(0.3)
+
+    def test_removed_key_closes_its_shell_sftp_and_forward(self):
+        import paramiko
+
+        key = self.keys["revoked"]
+        self.ssh_ok(self.admin, "ssh-key", "add", "--name", "revoked", "'%s'" % key.public_line)
+        # A shell with a terminal and an sftp session on one connection...
+        client = self.paramiko_client(key, user=VM)
+        self.addCleanup(client.close)
+        shell = client.get_transport().open_session()
+        shell.get_pty()
+        shell.invoke_shell()
+        shell.settimeout(30)
+        out = b""
+        while b"$ " not in out:
+            out += shell.recv(4096)
+        sftp = client.open_sftp()
+        self.assertIn("www", sftp.listdir("."))
+        # ...and a -L forward on another, with a connection through it held open.
+        port = free_port()
+        fwd = subprocess.Popen(
+            self.ssh_args(key, user=VM, options=(
+                "-N", "-o", "ExitOnForwardFailure=yes", "-L", "127.0.0.1:%d:localhost:8000" % port)),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.addCleanup(fwd.wait)
+        self.addCleanup(fwd.kill)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                    s.sendall(b"GET /hello.txt HTTP/1.0\r\n\r\n")
+                    if s.recv(100).startswith(b"HTTP/1."):
+                        break
+            except OSError:
+                pass
+            self.assertLess(time.monotonic(), deadline, "the forward never answered")
+            time.sleep(0.2)
+        held = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.addCleanup(held.close)
+        held.sendall(b"GET /hello.txt HTTP/1.0\r\n")  # no blank line: httpd waits for more
+
+        self.ssh_ok(self.admin, "ssh-key", "remove", "revoked")
+        removed = time.monotonic()
+        # The shell ends with the reason and exit status 3 (unauthenticated)...
+        said = b""
+        try:
+            while True:
+                data = shell.recv(4096)
+                if not data:
+                    break
+                said += data
+        except socket.timeout:
+            self.fail("the shell stayed open: %r" % said)
+        self.assertIn(b"this key has been removed", said)
+        self.assertEqual(shell.recv_exit_status(), h.EXIT["unauthenticated"])
+        self.assertLess(time.monotonic() - removed, 2.5)
+        # ...sftp no longer works...
+        with self.assertRaises((OSError, EOFError, paramiko.SSHException)):
+            sftp.listdir(".")
+        # ...and the forward's connection is closed, and so is the forwarding ssh.
+        held.settimeout(5)
+        try:
+            self.assertEqual(held.recv(100), b"")
+        except ConnectionResetError:
+            pass
+        self.assertEqual(fwd.wait(timeout=5), 255)
+        self.assertLess(time.monotonic() - removed, 2.5)
+        self.assert_log("ssh connection ending")
+
+    def test_removed_label_ends_its_exec_and_mcp_calls(self):
+        token = mint_token(self, self.admin, label="doomed")
+        ended = {}
+
+        def over_exec():
+            conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=60)
+            conn.request("POST", "/exec",
+                         body=json.dumps({"command": "ssh %s 'sleep 41; echo done'" % VM}),
+                         headers={"Authorization": "Bearer " + token,
+                                  "Content-Type": "application/json"})
+            r = conn.getresponse()
+            ended["exec"] = (r.status, r.read(), time.monotonic())
+            conn.close()
+
+        def over_mcp():
+            c = McpClient(self.server.http_port, token)
+            c.initialize()
+            r = c.request("tools/call", {"name": "exec",
+                                         "arguments": {"command": "ssh %s 'sleep 42; echo done'" % VM}})
+            ended["mcp"] = (r.status, r.body, time.monotonic())
+            c.close()
+
+        threads = [threading.Thread(target=over_exec), threading.Thread(target=over_mcp)]
+        for t in threads:
+            t.start()
+        self.await_guest("sleep 41", "sleep 42")
+        self.ssh_ok(self.admin, "ssh-key", "remove", "doomed")
+        removed = time.monotonic()
+        for t in threads:
+            t.join(timeout=30)
+        status, body, at = ended["exec"]
+        self.assertEqual(status, 401, body)
+        self.assertIn(b"revoked", body)
+        self.assertLess(at - removed, 2)
+        status, body, at = ended["mcp"]
+        self.assertEqual(status, 200, body)  # the SSE stream had begun; it just ends
+        self.assertNotIn(b"done", body)
+        self.assertLess(at - removed, 2)
+        # Both commands were stopped in the VM, not left running.
+        self.await_guest("sleep 41", "sleep 42", present=False, timeout=10)
+
+    def test_repl_ctrl_c_stops_the_running_command(self):
+        body = r"""
+want "Welcome to warren"
+want "\u25b6 "
+send "ssh %s sleep 100\r"
+sleep 3
+send "\003"
+want "cancelled"
+want "\u25b6 "
+send "whoami\r"
+want "admin"
+want "\u25b6 "
+send "exit\r"
+finish
+""" % VM
+        t0 = time.monotonic()
+        status, transcript = self.run_expect(self.ssh_args(self.admin, tty=True), body,
+                                             LANG="C.UTF-8", LC_ALL="C.UTF-8")
+        self.assertEqual(status, 0, transcript)
+        self.assertLess(time.monotonic() - t0, 60)  # Ctrl-C, not the sleep, ended it
+        self.await_guest("sleep 100", present=False, timeout=10)
 
     def test_subsystems_other_than_sftp_are_refused(self):
         client = self.paramiko_client(self.admin, user=VM)

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "tests/unit/guest_control_scenarios.h"
 
@@ -23,10 +24,10 @@ std::string ReadProcFile(const std::string& path) {
   return ss.str();
 }
 
-// Every sshd process serving a connection to this target: the sshd processes below the
-// socat that listens for it (its command line names the target's sshd_config; sshd's own
-// retitle themselves), not socat itself.
-std::set<pid_t> TargetSshdProcesses(const std::string& config_path) {
+// Every process of this target: the socat that listens for it (its command line names the
+// target's sshd_config) and everything below it; with `sshd_only`, just the sshd processes
+// serving connections (sshd's own retitle themselves), not socat itself.
+std::set<pid_t> TargetProcesses(const std::string& config_path, bool sshd_only) {
   std::map<pid_t, pid_t> parent;
   std::map<pid_t, std::string> comm;
   std::set<pid_t> tree;
@@ -53,11 +54,62 @@ std::set<pid_t> TargetSshdProcesses(const std::string& config_path) {
       if (!tree.count(pid) && tree.count(ppid)) grew = tree.insert(pid).second;
     }
   }
+  if (!sshd_only) return tree;
   std::set<pid_t> sshd;
   for (pid_t pid : tree) {
     if (comm[pid].rfind("sshd", 0) == 0) sshd.insert(pid);
   }
   return sshd;
+}
+
+std::set<pid_t> TargetSshdProcesses(const std::string& config_path) {
+  return TargetProcesses(config_path, /*sshd_only=*/true);
+}
+
+// Stops the whole target (socat and its sshds) while alive: a guest whose control link
+// stalled. New connections then wait in the listen backlog, unanswered.
+class FrozenTarget {
+ public:
+  explicit FrozenTarget(const std::string& config_path)
+      : pids_(TargetProcesses(config_path, /*sshd_only=*/false)) {
+    for (pid_t pid : pids_) kill(pid, SIGSTOP);
+  }
+  ~FrozenTarget() {
+    for (pid_t pid : pids_) kill(pid, SIGCONT);
+  }
+  bool empty() const { return pids_.empty(); }
+
+ private:
+  std::set<pid_t> pids_;
+};
+
+// Runs `count` Execs of `true` at once, each with its own cancel signal, cancels them all
+// `after` later, and returns how long they took to return after the cancel (the slowest)
+// and their outcomes.
+struct CancelledRuns {
+  double seconds_after_cancel = 0;
+  std::vector<Outcome> outcomes;
+};
+CancelledRuns CancelAfter(SshGuestControl& control, int count, std::chrono::milliseconds after) {
+  std::vector<std::shared_ptr<CancelSignal>> cancels;
+  CancelledRuns r;
+  r.outcomes.resize(count);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < count; ++i) {
+    cancels.push_back(std::make_shared<CancelSignal>());
+    threads.emplace_back([&, i] {
+      GuestCommand c;
+      c.command = "true";
+      r.outcomes[i] = RunExec(control, c, -1, nullptr, cancels[i]);
+    });
+  }
+  std::this_thread::sleep_for(after);
+  auto cancelled = std::chrono::steady_clock::now();
+  for (auto& c : cancels) c->Cancel();
+  for (auto& t : threads) t.join();
+  r.seconds_after_cancel =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - cancelled).count();
+  return r;
 }
 
 // The guest's sshd freezes in the middle of a command (a virtio-serial port would show no
@@ -89,6 +141,47 @@ TEST_F(GuestControlTest, AFrozenSshdCostsOneReconnectAndNoOutput) {
   EXPECT_EQ(o.progress->exit_code, 7);
   EXPECT_EQ(o.out, "begin\nend\n");
   EXPECT_LT(seconds, 8.0) << "the frozen connection was noticed late";
+}
+
+// A guest whose control link stalls before warren has connected (the handshake never gets
+// an answer): callers waiting for the connection, and for another caller's runner check,
+// return as soon as they are cancelled instead of after reach_timeout.
+TEST_F(GuestControlTest, CancelReachesCallersWaitingToConnectToAStalledGuest) {
+  SshGuestControlOptions options = target().ControlOptions();
+  options.reach_timeout = std::chrono::seconds(30);
+  Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(options);
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  CancelledRuns runs;
+  {
+    FrozenTarget frozen(target().dir() + "/sshd_config");
+    ASSERT_FALSE(frozen.empty());
+    runs = CancelAfter(**control, 8, std::chrono::milliseconds(700));
+  }
+  EXPECT_LT(runs.seconds_after_cancel, 1.0);
+  for (const Outcome& o : runs.outcomes) {
+    EXPECT_EQ(o.progress.status().code(), Code::kCancelled) << o.progress.status().ToString();
+  }
+  // Thawed, the guest serves again.
+  EXPECT_TRUE(RunExec(**control, "true").progress.ok());
+}
+
+// The same once connected: the guest stops answering the connection it has, so channel
+// opens go unanswered until the keepalive gives up on it; a cancelled caller does not wait.
+TEST_F(GuestControlTest, CancelReachesCallersWaitingOnAStalledConnection) {
+  SshGuestControlOptions options = target().ControlOptions();
+  options.reach_timeout = std::chrono::seconds(30);
+  Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(options);
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  ASSERT_TRUE(RunExec(**control, "true").progress.ok());  // connected, runner checked
+  CancelledRuns runs;
+  {
+    FrozenTarget frozen(target().dir() + "/sshd_config");
+    runs = CancelAfter(**control, 8, std::chrono::milliseconds(700));
+  }
+  EXPECT_LT(runs.seconds_after_cancel, 1.0);
+  for (const Outcome& o : runs.outcomes) {
+    EXPECT_EQ(o.progress.status().code(), Code::kCancelled) << o.progress.status().ToString();
+  }
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // McpHandler with a recording responder (Origin, auth, session, protocol version, GET,
 // DELETE), tools/list schemas and annotations, and tools/call mapped onto the real
 // interpreter with FakeVmHost/FakeGuestControl: exec, exec_read_only, wait, jobs, progress
-// notifications, cancellation, scoped credentials and the curated tools.
+// notifications, cancellation, scoped credentials and the curated tools; the per-user
+// session cap, tool calls over a user's share of the one command runner, and a call ended by
+// removing its credential.
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -17,6 +19,7 @@
 #include "bridge/mcp/tools.h"
 #include "keys/base64.h"
 #include "lobby/base/error_map.h"
+#include "lobby/commands/command_runner.h"
 #include "tests/unit/recording_responder.h"
 #include "tests/unit/vm_test_fixture.h"
 
@@ -102,8 +105,8 @@ TEST(SessionTableTest, IdsAreRandomHexAndBoundToEndpointAndCredential) {
   }
   EXPECT_EQ(ids.size(), 1000u);
 
-  SessionTable t(10, std::chrono::seconds(60));
-  auto s = t.Create("/mcp", "token:a", "2025-11-25");
+  SessionTable t(10, 10, std::chrono::seconds(60));
+  auto s = t.Create("/mcp", "token:a", "alice", "2025-11-25");
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE(t.Use(s->id, "/mcp", "token:a").ok());
   EXPECT_EQ(t.Use(s->id, "/mcp", "token:b").status().code(), Code::kNotFound);
@@ -116,11 +119,11 @@ TEST(SessionTableTest, IdsAreRandomHexAndBoundToEndpointAndCredential) {
 
 TEST(SessionTableTest, IdleSessionsExpireButNotWhileACallRuns) {
   auto now = std::chrono::steady_clock::now();
-  SessionTable t(2, std::chrono::seconds(60), [&] { return now; });
-  auto a = t.Create("/mcp", "c", "2025-11-25");
-  auto b = t.Create("/mcp", "c", "2025-11-25");
+  SessionTable t(2, 10, std::chrono::seconds(60), [&] { return now; });
+  auto a = t.Create("/mcp", "c", "u", "2025-11-25");
+  auto b = t.Create("/mcp", "c", "u", "2025-11-25");
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(t.Create("/mcp", "c", "2025-11-25").status().code(), Code::kLimitExceeded);
+  EXPECT_EQ(t.Create("/mcp", "c", "u", "2025-11-25").status().code(), Code::kLimitExceeded);
   auto cancel = std::make_shared<CancelSignal>();
   t.BeginCall(a->id, "1", cancel);
   now += std::chrono::seconds(61);
@@ -130,7 +133,45 @@ TEST(SessionTableTest, IdleSessionsExpireButNotWhileACallRuns) {
   EXPECT_TRUE(cancel->cancelled());
   EXPECT_FALSE(t.CancelCall(a->id, "2"));
   t.EndCall(a->id, "1");
-  EXPECT_TRUE(t.Create("/mcp", "c", "2025-11-25").ok());
+  EXPECT_TRUE(t.Create("/mcp", "c", "u", "2025-11-25").ok());
+}
+
+// One user opening sessions without end (a client that never sends DELETE) stays within
+// their own cap, losing their least recently used idle session each time; nobody else's.
+TEST(SessionTableTest, AUserAtTheCapLosesTheirOldestIdleSession) {
+  auto now = std::chrono::steady_clock::now();
+  SessionTable t(100, 3, std::chrono::seconds(3600), [&] { return now; });
+  std::vector<SessionInfo> a;
+  for (int i = 0; i < 3; ++i) {
+    now += std::chrono::seconds(1);
+    a.push_back(t.Create("/mcp", "token:a", "alice", "2025-11-25").value());
+  }
+  auto b = t.Create("/mcp", "token:b", "bob", "2025-11-25");
+  ASSERT_TRUE(b.ok());
+  now += std::chrono::seconds(1);
+  ASSERT_TRUE(t.Use(a[0].id, "/mcp", "token:a").ok());  // a[1] is now the least recently used
+  now += std::chrono::seconds(1);
+  ASSERT_TRUE(t.Create("/mcp", "token:a", "alice", "2025-11-25").ok());
+  EXPECT_EQ(t.size_of("alice"), 3u);
+  EXPECT_EQ(t.Use(a[1].id, "/mcp", "token:a").status().code(), Code::kNotFound);
+  EXPECT_TRUE(t.Use(a[0].id, "/mcp", "token:a").ok());
+  EXPECT_TRUE(t.Use(a[2].id, "/mcp", "token:a").ok());
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(t.Create("/mcp", "token:a", "alice", "v").ok());
+  EXPECT_EQ(t.size_of("alice"), 3u);
+  EXPECT_EQ(t.size(), 4u);
+  EXPECT_TRUE(t.Use(b->id, "/mcp", "token:b").ok());
+
+  // A session with a call in flight is never the one to go.
+  SessionTable busy(100, 2, std::chrono::seconds(3600), [&] { return now; });
+  auto x = busy.Create("/mcp", "token:a", "alice", "v").value();
+  auto y = busy.Create("/mcp", "token:a", "alice", "v").value();
+  busy.BeginCall(x.id, "1", std::make_shared<CancelSignal>());
+  busy.BeginCall(y.id, "1", std::make_shared<CancelSignal>());
+  EXPECT_EQ(busy.Create("/mcp", "token:a", "alice", "v").status().code(), Code::kLimitExceeded);
+  busy.EndCall(y.id, "1");
+  EXPECT_TRUE(busy.Create("/mcp", "token:a", "alice", "v").ok());
+  EXPECT_TRUE(busy.Use(x.id, "/mcp", "token:a").ok());
+  EXPECT_EQ(busy.Use(y.id, "/mcp", "token:a").status().code(), Code::kNotFound);
 }
 
 TEST(OriginTest, LoopbackOriginsOnly) {
@@ -157,14 +198,16 @@ class McpHandlerTest : public VmCommandTest {
   }
   void TearDown() override {
     handler_.reset();
+    runner_.reset();
     VmCommandTest::TearDown();
   }
 
-  void MakeHandler(McpOptions options) {
+  void MakeHandler(McpOptions options, CommandRunnerOptions runner = {}) {
     handler_.reset();
+    runner_ = std::make_unique<CommandRunner>(runner);
     options.progress_interval_ms = 20;
     handler_ = std::make_shared<McpHandler>(
-        *interpreter_,
+        *interpreter_, *runner_,
         [this](std::string_view token, std::string_view) -> Result<Caller> {
           if (token == "alice") return Alice("mcp");
           if (token == "alice-ci") return AliceCi("mcp");
@@ -243,6 +286,28 @@ class McpHandlerTest : public VmCommandTest {
 
   static std::string Text(const json& result) { return result["content"][0].value("text", ""); }
 
+  // A tools/call of `command` with `token`, answered over SSE, without waiting for it.
+  std::shared_ptr<RecordingResponder> StartCall(const std::string& session,
+                                                const std::string& command,
+                                                const std::string& token = "alice", json id = 7) {
+    HttpRequest req;
+    req.method = "POST";
+    req.path = "/mcp";
+    req.body = json{{"jsonrpc", "2.0"},
+                    {"id", id},
+                    {"method", "tools/call"},
+                    {"params", {{"name", "exec"}, {"arguments", {{"command", command}}}}}}
+                   .dump();
+    req.headers = {{"authorization", "Bearer " + token},
+                   {"content-type", "application/json"},
+                   {"accept", "application/json, text/event-stream"},
+                   {"mcp-session-id", session}};
+    auto call = std::make_shared<RecordingResponder>();
+    handler_->Handle(req, call);
+    return call;
+  }
+
+  std::unique_ptr<CommandRunner> runner_;
   std::shared_ptr<McpHandler> handler_;
   json last_init_;
 };
@@ -755,6 +820,75 @@ TEST_F(McpHandlerTest, ShutdownCancelsCallsInFlight) {
   EXPECT_TRUE(handler_->Shutdown());
   call->Await();
   EXPECT_EQ(guests_.killed(), 1);
+}
+
+// 10,000 initialize calls by one user used to fill the server's session table for an hour.
+TEST_F(McpHandlerTest, OneUsersSessionsStayWithinTheirCap) {
+  McpOptions o;
+  o.max_sessions = 50;
+  o.max_sessions_per_user = 5;
+  MakeHandler(o);
+  std::string first = Init();
+  for (int i = 0; i < 200; ++i) ASSERT_FALSE(Init().empty()) << i;
+  EXPECT_EQ(handler_->sessions(), 5u);
+  // The oldest went; the newest works; someone else still gets in.
+  EXPECT_EQ(Rpc(first, "ping", json::object())->status(), 404);
+  std::string bob = Init("bob");
+  ASSERT_FALSE(bob.empty());
+  EXPECT_EQ(Rpc(bob, "ping", json::object(), "bob")->status(), 200);
+}
+
+// 150 concurrent tool calls by one user used to be all accepted, a thread each. Now they go
+// to the one command runner: past the user's share they are refused with 429 at once, and
+// another user's call runs meanwhile.
+TEST_F(McpHandlerTest, ToolCallsOverAUsersShareAreRefused) {
+  CommandRunnerOptions r;
+  r.threads = 8;
+  r.threads_per_user = 2;
+  r.queue_per_user = 1;
+  MakeHandler({}, r);
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("slow", {"", "", std::nullopt, /*hold=*/true});
+  std::string id = Init();
+  const size_t before = guests_.commands().size();
+  std::vector<std::shared_ptr<RecordingResponder>> calls;
+  for (int i = 0; i < 3; ++i) calls.push_back(StartCall(id, "ssh web-one slow", "alice", 10 + i));
+  AwaitGuestCommand(before + 1);  // two run, one waits for a thread
+  EXPECT_EQ(runner_->load().running, 2);
+  EXPECT_EQ(runner_->load().queued, 1);
+  auto over = StartCall(id, "ssh web-one slow", "alice", 20);
+  over->Await();
+  EXPECT_EQ(over->status(), 429) << over->body();
+  EXPECT_EQ(over->header("Retry-After"), "1");
+  EXPECT_NE(over->body().find("too many commands at once"), std::string::npos) << over->body();
+  // Bob is not behind alice's commands.
+  std::string bob = Init("bob");
+  auto started = std::chrono::steady_clock::now();
+  json r2 = Call(bob, "exec", {{"command", "whoami"}}, "bob");
+  EXPECT_FALSE(r2["isError"].get<bool>()) << r2.dump();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  EXPECT_TRUE(handler_->Shutdown());
+  for (auto& c : calls) c->Await();
+}
+
+// Removing the key a call runs with ends the call at once (its command is killed in the
+// VM), not at its next request.
+TEST_F(McpHandlerTest, RemovingTheCredentialEndsItsCallsInFlight) {
+  Scope scope;
+  ASSERT_TRUE(store_->AddKey(vmtest::KeyRecord(kExpiringKey, "alice", "short", scope)).ok());
+  New(Alice(), {"--name", "web-one"});
+  guests_.SetScript("slow", {"", "", std::nullopt, /*hold=*/true});
+  std::string id = Init("alice-exp");
+  const size_t before = guests_.commands().size();
+  auto call = StartCall(id, "ssh web-one slow", "alice-exp");
+  AwaitGuestCommand(before);
+  auto started = std::chrono::steady_clock::now();
+  vmtest::Outcome removed = Exec(Alice(), {"ssh-key", "remove", "short"});
+  ASSERT_TRUE(removed.status.ok()) << removed.err;
+  call->Await();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  EXPECT_EQ(guests_.killed(), 1);
+  EXPECT_EQ(Rpc(id, "ping", json::object(), "alice-exp")->status(), 401);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ class RecordingResponder final : public HttpResponder {
     headers_ = std::move(headers);
     body_ = std::move(body);
     done_ = true;
+    ++responses_;
     cv_.notify_all();
   }
   void BeginStream(int status, HttpHeaders headers) override {
@@ -48,6 +49,11 @@ class RecordingResponder final : public HttpResponder {
   }
   std::shared_ptr<CancelSignal> closed() const override { return closed_; }
 
+  // How many times Respond was called (a handler must answer once).
+  int responses() {
+    std::lock_guard lock(mu_);
+    return responses_;
+  }
   void Await() {
     std::unique_lock lock(mu_);
     ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; }));
@@ -104,6 +110,7 @@ class RecordingResponder final : public HttpResponder {
   std::string body_;
   bool streaming_ = false;
   bool done_ = false;
+  int responses_ = 0;
 };
 
 }  // namespace warren

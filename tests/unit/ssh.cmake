@@ -1,5 +1,6 @@
 # Pure parts of the SSH lobby (no sockets): the REPL's line editor, the listener's admission
-# rules.
-add_executable(ssh_unit_test unit/line_editor_test.cc unit/ssh_admission_test.cc)
+# rules, a channel's hand-off to its worker (Ctrl-C in the REPL).
+add_executable(ssh_unit_test
+  unit/line_editor_test.cc unit/ssh_admission_test.cc unit/channel_io_test.cc)
 target_link_libraries(ssh_unit_test PRIVATE warren_ssh GTest::gtest_main)
 gtest_discover_tests(ssh_unit_test DISCOVERY_MODE PRE_TEST)

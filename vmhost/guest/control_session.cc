@@ -119,7 +119,8 @@ ControlSession::ControlSession(ControlSessionOptions options) : options_(std::mo
 ControlSession::~ControlSession() { Shutdown(); }
 
 Result<std::shared_ptr<GuestChannel>> ControlSession::OpenExec(std::string command_line,
-                                                               Clock::time_point deadline) {
+                                                               Clock::time_point deadline,
+                                                               const CancelSignal* cancel) {
   auto io = std::make_shared<GuestChannel>(std::move(command_line), waker_);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -129,9 +130,13 @@ Result<std::shared_ptr<GuestChannel>> ControlSession::OpenExec(std::string comma
   waker_->Wake();
   // A little past the deadline, so that the owner's reason (the last connection error)
   // usually wins over a bare timeout.
-  Status st = io->WaitOpen(deadline + std::chrono::milliseconds(300));
+  Status st = io->WaitOpen(deadline + std::chrono::milliseconds(300), cancel);
   if (!st.ok()) {
-    io->Close();
+    io->Close();  // the owner drops it, queued or half open
+    if (st.code() == Code::kCancelled) {
+      return Cancelled("cancelled while waiting for VM " + options_.vm_id +
+                       "'s control connection");
+    }
     if (st.code() == Code::kTimeout) {
       return Unavailable("VM " + options_.vm_id + " did not answer on its control connection");
     }

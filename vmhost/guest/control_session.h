@@ -80,9 +80,11 @@ class ControlSession {
 
   // Opens an exec channel running `command_line` (through the guest user's shell),
   // connecting first if there is no connection, until `deadline`. Unavailable when the
-  // guest cannot be reached in time (with the last connection error).
+  // guest cannot be reached in time (with the last connection error); Cancelled soon after
+  // `cancel` fires (when given), however long the guest takes.
   Result<std::shared_ptr<GuestChannel>> OpenExec(std::string command_line,
-                                                 Clock::time_point deadline);
+                                                 Clock::time_point deadline,
+                                                 const CancelSignal* cancel = nullptr);
   // Asks for a raw channel (shell, exec, subsystem, or a TCP port in the guest; see
   // GuestChannelRequest) and returns at once: the channel reports, through `notify`, when
   // the guest opened it or refused, or when `deadline` passed without a connection.

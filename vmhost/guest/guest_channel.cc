@@ -34,10 +34,18 @@ void GuestChannel::Notify() {
   if (notify_ && !notify_off_) notify_();
 }
 
-Status GuestChannel::WaitOpen(Clock::time_point deadline) {
+Status GuestChannel::WaitOpen(Clock::time_point deadline, const CancelSignal* cancel) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_until(lock, deadline, [&] { return open_ || failed_or_closed(); })) {
-    return Timeout("the guest did not open a channel in time");
+  auto answered = [&] { return open_ || failed_or_closed(); };
+  for (;;) {
+    // With a cancel signal, woken at least every kCancelPoll to look at it: the guest may
+    // never answer (its control link stalled), and the caller must not wait on it then.
+    auto until = cancel == nullptr ? deadline : std::min(deadline, Clock::now() + kCancelPoll);
+    if (cv_.wait_until(lock, until, answered)) break;
+    if (cancel != nullptr && cancel->cancelled()) {
+      return Cancelled("cancelled while waiting for the guest");
+    }
+    if (Clock::now() >= deadline) return Timeout("the guest did not open a channel in time");
   }
   if (!failure_.ok()) return failure_;
   if (caller_closed_) return Cancelled("channel closed");

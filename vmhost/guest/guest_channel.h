@@ -39,6 +39,8 @@ class GuestChannel {
   // stdout frames): its first bytes are kept, the rest counted and dropped, so it never
   // stalls the channel.
   static constexpr size_t kStderrKeep = 16 * 1024;
+  // How often a cancellable wait looks at its cancel signal.
+  static constexpr std::chrono::milliseconds kCancelPoll{50};
 
   // A runner exec channel running `command`.
   GuestChannel(std::string command, std::shared_ptr<EventWaker> waker);
@@ -58,8 +60,8 @@ class GuestChannel {
   // ---- Caller ----
 
   // Waits until the guest accepted the exec request (OK) or the channel failed; Timeout
-  // at the deadline.
-  Status WaitOpen(Clock::time_point deadline);
+  // at the deadline; Cancelled within kCancelPoll of `cancel` firing (when given).
+  Status WaitOpen(Clock::time_point deadline, const CancelSignal* cancel = nullptr);
   // Queues bytes for the command's stdin; blocks while the queue is full. Unavailable once
   // the channel is closed or failed.
   Status Write(std::string_view bytes);

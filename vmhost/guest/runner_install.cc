@@ -48,19 +48,35 @@ std::string InstallScript() {
       "&& exec \"$d/warren-run\" --version; rm -f \"$t\"; exit 1");
 }
 
-// Runs a channel to its end: its stdout (bounded) and exit status.
+// Runs a channel to its end: its stdout (bounded) and exit status. Reads in slices of
+// GuestChannel::kCancelPoll while `cancel` is given, so a guest that stalls mid-check does
+// not hold a cancelled caller.
 Result<std::string> RunToEnd(GuestChannel& ch, ControlSession::Clock::time_point deadline,
-                             int* exit_status) {
+                             int* exit_status, const CancelSignal* cancel) {
+  using Clock = ControlSession::Clock;
+  auto slice = [&] {
+    return cancel == nullptr ? deadline
+                             : std::min(deadline, Clock::now() + GuestChannel::kCancelPoll);
+  };
+  auto cancelled = [&] { return cancel != nullptr && cancel->cancelled(); };
   std::string out;
   char buf[4096];
   for (;;) {
-    Result<size_t> n = ch.Read(buf, sizeof buf, deadline);
+    if (cancelled()) return Cancelled("cancelled while checking the guest runner");
+    Result<size_t> n = ch.Read(buf, sizeof buf, slice());
+    if (!n.ok() && n.status().code() == Code::kTimeout && Clock::now() < deadline) continue;
     if (!n.ok()) return n.status();
     if (*n == 0) break;
     if (out.size() < kMaxReplyBytes) out.append(buf, std::min(*n, kMaxReplyBytes - out.size()));
   }
-  WARREN_ASSIGN_OR_RETURN(*exit_status, ch.WaitExit(deadline));
-  return out;
+  for (;;) {
+    if (cancelled()) return Cancelled("cancelled while checking the guest runner");
+    Result<int> st = ch.WaitExit(slice());
+    if (!st.ok() && st.status().code() == Code::kTimeout && Clock::now() < deadline) continue;
+    if (!st.ok()) return st.status();
+    *exit_status = *st;
+    return out;
+  }
 }
 
 }  // namespace
@@ -114,15 +130,16 @@ Result<RunnerBinary> LoadRunnerBinary(const std::string& path) {
 }
 
 Status EnsureRunner(ControlSession& session, const RunnerBinary& runner,
-                    uint64_t* checked_generation, ControlSession::Clock::time_point deadline) {
+                    uint64_t* checked_generation, ControlSession::Clock::time_point deadline,
+                    const CancelSignal* cancel) {
   uint64_t gen = session.generation();
   if (gen != 0 && gen == *checked_generation) return Status::Ok();
   auto t0 = ControlSession::Clock::now();
   WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> check,
-                          session.OpenExec(CheckScript(), deadline));
+                          session.OpenExec(CheckScript(), deadline, cancel));
   uint64_t used = check->generation();
   int exit_status = 0;
-  Result<std::string> reply = RunToEnd(*check, deadline, &exit_status);
+  Result<std::string> reply = RunToEnd(*check, deadline, &exit_status, cancel);
   std::string err = check->StderrText();
   check->Close();
   if (!reply.ok()) return reply.status().Annotate("checking the guest runner");
@@ -136,10 +153,10 @@ Status EnsureRunner(ControlSession& session, const RunnerBinary& runner,
   }
 
   WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> install,
-                          session.OpenExec(InstallScript(), deadline));
+                          session.OpenExec(InstallScript(), deadline, cancel));
   Status wrote = install->Write(runner.bytes);
   install->CloseStdin();
-  reply = RunToEnd(*install, deadline, &exit_status);
+  reply = RunToEnd(*install, deadline, &exit_status, cancel);
   err = install->StderrText();
   install->Close();
   if (!wrote.ok()) return wrote.Annotate("uploading the guest runner");

@@ -27,8 +27,10 @@ std::string DefaultRunnerPath();
 Result<RunnerBinary> LoadRunnerBinary(const std::string& path);
 
 // Makes sure the runner in the guest behind `session` is this version, once per connection:
-// `*checked_generation` remembers the connection it was last checked on.
+// `*checked_generation` remembers the connection it was last checked on. Cancelled soon
+// after `cancel` fires (when given).
 Status EnsureRunner(ControlSession& session, const RunnerBinary& runner,
-                    uint64_t* checked_generation, ControlSession::Clock::time_point deadline);
+                    uint64_t* checked_generation, ControlSession::Clock::time_point deadline,
+                    const CancelSignal* cancel = nullptr);
 
 }  // namespace warren::guest

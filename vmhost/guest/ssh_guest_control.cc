@@ -154,12 +154,26 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
 }
 
 Result<std::shared_ptr<GuestChannel>> SshGuestControl::OpenRunner(Vm& vm, const std::string& args,
-                                                                  Clock::time_point deadline) {
+                                                                  Clock::time_point deadline,
+                                                                  const CancelSignal* cancel) {
   {
-    std::lock_guard<std::mutex> lock(vm.install_mu);
-    WARREN_RETURN_IF_ERROR(EnsureRunner(*vm.session, runner_, &vm.checked_generation, deadline));
+    // Another caller may be checking the runner of a guest that does not answer: wait for
+    // it in slices, so that this caller can go when cancelled.
+    std::unique_lock<std::timed_mutex> lock(vm.install_mu, std::defer_lock);
+    while (!lock.try_lock_for(GuestChannel::kCancelPoll)) {
+      if (cancel != nullptr && cancel->cancelled()) {
+        return Cancelled("cancelled while waiting for VM " + vm.session->vm_id() +
+                         "'s control connection");
+      }
+      if (Clock::now() >= deadline) {
+        return Unavailable("VM " + vm.session->vm_id() +
+                           " did not answer on its control connection");
+      }
+    }
+    WARREN_RETURN_IF_ERROR(
+        EnsureRunner(*vm.session, runner_, &vm.checked_generation, deadline, cancel));
   }
-  return vm.session->OpenExec(RunnerCommandLine(args), deadline);
+  return vm.session->OpenExec(RunnerCommandLine(args), deadline, cancel);
 }
 
 Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestCommand& command,
@@ -177,8 +191,12 @@ Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestC
   for (int attempt = 0;; ++attempt) {
     std::string id = NewJobId();
     auto reach = Clock::now() + options_.reach_timeout;
-    WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch,
-                            OpenRunner(*vm, "start " + id, reach));
+    Result<std::shared_ptr<GuestChannel>> opened = OpenRunner(*vm, "start " + id, reach, cancel);
+    if (!opened.ok() && opened.status().code() == Code::kCancelled) {
+      // Nothing was asked of the guest yet: there is nothing to kill.
+      return Cancelled("the command was cancelled before it started");
+    }
+    WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch, std::move(opened));
     ChannelCloser closer(ch);
     std::shared_ptr<GuestChannel> start_channel = ch;
     WARREN_RETURN_IF_ERROR(ch->Write(header).Annotate("starting the command"));
@@ -249,11 +267,17 @@ Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestC
       LogInfo("guest job reattach vm=" + LogQuote(vm_id) + " job=" + id +
               " reason=" + LogQuote(job.error().message()));
       ch->Close();
-      WARREN_ASSIGN_OR_RETURN(
-          ch, OpenRunner(*vm,
-                         "attach " + id + " " + std::to_string(job.stdout_offset()) + " " +
-                             std::to_string(job.stderr_offset()),
-                         Clock::now() + options_.reach_timeout));
+      Result<std::shared_ptr<GuestChannel>> again =
+          OpenRunner(*vm,
+                     "attach " + id + " " + std::to_string(job.stdout_offset()) + " " +
+                         std::to_string(job.stderr_offset()),
+                     Clock::now() + options_.reach_timeout, cancel);
+      if (!again.ok() && again.status().code() == Code::kCancelled) {
+        // The guest does not answer, so it cannot be told to kill the job now.
+        return Cancelled("the command was cancelled while VM " + std::string(vm_id) +
+                         " did not answer; job " + id + " may still be running there");
+      }
+      WARREN_ASSIGN_OR_RETURN(ch, std::move(again));
       ch->CloseStdin();
       job.Reattach();
     }
@@ -275,11 +299,15 @@ Result<GuestProgress> SshGuestControl::Wait(std::string_view vm_id, std::string_
                 /*hand_back_caught_up=*/true);
   int reattached = 0;
   for (;;) {
-    WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch,
-                            OpenRunner(*vm,
-                                       "attach " + id + " " + std::to_string(job.stdout_offset()) +
-                                           " " + std::to_string(job.stderr_offset()),
-                                       Clock::now() + options_.reach_timeout));
+    Result<std::shared_ptr<GuestChannel>> opened =
+        OpenRunner(*vm,
+                   "attach " + id + " " + std::to_string(job.stdout_offset()) + " " +
+                       std::to_string(job.stderr_offset()),
+                   Clock::now() + options_.reach_timeout, streams.cancel.get());
+    if (!opened.ok() && opened.status().code() == Code::kCancelled) {
+      return Cancelled("stopped waiting; the job keeps running");
+    }
+    WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch, std::move(opened));
     ChannelCloser closer(ch);
     ch->CloseStdin();
     Stop stop = job.Follow(*ch, *streams.out, *streams.err, streams.cancel.get(), hand_back, false);

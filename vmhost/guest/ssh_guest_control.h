@@ -8,6 +8,9 @@
 //
 // Thread-safe: any number of calls, for any VMs, may run at once; calls for one VM share its
 // connection. Each call blocks its thread (and, when streams.in is set, one more for stdin).
+// Exec and Wait stop waiting for a guest that does not answer (a stalled control link, a
+// runner check in progress) as soon as streams.cancel fires: cancelling a caller never
+// costs reach_timeout.
 #pragma once
 
 #include <chrono>
@@ -77,15 +80,19 @@ class SshGuestControl final : public GuestControl {
  private:
   struct Vm {
     std::shared_ptr<ControlSession> session;
-    std::mutex install_mu;  // one runner check or upload per VM at a time
+    // One runner check or upload per VM at a time; timed, so a waiter can be cancelled.
+    std::timed_mutex install_mu;
     uint64_t checked_generation = 0;
   };
 
   SshGuestControl(SshGuestControlOptions options, RunnerBinary runner);
 
   std::shared_ptr<Vm> VmFor(std::string_view vm_id);
+  // A runner channel once the guest's runner is checked; Cancelled soon after `cancel`
+  // fires (when given), Unavailable at the deadline.
   Result<std::shared_ptr<GuestChannel>> OpenRunner(Vm& vm, const std::string& args,
-                                                   Clock::time_point deadline);
+                                                   Clock::time_point deadline,
+                                                   const CancelSignal* cancel = nullptr);
   // Runs a runner verb whose reply is plain text: stdout (up to `limit`), exit status and
   // the first bytes of stderr.
   struct Reply {
