@@ -274,6 +274,12 @@ class RemoveCommand final : public Command {
     // user stays and the removal can be run again. Nobody else can see those VMs, so
     // leaving them would strand them (and their names) forever.
     WARREN_ASSIGN_OR_RETURN(std::vector<VmRecord> all_vms, ctx.store().ListVms());
+    // Their sessions end first, revoked, rather than fail as their VMs go under them.
+    if (ctx.services.live_sessions != nullptr) {
+      ctx.services.live_sessions->EndUser(
+          user.name, Unauthenticated("the account " + user.name + " is being removed"),
+          &ctx.session);
+    }
     size_t vms = 0;
     for (const VmRecord& vm : all_vms) {
       if (vm.owner != user.name) continue;

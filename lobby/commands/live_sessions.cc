@@ -59,8 +59,23 @@ size_t LiveSessions::EndRevoked(Store& store, int64_t now, const void* except) {
     // cut anyone off (the next command checks again).
     if (st.code() == Code::kUnauthenticated) refused.emplace_back(id, std::move(st));
   }
-  size_t ended = 0;
   std::lock_guard lock(mu_);
+  return EndLocked(refused);
+}
+
+size_t LiveSessions::EndUser(std::string_view user, const Status& why, const void* except) {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<uint64_t, Status>> ending;
+  for (const auto& [id, e] : entries_) {
+    if (e.caller.user == user && (except == nullptr || e.tag != except)) {
+      ending.emplace_back(id, why);
+    }
+  }
+  return EndLocked(ending);
+}
+
+size_t LiveSessions::EndLocked(std::vector<std::pair<uint64_t, Status>>& refused) {
+  size_t ended = 0;
   for (auto& [id, why] : refused) {
     auto it = entries_.find(id);
     if (it == entries_.end()) continue;

@@ -17,6 +17,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "keys/store.h"
 #include "lobby/base/status.h"
@@ -59,6 +62,11 @@ class LiveSessions {
   // tagged `except`. Returns how many were ended.
   size_t EndRevoked(Store& store, int64_t now, const void* except = nullptr);
 
+  // Ends every registered use by `user` but those tagged `except`, whatever the store says:
+  // for a removal that must stop them before it starts (`user rm` removes the VMs their
+  // commands run in, and a command should end revoked, not with its VM gone under it).
+  size_t EndUser(std::string_view user, const Status& why, const void* except = nullptr);
+
   size_t size() const;
 
  private:
@@ -68,6 +76,8 @@ class LiveSessions {
     EndFn end;
   };
   void Unregister(uint64_t id);
+  // With mu_ held: ends the entries of `refused` still registered, logging each.
+  size_t EndLocked(std::vector<std::pair<uint64_t, Status>>& refused);
 
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;

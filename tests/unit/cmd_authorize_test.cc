@@ -21,7 +21,7 @@ class AuthorizeCommandTest : public LobbyTest {
     Services services = interpreter_->services();
     services.oauth = real_store_.get();
     interpreter_ = std::make_unique<Interpreter>(services);
-    OAuthClient client{"wc-1", "Claude Code", {"http://127.0.0.1:9/cb"}, kStart};
+    OAuthClient client{"wc-1", "Claude Code", {"http://127.0.0.1:9/cb"}, kStart, ""};
     ASSERT_TRUE(real_store_->CreateOAuthClient(client).ok());
   }
 

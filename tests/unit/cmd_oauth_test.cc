@@ -98,7 +98,7 @@ TEST_F(OAuthCommandsTest, ListShowsClientsToAdminsOnly) {
   ASSERT_TRUE(empty.status.ok()) << empty.err;
   EXPECT_NE(empty.out.find("no OAuth clients"), std::string::npos) << empty.out;
 
-  OAuthClient c{"wc-0123", "Claude Code", {"http://127.0.0.1:1/cb"}, kNow - 100};
+  OAuthClient c{"wc-0123", "Claude Code", {"http://127.0.0.1:1/cb"}, kNow - 100, ""};
   c.source = "192.0.2.1";
   ASSERT_TRUE(store_->CreateOAuthClient(c).ok());
   ASSERT_TRUE(store_->MarkOAuthClientUsed("wc-0123", kNow - 50).ok());
@@ -123,7 +123,7 @@ TEST_F(OAuthCommandsTest, ListShowsClientsToAdminsOnly) {
 
 TEST_F(OAuthCommandsTest, RemoveRevokesTheClientsSignIns) {
   ASSERT_TRUE(
-      store_->CreateOAuthClient({"wc-0123", "Cursor", {"http://127.0.0.1:1/cb"}, kNow}).ok());
+      store_->CreateOAuthClient({"wc-0123", "Cursor", {"http://127.0.0.1:1/cb"}, kNow, ""}).ok());
   const std::string label(32, 'a');
   ASSERT_TRUE(store_->RecordToken("alice", "oauth-cursor-1", label, IssuedToken{}, kNow).ok());
   ASSERT_TRUE(store_

@@ -96,7 +96,9 @@ class ExecAdmissionTest : public VmCommandTest {
   }
   void TearDown() override {
     handler_.reset();
-    if (runner_ != nullptr) EXPECT_TRUE(runner_->Stop());
+    if (runner_ != nullptr) {
+      EXPECT_TRUE(runner_->Stop());
+    }
     runner_.reset();
     VmCommandTest::TearDown();
   }

@@ -858,7 +858,9 @@ TEST_F(RealHostTest, AdmitsAgainstWhatVmsHoldNotJustWhatIsFree) {
   b.disk_gib = disk_gib;
   st = host_->Create(b);
   EXPECT_TRUE(st.ok()) << st.ToString();
-  if (st.ok()) EXPECT_TRUE(host_->Destroy("room0003").ok());
+  if (st.ok()) {
+    EXPECT_TRUE(host_->Destroy("room0003").ok());
+  }
 
   // Memory (a fresh guest touches little of it).
   cap = host_->Capacity();

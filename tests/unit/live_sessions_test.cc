@@ -126,7 +126,7 @@ TEST_F(LiveSessionsTest, RemovingAUserEndsTheirCommands) {
   ASSERT_EQ(running.wait_for(2s), std::future_status::ready);
   Outcome o = running.get();
   EXPECT_EQ(o.status.code(), Code::kUnauthenticated) << o.status.ToString();
-  EXPECT_TRUE(Has(o.err, "removed from bob's account")) << o.err;
+  EXPECT_TRUE(Has(o.err, "the account bob is being removed")) << o.err;
 }
 
 }  // namespace

@@ -231,7 +231,7 @@ class OAuthStoreTest : public ::testing::Test {
 };
 
 TEST_F(OAuthStoreTest, ClientsPersistAcrossReopen) {
-  OAuthClient c{"wc-1", "Claude Code", {"http://127.0.0.1:1/cb"}, 5};
+  OAuthClient c{"wc-1", "Claude Code", {"http://127.0.0.1:1/cb"}, 5, ""};
   ASSERT_TRUE(store_->CreateOAuthClient(c).ok());
   EXPECT_EQ(store_->CreateOAuthClient(c).code(), Code::kConflict);
   store_.reset();
@@ -410,7 +410,7 @@ TEST_F(OAuthStoreTest, ExpiredGrantCannotRefresh) {
 // ---- Clients: expiry, eviction, listing, removal
 
 OAuthClient Client(const std::string& id, int64_t created_at, const std::string& source = "") {
-  OAuthClient c{id, "App " + id, {"http://127.0.0.1:1/cb"}, created_at};
+  OAuthClient c{id, "App " + id, {"http://127.0.0.1:1/cb"}, created_at, ""};
   c.source = source;
   return c;
 }
@@ -701,7 +701,8 @@ TEST_F(OAuthStoreTest, SchemaThreeStoreIsUpgradedInPlace) {
   store_ = std::move(opened).value();
   // Schema 3's data is intact and the OAuth tables work.
   EXPECT_TRUE(store_->GetTokenLabel(std::string(32, 'e')).ok());
-  EXPECT_TRUE(store_->CreateOAuthClient(OAuthClient{"wc-9", "x", {"http://localhost/cb"}, 1}).ok());
+  EXPECT_TRUE(
+      store_->CreateOAuthClient(OAuthClient{"wc-9", "x", {"http://localhost/cb"}, 1, ""}).ok());
   EXPECT_TRUE(store_->CreateOAuthRequest(Request("s", "U", 1), 1).ok());
 }
 

@@ -205,7 +205,7 @@ class TokenStoreTest : public ::testing::Test {
     auto recorded = store_->RecordToken(user, label, *id, IssuedToken{scope, kNow}, kNow);
     EXPECT_TRUE(recorded.ok()) << recorded.status().ToString();
     if (!recorded.ok()) return "";
-    auto token = signer_.Sign(TokenClaims{user, recorded->id, scope, kNow});
+    auto token = signer_.Sign(TokenClaims{user, recorded->id, scope, kNow, ""});
     EXPECT_TRUE(token.ok());
     return token.ok() ? *token : "";
   }
@@ -265,7 +265,7 @@ TEST_F(TokenStoreTest, ALabelOfAnotherUserDoesNotMakeAToken) {
   std::string alice_token = Mint("alice", "ci");
   std::string alice_label = store_->ListTokenLabels("alice")->at(0).id;
   // Signed by the server (as if a bug let bob's token name alice's label): still refused.
-  auto bob_token = signer_.Sign(TokenClaims{"bob", alice_label, {}, kNow});
+  auto bob_token = signer_.Sign(TokenClaims{"bob", alice_label, {}, kNow, ""});
   ASSERT_TRUE(bob_token.ok());
   EXPECT_FALSE(CheckToken(*store_, signer_, *bob_token, kNow).ok());
   EXPECT_FALSE(store_->RemoveTokenLabel("bob", alice_label).ok());
