@@ -11,6 +11,7 @@
 #include "keys/lmdb_table.h"
 #include "keys/public_key.h"
 #include "lobby/base/log.h"
+#include "lobby/base/user_name.h"
 
 namespace warren {
 
@@ -151,7 +152,6 @@ using store_internal::Shown;
 using store_internal::NameIndexKey;
 using store_internal::UserPrefix;
 
-constexpr size_t kMaxUserNameBytes = 32;
 constexpr size_t kMaxKeyNameBytes = 64;
 
 bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
@@ -159,7 +159,6 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAlnum(char c) { return IsLower(c) || IsDigit(c) || (c >= 'A' && c <= 'Z'); }
 
 using store_internal::ValidateKeyName;
-using store_internal::ValidateUserName;
 
 Status ValidateUserLimits(const UserLimits& limits) {
   for (const std::optional<int64_t>* v :
@@ -229,16 +228,7 @@ std::string UserPrefix(std::string_view user) {
 
 // The store enforces the naming rules itself (the commands check them earlier, with
 // friendlier messages) because the name index joins user and key name with NUL and the
-// rules keep both parts free of it.
-// ^[a-z][a-z0-9_-]{0,31}$
-Status ValidateUserName(std::string_view name) {
-  bool ok = !name.empty() && name.size() <= kMaxUserNameBytes && IsLower(name[0]);
-  for (char c : name) ok = ok && (IsLower(c) || IsDigit(c) || c == '_' || c == '-');
-  if (ok) return Status::Ok();
-  return InvalidArgument(
-      "user name is not valid: 1-32 of a-z, 0-9, _ and -, starting with a letter");
-}
-
+// rules keep both parts free of it. User names: lobby/base/user_name.h.
 // ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
 Status ValidateKeyName(std::string_view name) {
   bool ok = !name.empty() && name.size() <= kMaxKeyNameBytes && IsAlnum(name[0]);
@@ -386,7 +376,7 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
 }
 
 Status LmdbStore::CreateUser(const User& user, const std::vector<SshKey>& keys) {
-  WARREN_RETURN_IF_ERROR(ValidateUserName(user.name));
+  WARREN_RETURN_IF_ERROR(CheckUserName(user.name));
   WARREN_RETURN_IF_ERROR(ValidateUserLimits(user.limits));
   std::vector<SshKey> records;
   records.reserve(keys.size());
@@ -444,7 +434,7 @@ Status LmdbStore::DeleteUser(std::string_view name) {
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(bool deleted, s_->users.Delete(txn, name));
   if (!deleted) return NotFound("no user named " + Shown(name));
-  if (ValidateUserName(name).ok()) {  // an invalid name cannot have index entries
+  if (CheckUserName(name).ok()) {  // an invalid name cannot have index entries
     WARREN_ASSIGN_OR_RETURN(auto entries, s_->UserKeys(txn, name));
     for (const auto& [index_key, fp] : entries) {
       WARREN_RETURN_IF_ERROR(s_->keys.Delete(txn, fp).status());
@@ -456,7 +446,7 @@ Status LmdbStore::DeleteUser(std::string_view name) {
 }
 
 Status LmdbStore::AddKey(const SshKey& key) {
-  if (!ValidateUserName(key.user).ok()) return NotFound("no user named " + Shown(key.user));
+  if (!CheckUserName(key.user).ok()) return NotFound("no user named " + Shown(key.user));
   WARREN_RETURN_IF_ERROR(ValidateKeyRecord(key));
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(std::optional<User> user, s_->users.Get(txn, key.user));

@@ -81,8 +81,7 @@ std::string UserPrefix(std::string_view user);
 
 // The naming rules the store enforces itself (commands check them earlier, with friendlier
 // messages): index keys join user and name with NUL and the rules keep both free of it.
-Status ValidateUserName(std::string_view name);  // ^[a-z][a-z0-9_-]{0,31}$
-Status ValidateKeyName(std::string_view name);   // ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
+Status ValidateKeyName(std::string_view name);  // ^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
 
 }  // namespace store_internal
 

@@ -6,6 +6,7 @@
 
 #include "keys/lmdb_store.h"
 #include "keys/lmdb_store_state.h"
+#include "lobby/base/user_name.h"
 
 namespace warren {
 
@@ -117,7 +118,7 @@ Status LmdbStoreState::DeleteUserTokenLabels(lmdb::Txn& txn, std::string_view us
 Result<TokenLabel> LmdbStore::RecordToken(std::string_view user, std::string_view name,
                                           std::string_view new_id, const IssuedToken& token,
                                           int64_t now) {
-  if (!store_internal::ValidateUserName(user).ok()) {
+  if (!CheckUserName(user).ok()) {
     return NotFound("no user named " + Shown(user));
   }
   WARREN_RETURN_IF_ERROR(store_internal::ValidateKeyName(name));

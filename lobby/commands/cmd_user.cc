@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lobby/base/user_name.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/key_input.h"
@@ -20,19 +21,6 @@
 
 namespace warren {
 namespace {
-
-constexpr size_t kMaxUserNameBytes = 32;
-
-// ^[a-z][a-z0-9_-]{0,31}$: safe in a shell, a path and a URL without quoting.
-Status ValidateUserName(std::string_view name) {
-  bool ok = !name.empty() && name.size() <= kMaxUserNameBytes && name[0] >= 'a' && name[0] <= 'z';
-  for (char c : name) {
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-');
-  }
-  if (ok) return Status::Ok();
-  return InvalidArgument("user name \"" + std::string(name.substr(0, 64)) +
-                         "\" is not valid: 1-32 of a-z, 0-9, _ and -, starting with a letter");
-}
 
 Status RequireUnrestricted(const Caller& caller, std::string_view what) {
   if (caller.scope.Unrestricted()) return Status::Ok();
@@ -131,7 +119,7 @@ class AddCommand final : public Command {
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
-    WARREN_RETURN_IF_ERROR(ValidateUserName(name_));
+    WARREN_RETURN_IF_ERROR(CheckUserName(name_));
     if (admin_) WARREN_RETURN_IF_ERROR(RequireUnrestricted(ctx.caller(), "creating an admin"));
     UserLimits limits;
     WARREN_RETURN_IF_ERROR(limits_.ApplyTo(limits));
