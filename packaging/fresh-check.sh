@@ -47,7 +47,11 @@ enter() {
     mkdir -p "$tree/run/lock" "$tree/mnt/.host"
     cd "$tree"
     pivot_root . mnt/.host
-    umount -l /mnt/.host
+    # The tree may have no umount yet (util-linux'"'"'s mount package is not essential): run
+    # the host'"'"'s, with the host'"'"'s loader and libraries, to detach the old root.
+    h=/mnt/.host
+    "$h/lib64/ld-linux-x86-64.so.2" --library-path "$h/lib/x86_64-linux-gnu:$h/usr/lib/x86_64-linux-gnu" \
+      "$h/usr/bin/umount" -l "$h"
     cd /
     exec /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash \
       TERM=dumb PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
