@@ -105,7 +105,8 @@ Result<SshKey> Codec<SshKey>::Decode(const nlohmann::json& j) {
 
 namespace {
 
-constexpr unsigned kMaxTables = 16;
+// Named databases the environment may hold: the 16 of schema 5 and room for more.
+constexpr unsigned kMaxTables = 32;
 constexpr const char kSchemaVersionKey[] = "schema_version";
 
 // ---- Schema upgrades --------------------------------------------------------------------
@@ -133,6 +134,7 @@ constexpr UpgradeStep kUpgrades[] = {
     {3, "create tables token_labels, token_label_names", &store_internal::CreateTokenTables},
     {4, "create tables oauth_clients, oauth_requests, oauth_user_codes, oauth_codes, oauth_refresh",
      &store_internal::CreateOAuthTables},
+    {5, "create tables integrations, integration_names", &store_internal::CreateIntegrationTables},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,
@@ -380,6 +382,7 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
   WARREN_ASSIGN_OR_RETURN(state->token_label_names,
                           lmdb::Table<std::string>::Open(txn, "token_label_names", false));
   WARREN_RETURN_IF_ERROR(store_internal::OpenOAuthTables(*state, txn));
+  WARREN_RETURN_IF_ERROR(store_internal::OpenIntegrationTables(*state, txn));
   // Table handles opened in this transaction become usable by others once it commits.
   WARREN_RETURN_IF_ERROR(txn.Commit().Annotate("opening store in " + dir));
   return std::unique_ptr<LmdbStore>(new LmdbStore(std::move(state)));
@@ -451,6 +454,7 @@ Status LmdbStore::DeleteUser(std::string_view name) {
       WARREN_RETURN_IF_ERROR(s_->key_names.Delete(txn, index_key).status());
     }
     WARREN_RETURN_IF_ERROR(s_->DeleteUserTokenLabels(txn, name));
+    WARREN_RETURN_IF_ERROR(s_->DeleteUserIntegrations(txn, name));
   }
   return txn.Commit();
 }

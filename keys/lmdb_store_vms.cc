@@ -291,6 +291,7 @@ Status LmdbStore::DeleteVm(std::string_view id) {
         return true;
       }));
   for (const std::string& k : job_keys) WARREN_RETURN_IF_ERROR(s_->jobs.Delete(txn, k).status());
+  WARREN_RETURN_IF_ERROR(s_->DropVmAttachments(txn, vm));
   return txn.Commit();
 }
 

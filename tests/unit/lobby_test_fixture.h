@@ -56,6 +56,7 @@ class FaultyStore final : public Store {
   explicit FaultyStore(Store* real) : real_(real) {}
   bool throw_on_list_keys = false;
   bool unavailable_on_list_keys = false;
+  bool unavailable_on_update_integration = false;
 
   Status CreateUser(const User& u, const std::vector<SshKey>& k) override {
     return real_->CreateUser(u, k);
@@ -123,6 +124,26 @@ class FaultyStore final : public Store {
   }
   Status DeleteJob(std::string_view vm, std::string_view j) override {
     return real_->DeleteJob(vm, j);
+  }
+  Status CreateIntegration(const IntegrationRecord& i) override {
+    return real_->CreateIntegration(i);
+  }
+  Result<IntegrationRecord> GetIntegration(std::string_view o, std::string_view n) override {
+    return real_->GetIntegration(o, n);
+  }
+  Result<std::vector<IntegrationRecord>> ListIntegrations(std::string_view o) override {
+    return real_->ListIntegrations(o);
+  }
+  Status UpdateIntegration(std::string_view o, std::string_view n,
+                           const std::function<Status(IntegrationRecord&)>& f) override {
+    if (unavailable_on_update_integration) return Unavailable("injected: store offline");
+    return real_->UpdateIntegration(o, n, f);
+  }
+  Status RenameIntegration(std::string_view o, std::string_view n, std::string_view nn) override {
+    return real_->RenameIntegration(o, n, nn);
+  }
+  Status DeleteIntegration(std::string_view o, std::string_view n) override {
+    return real_->DeleteIntegration(o, n);
   }
 
  private:
