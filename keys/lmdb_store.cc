@@ -122,10 +122,7 @@ struct UpgradeStep {
 };
 
 Status CreateInitialTables(lmdb::Txn& txn) {
-  for (const char* name : {"users", "keys", "key_names"}) {
-    WARREN_RETURN_IF_ERROR(lmdb::JsonTable::Open(txn, name, /*create=*/true).status());
-  }
-  return Status::Ok();
+  return store_internal::CreateTables(txn, {"users", "keys", "key_names"});
 }
 
 constexpr UpgradeStep kUpgrades[] = {
@@ -249,6 +246,13 @@ Status ValidateKeyName(std::string_view name) {
   return InvalidArgument(
       "key name is not valid: 1-64 of letters, digits and . _ @ -, starting with a letter or "
       "digit");
+}
+
+Status CreateTables(lmdb::Txn& txn, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    WARREN_RETURN_IF_ERROR(lmdb::JsonTable::Open(txn, name, /*create=*/true).status());
+  }
+  return Status::Ok();
 }
 
 std::string Shown(std::string_view id) {

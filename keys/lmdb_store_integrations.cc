@@ -54,10 +54,7 @@ Result<IntegrationRecord> Codec<IntegrationRecord>::Decode(const nlohmann::json&
 namespace store_internal {
 
 Status CreateIntegrationTables(lmdb::Txn& txn) {
-  for (const char* name : {"integrations", "integration_names"}) {
-    WARREN_RETURN_IF_ERROR(lmdb::JsonTable::Open(txn, name, /*create=*/true).status());
-  }
-  return Status::Ok();
+  return CreateTables(txn, {"integrations", "integration_names"});
 }
 
 Status OpenIntegrationTables(LmdbStoreState& s, lmdb::Txn& txn) {

@@ -4,6 +4,7 @@
 // Table handles are immutable after Open, so State may be used from any thread.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -71,6 +72,9 @@ namespace store_internal {
 // An identifier from the caller, cut short for a message: lookups take untrusted text of
 // any length.
 std::string Shown(std::string_view id);
+
+// Creates the named tables (for an upgrade step); existing ones are left as they are.
+Status CreateTables(lmdb::Txn& txn, std::initializer_list<const char*> names);
 
 // Creates the VM and job tables (schema version 2).
 Status CreateVmTables(lmdb::Txn& txn);
