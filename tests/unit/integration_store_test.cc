@@ -7,11 +7,12 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "keys/integration.h"
@@ -443,6 +444,28 @@ TEST_F(IntegrationStoreTest, AttachmentsNameTheOwnersVmsAndGoWithThem) {
   ASSERT_TRUE(store_->CreateUser({"alice", false, 2}, {}).ok());
   EXPECT_TRUE(store_->ListIntegrations("alice")->empty());  // nothing revives
   EXPECT_TRUE(store_->GetIntegration("bob", "x").ok());
+}
+
+// An attach racing the VM's removal never leaves an attachment to a VM that is gone: the
+// attach checks the VM in its write transaction, and DeleteVm drops attachments in its own.
+TEST_F(IntegrationStoreTest, AnAttachRacingTheVmsRemovalLeavesNoOrphan) {
+  ASSERT_TRUE(store_->CreateIntegration(Integration("alice", "x")).ok());
+  for (int round = 0; round < 50; ++round) {
+    std::string id =
+        "race" + std::string(8 - std::to_string(round).size(), '0') + std::to_string(round);
+    ASSERT_TRUE(store_->CreateVm(Vm(id, "race-" + std::to_string(round), "alice")).ok());
+    std::thread attach([&] {
+      Status st = store_->UpdateIntegration("alice", "x", [&](IntegrationRecord& r) {
+        r.attachments.push_back(VmAttachment(id));
+        std::sort(r.attachments.begin(), r.attachments.end());
+        return Status::Ok();
+      });
+      EXPECT_TRUE(st.ok() || st.code() == Code::kNotFound) << st.ToString();
+    });
+    ASSERT_TRUE(store_->DeleteVm(id).ok());
+    attach.join();
+    EXPECT_TRUE(store_->GetIntegration("alice", "x")->attachments.empty()) << round;
+  }
 }
 
 // A store as schema version 4 left it (no integration tables) gains them on open.

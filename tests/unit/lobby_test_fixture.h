@@ -56,7 +56,6 @@ class FaultyStore final : public Store {
   explicit FaultyStore(Store* real) : real_(real) {}
   bool throw_on_list_keys = false;
   bool unavailable_on_list_keys = false;
-  bool unavailable_on_update_integration = false;
 
   Status CreateUser(const User& u, const std::vector<SshKey>& k) override {
     return real_->CreateUser(u, k);
@@ -136,7 +135,6 @@ class FaultyStore final : public Store {
   }
   Status UpdateIntegration(std::string_view o, std::string_view n,
                            const std::function<Status(IntegrationRecord&)>& f) override {
-    if (unavailable_on_update_integration) return Unavailable("injected: store offline");
     return real_->UpdateIntegration(o, n, f);
   }
   Status RenameIntegration(std::string_view o, std::string_view n, std::string_view nn) override {
