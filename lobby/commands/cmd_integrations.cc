@@ -253,7 +253,9 @@ class AttachCommand final : public Command {
     std::vector<Attachment> asked;
     for (const std::string& text : what_) {
       WARREN_ASSIGN_OR_RETURN(Attachment a, scope.Parse(ctx, text));
-      asked.push_back(std::move(a));
+      const bool named_before = std::any_of(
+          asked.begin(), asked.end(), [&](const Attachment& b) { return b.stored == a.stored; });
+      if (!named_before) asked.push_back(std::move(a));
     }
     std::vector<std::string> changed, unchanged;
     IntegrationRecord after;

@@ -291,7 +291,7 @@ TEST_F(IntegrationCommandTest, AttachAndDetachAreAllOrNothing) {
   EXPECT_EQ(Stored("stripe").attachments, (std::vector<std::string>{"all", "tag:ci", web}));
   EXPECT_TRUE(Notified().empty());
 
-  o = Run(Alice(), {"integrations", "detach", "stripe", "all", "vm:web-one"});
+  o = Run(Alice(), {"integrations", "detach", "stripe", "all", "vm:web-one", "all"});
   ASSERT_TRUE(o.status.ok()) << o.err;
   EXPECT_EQ(o.out, "detached stripe from all\ndetached stripe from vm:web-one\n");
   EXPECT_EQ(Stored("stripe").attachments, std::vector<std::string>{"tag:ci"});
