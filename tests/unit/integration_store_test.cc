@@ -378,31 +378,22 @@ TEST_F(IntegrationStoreTest, RecordsAreChecked) {
   EXPECT_EQ(store_->CreateIntegration(bad).code(), Code::kInvalidArgument);
 
   ASSERT_TRUE(store_->CreateIntegration(Integration("alice", "x")).ok());
-  EXPECT_EQ(store_
-                ->UpdateIntegration("alice", "x",
-                                    [](IntegrationRecord& r) {
-                                      r.name = "y";
-                                      return Status::Ok();
-                                    })
-                .code(),
-            Code::kInvalidArgument);
-  EXPECT_EQ(store_
-                ->UpdateIntegration("alice", "x",
-                                    [](IntegrationRecord& r) {
-                                      r.attachments = {"everyone"};
-                                      return Status::Ok();
-                                    })
-                .code(),
-            Code::kInvalidArgument);
+  // What UpdateIntegration answers for a change that sets `name` and `attachments`, then
+  // says `verdict`.
+  auto update = [&](std::string name, std::vector<std::string> attachments, Status verdict) {
+    return store_
+        ->UpdateIntegration("alice", "x",
+                            [&](IntegrationRecord& r) {
+                              r.name = name;
+                              r.attachments = attachments;
+                              return verdict;
+                            })
+        .code();
+  };
+  EXPECT_EQ(update("y", {}, Status::Ok()), Code::kInvalidArgument);
+  EXPECT_EQ(update("x", {"everyone"}, Status::Ok()), Code::kInvalidArgument);
   // A refusal from the change itself abandons it.
-  EXPECT_EQ(store_
-                ->UpdateIntegration("alice", "x",
-                                    [](IntegrationRecord& r) {
-                                      r.attachments = {"all"};
-                                      return NotFound("no");
-                                    })
-                .code(),
-            Code::kNotFound);
+  EXPECT_EQ(update("x", {"all"}, NotFound("no")), Code::kNotFound);
   EXPECT_TRUE(store_->GetIntegration("alice", "x")->attachments.empty());
 }
 
