@@ -136,7 +136,7 @@ class AddCommand final : public Command {
     NotifyIntegrations(ctx.services, rec.owner);
     CommandResult r;
     r.data = scope.Json(rec, ctx.services.info);
-    r.text = "added " + DetailText(scope, rec, ctx.services.info);
+    r.text = "added integration " + DetailText(scope, rec, ctx.services.info);
     return r;
   }
 

@@ -134,7 +134,7 @@ TEST_F(IntegrationCommandTest, AddShowsNoSecretAndSealsIt) {
                             "--attach", "tag:sandbox"});
   ASSERT_TRUE(o.status.ok()) << o.err;
   const IntegrationRecord rec = Stored("stripe");
-  EXPECT_NE(o.out.find("added stripe (http-proxy)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("added integration stripe (http-proxy)"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("target:      https://api.stripe.com\n"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("Authorization: Bearer ****, X-Key: ****"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("fingerprint: " + rec.fingerprint), std::string::npos) << o.out;
