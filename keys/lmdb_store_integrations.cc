@@ -73,6 +73,12 @@ using store_internal::NameIndexKey;
 using store_internal::Shown;
 using store_internal::UserPrefix;
 
+// Index keys join owner and name with NUL; integration names never hold one (the name
+// rule), and an owner that does cannot be a user, so it has no entries to find.
+bool UsableOwner(std::string_view owner) {
+  return !owner.empty() && owner.find('\0') == std::string_view::npos;
+}
+
 Status NoIntegration(std::string_view owner, std::string_view name) {
   return NotFound(Shown(owner) + " has no integration named " + Shown(name));
 }
@@ -81,7 +87,7 @@ Status NoIntegration(std::string_view owner, std::string_view name) {
 Result<IntegrationRecord> OwnedIntegration(LmdbStoreState& s, lmdb::Txn& txn,
                                            std::string_view owner, std::string_view name) {
   // Names that break the rule cannot be in the index (and would not make a clean key).
-  if (!store_internal::ValidateUserName(owner).ok() || !CheckIntegrationName(name).ok()) {
+  if (!UsableOwner(owner) || !CheckIntegrationName(name).ok()) {
     return NoIntegration(owner, name);
   }
   WARREN_ASSIGN_OR_RETURN(std::optional<std::string> id,
@@ -116,7 +122,7 @@ Status CheckAttachedVms(LmdbStoreState& s, lmdb::Txn& txn, const IntegrationReco
 Result<std::vector<std::pair<std::string, IntegrationRecord>>> OwnerIntegrations(
     LmdbStoreState& s, lmdb::Txn& txn, std::string_view owner) {
   std::vector<std::pair<std::string, IntegrationRecord>> out;
-  if (!store_internal::ValidateUserName(owner).ok()) return out;
+  if (!UsableOwner(owner)) return out;
   std::vector<std::pair<std::string, std::string>> entries;
   WARREN_RETURN_IF_ERROR(s.integration_names.Scan(
       txn, UserPrefix(owner), [&](std::string_view k, std::string&& id) -> Result<bool> {
@@ -157,9 +163,7 @@ Status LmdbStoreState::DropVmAttachments(lmdb::Txn& txn, const VmRecord& vm) {
 
 Status LmdbStore::CreateIntegration(const IntegrationRecord& integration) {
   WARREN_RETURN_IF_ERROR(ValidateIntegrationRecord(integration));
-  if (!store_internal::ValidateUserName(integration.owner).ok()) {
-    return NotFound("no user named " + Shown(integration.owner));
-  }
+  if (!UsableOwner(integration.owner)) return NotFound("no user named " + Shown(integration.owner));
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(std::optional<User> owner, s_->users.Get(txn, integration.owner));
   if (!owner) return NotFound("no user named " + Shown(integration.owner));
