@@ -106,7 +106,8 @@ Result<SshKey> Codec<SshKey>::Decode(const nlohmann::json& j) {
 
 namespace {
 
-constexpr unsigned kMaxTables = 16;
+// Named databases the environment may hold: the 16 of schema 5 and room for more.
+constexpr unsigned kMaxTables = 32;
 constexpr const char kSchemaVersionKey[] = "schema_version";
 
 // ---- Schema upgrades --------------------------------------------------------------------
@@ -122,10 +123,7 @@ struct UpgradeStep {
 };
 
 Status CreateInitialTables(lmdb::Txn& txn) {
-  for (const char* name : {"users", "keys", "key_names"}) {
-    WARREN_RETURN_IF_ERROR(lmdb::JsonTable::Open(txn, name, /*create=*/true).status());
-  }
-  return Status::Ok();
+  return store_internal::CreateTables(txn, {"users", "keys", "key_names"});
 }
 
 constexpr UpgradeStep kUpgrades[] = {
@@ -134,6 +132,7 @@ constexpr UpgradeStep kUpgrades[] = {
     {3, "create tables token_labels, token_label_names", &store_internal::CreateTokenTables},
     {4, "create tables oauth_clients, oauth_requests, oauth_user_codes, oauth_codes, oauth_refresh",
      &store_internal::CreateOAuthTables},
+    {5, "create tables integrations, integration_names", &store_internal::CreateIntegrationTables},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,
@@ -237,6 +236,13 @@ Status ValidateKeyName(std::string_view name) {
   return InvalidArgument(
       "key name is not valid: 1-64 of letters, digits and . _ @ -, starting with a letter or "
       "digit");
+}
+
+Status CreateTables(lmdb::Txn& txn, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    WARREN_RETURN_IF_ERROR(lmdb::JsonTable::Open(txn, name, /*create=*/true).status());
+  }
+  return Status::Ok();
 }
 
 std::string Shown(std::string_view id) {
@@ -370,6 +376,7 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
   WARREN_ASSIGN_OR_RETURN(state->token_label_names,
                           lmdb::Table<std::string>::Open(txn, "token_label_names", false));
   WARREN_RETURN_IF_ERROR(store_internal::OpenOAuthTables(*state, txn));
+  WARREN_RETURN_IF_ERROR(store_internal::OpenIntegrationTables(*state, txn));
   // Table handles opened in this transaction become usable by others once it commits.
   WARREN_RETURN_IF_ERROR(txn.Commit().Annotate("opening store in " + dir));
   return std::unique_ptr<LmdbStore>(new LmdbStore(std::move(state)));
@@ -441,6 +448,7 @@ Status LmdbStore::DeleteUser(std::string_view name) {
       WARREN_RETURN_IF_ERROR(s_->key_names.Delete(txn, index_key).status());
     }
     WARREN_RETURN_IF_ERROR(s_->DeleteUserTokenLabels(txn, name));
+    WARREN_RETURN_IF_ERROR(s_->DeleteUserIntegrations(txn, name));
   }
   return txn.Commit();
 }

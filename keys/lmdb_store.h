@@ -3,8 +3,8 @@
 // all or nothing), durable commits (sync on). Thread-safe: readers run concurrently with
 // each other and with the one writer LMDB admits at a time.
 //
-// Layout (schema version 4):
-//   meta       "schema_version" -> 4
+// Layout (schema version 5):
+//   meta       "schema_version" -> 5
 //   users      name -> User JSON (its "limits" object came later; absent: server defaults)
 //   keys       fingerprint -> SshKey JSON
 //   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
@@ -18,6 +18,8 @@
 //   oauth_user_codes  user code hash -> request id
 //   oauth_codes       authorization code hash -> request id
 //   oauth_refresh     refresh token hash -> OAuthRefresh JSON
+//   integrations       id -> IntegrationRecord JSON (secrets sealed)  (since version 5)
+//   integration_names  owner NUL name -> id  (index: per-owner names, listing an owner's)
 #pragma once
 
 #include <cstddef>
@@ -37,7 +39,7 @@ class LmdbStore final : public Store, public OAuthStore {
  public:
   // The newest schema this binary reads and writes. Opening an older store upgrades it in
   // one transaction; a newer one is refused.
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   struct Options {
     // Upper bound of the database file; LMDB reserves address space, not disk. Writes past
@@ -109,6 +111,15 @@ class LmdbStore final : public Store, public OAuthStore {
   Status PutOAuthRefresh(const OAuthRefresh& refresh) override;
   Result<OAuthRefresh> RotateOAuthRefresh(std::string_view old_hash, std::string_view client_id,
                                           std::string_view new_hash, int64_t now) override;
+
+  Status CreateIntegration(const IntegrationRecord& integration) override;
+  Result<IntegrationRecord> GetIntegration(std::string_view owner, std::string_view name) override;
+  Result<std::vector<IntegrationRecord>> ListIntegrations(std::string_view owner) override;
+  Status UpdateIntegration(std::string_view owner, std::string_view name,
+                           const std::function<Status(IntegrationRecord&)>& change) override;
+  Status RenameIntegration(std::string_view owner, std::string_view name,
+                           std::string_view new_name) override;
+  Status DeleteIntegration(std::string_view owner, std::string_view name) override;
 
   // The data directory, as given to Open.
   const std::string& dir() const;

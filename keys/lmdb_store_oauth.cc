@@ -201,11 +201,8 @@ Result<OAuthRequest> RequestByIndex(LmdbStoreState& s, const lmdb::JsonTable& in
 namespace store_internal {
 
 Status CreateOAuthTables(lmdb::Txn& txn) {
-  for (const char* name :
-       {"oauth_clients", "oauth_requests", "oauth_user_codes", "oauth_codes", "oauth_refresh"}) {
-    WARREN_RETURN_IF_ERROR(lmdb::JsonTable::Open(txn, name, /*create=*/true).status());
-  }
-  return Status::Ok();
+  return CreateTables(
+      txn, {"oauth_clients", "oauth_requests", "oauth_user_codes", "oauth_codes", "oauth_refresh"});
 }
 
 Status OpenOAuthTables(LmdbStoreState& s, lmdb::Txn& txn) {

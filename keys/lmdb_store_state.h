@@ -1,8 +1,10 @@
 // Internal to keys/: LmdbStore's environment and table handles, shared by the .cc files
-// that implement it (lmdb_store.cc for users and keys, lmdb_store_vms.cc for VMs and jobs).
+// that implement it (lmdb_store.cc for users and keys, lmdb_store_vms.cc for VMs and jobs,
+// lmdb_store_tokens.cc, lmdb_store_oauth.cc, lmdb_store_integrations.cc).
 // Table handles are immutable after Open, so State may be used from any thread.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,6 +59,12 @@ struct Codec<TokenLabel> {
   static Result<TokenLabel> Decode(const nlohmann::json& j);
 };
 
+template <>
+struct Codec<IntegrationRecord> {
+  static nlohmann::json Encode(const IntegrationRecord& integration);
+  static Result<IntegrationRecord> Decode(const nlohmann::json& j);
+};
+
 }  // namespace lmdb
 
 namespace store_internal {
@@ -64,6 +72,9 @@ namespace store_internal {
 // An identifier from the caller, cut short for a message: lookups take untrusted text of
 // any length.
 std::string Shown(std::string_view id);
+
+// Creates the named tables (for an upgrade step); existing ones are left as they are.
+Status CreateTables(lmdb::Txn& txn, std::initializer_list<const char*> names);
 
 // Creates the VM and job tables (schema version 2).
 Status CreateVmTables(lmdb::Txn& txn);
@@ -73,6 +84,9 @@ Status CreateTokenTables(lmdb::Txn& txn);
 
 // Creates the OAuth tables (schema version 4).
 Status CreateOAuthTables(lmdb::Txn& txn);
+
+// Creates the integration tables (schema version 5).
+Status CreateIntegrationTables(lmdb::Txn& txn);
 
 // The index key of a per-user name (key names, label names): user NUL name.
 std::string NameIndexKey(std::string_view user, std::string_view name);
@@ -89,6 +103,8 @@ struct LmdbStoreState;
 namespace store_internal {
 // Opens the OAuth tables' handles into `s` (lmdb_store_oauth.cc).
 Status OpenOAuthTables(LmdbStoreState& s, lmdb::Txn& txn);
+// Opens the integration tables' handles into `s` (lmdb_store_integrations.cc).
+Status OpenIntegrationTables(LmdbStoreState& s, lmdb::Txn& txn);
 }  // namespace store_internal
 
 struct LmdbStoreState {
@@ -105,11 +121,13 @@ struct LmdbStoreState {
   lmdb::Table<TokenLabel> token_labels;        // id -> TokenLabel
   lmdb::Table<std::string> token_label_names;  // user NUL label name -> id
   // OAuth (keys/oauth.h), JSON values encoded in lmdb_store_oauth.cc.
-  lmdb::JsonTable oauth_clients;     // client id -> OAuthClient
-  lmdb::JsonTable oauth_requests;    // request id -> OAuthRequest
-  lmdb::JsonTable oauth_user_codes;  // user code hash -> request id
-  lmdb::JsonTable oauth_codes;       // authorization code hash -> request id
-  lmdb::JsonTable oauth_refresh;     // refresh token hash -> OAuthRefresh
+  lmdb::JsonTable oauth_clients;                // client id -> OAuthClient
+  lmdb::JsonTable oauth_requests;               // request id -> OAuthRequest
+  lmdb::JsonTable oauth_user_codes;             // user code hash -> request id
+  lmdb::JsonTable oauth_codes;                  // authorization code hash -> request id
+  lmdb::JsonTable oauth_refresh;                // refresh token hash -> OAuthRefresh
+  lmdb::Table<IntegrationRecord> integrations;  // id -> IntegrationRecord
+  lmdb::Table<std::string> integration_names;   // owner NUL integration name -> id
 
   ~LmdbStoreState();
 
@@ -119,6 +137,10 @@ struct LmdbStoreState {
   Status InsertKey(lmdb::Txn& txn, const SshKey& key);
   // Removes every token label of `user` (DeleteUser).
   Status DeleteUserTokenLabels(lmdb::Txn& txn, std::string_view user);
+  // Removes every integration of `user` (DeleteUser).
+  Status DeleteUserIntegrations(lmdb::Txn& txn, std::string_view user);
+  // Drops "vm:ID" of `vm` from every integration of its owner (DeleteVm).
+  Status DropVmAttachments(lmdb::Txn& txn, const VmRecord& vm);
   // The key `fingerprint` if it belongs to `user`, else NotFound.
   Result<SshKey> OwnedKey(lmdb::Txn& txn, std::string_view user, std::string_view fingerprint);
 };

@@ -52,10 +52,7 @@ Result<TokenLabel> Codec<TokenLabel>::Decode(const nlohmann::json& j) {
 namespace store_internal {
 
 Status CreateTokenTables(lmdb::Txn& txn) {
-  for (const char* name : {"token_labels", "token_label_names"}) {
-    WARREN_RETURN_IF_ERROR(lmdb::JsonTable::Open(txn, name, /*create=*/true).status());
-  }
-  return Status::Ok();
+  return CreateTables(txn, {"token_labels", "token_label_names"});
 }
 
 }  // namespace store_internal

@@ -141,12 +141,7 @@ Result<JobRecord> Codec<JobRecord>::Decode(const nlohmann::json& j) {
 
 namespace store_internal {
 
-Status CreateVmTables(lmdb::Txn& txn) {
-  for (const char* name : {"vms", "vm_names", "jobs"}) {
-    WARREN_RETURN_IF_ERROR(lmdb::JsonTable::Open(txn, name, /*create=*/true).status());
-  }
-  return Status::Ok();
-}
+Status CreateVmTables(lmdb::Txn& txn) { return CreateTables(txn, {"vms", "vm_names", "jobs"}); }
 
 }  // namespace store_internal
 
@@ -291,6 +286,7 @@ Status LmdbStore::DeleteVm(std::string_view id) {
         return true;
       }));
   for (const std::string& k : job_keys) WARREN_RETURN_IF_ERROR(s_->jobs.Delete(txn, k).status());
+  WARREN_RETURN_IF_ERROR(s_->DropVmAttachments(txn, vm));
   return txn.Commit();
 }
 

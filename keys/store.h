@@ -1,8 +1,8 @@
 // Store: warren's durable records — users and their SSH keys and API token labels, VMs and
-// the jobs running in them; shares and usage in later issues. LmdbStore (lmdb_store.h) is the
-// implementation; tests use it on a temp dir rather than a fake. Implementations are thread-safe:
-// any thread may call any method; each method is one transaction, so a multi-record change is all
-// or nothing.
+// the jobs running in them, integrations; shares and usage in later issues. LmdbStore
+// (lmdb_store.h) is the implementation; tests use it on a temp dir rather than a fake.
+// Implementations are thread-safe: any thread may call any method; each method is one transaction,
+// so a multi-record change is all or nothing.
 #pragma once
 
 #include <cstdint>
@@ -124,6 +124,27 @@ struct JobRecord {
 
 inline constexpr size_t kMaxJobCommandBytes = 1024;
 
+// An integration (keys/integration.h has its rules): a host-side HTTP reverse proxy to
+// `target` that adds secret headers on the way, so the secret never enters a VM; VMs it is
+// attached to reach it as http(s)://NAME.int.DOMAIN/. Its secrets are sealed with the
+// integration key (keys/secret_box.h): the record never holds one in plaintext, only which
+// headers are added and a fingerprint.
+struct IntegrationRecord {
+  std::string id;     // 32 lowercase hex digits, random; unique server-wide; seals are bound to it
+  std::string owner;  // user name: integration names are per owner, and so is what VMs reach
+  std::string name;   // CheckIntegrationName: a DNS label; unique per owner
+  std::string kind = "http-proxy";
+  std::string target;                     // a normalised TargetUrl: scheme://host[:port][/prefix]
+  std::vector<std::string> header_names;  // the headers it adds, in order; values are sealed
+  bool bearer = false;                    // it adds "Authorization: Bearer …" (sealed)
+  std::string sealed;                     // SecretKey::Seal of the values and the bearer
+  std::string fingerprint;                // 12 hex digits: tells versions of the secrets apart
+  // Which of the owner's VMs may use it: "vm:ID" (by id, so a rename keeps it), "tag:T"
+  // (every VM carrying T at the time of the request), "all". Sorted, no duplicates.
+  std::vector<std::string> attachments;
+  int64_t created_at = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -136,7 +157,7 @@ class Store {
   // Read-modify-write of one user in one transaction (as UpdateVm): `change` may not change
   // the name (InvalidArgument); a limit below kNoLimit is InvalidArgument. NotFound.
   virtual Status UpdateUser(std::string_view name, const std::function<Status(User&)>& change) = 0;
-  // Removes the user and all of its keys and token labels. NotFound if absent.
+  // Removes the user and all of its keys, token labels and integrations. NotFound if absent.
   virtual Status DeleteUser(std::string_view name) = 0;
 
   // Conflict if the fingerprint is registered (to anyone) or the name is taken for this
@@ -186,7 +207,8 @@ class Store {
   virtual Status UpdateVm(std::string_view id, const std::function<Status(VmRecord&)>& change) = 0;
   // Conflict if `new_name` is taken; NotFound for an unknown id.
   virtual Status RenameVm(std::string_view id, std::string_view new_name) = 0;
-  // Removes the VM, its name and all of its jobs. NotFound for an unknown id.
+  // Removes the VM, its name and all of its jobs, and drops its "vm:ID" attachment from every
+  // integration. NotFound for an unknown id.
   virtual Status DeleteVm(std::string_view id) = 0;
 
   // ---- Jobs, keyed by (vm_id, job).
@@ -199,6 +221,26 @@ class Store {
   virtual Status UpdateJob(std::string_view vm_id, std::string_view job,
                            const std::function<Status(JobRecord&)>& change) = 0;
   virtual Status DeleteJob(std::string_view vm_id, std::string_view job) = 0;  // NotFound
+
+  // ---- Integrations, keyed by (owner, name). The store checks every record it writes
+  // (ValidateIntegrationRecord, keys/integration.h) and that every "vm:ID" attachment names
+  // a VM of the owner, in the same transaction: no attachment outlives its VM.
+  // Conflict if the id is taken or the owner has an integration of that name; NotFound for
+  // an unknown owner or an attached VM that is not the owner's; InvalidArgument for a
+  // malformed record.
+  virtual Status CreateIntegration(const IntegrationRecord& integration) = 0;
+  virtual Result<IntegrationRecord> GetIntegration(std::string_view owner,
+                                                   std::string_view name) = 0;  // NotFound
+  // The owner's integrations by name; empty for an owner with none (or no such owner).
+  virtual Result<std::vector<IntegrationRecord>> ListIntegrations(std::string_view owner) = 0;
+  // Read-modify-write in one transaction (as UpdateVm): `change` may not change id, owner or
+  // name (InvalidArgument); the result is checked as CreateIntegration checks a new one.
+  virtual Status UpdateIntegration(std::string_view owner, std::string_view name,
+                                   const std::function<Status(IntegrationRecord&)>& change) = 0;
+  // Conflict if the owner has an integration named `new_name`; NotFound.
+  virtual Status RenameIntegration(std::string_view owner, std::string_view name,
+                                   std::string_view new_name) = 0;
+  virtual Status DeleteIntegration(std::string_view owner, std::string_view name) = 0;  // NotFound
 };
 
 }  // namespace warren

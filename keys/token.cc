@@ -1,21 +1,15 @@
 #include "keys/token.h"
 
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "keys/base64.h"
-#include "lobby/base/file_write.h"
+#include "keys/secret_file.h"
 #include "lobby/base/hex.h"
 #include "lobby/base/time_format.h"
 
@@ -23,8 +17,8 @@ namespace warren {
 namespace {
 
 constexpr int kPayloadVersion = 1;
-// The secret file: the secret as hex on one line.
-constexpr size_t kSecretFileBytes = 2 * TokenSigner::kSecretBytes + 1;
+constexpr SecretFileKind kSigningKeyFile = {"token signing key",
+                                            "removing it, which revokes every API token"};
 
 Status NotAToken() {
   return Unauthenticated("not a warren API token (they start with \"" + std::string(kTokenPrefix) +
@@ -39,14 +33,6 @@ int HexValue(char c) {
   return -1;
 }
 
-Result<std::string> RandomBytes(size_t n) {
-  std::string out(n, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
-    return Internal("the system random number generator failed");
-  }
-  return out;
-}
-
 bool IsLabelId(std::string_view id) {
   if (id.size() != 32) return false;
   for (char c : id) {
@@ -55,64 +41,11 @@ bool IsLabelId(std::string_view id) {
   return true;
 }
 
-// Reads the whole secret file, refusing anything but a small regular file only its owner
-// can read. O_NOFOLLOW: a symlink planted in the data directory is not followed.
-Result<std::string> ReadSecretFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ENOENT) return NotFound(path + " does not exist");
-    return Unavailable("opening " + path + ": " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    Status s = Unavailable("reading " + path + ": " + std::strerror(errno));
-    ::close(fd);
-    return s;
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size > static_cast<off_t>(kSecretFileBytes)) {
-    ::close(fd);
-    return Internal(path + " is not a token signing key of warren's");
-  }
-  if ((st.st_mode & 077) != 0) {
-    ::close(fd);
-    return Unavailable(path + " may be read by other users; chmod 600 it (and consider " +
-                       "removing it, which revokes every API token)");
-  }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::read(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  data.resize(off);
-  return data;
-}
-
 }  // namespace
 
 Result<TokenSigner> TokenSigner::LoadOrCreate(const std::string& path) {
-  Result<std::string> text = ReadSecretFile(path);
-  if (!text.ok() && text.status().code() == Code::kNotFound) {
-    WARREN_ASSIGN_OR_RETURN(std::string secret, RandomBytes(kSecretBytes));
-    WARREN_RETURN_IF_ERROR(WriteFileAtomic(path, HexEncode(secret) + "\n", 0600));
-    return TokenSigner(std::move(secret));
-  }
-  if (!text.ok()) return text.status();
-  std::string_view hex = *text;
-  if (!hex.empty() && hex.back() == '\n') hex.remove_suffix(1);
-  if (hex.size() != 2 * kSecretBytes) {
-    return Internal(path + " is not a token signing key of warren's");
-  }
-  std::string secret;
-  for (size_t i = 0; i < hex.size(); i += 2) {
-    int hi = HexValue(hex[i]);
-    int lo = HexValue(hex[i + 1]);
-    if (hi < 0 || lo < 0) return Internal(path + " is not a token signing key of warren's");
-    secret.push_back(static_cast<char>(hi * 16 + lo));
-  }
+  WARREN_ASSIGN_OR_RETURN(std::string secret,
+                          LoadOrCreateSecretFile(path, kSecretBytes, kSigningKeyFile));
   return TokenSigner(std::move(secret));
 }
 

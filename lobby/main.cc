@@ -38,6 +38,7 @@
 
 #include "keys/lmdb_store.h"
 #include "keys/public_key.h"
+#include "keys/secret_box.h"
 #include "keys/store.h"
 #include "keys/token.h"
 #include "lobby/base/clock.h"
@@ -434,11 +435,15 @@ int Serve(const ServeFlags& flags) {
   Result<TokenSigner> token_signer =
       TokenSigner::LoadOrCreate(flags.data_dir + "/token-signing.key");
   if (!token_signer.ok()) return Fail(token_signer.status().Annotate("API token signing key"));
+  // The key integrations' secrets are sealed with: the same rules; back it up with the store.
+  Result<SecretKey> integration_key = SecretKey::LoadOrCreate(flags.data_dir + "/integration.key");
+  if (!integration_key.ok()) return Fail(integration_key.status().Annotate("integration key"));
 
   Services services;
   services.store = store.get();
   services.clock = &clock;
   services.token_signer = &token_signer.value();
+  services.integration_key = &integration_key.value();
   services.oauth = store.get();
   services.info.ssh_host = PublicHostFor(ssh_addr->host);
   services.info.ssh_port = ssh_addr->port;

@@ -17,6 +17,7 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterVmMetaCommands(table);
   RegisterVmSshCommand(table);
   RegisterJobCommands(table);
+  RegisterIntegrationCommands(table);
   RegisterSshKeyCommands(table);
   RegisterUserCommands(table);
 }

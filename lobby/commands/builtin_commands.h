@@ -24,5 +24,7 @@ void RegisterVmStateCommands(CommandTable& table);   // rm, rename, start|stop|r
 void RegisterVmMetaCommands(CommandTable& table);    // tag, comment
 void RegisterVmSshCommand(CommandTable& table);      // ssh
 void RegisterJobCommands(CommandTable& table);       // wait, kill, jobs
+// integrations add|list|show|remove|rename|attach|detach
+void RegisterIntegrationCommands(CommandTable& table);
 
 }  // namespace warren

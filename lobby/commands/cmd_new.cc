@@ -14,6 +14,7 @@
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/image_catalog.h"
+#include "lobby/commands/integration_scope.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_flags.h"
@@ -51,6 +52,9 @@ class NewCommand final : public Command {
                    "/dev/stdin: a script read from your stdin (at most 10 KiB) that runs once, "
                    "at first boot, as the VM user")
         ->type_name("FILE");
+    app.add_option("--integration", integrations_,
+                   "attach this integration to the VM (repeatable; see integrations list)")
+        ->type_name("NAME");
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
@@ -65,6 +69,10 @@ class NewCommand final : public Command {
     const auto start = std::chrono::steady_clock::now();
     WARREN_RETURN_IF_ERROR(RecordAndPrepareVm(ctx, vm, spec, "new"));
     ctx.audit_vm = vm.name;
+    if (Status st = AttachVmIntegrations(ctx, vm, integrations_); !st.ok()) {
+      AbandonVm(ctx, vm, /*domain_made=*/false, "new");
+      return st;
+    }
     Progress(ctx, "creating " + vm.name + " (" + vm.image + ", " + std::to_string(vm.cpus) +
                       " vCPU, " + FormatMib(vm.memory_mib) + " memory, " +
                       std::to_string(vm.disk_gib) + " GiB disk)…");
@@ -82,6 +90,7 @@ class NewCommand final : public Command {
     r.data = VmJson(vm, "running", info);
     r.data["ready_seconds"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!integrations_.empty()) r.data["integrations"] = integrations_;
     r.text = "Ready in " + took + "\n" + VmSshCommand(info, vm.name) + "\n" + VmUrl(info, vm.name) +
              "\n";
     return r;
@@ -122,6 +131,7 @@ class NewCommand final : public Command {
       WARREN_ASSIGN_OR_RETURN(auto kv, ParseEnvEntry(e));
       vm.env.push_back(std::move(kv));
     }
+    WARREN_ASSIGN_OR_RETURN(integrations_, PlanVmIntegrations(ctx, integrations_));
     const std::string image = image_opt_->count() > 0 ? image_ : d.image;
     if (ctx.services.images.resolve) {
       WARREN_ASSIGN_OR_RETURN(vm.image, ctx.services.images.resolve(image));
@@ -159,6 +169,7 @@ class NewCommand final : public Command {
   std::string setup_script_text_;
   int cpus_ = 0;
   std::vector<std::string> tags_, env_;
+  std::vector<std::string> integrations_;  // --integration, then as planned
   CLI::Option* name_opt_ = nullptr;
   CLI::Option* image_opt_ = nullptr;
   CLI::Option* cpu_opt_ = nullptr;

@@ -7,6 +7,7 @@
 
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
+#include "lobby/commands/integration_events.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_flags.h"
 
@@ -44,6 +45,7 @@ class TagCommand final : public Command {
       result = r.tags;
       return Status::Ok();
     }));
+    NotifyIntegrations(ctx.services, vm.owner);  // tag:T attachments follow the VM's tags
     std::string shown;
     for (const std::string& t : result) shown += (shown.empty() ? "" : ",") + t;
     CommandResult r;

@@ -15,6 +15,7 @@
 #include "lobby/commands/command.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/help_text.h"
+#include "lobby/commands/integration_events.h"
 #include "lobby/commands/live_sessions.h"
 #include "lobby/commands/text_format.h"
 #include "lobby/commands/tokenizer.h"
@@ -307,6 +308,9 @@ Interpreter::Interpreter(Services services, std::unique_ptr<CommandTable> table)
   if (services_.clock == nullptr) services_.clock = &SystemClock::Get();
   if (services_.live_sessions == nullptr)
     services_.live_sessions = std::make_shared<LiveSessions>();
+  if (services_.integration_events == nullptr) {
+    services_.integration_events = std::make_shared<IntegrationEvents>();
+  }
 }
 
 Interpreter::~Interpreter() = default;

@@ -26,11 +26,15 @@ struct ServerInfo {
   std::string ssh_host = "localhost";
   int ssh_port = 2222;
   std::string domain = "warren.localhost";
+  // Where VMs reach their integrations: http(s)://NAME.int_domain/ (serve --int-domain).
+  std::string int_domain = "int.warren.internal";
 };
 
 class VmHost;
 class GuestControl;
 class LiveSessions;
+class IntegrationEvents;
+class SecretKey;
 class TokenSigner;
 class OAuthStore;
 struct VmSpec;
@@ -102,6 +106,13 @@ struct Services {
   // there, connections register themselves, and removing a credential ends them. Null: the
   // interpreter makes one (shared, so Services copied to another interpreter share it).
   std::shared_ptr<LiveSessions> live_sessions;
+  // Seals and opens integrations' secrets (keys/secret_box.h, DATA/integration.key). Null:
+  // an integration with a header or a bearer cannot be added (Unavailable).
+  const SecretKey* integration_key = nullptr;
+  // Told after every change to what an owner's VMs may reach through integrations
+  // (integration_events.h), for the proxy. Null: the interpreter makes one (shared, as
+  // live_sessions).
+  std::shared_ptr<IntegrationEvents> integration_events;
 
   // ---- VMs. When `vms` or `guests` is null this server runs no VMs and the VM commands
   // answer Unavailable; the other commands work as before.

@@ -16,6 +16,7 @@ warren_ssh_test(ssh_channels test_ssh_channels.py)
 warren_ssh_test(ssh_repl test_repl.py)
 warren_ssh_test(ssh_flood test_ssh_flood.py)
 warren_ssh_test(http_health test_http_health.py)
+warren_ssh_test(ssh_integrations test_integrations.py)
 
 # VMs end to end on real libvirt + QEMU through the lobby. Serial: guests share 2 cores.
 add_test(NAME vm_e2e

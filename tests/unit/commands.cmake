@@ -24,6 +24,7 @@ add_executable(commands_test
   unit/cmd_vm_resize_test.cc
   unit/cmd_vm_ssh_test.cc
   unit/cmd_jobs_test.cc
+  unit/cmd_integrations_test.cc
   unit/head_tail_test.cc
   unit/reconcile_test.cc
   unit/vm_login_test.cc

@@ -124,6 +124,25 @@ class FaultyStore final : public Store {
   Status DeleteJob(std::string_view vm, std::string_view j) override {
     return real_->DeleteJob(vm, j);
   }
+  Status CreateIntegration(const IntegrationRecord& i) override {
+    return real_->CreateIntegration(i);
+  }
+  Result<IntegrationRecord> GetIntegration(std::string_view o, std::string_view n) override {
+    return real_->GetIntegration(o, n);
+  }
+  Result<std::vector<IntegrationRecord>> ListIntegrations(std::string_view o) override {
+    return real_->ListIntegrations(o);
+  }
+  Status UpdateIntegration(std::string_view o, std::string_view n,
+                           const std::function<Status(IntegrationRecord&)>& f) override {
+    return real_->UpdateIntegration(o, n, f);
+  }
+  Status RenameIntegration(std::string_view o, std::string_view n, std::string_view nn) override {
+    return real_->RenameIntegration(o, n, nn);
+  }
+  Status DeleteIntegration(std::string_view o, std::string_view n) override {
+    return real_->DeleteIntegration(o, n);
+  }
 
  private:
   Store* real_;

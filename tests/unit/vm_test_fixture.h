@@ -1,6 +1,6 @@
 // A test bed for the VM commands: the real interpreter with its built-in commands, a real
-// LmdbStore in a temp dir, FakeVmHost and FakeGuestControl, a settable clock, and three
-// callers — alice, alice through a key limited to the tag "ci", and bob.
+// LmdbStore in a temp dir, FakeVmHost and FakeGuestControl, a settable clock, an integration
+// key, and three callers — alice, alice through a key limited to the tag "ci", and bob.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 
 #include "keys/lmdb_store.h"
 #include "keys/public_key.h"
+#include "keys/secret_box.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/session.h"
 #include "tests/fakes/fake_guest_control.h"
@@ -130,6 +131,7 @@ class VmCommandTest : public ::testing::Test {
     s.control_authorized_key = "ssh-ed25519 AAAAcontrol warren-control";
     s.ready_timeout_ms = ready_timeout_ms_;
     s.vm_defaults = vm_defaults_;
+    s.integration_key = &integration_key_;
     s.prepare_vm = [this](VmSpec& spec) {
       last_spec_ = spec;
       return prepare_status_;
@@ -202,6 +204,7 @@ class VmCommandTest : public ::testing::Test {
   VmDefaults vm_defaults_;  // what `serve` would set (sizes, egress, users' limits)
   VmSpec last_spec_;        // what `new` last handed to prepare_vm
   Status prepare_status_;   // what prepare_vm answers
+  SecretKey integration_key_ = SecretKey::FromBytes(std::string(SecretKey::kKeyBytes, 'i')).value();
   std::unique_ptr<LmdbStore> store_;
   std::unique_ptr<Interpreter> interpreter_;
 };
