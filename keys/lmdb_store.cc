@@ -133,6 +133,7 @@ constexpr UpgradeStep kUpgrades[] = {
     {3, "create tables token_labels, token_label_names", &store_internal::CreateTokenTables},
     {4, "create tables oauth_clients, oauth_requests, oauth_user_codes, oauth_codes, oauth_refresh",
      &store_internal::CreateOAuthTables},
+    {5, "vms: egress \"full\" is now \"all\"", &store_internal::RenameFullEgress},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,

@@ -3,12 +3,13 @@
 // all or nothing), durable commits (sync on). Thread-safe: readers run concurrently with
 // each other and with the one writer LMDB admits at a time.
 //
-// Layout (schema version 4):
-//   meta       "schema_version" -> 4
+// Layout (schema version 5):
+//   meta       "schema_version" -> 5
 //   users      name -> User JSON (its "limits" object came later; absent: server defaults)
 //   keys       fingerprint -> SshKey JSON
 //   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
-//   vms        id -> VmRecord JSON                              (since version 2)
+//   vms        id -> VmRecord JSON                              (since version 2;
+//              egress "full" renamed "all" in version 5)
 //   vm_names   name -> id      (index: server-wide name uniqueness, lookup by name)
 //   jobs       vm_id NUL job -> JobRecord JSON   (a VM's jobs are one prefix scan)
 //   token_labels       id -> TokenLabel JSON                    (since version 3)
@@ -37,7 +38,7 @@ class LmdbStore final : public Store, public OAuthStore {
  public:
   // The newest schema this binary reads and writes. Opening an older store upgrades it in
   // one transaction; a newer one is refused.
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   struct Options {
     // Upper bound of the database file; LMDB reserves address space, not disk. Writes past

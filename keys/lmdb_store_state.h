@@ -74,6 +74,9 @@ Status CreateTokenTables(lmdb::Txn& txn);
 // Creates the OAuth tables (schema version 4).
 Status CreateOAuthTables(lmdb::Txn& txn);
 
+// VM records' egress "full" becomes "all", its name since issue 12 (schema version 5).
+Status RenameFullEgress(lmdb::Txn& txn);
+
 // The index key of a per-user name (key names, label names): user NUL name.
 std::string NameIndexKey(std::string_view user, std::string_view name);
 // The prefix of every index key of `user`: user NUL.

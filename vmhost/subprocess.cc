@@ -39,12 +39,34 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     close(pipe_fds[1]);
     return Internal(Errno("open /dev/null"));
   }
+  // The child's stdin: /dev/null, or a pipe we fill with options.input.
+  int in_fds[2] = {-1, -1};
+  if (!options.input.empty() && pipe2(in_fds, O_CLOEXEC) != 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    close(dev_null);
+    return Internal(Errno("pipe"));
+  }
+  const int child_stdin = in_fds[0] >= 0 ? in_fds[0] : dev_null;
+  // What fits in the pipe goes in before the fork, while we still hold its read end: a
+  // child that exits at once cannot make that write raise SIGPIPE. The rest (inputs past
+  // the pipe's 64 KiB) is written as the child reads.
+  size_t in_written = 0;
+  if (in_fds[1] >= 0) {
+    fcntl(in_fds[1], F_SETFL, O_NONBLOCK);
+    ssize_t put = write(in_fds[1], options.input.data(), options.input.size());
+    if (put > 0) in_written = static_cast<size_t>(put);
+  }
 
   pid_t pid = fork();
   if (pid < 0) {
     close(pipe_fds[0]);
     close(pipe_fds[1]);
     close(dev_null);
+    if (in_fds[0] >= 0) {
+      close(in_fds[0]);
+      close(in_fds[1]);
+    }
     return Internal(Errno("fork"));
   }
   if (pid == 0) {
@@ -53,7 +75,7 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     } else {
       setpgid(0, 0);  // its own group, so a timeout kills the whole tree
     }
-    dup2(dev_null, 0);
+    dup2(child_stdin, 0);
     dup2(pipe_fds[1], 1);
     dup2(pipe_fds[1], 2);
     // Nothing of ours (listening sockets, LMDB, libvirt connections) leaks into the child.
@@ -67,6 +89,15 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   }
   close(pipe_fds[1]);
   close(dev_null);
+  int in_fd = -1;  // our end of the child's stdin while input is left to write
+  if (in_fds[0] >= 0) {
+    close(in_fds[0]);
+    in_fd = in_fds[1];
+    if (in_written == options.input.size()) {
+      close(in_fd);
+      in_fd = -1;
+    }
+  }
 
   ProcessResult result;
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;
@@ -88,6 +119,17 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
       break;
     }
     int wait_ms = exited ? 0 : 50;
+    if (in_fd >= 0) {
+      // A child that stops reading (or exits) ends the input with EPIPE where SIGPIPE is
+      // ignored (warren serve ignores it).
+      ssize_t put =
+          write(in_fd, options.input.data() + in_written, options.input.size() - in_written);
+      if (put > 0) in_written += static_cast<size_t>(put);
+      if (in_written == options.input.size() || (put < 0 && errno != EAGAIN && errno != EINTR)) {
+        close(in_fd);
+        in_fd = -1;
+      }
+    }
     if (pipe_open) {
       pollfd p{pipe_fds[0], POLLIN, 0};
       int n = poll(&p, 1, wait_ms);
@@ -111,6 +153,7 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     }
   }
   close(pipe_fds[0]);
+  if (in_fd >= 0) close(in_fd);
   if (!exited) {
     kill(-pid, SIGKILL);  // the child leads its own group either way
     while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {

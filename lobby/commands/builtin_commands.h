@@ -18,11 +18,12 @@ void RegisterImagesCommand(CommandTable& table);     // images
 void RegisterAuthorizeCommand(CommandTable& table);  // authorize (OAuth sign-in)
 void RegisterOAuthCommands(CommandTable& table);     // oauth clients list|remove
 void RegisterVmCopyCommand(CommandTable& table);     // cp
-void RegisterVmResizeCommand(CommandTable& table);   // resize
-void RegisterVmListCommands(CommandTable& table);    // ls, stat, console
-void RegisterVmStateCommands(CommandTable& table);   // rm, rename, start|stop|restart|pause|resume
-void RegisterVmMetaCommands(CommandTable& table);    // tag, comment
-void RegisterVmSshCommand(CommandTable& table);      // ssh
-void RegisterJobCommands(CommandTable& table);       // wait, kill, jobs
+void RegisterVmResizeCommand(CommandTable& table);
+void RegisterEgressCommand(CommandTable& table);    // resize
+void RegisterVmListCommands(CommandTable& table);   // ls, stat, console
+void RegisterVmStateCommands(CommandTable& table);  // rm, rename, start|stop|restart|pause|resume
+void RegisterVmMetaCommands(CommandTable& table);   // tag, comment
+void RegisterVmSshCommand(CommandTable& table);     // ssh
+void RegisterJobCommands(CommandTable& table);      // wait, kill, jobs
 
 }  // namespace warren

@@ -16,6 +16,7 @@
 #include "lobby/commands/image_catalog.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
+#include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
@@ -51,6 +52,10 @@ class NewCommand final : public Command {
                    "/dev/stdin: a script read from your stdin (at most 10 KiB) that runs once, "
                    "at first boot, as the VM user")
         ->type_name("FILE");
+    egress_opt_ = app.add_option("--egress", egress_,
+                                 "what the VM may reach (default: the server's, all unless "
+                                 "set otherwise; see below)")
+                      ->type_name(EgressPolicyChoices());
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
@@ -100,6 +105,9 @@ class NewCommand final : public Command {
       if (host.ok() && host->cpu_cores > 0) vm.cpus = std::min(vm.cpus, host->cpu_cores);
     }
     vm.egress = d.egress;
+    if (egress_opt_->count() > 0) {
+      WARREN_ASSIGN_OR_RETURN(vm.egress, ParseEgressPolicy("--egress", egress_));
+    }
     WARREN_RETURN_IF_ERROR(CheckVmCpus(vm.cpus, d));
     vm.memory_mib = d.memory_mib;
     if (memory_opt_->count() > 0) {
@@ -155,7 +163,7 @@ class NewCommand final : public Command {
     return Status::Ok();
   }
 
-  std::string name_, image_, memory_, disk_, comment_, setup_script_;
+  std::string name_, image_, memory_, disk_, comment_, setup_script_, egress_;
   std::string setup_script_text_;
   int cpus_ = 0;
   std::vector<std::string> tags_, env_;
@@ -164,6 +172,7 @@ class NewCommand final : public Command {
   CLI::Option* cpu_opt_ = nullptr;
   CLI::Option* memory_opt_ = nullptr;
   CLI::Option* disk_opt_ = nullptr;
+  CLI::Option* egress_opt_ = nullptr;
 };
 
 }  // namespace
@@ -182,7 +191,8 @@ void RegisterNewCommand(CommandTable& table) {
           "server; root, dev, lobby and users' names are kept for logins (ssh NAME@HOST "
           "reaches the lobby, ssh vm+NAME@HOST a VM). Without --name one is made up. "
           "--setup-script reads the script from "
-          "your stdin (/dev/stdin): the server cannot open files on your machine.\n",
+          "your stdin (/dev/stdin): the server cannot open files on your machine.\n" +
+          std::string(kEgressPolicyHelp),
       .make = [] { return std::make_unique<NewCommand>(); },
       .live_help = InstalledImagesText,
   });

@@ -637,7 +637,7 @@ class RealHostTest : public ::testing::Test {
 TEST_F(RealHostTest, BootsWithSeedAndCleansUp) {
   VmSpec s = Spec("real0001");
   s.name = "tiny-one";
-  s.egress = Egress::kFull;
+  s.egress = Egress::kAll;
   s.authorized_keys = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests test\n";
   s.env = {{"WARREN_TEST", "1"}};
   s.setup_script = "#!/bin/sh\necho setup ran\n";
@@ -698,7 +698,7 @@ TEST_F(RealHostTest, DebianImageBootsAndStopsGracefully) {
   s.name = "deb-one";
   s.memory_mib = 1024;
   s.disk_gib = std::max<int64_t>(2, (img->rootfs_bytes >> 30) + 1);
-  s.egress = Egress::kFull;
+  s.egress = Egress::kAll;
   s.authorized_keys = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests test\n";
   auto t0 = std::chrono::steady_clock::now();
   Status st = host_->Create(s);
