@@ -449,6 +449,12 @@ int Serve(const ServeFlags& flags) {
   Result<std::string> egress = ParseEgressPolicy("--vm-egress", flags.vm_egress);
   if (!egress.ok()) return Fail(egress.status());
   services.vm_defaults.egress = *egress;
+  std::vector<Cidr> egress_allow;
+  for (const std::string& range : flags.vm_egress_allow) {
+    Result<Cidr> cidr = ParseCidr(range);
+    if (!cidr.ok()) return Fail(cidr.status().Annotate("--vm-egress-allow"));
+    egress_allow.push_back(*cidr);
+  }
   for (size_t i = 0; i < kLimitFields.size(); ++i) {
     if (flags.user_limits[i].empty()) continue;
     const LimitField& f = kLimitFields[i];
@@ -474,11 +480,7 @@ int Serve(const ServeFlags& flags) {
   if (flags.vms == "on") {
     VmRuntimeOptions vm_options = flags.vm;
     vm_options.data_dir = flags.data_dir;
-    for (const std::string& range : flags.vm_egress_allow) {
-      Result<Cidr> cidr = ParseCidr(range);
-      if (!cidr.ok()) return Fail(cidr.status().Annotate("--vm-egress-allow"));
-      vm_options.egress_allow.push_back(*cidr);
-    }
+    vm_options.egress_allow = egress_allow;
     bool fatal = false;
     Result<std::unique_ptr<VmRuntime>> started = VmRuntime::Start(vm_options, services, &fatal);
     if (!started.ok() && fatal) return Fail(started.status());
@@ -678,8 +680,7 @@ int main(int argc, char** argv) {
                    "What new VMs may reach unless `new --egress` says: all (outbound NAT, "
                    "never this host nor private ranges), integrations or none (no network "
                    "device); full is an old name of all")
-      ->check(CLI::IsMember({"all", "full", "integrations", "none"}))
-      ->capture_default_str();
+      ->capture_default_str();  // checked by ParseEgressPolicy, the names' one home
   serve->add_option("--vm-egress-allow", flags.vm_egress_allow,
                     "A range (CIDR, IPv4 or IPv6) VMs with egress all may reach although the "
                     "host's isolation rules close it, e.g. a private network (repeatable). The "

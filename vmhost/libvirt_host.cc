@@ -650,7 +650,8 @@ Result<bool> LibvirtHost::SetNetwork(std::string_view id, Egress egress) {
   if (IsActive(dom)) {
     WARREN_ASSIGN_OR_RETURN(std::vector<std::string> nics, UserInterfacesOf(dom, false, id));
     if (want && nics.empty()) {
-      // q35 hot-plugs onto a free pcie-root-port: every domain has a spare one (domain_xml).
+      // q35 hot-plugs onto a free pcie-root-port; libvirt leaves the domain some (a domain
+      // made without a NIC takes one live: vm_host_contract_test SetNetwork).
       const std::string nic = NetworkInterfaceXml();
       if (virDomainAttachDeviceFlags(dom, nic.c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
         return LibvirtError(what + " (live)");

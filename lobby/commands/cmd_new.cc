@@ -54,7 +54,7 @@ class NewCommand final : public Command {
         ->type_name("FILE");
     egress_opt_ = app.add_option("--egress", egress_,
                                  "what the VM may reach (default: the server's, all unless "
-                                 "set otherwise; see below)")
+                                 "set otherwise; see above)")
                       ->type_name(EgressPolicyChoices());
   }
 

@@ -48,7 +48,7 @@ class CopyCommand final : public Command {
     app.add_flag("--copy-tags,!--no-copy-tags", copy_tags_,
                  "give the copy the source's tags (default: on)");
     app.add_option("--egress", egress_,
-                   "what the copy may reach (default: as the source; see below)")
+                   "what the copy may reach (default: as the source; see above)")
         ->type_name(EgressPolicyChoices());
   }
 

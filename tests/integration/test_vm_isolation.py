@@ -27,6 +27,7 @@ import base64
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -307,6 +308,8 @@ class IsolationTest(VmTestCase):
         changed = self.ssh_json(self.admin, "egress", "iso-deb", "all")
         self.assertTrue(changed["live"])
         self.assertLess(changed["downtime_seconds"], 30)
+        print("\negress iso-deb none: %s\negress iso-deb all: %.3f s (hot-plug)" %
+              (r.stdout.strip().splitlines()[-1], changed["downtime_seconds"]), file=sys.stderr)
         # systemd-networkd configures the new link by itself (DHCP).
         deadline = time.monotonic() + 60
         while True:
