@@ -79,6 +79,29 @@ def guest_script(path, source):
     return "echo %s | base64 -d > %s" % (base64.b64encode(source.encode()).decode(), path)
 
 
+def destroy_domains_under(data_dir):
+    """Destroys and undefines every libvirt domain and pool whose files are in `data_dir`
+    (virsh is fine in a test: the product never uses it)."""
+    virsh = ["virsh", "-c", "qemu:///system"]
+    names = subprocess.run(virsh + ["list", "--all", "--name"], capture_output=True, text=True,
+                           timeout=30).stdout.split()
+    for name in names:
+        xml = subprocess.run(virsh + ["dumpxml", name], capture_output=True, text=True,
+                             timeout=30).stdout
+        if data_dir.rstrip("/") + "/" in xml:
+            subprocess.run(virsh + ["destroy", name], capture_output=True, timeout=60)
+            subprocess.run(virsh + ["undefine", name], capture_output=True, timeout=60)
+    # Their storage pools too (a domain's directory, the disks pool).
+    pools = subprocess.run(virsh + ["pool-list", "--all", "--name"], capture_output=True,
+                           text=True, timeout=30).stdout.split()
+    for pool in pools:
+        xml = subprocess.run(virsh + ["pool-dumpxml", pool], capture_output=True, text=True,
+                             timeout=30).stdout
+        if "<path>" + data_dir.rstrip("/") + "/" in xml:
+            subprocess.run(virsh + ["pool-destroy", pool], capture_output=True, timeout=60)
+            subprocess.run(virsh + ["pool-undefine", pool], capture_output=True, timeout=60)
+
+
 def host_addresses():
     """Every IPv4 address of the host's interfaces except loopback ones."""
     out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
@@ -130,8 +153,10 @@ class IsolationTest(VmTestCase):
             cls.ping_range = f.read().strip()
         cls.addClassCleanup(cls.write_ping_range, cls.ping_range)
         cls.write_ping_range("0 2147483647")
-        # Runs after the server stopped (cleanups go last-in first-out).
+        # These run after the server stopped (cleanups go last-in first-out): whatever VM of
+        # this class is left (setUpClass cut short, a failed rm) goes, then its chain.
         cls.addClassCleanup(lambda: net.remove_chain(cls.data))
+        cls.addClassCleanup(lambda: destroy_domains_under(cls.data))
         super().setUpClass()
         cls.make_vms()
 
@@ -144,13 +169,24 @@ class IsolationTest(VmTestCase):
     IMAGE_OF = {"iso-tiny": "tiny", "iso-deb": "debian", "iso-none": "tiny", "iso-tcopy": "tiny"}
 
     @classmethod
+    def lobby(cls, *command, timeout=60):
+        # ssh_args reads only class state (server, keys, known hosts).
+        return subprocess.run(cls.ssh_args(cls, cls.admin, *command), capture_output=True,
+                              text=True, timeout=timeout)
+
+    @classmethod
+    def tearDownClass(cls):
+        # Before the class cleanups stop the server (the last one: test_7 replaces it).
+        for name in ("iso-tiny", "iso-deb"):
+            r = cls.lobby("rm", name, timeout=120)
+            if r.returncode != 0:
+                print("rm %s: %s%s" % (name, r.stdout, r.stderr), file=sys.stderr)
+        super().tearDownClass()
+
+    @classmethod
     def make_vms(cls):
-        def lobby(*command, timeout=60):
-            # ssh_args reads only class state (server, keys, known hosts).
-            return subprocess.run(cls.ssh_args(cls, cls.admin, *command), capture_output=True,
-                                  text=True, timeout=timeout)
+        lobby = cls.lobby
         for name, memory in (("iso-tiny", "512M"), ("iso-deb", "1G")):
-            cls.addClassCleanup(lambda n=name: lobby("rm", n, timeout=120))
             r = lobby("new", "--image", cls.IMAGE_OF[name], "--name", name, "--cpu", "1",
                       "--memory", memory, "--egress", "all", timeout=400)
             if r.returncode != 0:
@@ -305,6 +341,7 @@ class IsolationTest(VmTestCase):
         self.assertIn("network device removed while it runs", r.stdout)
         self.assert_blocked(self.probe("iso-deb", [key]), key, token)
         self.assertEqual(self.ssh_json(self.admin, "stat", "iso-deb")["egress"], "none")
+        plugged_at = time.monotonic()
         changed = self.ssh_json(self.admin, "egress", "iso-deb", "all")
         self.assertTrue(changed["live"])
         self.assertLess(changed["downtime_seconds"], 30)
@@ -315,6 +352,8 @@ class IsolationTest(VmTestCase):
         while True:
             out = self.probe("iso-deb", [key])
             if token in out[key]:
+                print("egress iso-deb all: outside reached again after %.1f s (DHCP in the guest)"
+                      % (time.monotonic() - plugged_at), file=sys.stderr)
                 break
             self.assertLess(time.monotonic(), deadline, "no network after egress all: %r" % out)
             time.sleep(2)
