@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,24 +40,19 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     close(pipe_fds[1]);
     return Internal(Errno("open /dev/null"));
   }
-  // The child's stdin: /dev/null, or a pipe we fill with options.input.
+  // The child's stdin: /dev/null, or a socket pair we fill with options.input — a socket, not
+  // a pipe, so a child that exits without reading it all fails our send with EPIPE
+  // (MSG_NOSIGNAL) rather than raise SIGPIPE in a process that has not ignored it.
   int in_fds[2] = {-1, -1};
-  if (!options.input.empty() && pipe2(in_fds, O_CLOEXEC) != 0) {
+  if (!options.input.empty() && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_fds) != 0) {
     close(pipe_fds[0]);
     close(pipe_fds[1]);
     close(dev_null);
-    return Internal(Errno("pipe"));
+    return Internal(Errno("socketpair"));
   }
   const int child_stdin = in_fds[0] >= 0 ? in_fds[0] : dev_null;
-  // What fits in the pipe goes in before the fork, while we still hold its read end: a
-  // child that exits at once cannot make that write raise SIGPIPE. The rest (inputs past
-  // the pipe's 64 KiB) is written as the child reads.
+  // The child reads in_fds[0]; we write in_fds[1] as it reads, without blocking.
   size_t in_written = 0;
-  if (in_fds[1] >= 0) {
-    fcntl(in_fds[1], F_SETFL, O_NONBLOCK);
-    ssize_t put = write(in_fds[1], options.input.data(), options.input.size());
-    if (put > 0) in_written = static_cast<size_t>(put);
-  }
 
   pid_t pid = fork();
   if (pid < 0) {
@@ -93,10 +89,6 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   if (in_fds[0] >= 0) {
     close(in_fds[0]);
     in_fd = in_fds[1];
-    if (in_written == options.input.size()) {
-      close(in_fd);
-      in_fd = -1;
-    }
   }
 
   ProcessResult result;
@@ -120,10 +112,9 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     }
     int wait_ms = exited ? 0 : 50;
     if (in_fd >= 0) {
-      // A child that stops reading (or exits) ends the input with EPIPE where SIGPIPE is
-      // ignored (warren serve ignores it).
-      ssize_t put =
-          write(in_fd, options.input.data() + in_written, options.input.size() - in_written);
+      // A child that stops reading (or exits) ends the input (EPIPE).
+      ssize_t put = send(in_fd, options.input.data() + in_written,
+                         options.input.size() - in_written, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (put > 0) in_written += static_cast<size_t>(put);
       if (in_written == options.input.size() || (put < 0 && errno != EAGAIN && errno != EINTR)) {
         close(in_fd);

@@ -107,6 +107,9 @@ class VmTestCase(h.LobbyTestCase):
         cls.data = tempfile.mkdtemp(prefix="e2e-", dir=DATA_PARENT)
         os.chmod(cls.data, 0o711)
         cls.addClassCleanup(shutil.rmtree, cls.data, ignore_errors=True)
+        # warren keeps its isolation chain while any domain of the host runs (other tests'
+        # may): the test removes it once its server is gone.
+        cls.addClassCleanup(outside_net.remove_chain, cls.data)
         cls.keys = {"admin": h.Key(cls.tmp, "admin")}
         cls.admin = cls.keys["admin"]
         cls.server = cls.start_vm_server()
@@ -333,7 +336,6 @@ class VmEgressTest(VmTestCase):
     def setUpClass(cls):
         cls.outside = outside_net.OutsideNetwork()
         cls.addClassCleanup(cls.outside.close)
-        cls.addClassCleanup(lambda: outside_net.remove_chain(cls.data))
         super().setUpClass()
 
     def outside_get(self, tries):

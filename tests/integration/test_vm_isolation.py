@@ -153,9 +153,9 @@ class IsolationTest(VmTestCase):
             cls.ping_range = f.read().strip()
         cls.addClassCleanup(cls.write_ping_range, cls.ping_range)
         cls.write_ping_range("0 2147483647")
-        # These run after the server stopped (cleanups go last-in first-out): whatever VM of
-        # this class is left (setUpClass cut short, a failed rm) goes, then its chain.
-        cls.addClassCleanup(lambda: net.remove_chain(cls.data))
+        # This runs after the server stopped (cleanups go last-in first-out): whatever VM of
+        # this class is left (setUpClass cut short, a failed rm) goes. VmTestCase removes the
+        # chain.
         cls.addClassCleanup(lambda: destroy_domains_under(cls.data))
         super().setUpClass()
         cls.make_vms()

@@ -105,6 +105,23 @@ TEST(RunProcessTest, EnvAndBoundedOutput) {
   EXPECT_EQ(r->output, "hello\ny\ny\n");  // the first 10 bytes, the rest dropped
 }
 
+TEST(RunProcessTest, InputReachesStdin) {
+  ProcessOptions o;
+  o.input = "line one\nline two\n";
+  Result<ProcessResult> r = RunProcess({"/bin/sh", "-c", "wc -l; cat >/dev/null"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->output, "2\n");
+  // More than a pipe holds goes in as the child reads; a child that reads nothing still ends.
+  o.input = std::string(1 << 20, 'x');
+  r = RunProcess({"/bin/sh", "-c", "wc -c"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->output, std::to_string(1 << 20) + "\n");
+  r = RunProcess({"/bin/true"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0);
+}
+
 TEST(RunProcessTest, MissingProgramExits127) {
   Result<ProcessResult> r = RunProcess({"/nonexistent/program"});
   ASSERT_TRUE(r.ok());
