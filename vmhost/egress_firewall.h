@@ -63,13 +63,14 @@ std::string EgressChainName(std::string_view data_dir);
 // chain, flush it and fill it, delete `remove_chains`. Pure.
 std::string EgressRulesetText(const EgressFirewallConfig& config);
 
-// One chain of the table as `nft -j list table inet warren` reports it.
+// One chain of the table as `nft list table inet warren` lists it.
 struct EgressChainInfo {
   std::string name;
   std::string data_dir;  // from its comment; empty when it has none of ours
 };
 
-// The chains in `nft -j` output of the table. InvalidArgument when it does not parse.
+// The chains in that listing (its text form: nftables 1.0.6's JSON form leaves chain
+// comments out). InvalidArgument when it lists no table.
 Result<std::vector<EgressChainInfo>> ParseEgressChains(std::string_view nft_json);
 
 struct EgressFirewallOptions {
