@@ -133,6 +133,7 @@ constexpr UpgradeStep kUpgrades[] = {
     {4, "create tables oauth_clients, oauth_requests, oauth_user_codes, oauth_codes, oauth_refresh",
      &store_internal::CreateOAuthTables},
     {5, "create tables integrations, integration_names", &store_internal::CreateIntegrationTables},
+    {6, "vms: egress \"full\" is now \"all\"", &store_internal::RenameFullEgress},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,

@@ -8,7 +8,8 @@
 //   users      name -> User JSON (its "limits" object came later; absent: server defaults)
 //   keys       fingerprint -> SshKey JSON
 //   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
-//   vms        id -> VmRecord JSON                              (since version 2)
+//   vms        id -> VmRecord JSON                              (since version 2;
+//              egress "full" renamed "all" in version 5)
 //   vm_names   name -> id      (index: server-wide name uniqueness, lookup by name)
 //   jobs       vm_id NUL job -> JobRecord JSON   (a VM's jobs are one prefix scan)
 //   token_labels       id -> TokenLabel JSON                    (since version 3)
@@ -39,7 +40,7 @@ class LmdbStore final : public Store, public OAuthStore {
  public:
   // The newest schema this binary reads and writes. Opening an older store upgrades it in
   // one transaction; a newer one is refused.
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   struct Options {
     // Upper bound of the database file; LMDB reserves address space, not disk. Writes past

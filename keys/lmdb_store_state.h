@@ -87,6 +87,8 @@ Status CreateOAuthTables(lmdb::Txn& txn);
 
 // Creates the integration tables (schema version 5).
 Status CreateIntegrationTables(lmdb::Txn& txn);
+// VM records' egress "full" becomes "all", its name since issue 12 (schema version 6).
+Status RenameFullEgress(lmdb::Txn& txn);
 
 // The index key of a per-user name (key names, label names): user NUL name.
 std::string NameIndexKey(std::string_view user, std::string_view name);

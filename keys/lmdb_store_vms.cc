@@ -90,7 +90,7 @@ Result<VmRecord> Codec<VmRecord>::Decode(const nlohmann::json& j) {
         vm.env.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
       }
     }
-    vm.egress = j.value("egress", "full");
+    vm.egress = j.value("egress", "all");
     vm.created_at = j.value("created_at", int64_t{0});
     WARREN_ASSIGN_OR_RETURN(vm.desired_state,
                             ParseDesiredState(j.value("desired_state", "running")));
@@ -142,6 +142,22 @@ Result<JobRecord> Codec<JobRecord>::Decode(const nlohmann::json& j) {
 namespace store_internal {
 
 Status CreateVmTables(lmdb::Txn& txn) { return CreateTables(txn, {"vms", "vm_names", "jobs"}); }
+
+Status RenameFullEgress(lmdb::Txn& txn) {
+  WARREN_ASSIGN_OR_RETURN(lmdb::JsonTable vms, lmdb::JsonTable::Open(txn, "vms", false));
+  // Collected first: a scan must not write to the table it walks.
+  std::vector<std::pair<std::string, nlohmann::json>> renamed;
+  WARREN_RETURN_IF_ERROR(
+      vms.Scan(txn, "", [&](std::string_view key, nlohmann::json&& v) -> Result<bool> {
+        if (v.is_object() && v.value("egress", "") == "full") {
+          v["egress"] = "all";
+          renamed.emplace_back(std::string(key), std::move(v));
+        }
+        return true;
+      }));
+  for (const auto& [key, v] : renamed) WARREN_RETURN_IF_ERROR(vms.Put(txn, key, v));
+  return Status::Ok();
+}
 
 }  // namespace store_internal
 

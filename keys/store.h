@@ -98,7 +98,9 @@ struct VmRecord {
   std::vector<std::string> tags;  // sorted, no duplicates
   std::string comment;
   std::vector<std::pair<std::string, std::string>> env;
-  std::string egress = "full";  // vmhost's EgressName: "full" or "none"
+  // What the guest may reach: "all" (a network device; the host's isolation rules apply),
+  // "integrations" or "none" (no network device). Stores before schema 5 said "full" for all.
+  std::string egress = "all";
   int64_t created_at = 0;
   DesiredState desired_state = DesiredState::kRunning;
   VmPhase phase = VmPhase::kCreating;

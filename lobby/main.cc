@@ -26,6 +26,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -48,6 +49,7 @@
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/key_input.h"
 #include "lobby/commands/session.h"
+#include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_quota.h"
 #include "lobby/ssh/ssh_server.h"
@@ -68,7 +70,8 @@ struct ServeFlags {
   std::string admin_name = "admin";
   std::string domain = "warren.localhost";
   std::string vms = "on";
-  std::string vm_egress = "full";  // "off": a lobby without VMs (VM commands answer unavailable)
+  std::string vm_egress = "all";             // new VMs' egress policy (lobby/commands/vm_egress.h)
+  std::vector<std::string> vm_egress_allow;  // CIDRs the isolation rules open
   VmRuntimeOptions vm;
   mcp::McpOptions mcp;
   // HTTPS on the --http listener when both are given.
@@ -448,7 +451,15 @@ int Serve(const ServeFlags& flags) {
   services.info.ssh_host = PublicHostFor(ssh_addr->host);
   services.info.ssh_port = ssh_addr->port;
   services.info.domain = flags.domain;
-  services.vm_defaults.egress = flags.vm_egress;
+  Result<std::string> egress = ParseEgressPolicy("--vm-egress", flags.vm_egress);
+  if (!egress.ok()) return Fail(egress.status());
+  services.vm_defaults.egress = *egress;
+  std::vector<Cidr> egress_allow;
+  for (const std::string& range : flags.vm_egress_allow) {
+    Result<Cidr> cidr = ParseCidr(range);
+    if (!cidr.ok()) return Fail(cidr.status().Annotate("--vm-egress-allow"));
+    egress_allow.push_back(*cidr);
+  }
   for (size_t i = 0; i < kLimitFields.size(); ++i) {
     if (flags.user_limits[i].empty()) continue;
     const LimitField& f = kLimitFields[i];
@@ -474,7 +485,10 @@ int Serve(const ServeFlags& flags) {
   if (flags.vms == "on") {
     VmRuntimeOptions vm_options = flags.vm;
     vm_options.data_dir = flags.data_dir;
-    Result<std::unique_ptr<VmRuntime>> started = VmRuntime::Start(vm_options, services);
+    vm_options.egress_allow = egress_allow;
+    bool fatal = false;
+    Result<std::unique_ptr<VmRuntime>> started = VmRuntime::Start(vm_options, services, &fatal);
+    if (!started.ok() && fatal) return Fail(started.status());
     if (!started.ok()) {
       // The lobby stays useful (keys, users) while the VM host is fixed; say why loudly.
       LogError("VMs unavailable: " + started.status().ToString());
@@ -668,9 +682,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"", "kvm", "tcg"}));
   serve
       ->add_option("--vm-egress", flags.vm_egress,
-                   "What new VMs may reach: full (outbound NAT) or none (no network)")
-      ->check(CLI::IsMember({"full", "none"}))
-      ->capture_default_str();
+                   "What new VMs may reach unless `new --egress` says: all (outbound NAT, "
+                   "never this host nor private ranges), integrations or none (no network "
+                   "device); full is an old name of all")
+      ->capture_default_str();  // checked by ParseEgressPolicy, the names' one home
+  serve->add_option("--vm-egress-allow", flags.vm_egress_allow,
+                    "A range (CIDR, IPv4 or IPv6) VMs with egress all may reach although the "
+                    "host's isolation rules close it, e.g. a private network (repeatable). The "
+                    "rules are nftables matched on QEMU's user: they act on every QEMU of this "
+                    "host; a range covering this host's own addresses opens them too");
   serve
       ->add_option("--guest-reach-timeout", flags.vm.guest_reach_timeout_s,
                    "Seconds a command waits for a running VM's control connection before "

@@ -1,6 +1,7 @@
 #include "lobby/vm_runtime.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include "lobby/base/log.h"
 #include "lobby/commands/image_catalog.h"
@@ -9,10 +10,52 @@
 
 namespace warren {
 
-VmRuntime::~VmRuntime() = default;
+VmRuntime::~VmRuntime() {
+  if (!firewall_ || !host_) return;
+  Result<int> running = host_->ActiveDomainCount();
+  if (!running.ok()) {
+    LogWarn("vm isolation: kept the chain " + firewall_->chain() +
+            " (could not count running domains: " + running.status().message() + ")");
+  } else if (*running > 0) {
+    LogInfo("vm isolation: kept the chain " + firewall_->chain() + ": " + std::to_string(*running) +
+            " domain(s) still run on " + host_->uri() + " and stay isolated");
+  } else if (Status st = firewall_->Remove(); !st.ok()) {
+    LogWarn("vm isolation: " + st.ToString());
+  } else {
+    LogInfo("vm isolation: removed the chain " + firewall_->chain() + " (no domain runs)");
+  }
+}
+
+namespace {
+
+// The isolation rules for QEMU's user on `host`, installed. Null (and Ok) for libvirt's
+// test driver, which runs no QEMU.
+Result<std::unique_ptr<EgressFirewall>> InstallFirewall(const VmRuntimeOptions& options,
+                                                        LibvirtHost& host) {
+  if (host.uri().rfind("test:", 0) == 0) return std::unique_ptr<EgressFirewall>();
+  const QemuUser user = host.qemu_user();
+  if (!user.known()) {
+    return Unavailable("cannot tell which user QEMU runs as on " + host.uri() +
+                       ": warren isolates VMs from the host by that user (nftables), so it "
+                       "runs VMs only where libvirt's DAC driver names it (qemu:///system)");
+  }
+  EgressFirewallConfig config;
+  config.qemu_uid = user.uid;
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::absolute(options.data_dir, ec).lexically_normal();
+  config.data_dir = dir.string();
+  while (config.data_dir.size() > 1 && config.data_dir.back() == '/') config.data_dir.pop_back();
+  config.allow = options.egress_allow;
+  auto firewall = std::make_unique<EgressFirewall>(std::move(config), options.firewall);
+  WARREN_RETURN_IF_ERROR(firewall->Apply());
+  return firewall;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& options,
-                                                    Services& services) {
+                                                    Services& services, bool* fatal) {
+  *fatal = false;
   std::unique_ptr<VmRuntime> rt(new VmRuntime());
   const std::string images_dir =
       options.images_dir.empty() ? options.data_dir + "/images" : options.images_dir;
@@ -22,6 +65,14 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   host_options.data_dir = options.data_dir;
   host_options.images_dir = images_dir;
   WARREN_ASSIGN_OR_RETURN(rt->host_, StartLibvirtHost(host_options, options.accel));
+  // Before reconcile starts any VM. This acts on every QEMU of the host that runs as the
+  // same user, warren's or not.
+  Result<std::unique_ptr<EgressFirewall>> firewall = InstallFirewall(options, *rt->host_);
+  if (!firewall.ok()) {
+    *fatal = true;
+    return firewall.status().Annotate("isolating VMs from the host");
+  }
+  rt->firewall_ = std::move(firewall).value();
 
   WARREN_ASSIGN_OR_RETURN(std::string control_key,
                           guest::EnsureControlKey(options.data_dir + "/control_ed25519"));

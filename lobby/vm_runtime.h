@@ -9,6 +9,7 @@
 
 #include "lobby/base/status.h"
 #include "lobby/commands/interpreter.h"
+#include "vmhost/egress_firewall.h"
 #include "vmhost/guest/ssh_guest_control.h"
 #include "vmhost/libvirt_host.h"
 
@@ -23,21 +24,31 @@ struct VmRuntimeOptions {
   // gone, or one still booting) before it reports the VM unavailable.
   int guest_reach_timeout_s = 60;
   std::string runner_path;  // the guest runner; empty: next to the warren binary
+  // Ranges VMs may reach although the host's isolation rules close them (--vm-egress-allow).
+  std::vector<Cidr> egress_allow;
+  EgressFirewallOptions firewall;
 };
 
 class VmRuntime {
  public:
-  // Starts libvirt (probing the accelerator, launching the daemons when none runs), makes
-  // the control key, opens guest control, reconciles the store with what libvirt reports,
-  // and fills `services` (vms, guests, images, control key).
+  // Starts libvirt (probing the accelerator, launching the daemons when none runs), installs
+  // the host's isolation rules for QEMU's user (egress_firewall.h) before any VM starts,
+  // makes the control key, opens guest control, reconciles the store with what libvirt
+  // reports, and fills `services` (vms, guests, images, control key). On failure `*fatal`
+  // says whether serve must stop — the isolation rules could not be installed, and VMs must
+  // not run without them — rather than serve a lobby without VMs.
   static Result<std::unique_ptr<VmRuntime>> Start(const VmRuntimeOptions& options,
-                                                  Services& services);
+                                                  Services& services, bool* fatal);
+  // Removes this instance's isolation chain, but only when no domain at all runs on the
+  // libvirt connection: VMs outlive warren on purpose (libvirtd_launcher.h) and stay
+  // isolated meanwhile. Logs what it did.
   ~VmRuntime();
 
  private:
   VmRuntime() = default;
   std::unique_ptr<LibvirtHost> host_;
   std::unique_ptr<guest::SshGuestControl> guests_;
+  std::unique_ptr<EgressFirewall> firewall_;
 };
 
 }  // namespace warren

@@ -14,9 +14,10 @@ BUILD_PKGS=(
   libssh-dev liblmdb-dev libssl-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libboost1.81-dev libvirt-dev libxml2-dev
 )
-# What runs VMs: libvirt's daemons (warren starts them itself) and QEMU.
+# What runs VMs: libvirt's daemons (warren starts them itself) and QEMU; nftables for the
+# rules that keep guests off the host (vmhost/egress_firewall.h: serve refuses VMs without).
 RUN_PKGS=(
-  libvirt-daemon-system qemu-system-x86 qemu-utils e2fsprogs
+  libvirt-daemon-system qemu-system-x86 qemu-utils e2fsprogs nftables
 )
 # What builds the guest images (packaging/images/deps.txt, one package a line).
 mapfile -t IMAGE_PKGS < <(grep -v '^\s*\(#\|$\)' "$(dirname "$0")/images/deps.txt")

@@ -130,6 +130,15 @@ std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes, const Q
   return VolumeXml(name, capacity_bytes, "raw", "", owner);
 }
 
+std::string NetworkInterfaceXml() {
+  // User-mode networking: outbound NAT from inside QEMU (slirp), no bridge, no root on the
+  // host; QEMU's sockets carry the guest's connections, which is what lets the host's
+  // isolation rules (egress_firewall.h) match them by QEMU's user.
+  return "    <interface type='user'>\n"
+         "      <model type='virtio'/>\n"
+         "    </interface>\n";
+}
+
 std::string DomainXml(const DomainConfig& c) {
   // Indent the metadata element to sit inside <metadata>.
   std::string metadata;
@@ -187,12 +196,7 @@ std::string DomainXml(const DomainConfig& c) {
   x << "      <target dev='vdb' bus='virtio'/>\n";
   x << "      <readonly/>\n";
   x << "    </disk>\n";
-  if (c.egress == Egress::kFull) {
-    // User-mode networking: outbound NAT from inside QEMU, no bridge, no root on the host.
-    x << "    <interface type='user'>\n";
-    x << "      <model type='virtio'/>\n";
-    x << "    </interface>\n";
-  }
+  if (c.egress == Egress::kAll) x << NetworkInterfaceXml();
   // A pty serial keeps a live console available (virDomainOpenConsole) while virtlogd
   // appends everything to the log file, rotating it so it stays bounded.
   x << "    <serial type='pty'>\n";

@@ -68,7 +68,7 @@ struct DomainConfig {
   std::string seed;            // read-only seed image -> /dev/vdb
   std::string console_log;     // the serial console, appended across boots
   std::string control_socket;  // host end of the warren.control virtio-serial port
-  Egress egress = Egress::kFull;
+  Egress egress = Egress::kAll;
   // Known: QEMU runs as this user with relabel='no' (see QemuUser), so every file above must
   // be readable (disk: writable) by it already.
   QemuUser qemu_user;
@@ -76,6 +76,9 @@ struct DomainConfig {
 
 // The full domain definition.
 std::string DomainXml(const DomainConfig& config);
+// The network device of a VM with egress kAll (a <devices> child, as DomainXml writes it and
+// as a hot-plug attaches it).
+std::string NetworkInterfaceXml();
 
 // The <warren:vm> metadata element, with its namespace, as the domain definition holds it.
 std::string VmMetadataXml(std::string_view id, std::string_view name, std::string_view image);

@@ -87,7 +87,17 @@ class LibvirtHost final : public VmHost {
   Status Copy(std::string_view source_id, const VmSpec& spec) override;
   Result<ResizeOutcome> Resize(std::string_view id, const ResizeSpec& spec) override;
   Result<int> RemoveUnusedDisks() override;
+  // Live and persistent: a hot-plug onto the spare pcie-root-port every domain has, or the
+  // link set down (QEMU passes nothing more at once) and then an unplug.
+  Result<bool> SetNetwork(std::string_view id, Egress egress) override;
 
+  // Every running domain of the connection, warren's or not (egress_firewall.h: the
+  // isolation rules stay while any QEMU of the host runs).
+  Result<int> ActiveDomainCount();
+
+  // The user QEMU runs as on the connection (connecting first if need be); unknown when the
+  // daemon cannot be reached or has no DAC model (the test driver, a session daemon).
+  QemuUser qemu_user();
   // The directory of a VM's files.
   std::string VmDir(std::string_view id) const;
   // The directory of every VM's disk layers.
@@ -115,8 +125,6 @@ class LibvirtHost final : public VmHost {
   };
 
   Result<Conn> Connect();
-  // The user QEMU runs as on the current connection (unknown before the first Connect).
-  QemuUser qemu_user();
   VmGuard LockVm(std::string_view id);
   // Locks the VM, connects and looks its domain up. NotFound when there is no such VM.
   Result<OpenVm> LockAndOpen(std::string_view id);

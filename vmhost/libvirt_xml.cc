@@ -234,6 +234,18 @@ bool DomainDefinition::MentionsPathUnder(std::string_view dir) const {
   return MentionsPath(xmlDocGetRootElement(doc_.get()), dir);
 }
 
+std::vector<std::string> DomainDefinition::InterfaceXmls(std::string_view type) const {
+  std::vector<std::string> out;
+  const xmlNode* devices = Child(xmlDocGetRootElement(doc_.get()), "devices");
+  for (const xmlNode* nic : Children(devices, "interface")) {
+    if (Attribute(nic, "type") != type) continue;
+    XmlBuffer buf(xmlBufferCreate());
+    if (!buf || xmlNodeDump(buf.get(), doc_.get(), const_cast<xmlNode*>(nic), 0, 0) < 0) continue;
+    out.emplace_back(reinterpret_cast<const char*>(xmlBufferContent(buf.get())));
+  }
+  return out;
+}
+
 Status DomainDefinition::SetDiskSource(std::string_view target_dev, std::string_view path) {
   xmlNode* disk = DiskOf(doc_.get(), target_dev);
   xmlNode* source = Child(disk, "source");

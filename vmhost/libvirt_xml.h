@@ -46,6 +46,8 @@ class DomainDefinition {
   // Whether some attribute value or element text is a path inside `dir` (an absolute
   // directory, trailing slashes ignored): how a host tells the domains of its data dir.
   bool MentionsPathUnder(std::string_view dir) const;
+  // Each <devices><interface type=`type`> element as XML, in order: what a detach names.
+  std::vector<std::string> InterfaceXmls(std::string_view type) const;
 
   // Points disk `target_dev` at `path` and drops the <backingStore> libvirt recorded for the
   // old file: libvirt honours a recorded chain over the image's own header, so a stale one

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,12 +40,29 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     close(pipe_fds[1]);
     return Internal(Errno("open /dev/null"));
   }
+  // The child's stdin: /dev/null, or a socket pair we fill with options.input — a socket, not
+  // a pipe, so a child that exits without reading it all fails our send with EPIPE
+  // (MSG_NOSIGNAL) rather than raise SIGPIPE in a process that has not ignored it.
+  int in_fds[2] = {-1, -1};
+  if (!options.input.empty() && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_fds) != 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    close(dev_null);
+    return Internal(Errno("socketpair"));
+  }
+  const int child_stdin = in_fds[0] >= 0 ? in_fds[0] : dev_null;
+  // The child reads in_fds[0]; we write in_fds[1] as it reads, without blocking.
+  size_t in_written = 0;
 
   pid_t pid = fork();
   if (pid < 0) {
     close(pipe_fds[0]);
     close(pipe_fds[1]);
     close(dev_null);
+    if (in_fds[0] >= 0) {
+      close(in_fds[0]);
+      close(in_fds[1]);
+    }
     return Internal(Errno("fork"));
   }
   if (pid == 0) {
@@ -53,7 +71,7 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     } else {
       setpgid(0, 0);  // its own group, so a timeout kills the whole tree
     }
-    dup2(dev_null, 0);
+    dup2(child_stdin, 0);
     dup2(pipe_fds[1], 1);
     dup2(pipe_fds[1], 2);
     // Nothing of ours (listening sockets, LMDB, libvirt connections) leaks into the child.
@@ -67,6 +85,11 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   }
   close(pipe_fds[1]);
   close(dev_null);
+  int in_fd = -1;  // our end of the child's stdin while input is left to write
+  if (in_fds[0] >= 0) {
+    close(in_fds[0]);
+    in_fd = in_fds[1];
+  }
 
   ProcessResult result;
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;
@@ -88,6 +111,16 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
       break;
     }
     int wait_ms = exited ? 0 : 50;
+    if (in_fd >= 0) {
+      // A child that stops reading (or exits) ends the input (EPIPE).
+      ssize_t put = send(in_fd, options.input.data() + in_written,
+                         options.input.size() - in_written, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (put > 0) in_written += static_cast<size_t>(put);
+      if (in_written == options.input.size() || (put < 0 && errno != EAGAIN && errno != EINTR)) {
+        close(in_fd);
+        in_fd = -1;
+      }
+    }
     if (pipe_open) {
       pollfd p{pipe_fds[0], POLLIN, 0};
       int n = poll(&p, 1, wait_ms);
@@ -111,6 +144,7 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     }
   }
   close(pipe_fds[0]);
+  if (in_fd >= 0) close(in_fd);
   if (!exited) {
     kill(-pid, SIGKILL);  // the child leads its own group either way
     while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {

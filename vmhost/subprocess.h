@@ -28,6 +28,8 @@ struct ProcessOptions {
   std::function<int()> child_setup;
   // A new session for the child, so it outlives us cleanly (daemons).
   bool new_session = false;
+  // Written to the child's stdin, which is then closed (`nft -f -`); empty: /dev/null.
+  std::string input;
 };
 
 struct ProcessResult {

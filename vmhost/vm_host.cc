@@ -25,8 +25,8 @@ std::string_view VmStateName(VmState state) {
 
 std::string_view EgressName(Egress egress) {
   switch (egress) {
-    case Egress::kFull:
-      return "full";
+    case Egress::kAll:
+      return "all";
     case Egress::kNone:
       return "none";
   }

@@ -19,11 +19,15 @@ enum class VmState { kRunning, kPaused, kStopped, kCrashed };
 
 std::string_view VmStateName(VmState state);  // "running", "paused", "stopped", "crashed"
 
-// What the guest may reach besides the control connection (which needs no network).
-// kFull: user-mode NAT to anywhere. kNone: no network device at all (tests, sealed VMs).
-enum class Egress { kFull, kNone };
+// What the guest may reach besides the control connection (which needs no network): kAll, a
+// network device with user-mode NAT to anywhere the host's isolation rules allow
+// (egress_firewall.h: never the host itself, nor private, link-local or multicast ranges);
+// kNone, no network device at all. The interpreter's policies map onto these: `all` is
+// kAll; `integrations` and `none` are kNone (integrations reach a guest over its control
+// connection, never over a network).
+enum class Egress { kAll, kNone };
 
-std::string_view EgressName(Egress egress);  // "full", "none"
+std::string_view EgressName(Egress egress);  // "all", "none"
 
 // What to build. The domain is named by `id`, never by the user's name: the name is a
 // label (the store's, mirrored into the domain's metadata and the guest's hostname), so a
@@ -36,7 +40,7 @@ struct VmSpec {
   int64_t disk_gib = 10;
   // The user's VM name; empty means "use the id". A hostname label: [a-z0-9-], 1..63.
   std::string name;
-  Egress egress = Egress::kFull;
+  Egress egress = Egress::kAll;
   // The guest's identity, in a read-only seed disk it applies at every boot (the setup
   // script runs once, at the first). Layout: packaging/images/README.md.
   // Keys the guest's control sshd accepts for its user: warren's own control key, since
@@ -154,6 +158,11 @@ class VmHost {
   // Deletes disk layers no VM uses (left by a copy or create cut short, or freed by a
   // finished flattening). Returns how many went. Destroy does this too.
   virtual Result<int> RemoveUnusedDisks() = 0;
+  // Gives the VM its network device (kAll) or takes it away (kNone): in the persistent
+  // definition always, and on a running or paused VM live too (a hot-plug or unplug of the
+  // NIC; the guest sees a link appear or vanish). Returns whether the running VM changed
+  // live; Ok, and false, when it already is as asked. NotFound for an unknown id.
+  virtual Result<bool> SetNetwork(std::string_view id, Egress egress) = 0;
 
   virtual Result<VmInfo> Inspect(std::string_view id) = 0;
   // Every VM this host holds, for reconciling the store with the hypervisor.

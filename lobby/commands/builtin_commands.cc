@@ -13,6 +13,7 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterOAuthCommands(table);
   RegisterVmCopyCommand(table);
   RegisterVmResizeCommand(table);
+  RegisterEgressCommand(table);
   RegisterVmStateCommands(table);
   RegisterVmMetaCommands(table);
   RegisterVmSshCommand(table);

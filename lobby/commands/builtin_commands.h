@@ -19,6 +19,7 @@ void RegisterAuthorizeCommand(CommandTable& table);  // authorize (OAuth sign-in
 void RegisterOAuthCommands(CommandTable& table);     // oauth clients list|remove
 void RegisterVmCopyCommand(CommandTable& table);     // cp
 void RegisterVmResizeCommand(CommandTable& table);   // resize
+void RegisterEgressCommand(CommandTable& table);     // egress
 void RegisterVmListCommands(CommandTable& table);    // ls, stat, console
 void RegisterVmStateCommands(CommandTable& table);   // rm, rename, start|stop|restart|pause|resume
 void RegisterVmMetaCommands(CommandTable& table);    // tag, comment

@@ -17,6 +17,7 @@
 #include "lobby/commands/integration_scope.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
+#include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
@@ -55,6 +56,10 @@ class NewCommand final : public Command {
     app.add_option("--integration", integrations_,
                    "attach this integration to the VM (repeatable; see integrations list)")
         ->type_name("NAME");
+    egress_opt_ = app.add_option("--egress", egress_,
+                                 "what the VM may reach (default: the server's, all unless "
+                                 "set otherwise; see above)")
+                      ->type_name(EgressPolicyChoices());
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
@@ -109,6 +114,9 @@ class NewCommand final : public Command {
       if (host.ok() && host->cpu_cores > 0) vm.cpus = std::min(vm.cpus, host->cpu_cores);
     }
     vm.egress = d.egress;
+    if (egress_opt_->count() > 0) {
+      WARREN_ASSIGN_OR_RETURN(vm.egress, ParseEgressPolicy("--egress", egress_));
+    }
     WARREN_RETURN_IF_ERROR(CheckVmCpus(vm.cpus, d));
     vm.memory_mib = d.memory_mib;
     if (memory_opt_->count() > 0) {
@@ -165,7 +173,7 @@ class NewCommand final : public Command {
     return Status::Ok();
   }
 
-  std::string name_, image_, memory_, disk_, comment_, setup_script_;
+  std::string name_, image_, memory_, disk_, comment_, setup_script_, egress_;
   std::string setup_script_text_;
   int cpus_ = 0;
   std::vector<std::string> tags_, env_;
@@ -175,6 +183,7 @@ class NewCommand final : public Command {
   CLI::Option* cpu_opt_ = nullptr;
   CLI::Option* memory_opt_ = nullptr;
   CLI::Option* disk_opt_ = nullptr;
+  CLI::Option* egress_opt_ = nullptr;
 };
 
 }  // namespace
@@ -193,7 +202,8 @@ void RegisterNewCommand(CommandTable& table) {
           "server; root, dev, lobby and users' names are kept for logins (ssh NAME@HOST "
           "reaches the lobby, ssh vm+NAME@HOST a VM). Without --name one is made up. "
           "--setup-script reads the script from "
-          "your stdin (/dev/stdin): the server cannot open files on your machine.\n",
+          "your stdin (/dev/stdin): the server cannot open files on your machine.\n" +
+          std::string(kEgressPolicyHelp),
       .make = [] { return std::make_unique<NewCommand>(); },
       .live_help = InstalledImagesText,
   });

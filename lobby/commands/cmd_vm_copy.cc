@@ -16,6 +16,7 @@
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
+#include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
@@ -47,8 +48,8 @@ class CopyCommand final : public Command {
     app.add_flag("--copy-tags,!--no-copy-tags", copy_tags_,
                  "give the copy the source's tags (default: on)");
     app.add_option("--egress", egress_,
-                   "what the copy may reach: all (default: as the source) or integrations")
-        ->type_name("all|integrations");
+                   "what the copy may reach (default: as the source; see above)")
+        ->type_name(EgressPolicyChoices());
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
@@ -139,16 +140,7 @@ class CopyCommand final : public Command {
     WARREN_RETURN_IF_ERROR(SettleNewVmTags(ctx, vm.tags));
     vm.egress = src.egress;
     if (!egress_.empty()) {
-      if (egress_ == "integrations") {
-        return InvalidArgument(
-            "--egress integrations needs the integrations proxy, which this server does not "
-            "have yet");
-      }
-      if (egress_ != "all") return InvalidArgument("--egress takes all or integrations");
-      if (ctx.services.vm_defaults.egress != "full") {
-        return InvalidArgument("--egress all: this server gives VMs no network");
-      }
-      vm.egress = "full";
+      WARREN_ASSIGN_OR_RETURN(vm.egress, ParseEgressPolicy("--egress", egress_));
     }
     return vm;
   }
@@ -199,7 +191,9 @@ void RegisterVmCopyCommand(CommandTable& table) {
           "copy has its own name (made up when NEW is absent), hostname and SSH host key, "
           "SRC's resources and environment, and SRC's tags unless --no-copy-tags:\n"
           "  cp web-1 web-2\n"
-          "  cp web-1 --no-copy-tags\n",
+          "  cp web-1 --no-copy-tags\n"
+          "  cp web-1 sandbox --egress integrations   (a copy cut off from the network)\n" +
+          std::string(kEgressPolicyHelp),
       .target = {"SRC", VmNeed::kReady},
       .make = [] { return std::make_unique<CopyCommand>(); },
   });

@@ -38,7 +38,7 @@ std::string JoinTags(const std::vector<std::string>& tags) {
 class LsCommand final : public Command {
  public:
   void DeclareFlags(CLI::App& app) override {
-    app.add_flag("-l,--long", long_, "also cpu, memory, disk, image, created and comment");
+    app.add_flag("-l,--long", long_, "also cpu, memory, disk, egress, image, created and comment");
     app.add_option("PATTERN", patterns_, "a name glob (web-*) or a tag; any may match");
   }
 
@@ -49,7 +49,7 @@ class LsCommand final : public Command {
     nlohmann::json list = nlohmann::json::array();
     std::vector<std::string> header = {"NAME", "STATE", "SSH", "TAGS"};
     if (long_) {
-      for (const char* h : {"CPU", "MEM", "DISK", "IMAGE", "CREATED", "COMMENT"}) {
+      for (const char* h : {"CPU", "MEM", "DISK", "EGRESS", "IMAGE", "CREATED", "COMMENT"}) {
         header.push_back(h);
       }
     }
@@ -65,6 +65,7 @@ class LsCommand final : public Command {
         row.push_back(std::to_string(vm.cpus));
         row.push_back(FormatMib(vm.memory_mib));
         row.push_back(std::to_string(vm.disk_gib) + " GiB");
+        row.push_back(vm.egress);
         row.push_back(vm.image);
         row.push_back(FormatTime(vm.created_at));
         row.push_back(vm.comment);
@@ -122,8 +123,8 @@ class StatCommand final : public Command {
         "\n" + "uptime:   " + (uptime > 0 ? FormatDuration(uptime) : "-") + "\n" +
         "cpu:      " + r.data["cpus"].dump() + " vCPU\n" +
         "memory:   " + FormatMib(r.data["memory_mib"].get<int64_t>()) + "\n" +
-        "disk:     " + r.data["disk_gib"].dump() + " GiB\n" + "image:    " + vm.image + "\n" +
-        "created:  " + FormatTime(vm.created_at) + "\n" +
+        "disk:     " + r.data["disk_gib"].dump() + " GiB\n" + "egress:   " + vm.egress + "\n" +
+        "image:    " + vm.image + "\n" + "created:  " + FormatTime(vm.created_at) + "\n" +
         "ssh:      " + VmSshCommand(ctx.services.info, vm.name) + "\n";
     if (!vm.tags.empty()) r.text += "tags:     " + JoinTags(vm.tags) + "\n";
     if (!vm.comment.empty()) r.text += "comment:  " + vm.comment + "\n";
@@ -172,7 +173,7 @@ void RegisterVmListCommands(CommandTable& table) {
       .summary = "list your VMs",
       .args = "[PATTERN|TAG…]",
       .description = "Lists your VMs: name, state, ssh command and tags; -l adds cpu, memory, "
-                     "disk, image, creation time and comment. Each word is a name glob "
+                     "disk, egress, image, creation time and comment. Each word is a name glob "
                      "(web-*) or a tag; a VM is listed when any word matches.\n",
       .read_only = true,
       .make = [] { return std::make_unique<LsCommand>(); },
@@ -182,7 +183,7 @@ void RegisterVmListCommands(CommandTable& table) {
       .summary = "show a VM's state, uptime and size",
       .args = "VM",
       .description = "Shows the VM's state as the hypervisor reports it (\"missing\" when its "
-                     "domain is gone), uptime, vCPUs, memory, disk, image and tags.\n",
+                     "domain is gone), uptime, vCPUs, memory, disk, egress, image and tags.\n",
       .read_only = true,
       .target = {"VM", VmNeed::kExists},
       .make = [] { return std::make_unique<StatCommand>(); },

@@ -54,8 +54,8 @@ struct VmDefaults {
   int cpus = 2;
   int64_t memory_mib = 2048;
   int64_t disk_gib = 10;
-  // What new guests may reach: "full" (user-mode NAT) or "none" (no network device; tests).
-  std::string egress = "full";
+  // What new guests may reach unless `new --egress` says: a policy of vm_egress.h.
+  std::string egress = "all";
   int max_cpus = 16;
   int64_t max_memory_mib = 64 * 1024;
   int64_t max_disk_gib = 1024;

@@ -1,5 +1,7 @@
 #include "lobby/commands/vm_boot.h"
 
+#include "lobby/commands/vm_egress.h"
+
 #include <chrono>
 #include <cstdio>
 
@@ -74,7 +76,7 @@ VmSpec NewVmSpec(const CommandContext& ctx, const VmRecord& vm) {
   // Stand-ins until RecordAndPrepareVm settles them, so the spec can be checked first.
   spec.name = vm.name.empty() ? "placeholder" : vm.name;
   spec.id = "placeholder0";
-  spec.egress = vm.egress == "none" ? Egress::kNone : Egress::kFull;
+  spec.egress = HostEgressFor(vm.egress);
   spec.authorized_keys = ctx.services.control_authorized_key;
   spec.env = vm.env;
   return spec;

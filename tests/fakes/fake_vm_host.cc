@@ -149,6 +149,17 @@ Status FakeVmHost::Rename(std::string_view id, std::string_view name) {
   return Status::Ok();
 }
 
+Result<bool> FakeVmHost::SetNetwork(std::string_view id, Egress egress) {
+  std::lock_guard lock(mu_);
+  if (auto f = TakeFailure()) return *f;
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return NotFound("no vm " + std::string(id));
+  Vm& vm = it->second;
+  if (vm.spec.egress == egress) return false;
+  vm.spec.egress = egress;
+  return vm.info.state == VmState::kRunning || vm.info.state == VmState::kPaused;
+}
+
 Status FakeVmHost::Copy(std::string_view source_id, const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");

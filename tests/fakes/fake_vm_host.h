@@ -34,6 +34,8 @@ class FakeVmHost final : public VmHost {
   Status Copy(std::string_view source_id, const VmSpec& spec) override;
   Result<ResizeOutcome> Resize(std::string_view id, const ResizeSpec& spec) override;
   Result<int> RemoveUnusedDisks() override;
+  // Sets the spec's egress (SpecOf shows it); live when the VM runs or is paused.
+  Result<bool> SetNetwork(std::string_view id, Egress egress) override;
 
   // The next mutating call fails with `status` and changes nothing.
   void FailNext(Status status);

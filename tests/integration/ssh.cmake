@@ -36,6 +36,16 @@ set_tests_properties(vm_route PROPERTIES
   RUN_SERIAL TRUE
   LABELS "integration;vm")
 
+# Host isolation and egress policies (nftables on QEMU's user): a tiny and a debian guest
+# against the host's loopback and interface addresses, each other, and an "outside" netns.
+add_test(NAME vm_isolation
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_isolation.py)
+set_tests_properties(vm_isolation PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 1500
+  RUN_SERIAL TRUE
+  LABELS "integration;vm")
+
 # cp, resize and rename of running VMs end to end (fork, independence, faults, SIGKILL).
 add_test(NAME vm_copy
          COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_copy.py)

@@ -22,6 +22,7 @@ add_executable(commands_test
   unit/cmd_vm_meta_test.cc
   unit/cmd_vm_copy_test.cc
   unit/cmd_vm_resize_test.cc
+  unit/cmd_egress_test.cc
   unit/cmd_vm_ssh_test.cc
   unit/cmd_jobs_test.cc
   unit/cmd_integrations_test.cc

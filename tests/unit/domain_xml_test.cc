@@ -27,7 +27,7 @@ DomainConfig Typical() {
   c.seed = "/var/lib/warren/vms/0a1b2c3d4e5f/seed.img";
   c.console_log = "/var/lib/warren/vms/0a1b2c3d4e5f/console.log";
   c.control_socket = "/var/lib/warren/vms/0a1b2c3d4e5f/control.sock";
-  c.egress = Egress::kFull;
+  c.egress = Egress::kAll;
   c.qemu_user = {64055, 64055};  // Debian's libvirt-qemu, as the daemon's capabilities name it
   return c;
 }
@@ -192,7 +192,7 @@ TEST(ValidateVmSpecTest, NameEnvAndSeedLimits) {
 }
 
 TEST(EgressNameTest, Names) {
-  EXPECT_EQ(EgressName(Egress::kFull), "full");
+  EXPECT_EQ(EgressName(Egress::kAll), "all");
   EXPECT_EQ(EgressName(Egress::kNone), "none");
 }
 

@@ -105,6 +105,23 @@ TEST(RunProcessTest, EnvAndBoundedOutput) {
   EXPECT_EQ(r->output, "hello\ny\ny\n");  // the first 10 bytes, the rest dropped
 }
 
+TEST(RunProcessTest, InputReachesStdin) {
+  ProcessOptions o;
+  o.input = "line one\nline two\n";
+  Result<ProcessResult> r = RunProcess({"/bin/sh", "-c", "wc -l; cat >/dev/null"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->output, "2\n");
+  // More than a pipe holds goes in as the child reads; a child that reads nothing still ends.
+  o.input = std::string(1 << 20, 'x');
+  r = RunProcess({"/bin/sh", "-c", "wc -c"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->output, std::to_string(1 << 20) + "\n");
+  r = RunProcess({"/bin/true"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0);
+}
+
 TEST(RunProcessTest, MissingProgramExits127) {
   Result<ProcessResult> r = RunProcess({"/nonexistent/program"});
   ASSERT_TRUE(r.ok());
@@ -637,7 +654,7 @@ class RealHostTest : public ::testing::Test {
 TEST_F(RealHostTest, BootsWithSeedAndCleansUp) {
   VmSpec s = Spec("real0001");
   s.name = "tiny-one";
-  s.egress = Egress::kFull;
+  s.egress = Egress::kAll;
   s.authorized_keys = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests test\n";
   s.env = {{"WARREN_TEST", "1"}};
   s.setup_script = "#!/bin/sh\necho setup ran\n";
@@ -698,7 +715,7 @@ TEST_F(RealHostTest, DebianImageBootsAndStopsGracefully) {
   s.name = "deb-one";
   s.memory_mib = 1024;
   s.disk_gib = std::max<int64_t>(2, (img->rootfs_bytes >> 30) + 1);
-  s.egress = Egress::kFull;
+  s.egress = Egress::kAll;
   s.authorized_keys = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests test\n";
   auto t0 = std::chrono::steady_clock::now();
   Status st = host_->Create(s);

@@ -458,6 +458,32 @@ TEST_F(LmdbStoreTest, EmptyEnvironmentIsUpgradedFromVersionZero) {
   EXPECT_TRUE((*s)->CreateUser(MakeUser("alice"), {Key("alice", "k", 1)}).ok());
 }
 
+TEST_F(LmdbStoreTest, SchemaSixRenamesFullEgressToAll) {
+  // A version 4 store kept "full" for a VM with a network device; version 6 calls it "all"
+  // and leaves the other policies as they are (5 adds the integration tables on the way).
+  ASSERT_TRUE(store_->CreateUser(MakeUser("alice"), {}).ok());
+  VmRecord full;
+  full.id = "aaaaaaaaaaaa";
+  full.name = "net-one";
+  full.owner = "alice";
+  full.egress = "full";
+  ASSERT_TRUE(store_->CreateVm(full).ok());
+  VmRecord none = full;
+  none.id = "bbbbbbbbbbbb";
+  none.name = "sealed-two";
+  none.egress = "none";
+  ASSERT_TRUE(store_->CreateVm(none).ok());
+  store_.reset();
+  WriteSchemaVersion(dir_, "4");
+  Reopen();
+  Result<VmRecord> a = store_->GetVm("aaaaaaaaaaaa");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->egress, "all");
+  Result<VmRecord> b = store_->GetVm("bbbbbbbbbbbb");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->egress, "none");
+}
+
 TEST_F(LmdbStoreTest, MapFullIsLimitExceeded) {
   store_.reset();
   LmdbStore::Options small;

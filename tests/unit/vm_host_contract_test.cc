@@ -273,6 +273,32 @@ TEST_P(VmHostContractTest, ResizeGrowsTheDiskLiveAndTheRestAtTheNextStart) {
   EXPECT_TRUE(host_->Destroy("aaaa0017").ok());
 }
 
+// The network device comes and goes live on a running VM and in the definition of a stopped
+// one; asking for what is already so changes nothing.
+TEST_P(VmHostContractTest, SetNetworkPlugsAndUnplugsTheDevice) {
+  VmSpec spec = Spec("aaaa0040");  // no network device
+  ASSERT_TRUE(host_->Create(spec).ok());
+  Result<bool> live = host_->SetNetwork("aaaa0040", Egress::kNone);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_FALSE(*live);
+  live = host_->SetNetwork("aaaa0040", Egress::kAll);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_TRUE(*live);
+  EXPECT_FALSE(*host_->SetNetwork("aaaa0040", Egress::kAll));
+  live = host_->SetNetwork("aaaa0040", Egress::kNone);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_TRUE(*live);
+  EXPECT_EQ(StateOf("aaaa0040"), VmState::kRunning);
+  ASSERT_TRUE(host_->Stop("aaaa0040").ok());
+  live = host_->SetNetwork("aaaa0040", Egress::kAll);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_FALSE(*live);  // in the definition: the next start has it
+  ASSERT_TRUE(host_->Start("aaaa0040").ok());
+  EXPECT_FALSE(*host_->SetNetwork("aaaa0040", Egress::kAll));
+  EXPECT_EQ(host_->SetNetwork("nosuchvm", Egress::kAll).status().code(), Code::kNotFound);
+  EXPECT_TRUE(host_->Destroy("aaaa0040").ok());
+}
+
 HostCase FakeCase() {
   return {"Fake", [](std::string*) { return std::unique_ptr<VmHost>(new FakeVmHost()); },
           [] { return std::string("tiny@1"); }};

@@ -16,6 +16,13 @@ target_compile_definitions(vmhost_xml_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SO
 target_link_libraries(vmhost_xml_test PRIVATE warren_libvirt GTest::gtest_main)
 gtest_discover_tests(vmhost_xml_test DISCOVERY_MODE PRE_TEST)
 
+# The host isolation rules: the ruleset text (a golden), parsing, and nft's errors through
+# a stand-in program (no rule touches the host).
+add_executable(egress_firewall_test unit/egress_firewall_test.cc)
+target_compile_definitions(egress_firewall_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+target_link_libraries(egress_firewall_test PRIVATE warren_libvirt GTest::gtest_main)
+gtest_discover_tests(egress_firewall_test DISCOVERY_MODE PRE_TEST)
+
 # Unit tests always run; the real-QEMU cases inside skip (saying why; under CI they fail)
 # unless a tiny image is found (WARREN_TEST_IMAGES, default /var/lib/warren-test/images) and
 # libvirtd answers or can be started. Serial: real guests share 2 cores.
