@@ -27,6 +27,11 @@ GuestChannel::GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWak
       waker_(std::move(waker)),
       notify_(std::move(notify)) {}
 
+void GuestChannel::SetNotify(std::function<void()> notify) {
+  std::lock_guard<std::mutex> lock(notify_mu_);
+  if (!notify_off_) notify_ = std::move(notify);
+}
+
 void GuestChannel::Notify() {
   // Held while the callback runs, so that once Close() returned it never runs again: the
   // caller may then destroy whatever the callback refers to.

@@ -95,6 +95,9 @@ class GuestChannel {
   // ---- Owner ----
 
   bool caller_closed();
+  // Installs the notify of a raw channel made without one (a forwarded connection the guest
+  // opened, whose consumer is known only once it is open). Not after Close.
+  void SetNotify(std::function<void()> notify);
   void SetOpen(uint64_t generation);
   // The channel failed (refused, or the connection went): every wait returns `status`.
   void Fail(Status status);
@@ -130,8 +133,8 @@ class GuestChannel {
   const GuestChannelRequest request_;
   const bool raw_;
   const std::shared_ptr<EventWaker> waker_;
-  const std::function<void()> notify_;
   std::mutex notify_mu_;  // held while notify_ runs; taken by Close to turn it off
+  std::function<void()> notify_;  // guarded by notify_mu_
   bool notify_off_ = false;
 
   std::mutex mu_;
