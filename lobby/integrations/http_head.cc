@@ -297,7 +297,7 @@ Result<TargetUrl> ParseTargetUrl(std::string_view url) {
   size_t slash = url.find_first_of("/?#");
   std::string_view authority = url.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? "" : url.substr(slash);
-  if (!path.empty() && path.front() != '/') {
+  if (path.find_first_of("?#") != std::string_view::npos) {
     return InvalidArgument("an integration target takes no query or fragment");
   }
   if (authority.empty() || authority.find('@') != std::string_view::npos) {
