@@ -30,6 +30,7 @@ namespace {
 using test::BodyOf;
 using test::PeerIo;
 using test::ReadUntilEof;
+using test::RunShell;
 using test::TestLookup;
 using test::Upstream;
 using test::WriteAllFd;
@@ -473,19 +474,11 @@ TEST_F(IntegrationTlsTest, CurlTrustsTheEndpointWithWarrensCaOnly) {
   });
   std::string base = "curl -sS --max-time 20 --resolve api.int.warren.internal:" + port +
                      ":127.0.0.1 https://api.int.warren.internal:" + port + "/x";
-  auto run = [](const std::string& cmd) {
-    std::string out;
-    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-    char buf[512];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    int rc = ::pclose(p);
-    return std::make_pair(rc, out);
-  };
-  auto [rc, out] = run(base + " --cacert " + ca_file_);
+  auto [rc, out] = RunShell(base + " --cacert " + ca_file_);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "auth=ok");
   // Without warren's CA, curl refuses the certificate.
-  auto [rc2, out2] = run(base + " --capath /nonexistent --cacert /dev/null");
+  auto [rc2, out2] = RunShell(base + " --capath /nonexistent --cacert /dev/null");
   EXPECT_NE(rc2, 0) << out2;
   ::shutdown(lfd, SHUT_RDWR);
   front.join();

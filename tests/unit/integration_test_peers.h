@@ -75,6 +75,8 @@ class TestLookup final : public IntegrationLookup {
 // Reads from `fd` until EOF or `timeout_ms` without a byte.
 std::string ReadUntilEof(int fd, int timeout_ms = 10000);
 bool WriteAllFd(int fd, std::string_view bytes);
+// Runs `cmd` under /bin/sh: its exit status (as pclose gives it) and output (2>&1).
+std::pair<int, std::string> RunShell(const std::string& cmd);
 // The answer's body: what follows the head.
 std::string BodyOf(const std::string& response);
 

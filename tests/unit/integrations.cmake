@@ -4,3 +4,12 @@ add_executable(integrations_test unit/integration_http_head_test.cc unit/integra
   unit/integration_test_peers.cc)
 target_link_libraries(integrations_test PRIVATE warren_integrations GTest::gtest_main)
 gtest_discover_tests(integrations_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS integrations)
+
+# The endpoint end to end: SshGuestControl's remote forwards on a local sshd, the proxy,
+# a loopback upstream (milliseconds; the guest setup is covered by guest_endpoint_vm).
+add_executable(guest_endpoint_local_test unit/guest_endpoint_local_test.cc
+  unit/integration_test_peers.cc)
+target_link_libraries(guest_endpoint_local_test
+  PRIVATE warren_guest_test_targets warren_integrations GTest::gtest_main)
+gtest_discover_tests(guest_endpoint_local_test DISCOVERY_MODE PRE_TEST
+  PROPERTIES LABELS "guest;integrations")

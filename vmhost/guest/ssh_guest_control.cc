@@ -141,12 +141,13 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
     GuestInboundSink* sink = options_.inbound;
     const GuestEndpoint& ep = options_.endpoint;
     std::string id(vm_id);
-    so.endpoint_plan = [sink, &ep, id]() -> std::optional<EndpointPlan> {
+    bool setup = options_.endpoint_guest_setup;
+    so.endpoint_plan = [sink, &ep, id, setup]() -> std::optional<EndpointPlan> {
       EndpointPlan plan;
       plan.forwards = sink->WantsEndpoint(id);
       std::vector<std::string> names;
       if (plan.forwards) names = sink->EndpointNames(id);
-      plan.setup_command = EndpointSetupCommand(ep, names, plan.forwards);
+      if (setup) plan.setup_command = EndpointSetupCommand(ep, names, plan.forwards);
       plan.address = ep.address;
       plan.http_port = ep.http_port;
       plan.https_port = ep.https_port;

@@ -49,6 +49,9 @@ struct SshGuestControlOptions {
   // this object. Null: no endpoint.
   GuestInboundSink* inbound = nullptr;
   GuestEndpoint endpoint;
+  // false: the forwards only, no guest setup (a guest set up otherwise, such as a local
+  // sshd in tests, whose "guest" is this machine).
+  bool endpoint_guest_setup = true;
 };
 
 class SshGuestControl final : public GuestControl {
