@@ -66,6 +66,7 @@ struct ControlSession::Channel {
   bool remote_closed = false;
   bool closed_delivered = false;
   bool eof_sent = false;
+  bool draining = false;  // closed by its caller, its queued input still going out
 };
 
 // The static trampolines libssh calls.
@@ -297,6 +298,13 @@ void ControlSession::Run() {
       StartEndpoint();
     }
 
+    if (reconnect_when_idle_ && channels_.empty() && waiting.empty()) {
+      // Nothing of a caller's is on the connection: remade now, for the endpoint's forwards.
+      TearDown(Unavailable("the control connection to VM " + options_.vm_id + " is being remade"),
+               /*graceful=*/true);
+      next_attempt = Clock::now() + options_.retry_first;  // the launcher's pause between clients
+      continue;
+    }
     StartChannels(waiting);
     Service();
     if (Alive()) ServiceEndpoint();
@@ -500,6 +508,7 @@ void ControlSession::TearDown(const Status& why, bool graceful) {
   setup_io_.reset();
   forwards_requested_ = false;
   keepalive_ever_sent_ = false;
+  reconnect_when_idle_ = false;
   endpoint_ready_.store(false);
 }
 
@@ -663,6 +672,16 @@ void ControlSession::ServiceChannel(Channel& c) {
   if (c.phase != Phase::kRunning) return;
 
   if (c.io->caller_closed()) {
+    // A caller that closed its input first (the proxy's answer, then EOF) closes gracefully:
+    // what it queued goes out before the close, for up to kCloseWait.
+    if (c.io->raw() && !c.remote_closed && !c.eof_sent && c.io->StdinClosed()) {
+      if (!c.draining) {
+        c.draining = true;
+        c.since = Clock::now();
+      }
+      FlushStdin(c);
+      if (!c.eof_sent && Clock::now() - c.since < kCloseWait) return;
+    }
     if (c.remote_closed) {
       c.phase = Phase::kDone;
     } else {
@@ -807,7 +826,7 @@ void ControlSession::ServiceEndpoint() {
               " error=" + LogQuote(st.message()));
     } else if (!end.closed) {
       LogWarn("guest endpoint setup did not finish vm=" + LogQuote(options_.vm_id));
-    } else if (end.exit_status != 0) {
+    } else if (end.exit_status != 0 && end.exit_status != plan_.reconnect_exit) {
       // sudo refused (no passwordless sudo), or a step failed: the endpoint still works by
       // address, names and https may not.
       LogWarn("guest endpoint setup failed vm=" + LogQuote(options_.vm_id) + " exit=" +
@@ -818,6 +837,17 @@ void ControlSession::ServiceEndpoint() {
     }
     setup_io_->Close();
     setup_io_.reset();
+    if (st.ok() && end.closed && plan_.reconnect_exit != 0 &&
+        end.exit_status == plan_.reconnect_exit && plan_.forwards && setup_reconnects_ < 2) {
+      ++setup_reconnects_;
+      LogInfo("guest endpoint needs a new connection vm=" + LogQuote(options_.vm_id) +
+              " reason=\"the guest's sshd config changed\"");
+      reconnect_when_idle_ = true;
+      endpoint_phase_ = EndpointPhase::kOff;
+      std::lock_guard<std::mutex> lock(mu_);
+      keep_connected_ = true;
+      return;
+    }
     endpoint_phase_ = plan_.forwards && !forwards_requested_ ? EndpointPhase::kForward
                       : forwards_requested_                  ? EndpointPhase::kReady
                                                              : EndpointPhase::kOff;

@@ -54,6 +54,9 @@ struct EndpointPlan {
   std::string address;
   uint16_t http_port = 0;
   uint16_t https_port = 0;
+  // The setup's exit status that means "ask for the forwards on a new connection" (it
+  // changed the guest sshd's config); 0: none. The reconnect waits until no channel is open.
+  int reconnect_exit = 0;
 };
 
 struct ControlSessionOptions {
@@ -202,6 +205,8 @@ class ControlSession {
   size_t forward_next_ = 0;
   bool forwards_requested_ = false;
   bool keepalive_ever_sent_ = false;
+  bool reconnect_when_idle_ = false;
+  int setup_reconnects_ = 0;  // bounded: a guest cannot make us reconnect for ever
 
   std::thread owner_;
 };

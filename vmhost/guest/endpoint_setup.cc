@@ -63,6 +63,15 @@ std::string EndpointSetupCommand(const GuestEndpoint& endpoint,
               "fail=1; }; fi\n"
               "fi\n";
   }
+  if (want_ports) {
+    // sshd binds a forward's own address only with GatewayPorts clientspecified (else its
+    // loopback ones, 127.0.0.1:80 among them): a VM from an older image gets it here, once.
+    script +=
+        "c=/etc/warren/sshd_config\n"
+        "if [ -f $c ] && ! grep -q '^GatewayPorts clientspecified' $c; then\n"
+        "echo 'GatewayPorts clientspecified' >> $c && [ $fail = 0 ] && exit " +
+        std::to_string(kEndpointSetupReconnect) + "\nfi\n";
+  }
   script += "exit $fail\n";
   return "sudo -n /bin/sh -c " + ShellQuote(script) + " </dev/null";
 }

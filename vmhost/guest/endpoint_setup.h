@@ -14,6 +14,11 @@
 
 namespace warren::guest {
 
+// The setup's exit status when it had to let the guest's control sshd bind the address the
+// host names (GatewayPorts clientspecified, absent from images built before the endpoint):
+// the running sshd read its config before, so the forwards need a new connection.
+inline constexpr int kEndpointSetupReconnect = 75;
+
 // The marker lines of warren's block in the guest's /etc/hosts.
 inline constexpr const char* kHostsBegin = "# BEGIN warren integrations";
 inline constexpr const char* kHostsEnd = "# END warren integrations";

@@ -403,4 +403,9 @@ bool GuestChannel::StdinEofDue() {
   return stdin_closed_ && stdin_pos_ == stdin_.size();
 }
 
+bool GuestChannel::StdinClosed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stdin_closed_;
+}
+
 }  // namespace warren::guest

@@ -125,6 +125,9 @@ class GuestChannel {
   void ConsumeStdin(size_t n);
   // The caller closed stdin and every queued byte is out.
   bool StdinEofDue();
+  // The caller closed stdin (CloseStdin / CloseInput), whether or not the bytes are out:
+  // a Close after it is graceful, and what was queued is still delivered.
+  bool StdinClosed();
 
  private:
   bool failed_or_closed() const { return !failure_.ok() || caller_closed_; }

@@ -151,6 +151,7 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
       plan.address = ep.address;
       plan.http_port = ep.http_port;
       plan.https_port = ep.https_port;
+      plan.reconnect_exit = kEndpointSetupReconnect;
       return plan;
     };
     so.accept_forward = [sink, id](bool https,
