@@ -170,6 +170,9 @@ void TlsStream::CloseWrite() {
   ERR_clear_error();
   SSL_shutdown(ssl_.get());
   ERR_clear_error();
+  // Then EOF underneath: a VM's channel delivers what is queued (the close_notify included)
+  // only when its input was closed before the channel goes.
+  inner_->CloseWrite();
 }
 
 }  // namespace warren::integrations

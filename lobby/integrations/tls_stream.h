@@ -38,7 +38,7 @@ class TlsStream final : public ByteStream {
 
   Result<size_t> Read(char* buf, size_t len, Clock::time_point deadline) override;
   Status Write(std::string_view bytes, Clock::time_point deadline) override;
-  void CloseWrite() override;  // sends close_notify
+  void CloseWrite() override;  // sends close_notify, then closes the stream underneath
   void Cancel() override { inner_->Cancel(); }
 
   // What the BIO needs to reach the stream underneath (public for the BIO's callbacks).

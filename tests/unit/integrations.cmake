@@ -13,3 +13,13 @@ target_link_libraries(guest_endpoint_local_test
   PRIVATE warren_guest_test_targets warren_integrations GTest::gtest_main)
 gtest_discover_tests(guest_endpoint_local_test DISCOVERY_MODE PRE_TEST
   PROPERTIES LABELS "guest;integrations")
+
+# The endpoint in a real Debian guest (booted once, TCG): the guest setup, curl inside the
+# guest over http and https, the secret absent from the guest, a detach rewriting /etc/hosts.
+add_executable(guest_endpoint_vm_test unit/guest_endpoint_vm_test.cc unit/integration_test_peers.cc)
+target_link_libraries(guest_endpoint_vm_test
+  PRIVATE warren_guest_test_targets warren_integrations GTest::gtest_main)
+add_test(NAME guest_endpoint_vm COMMAND guest_endpoint_vm_test)
+set_tests_properties(guest_endpoint_vm PROPERTIES
+  RUN_SERIAL TRUE TIMEOUT 1200 LABELS "guest;qemu;vm;integrations"
+  SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] [0-9]+ test")

@@ -30,6 +30,16 @@ std::string EndpointSetupCommand(const GuestEndpoint& endpoint,
     }
   }
   std::string script = "exec 1>&2\nfail=0\n";
+  if (want_ports) {
+    // sshd binds a forward's own address only with GatewayPorts clientspecified (else its
+    // loopback ones, 127.0.0.1:80 among them): a VM from an older image gets it here, once,
+    // before anything else (the forwards wait for the new connection).
+    script +=
+        "c=/etc/warren/sshd_config\n"
+        "if [ -f $c ] && ! grep -q '^GatewayPorts clientspecified' $c; then\n"
+        "echo 'GatewayPorts clientspecified' >> $c && exit " +
+        std::to_string(kEndpointSetupReconnect) + "\nfi\n";
+  }
   int low = std::min(endpoint.http_port, endpoint.https_port);
   if (want_ports && low < 1024) {
     // dev's sshd binds the endpoint's ports for us; below 1024 needs the sysctl lowered.
@@ -51,26 +61,21 @@ std::string EndpointSetupCommand(const GuestEndpoint& endpoint,
       "; } > $t && cat $t > /etc/hosts || { echo 'cannot rewrite /etc/hosts'; fail=1; }\n"
       "rm -f $t\n";
   if (!endpoint.ca_pem.empty()) {
-    // Only where there is a CA store; rehashing only when the certificate changed.
+    // Only where there is a CA store. Kept in /usr/local/share/ca-certificates (so every
+    // later update-ca-certificates keeps it), and added to the bundle and the hashed
+    // directory directly: update-ca-certificates itself takes over 30 s under TCG.
     script += "d=/usr/local/share/ca-certificates\n"
-              "if [ -d $d ] && command -v update-ca-certificates >/dev/null 2>&1; then\n"
-              "cat > $d/warren-int-ca.crt.new <<'WARREN_CA_EOF'\n" +
+              "b=/etc/ssl/certs/ca-certificates.crt\n"
+              "if [ -d $d ] && [ -f $b ]; then\n"
+              "cat > $d/warren-int-ca.crt <<'WARREN_CA_EOF'\n" +
               endpoint.ca_pem + (endpoint.ca_pem.back() == '\n' ? "" : "\n") +
               "WARREN_CA_EOF\n"
-              "if cmp -s $d/warren-int-ca.crt.new $d/warren-int-ca.crt; then rm -f "
-              "$d/warren-int-ca.crt.new; else mv $d/warren-int-ca.crt.new $d/warren-int-ca.crt "
-              "&& update-ca-certificates >/dev/null 2>&1 || { echo 'cannot install the CA'; "
-              "fail=1; }; fi\n"
+              "k=\"$(sed -n 2p $d/warren-int-ca.crt)\"\n"
+              "grep -qF \"$k\" $b || cat $d/warren-int-ca.crt >> $b || "
+              "{ echo 'cannot add the CA to the bundle'; fail=1; }\n"
+              "h=$(openssl x509 -hash -noout -in $d/warren-int-ca.crt 2>/dev/null) && "
+              "ln -sf $d/warren-int-ca.crt /etc/ssl/certs/$h.0\n"
               "fi\n";
-  }
-  if (want_ports) {
-    // sshd binds a forward's own address only with GatewayPorts clientspecified (else its
-    // loopback ones, 127.0.0.1:80 among them): a VM from an older image gets it here, once.
-    script +=
-        "c=/etc/warren/sshd_config\n"
-        "if [ -f $c ] && ! grep -q '^GatewayPorts clientspecified' $c; then\n"
-        "echo 'GatewayPorts clientspecified' >> $c && [ $fail = 0 ] && exit " +
-        std::to_string(kEndpointSetupReconnect) + "\nfi\n";
   }
   script += "exit $fail\n";
   return "sudo -n /bin/sh -c " + ShellQuote(script) + " </dev/null";
