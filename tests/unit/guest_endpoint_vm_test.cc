@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <vector>
 #include <thread>
 
 #include "lobby/integrations/endpoint_sink.h"
@@ -155,6 +157,21 @@ TEST_F(GuestEndpointVmTest, TheSecretIsNowhereInTheGuest) {
                              "2>/dev/null | tr '\\0' '\\n' | grep -c -e '" + pattern + "'",
                          &rc);
   EXPECT_EQ(out, "0\n") << "found in the guest: " << out;
+  // Nor on the VM's disk (its overlay), once the guest wrote out what it had.
+  Exec("sync");
+  std::ifstream disk(g->booted.target->dir() + "/disk.qcow2", std::ios::binary);
+  ASSERT_TRUE(disk.good());
+  const std::string secret = Secret();
+  std::string window;
+  std::vector<char> buf(1 << 20);
+  bool found = false;
+  while (!found && disk.read(buf.data(), static_cast<std::streamsize>(buf.size())).gcount() > 0) {
+    // The tail of the previous block too, for a secret across the boundary.
+    window = window.substr(window.size() > secret.size() ? window.size() - secret.size() : 0) +
+             std::string(buf.data(), static_cast<size_t>(disk.gcount()));
+    found = window.find(secret) != std::string::npos;
+  }
+  EXPECT_FALSE(found) << "the secret is on the VM's disk";
 }
 
 TEST_F(GuestEndpointVmTest, ADetachRewritesTheHostsBlockAtOnce) {

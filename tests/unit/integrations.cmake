@@ -23,3 +23,8 @@ add_test(NAME guest_endpoint_vm COMMAND guest_endpoint_vm_test)
 set_tests_properties(guest_endpoint_vm PROPERTIES
   RUN_SERIAL TRUE TIMEOUT 1200 LABELS "guest;qemu;vm;integrations"
   SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] [0-9]+ test")
+
+add_executable(guest_endpoint_setup_test unit/guest_endpoint_setup_test.cc
+  unit/integration_test_peers.cc)
+target_link_libraries(guest_endpoint_setup_test PRIVATE warren_guest warren_integrations GTest::gtest_main)
+gtest_discover_tests(guest_endpoint_setup_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
