@@ -18,8 +18,8 @@ namespace {
 constexpr auto kSlice = std::chrono::milliseconds(100);
 
 int SliceMs(ByteStream::Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                    ByteStream::Clock::now());
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ByteStream::Clock::now());
   return static_cast<int>(std::clamp<long long>(left.count(), 0, kSlice.count()));
 }
 
@@ -93,8 +93,8 @@ Result<std::unique_ptr<FdStream>> ConnectTcp(const std::string& host, uint16_t p
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(raw, &::freeaddrinfo);
   std::string last = "no address";
   for (addrinfo* ai = list.get(); ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                      ai->ai_protocol);
+    int fd =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
       last = std::strerror(errno);
       continue;
@@ -107,7 +107,8 @@ Result<std::unique_ptr<FdStream>> ConnectTcp(const std::string& host, uint16_t p
     }
     for (;;) {
       if (cancelled.load()) return Cancelled("the connection was revoked");
-      if (ByteStream::Clock::now() >= deadline) return Timeout("connecting to " + host + " timed out");
+      if (ByteStream::Clock::now() >= deadline)
+        return Timeout("connecting to " + host + " timed out");
       pollfd p{fd, POLLOUT, 0};
       if (::poll(&p, 1, SliceMs(deadline)) > 0) break;
     }

@@ -44,7 +44,8 @@ Result<std::vector<std::string_view>> Lines(std::string_view head) {
   std::vector<std::string_view> lines;
   while (!head.empty()) {
     size_t lf = head.find('\n');
-    if (lf == std::string_view::npos) return InvalidArgument("the head does not end in a blank line");
+    if (lf == std::string_view::npos)
+      return InvalidArgument("the head does not end in a blank line");
     std::string_view line = head.substr(0, lf);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     head.remove_prefix(lf + 1);
@@ -91,9 +92,9 @@ std::vector<std::string> ListTokens(const HttpHeaders& headers, std::string_view
 }
 
 bool IsHopByHop(std::string_view name, const std::vector<std::string>& connection_tokens) {
-  static constexpr std::string_view kHop[] = {"connection", "keep-alive",      "te",
-                                              "trailer",    "upgrade",         "proxy-connection",
-                                              "proxy-authorization", "proxy-authenticate"};
+  static constexpr std::string_view kHop[] = {
+      "connection",          "keep-alive",        "te", "trailer", "upgrade", "proxy-connection",
+      "proxy-authorization", "proxy-authenticate"};
   std::string lower = Lower(name);
   if (lower.rfind("proxy-", 0) == 0) return true;
   for (std::string_view h : kHop) {
@@ -200,8 +201,8 @@ Result<BodyFraming> ResponseFraming(std::string_view method, const ResponseHead&
     return BodyFraming{};
   }
   WARREN_ASSIGN_OR_RETURN(BodyFraming f, Framing(response.headers));
-  if (f.kind == BodyFraming::Kind::kNone && FindHeader(response.headers, "content-length") ==
-                                                nullptr) {
+  if (f.kind == BodyFraming::Kind::kNone &&
+      FindHeader(response.headers, "content-length") == nullptr) {
     f.kind = BodyFraming::Kind::kUntilClose;
   }
   return f;
@@ -236,7 +237,8 @@ Result<size_t> ChunkedScanner::Feed(std::string_view data) {
       case State::kSizeExt:
         if (c == '\r') state_ = State::kSizeLf;
         ++i;
-        if (++trailer_bytes_ > kMaxTrailerBytes) return InvalidArgument("chunk extensions too long");
+        if (++trailer_bytes_ > kMaxTrailerBytes)
+          return InvalidArgument("chunk extensions too long");
         break;
       case State::kSizeLf:
         if (c != '\n') return InvalidArgument("a malformed chunk line");
@@ -350,7 +352,8 @@ Result<std::string> IntegrationNameFromHost(std::string_view host, std::string_v
   if (size_t colon = h.rfind(':'); colon != std::string::npos) h.resize(colon);
   if (!h.empty() && h.back() == '.') h.pop_back();
   std::string suffix = "." + Lower(domain);
-  if (h.size() <= suffix.size() || h.compare(h.size() - suffix.size(), suffix.size(), suffix) != 0) {
+  if (h.size() <= suffix.size() ||
+      h.compare(h.size() - suffix.size(), suffix.size(), suffix) != 0) {
     return InvalidArgument("the Host header names no integration: use http://NAME." +
                            std::string(domain) + "/");
   }
@@ -372,8 +375,9 @@ std::string UpstreamRequestHead(const RequestHead& request, const TargetUrl& tar
         IsHopByHop(h.name, connection)) {
       continue;
     }
-    bool replaced = std::any_of(add.begin(), add.end(),
-                                [&](const HttpHeader& a) { return EqualsIgnoreCase(a.name, h.name); });
+    bool replaced = std::any_of(add.begin(), add.end(), [&](const HttpHeader& a) {
+      return EqualsIgnoreCase(a.name, h.name);
+    });
     if (replaced) continue;
     out += h.name + ": " + h.value + "\r\n";
   }

@@ -67,8 +67,17 @@ class ChunkedScanner {
   bool done() const { return state_ == State::kDone; }
 
  private:
-  enum class State { kSize, kSizeExt, kSizeLf, kData, kDataCr, kDataLf, kTrailer, kTrailerLf,
-                     kDone };
+  enum class State {
+    kSize,
+    kSizeExt,
+    kSizeLf,
+    kData,
+    kDataCr,
+    kDataLf,
+    kTrailer,
+    kTrailerLf,
+    kDone
+  };
   State state_ = State::kSize;
   uint64_t remaining_ = 0;
   int size_digits_ = 0;

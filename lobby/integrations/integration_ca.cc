@@ -78,8 +78,8 @@ Result<X509Ptr> MakeCert(EVP_PKEY* key, const std::string& cn, long days, X509* 
   X509_NAME* name = X509_get_subject_name(cert.get());
   ok = ok &&
        X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
-                                  reinterpret_cast<const unsigned char*>("warren"), -1, -1, 0) ==
-           1 &&
+                                  reinterpret_cast<const unsigned char*>("warren"), -1, -1,
+                                  0) == 1 &&
        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
                                   reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
                                   0) == 1;
@@ -129,8 +129,9 @@ Result<IntegrationCa> LoadOrCreateIntegrationCa(const std::string& data_dir,
   std::string cert_path = data_dir + "/integrations-ca.crt";
   bool have_key = Exists(key_path), have_cert = Exists(cert_path);
   if (have_key != have_cert) {
-    return Internal("only one of " + key_path + " and " + cert_path +
-                    " exists: restore the other or remove both (guests must then trust the new CA)");
+    return Internal(
+        "only one of " + key_path + " and " + cert_path +
+        " exists: restore the other or remove both (guests must then trust the new CA)");
   }
   if (!have_key) WARREN_RETURN_IF_ERROR(CreateCa(key_path, cert_path));
   ::chmod(key_path.c_str(), 0600);

@@ -14,8 +14,8 @@
 namespace warren::integrations {
 
 struct IntegrationCa {
-  std::string ca_pem;   // the CA certificate, for guests to trust
-  SslCtxPtr server;     // TLS server context with the *.<domain> certificate and its chain
+  std::string ca_pem;  // the CA certificate, for guests to trust
+  SslCtxPtr server;    // TLS server context with the *.<domain> certificate and its chain
 };
 
 // Loads (or, when neither file exists, makes) DATA_DIR/integrations-ca.{key,crt}, then

@@ -38,7 +38,8 @@ Result<std::string> ReadHead(ByteStream& in, size_t limit, Clock::time_point dea
       buf.resize(end);
       return buf;
     }
-    if (buf.size() > limit) return TooLarge("the head is larger than " + std::to_string(limit) + " bytes");
+    if (buf.size() > limit)
+      return TooLarge("the head is larger than " + std::to_string(limit) + " bytes");
     searched = buf.size();
     WARREN_ASSIGN_OR_RETURN(size_t n, in.Read(chunk, sizeof chunk, deadline));
     if (n == 0) {
@@ -180,11 +181,11 @@ void IntegrationProxy::Reject(std::string vm_id, bool https, std::unique_ptr<Byt
 void IntegrationProxy::Run(std::shared_ptr<Conn> conn) {
   auto t0 = Clock::now();
   Handle(*conn);
-  LogInfo("integration vm=" + LogQuote(conn->vm_id) + " name=" +
-          LogQuote(conn->name.empty() ? "-" : conn->name) + " method=" + LogQuote(conn->method) +
-          " status=" + std::to_string(conn->status) + " up_bytes=" +
-          std::to_string(conn->up_bytes) + " down_bytes=" + std::to_string(conn->down_bytes) +
-          " dur_ms=" + std::to_string(MillisSince(t0)) +
+  LogInfo("integration vm=" + LogQuote(conn->vm_id) +
+          " name=" + LogQuote(conn->name.empty() ? "-" : conn->name) +
+          " method=" + LogQuote(conn->method) + " status=" + std::to_string(conn->status) +
+          " up_bytes=" + std::to_string(conn->up_bytes) + " down_bytes=" +
+          std::to_string(conn->down_bytes) + " dur_ms=" + std::to_string(MillisSince(t0)) +
           (conn->error.empty() ? "" : " error=" + LogQuote(conn->error)));
   Finish(conn);
   conn.reset();
@@ -341,8 +342,8 @@ void IntegrationProxy::Handle(Conn& c) {
   std::string up_rest;
   Result<ResponseHead> resp = InvalidArgument("no response");
   for (;;) {
-    Result<std::string> rhead = ReadHead(*c.up, 2 * options_.max_header_bytes,
-                                         Clock::now() + idle, &up_rest);
+    Result<std::string> rhead =
+        ReadHead(*c.up, 2 * options_.max_header_bytes, Clock::now() + idle, &up_rest);
     if (!rhead.ok()) {
       c.error = "response head: " + rhead.status().message();
       if (rhead.status().code() == Code::kCancelled) return;
@@ -354,7 +355,8 @@ void IntegrationProxy::Handle(Conn& c) {
       return answer(502, "integration " + *name + ": its target sent no valid response");
     }
     if (resp->status >= 200) break;
-    if (resp->status == 101) return answer(502, "integration " + *name + ": upgrades are not proxied");
+    if (resp->status == 101)
+      return answer(502, "integration " + *name + ": upgrades are not proxied");
   }
   Result<BodyFraming> rframing = ResponseFraming(req->method, *resp);
   if (!rframing.ok()) {

@@ -34,14 +34,14 @@ namespace warren::integrations {
 
 struct IntegrationProxyOptions {
   std::string domain = "int.warren.internal";  // Host must be NAME.<domain>
-  SslCtxPtr tls_server;  // for https connections (IntegrationCa::server); null: refused
-  SslCtxPtr tls_client;  // for https targets (MakeClientContext); null: system CAs
+  SslCtxPtr tls_server;             // for https connections (IntegrationCa::server); null: refused
+  SslCtxPtr tls_client;             // for https targets (MakeClientContext); null: system CAs
   int max_connections = 256;        // in total; past it: 503
   int max_connections_per_vm = 32;  // past it: 503
   int max_rejecting = 8;            // connections answered 503 at once; past it: closed
   size_t max_header_bytes = 32 * 1024;  // the request head (and the response head: 2x)
-  std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};  // TLS + request head
-  std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};    // no byte either way
+  std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};   // TLS + request head
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};     // no byte either way
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};  // to the target
 };
 

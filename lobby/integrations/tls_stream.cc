@@ -120,7 +120,8 @@ Status TlsStream::Handshake(const std::string* host, Clock::time_point deadline)
   io_.deadline = deadline;
   ERR_clear_error();
   int rc = host == nullptr ? SSL_accept(ssl_.get()) : SSL_connect(ssl_.get());
-  if (rc != 1) return Failure(rc, host == nullptr ? "TLS handshake" : "TLS handshake with the target");
+  if (rc != 1)
+    return Failure(rc, host == nullptr ? "TLS handshake" : "TLS handshake with the target");
   return Status::Ok();
 }
 
@@ -159,7 +160,8 @@ Status TlsStream::Write(std::string_view bytes, Clock::time_point deadline) {
   io_.deadline = deadline;
   while (!bytes.empty()) {
     ERR_clear_error();
-    int n = SSL_write(ssl_.get(), bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), INT_MAX)));
+    int n = SSL_write(ssl_.get(), bytes.data(),
+                      static_cast<int>(std::min<size_t>(bytes.size(), INT_MAX)));
     if (n <= 0) return Failure(n, "TLS write");
     bytes.remove_prefix(static_cast<size_t>(n));
   }

@@ -1,8 +1,8 @@
-// TlsStream: TLS over another ByteStream (shared, so whoever cancels it may hold it too) (a VM's forwarded channel, or an upstream
-// socket), through a BIO of our own so the same code serves both. The server side
-// terminates the VM's https:// with the proxy's certificate; the client side verifies the
-// upstream (system CAs, or a given CA file) and sends SNI. Threads: as ByteStream — one
-// worker thread, Cancel from any thread (it cancels the stream underneath).
+// TlsStream: TLS over another ByteStream (shared, so whoever cancels it may hold it too) (a VM's
+// forwarded channel, or an upstream socket), through a BIO of our own so the same code serves both.
+// The server side terminates the VM's https:// with the proxy's certificate; the client side
+// verifies the upstream (system CAs, or a given CA file) and sends SNI. Threads: as ByteStream —
+// one worker thread, Cancel from any thread (it cancels the stream underneath).
 #pragma once
 
 #include <openssl/ssl.h>

@@ -41,10 +41,10 @@ constexpr char kSecret[] = "l0cal-s3cret-42";
 constexpr char kAddress[] = "127.77.0.1";
 
 void AnswerAuth(PeerIo& io, const std::string& head, std::string) {
-  std::string body = head.find(std::string("Authorization: Bearer ") + kSecret + "\r\n") !=
-                             std::string::npos
-                         ? "auth=ok"
-                         : "auth=bad";
+  std::string body =
+      head.find(std::string("Authorization: Bearer ") + kSecret + "\r\n") != std::string::npos
+          ? "auth=ok"
+          : "auth=bad";
   io.WriteAll("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
               body);
 }
@@ -123,9 +123,9 @@ class GuestEndpointLocalTest : public ::testing::Test {
   std::string Curl(const std::string& scheme, uint16_t port, const std::string& name,
                    const std::string& extra = "") {
     std::string host = name + ".int.warren.internal";
-    auto [rc, out] = RunShell("curl -sS --max-time 20 --resolve " + host + ":" + std::to_string(port) +
-                         ":" + kAddress + " " + extra + " " + scheme + "://" + host + ":" +
-                         std::to_string(port) + "/x?q=1");
+    auto [rc, out] = RunShell("curl -sS --max-time 20 --resolve " + host + ":" +
+                              std::to_string(port) + ":" + kAddress + " " + extra + " " + scheme +
+                              "://" + host + ":" + std::to_string(port) + "/x?q=1");
     return out;
   }
 

@@ -43,9 +43,8 @@ TEST(EndpointSetupTest, TheScriptParsesUnderTheGuestsShell) {
   GuestEndpoint ep;
   ep.ca_pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
   for (bool want : {true, false}) {
-    std::string cmd = EndpointSetupCommand(ep, want ? std::vector<std::string>{"api"}
-                                                    : std::vector<std::string>{},
-                                           want);
+    std::string cmd = EndpointSetupCommand(
+        ep, want ? std::vector<std::string>{"api"} : std::vector<std::string>{}, want);
     auto [rc, out] = integrations::test::RunShell("PATH=" + dir + ":$PATH; " + cmd);
     EXPECT_EQ(rc, 0) << out;
     EXPECT_EQ(out, "");

@@ -9,8 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "lobby/integrations/endpoint_sink.h"
 #include "lobby/integrations/integration_ca.h"
@@ -35,9 +35,9 @@ constexpr char kSecretB[] = "9d41c7";
 std::string Secret() { return std::string(kSecretA) + kSecretB; }
 
 void AnswerAuth(PeerIo& io, const std::string& head, std::string) {
-  std::string body =
-      head.find("Authorization: Bearer " + Secret() + "\r\n") != std::string::npos ? "auth=ok"
-                                                                                  : "auth=bad";
+  std::string body = head.find("Authorization: Bearer " + Secret() + "\r\n") != std::string::npos
+                         ? "auth=ok"
+                         : "auth=bad";
   io.WriteAll("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
               body);
 }
@@ -71,8 +71,7 @@ class GuestEndpointVmTest : public ::testing::Test {
     g = new Guest;
     g->booted = BootGuest("debian");
     if (g->booted.target == nullptr) return;
-    std::fprintf(stderr, "the guest answered %.1f s after QEMU started\n",
-                 g->booted.boot_seconds);
+    std::fprintf(stderr, "the guest answered %.1f s after QEMU started\n", g->booted.boot_seconds);
     Result<integrations::IntegrationCa> ca =
         integrations::LoadOrCreateIntegrationCa(g->booted.target->dir(), "int.warren.internal");
     if (!ca.ok()) {
@@ -80,10 +79,11 @@ class GuestEndpointVmTest : public ::testing::Test {
       return;
     }
     g->upstream = std::make_unique<Upstream>(AnswerAuth);
-    g->lookup.Set(kTestVm, "api",
-                  IntegrationRoute{"ann", "api",
-                                   "http://127.0.0.1:" + std::to_string(g->upstream->port()) + "/v1",
-                                   HttpHeaders{{"Authorization", "Bearer " + Secret()}}});
+    g->lookup.Set(
+        kTestVm, "api",
+        IntegrationRoute{"ann", "api",
+                         "http://127.0.0.1:" + std::to_string(g->upstream->port()) + "/v1",
+                         HttpHeaders{{"Authorization", "Bearer " + Secret()}}});
     integrations::IntegrationProxyOptions po;
     po.tls_server = ca->server;
     g->proxy = std::make_unique<integrations::IntegrationProxy>(po, &g->lookup);
@@ -151,11 +151,13 @@ TEST_F(GuestEndpointVmTest, TheSecretIsNowhereInTheGuest) {
   // The pattern matches the secret but is not it ("[9]"), so grep's own command line (in
   // /proc, read below) does not match.
   std::string pattern = std::string(kSecretA) + "[" + kSecretB[0] + "]" + (kSecretB + 1);
-  std::string out = Exec("sudo -n grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e '" +
-                             pattern + "' / 2>/dev/null; "
-                             "sudo -n sh -c 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline' "
-                             "2>/dev/null | tr '\\0' '\\n' | grep -c -e '" + pattern + "'",
-                         &rc);
+  std::string out = Exec(
+      "sudo -n grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e '" + pattern +
+          "' / 2>/dev/null; "
+          "sudo -n sh -c 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline' "
+          "2>/dev/null | tr '\\0' '\\n' | grep -c -e '" +
+          pattern + "'",
+      &rc);
   EXPECT_EQ(out, "0\n") << "found in the guest: " << out;
   // Nor on the VM's disk (its overlay), once the guest wrote out what it had.
   Exec("sync");
@@ -176,10 +178,10 @@ TEST_F(GuestEndpointVmTest, TheSecretIsNowhereInTheGuest) {
 
 TEST_F(GuestEndpointVmTest, ADetachRewritesTheHostsBlockAtOnce) {
   g->lookup.Set(kTestVm, "api", NotFound("no integration named api"));
-  g->lookup.Set(kTestVm, "second",
-                IntegrationRoute{"ann", "second",
-                                 "http://127.0.0.1:" + std::to_string(g->upstream->port()),
-                                 HttpHeaders{{"Authorization", "Bearer " + Secret()}}});
+  g->lookup.Set(
+      kTestVm, "second",
+      IntegrationRoute{"ann", "second", "http://127.0.0.1:" + std::to_string(g->upstream->port()),
+                       HttpHeaders{{"Authorization", "Bearer " + Secret()}}});
   g->control->RefreshEndpoint(kTestVm);
   std::string hosts;
   for (int i = 0; i < 120; ++i) {

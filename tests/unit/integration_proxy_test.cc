@@ -40,10 +40,10 @@ constexpr char kSecret[] = "s3cr3t-7f1e9c2d";
 // Answers "auth=ok" when the secret arrived as a bearer, else "auth=bad", so the secret
 // itself never comes back to the VM's side.
 void AnswerAuth(PeerIo& io, const std::string& head, std::string) {
-  std::string body = head.find(std::string("Authorization: Bearer ") + kSecret + "\r\n") !=
-                             std::string::npos
-                         ? "auth=ok"
-                         : "auth=bad";
+  std::string body =
+      head.find(std::string("Authorization: Bearer ") + kSecret + "\r\n") != std::string::npos
+          ? "auth=ok"
+          : "auth=bad";
   io.WriteAll("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
               "\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Up: 1\r\n\r\n" + body);
 }
@@ -80,7 +80,8 @@ class IntegrationProxyTest : public ::testing::Test {
   }
   void Route(const std::string& vm, const std::string& name, uint16_t port,
              HttpHeaders headers = {{"Authorization", std::string("Bearer ") + kSecret}},
-             const std::string& scheme_host = "http://127.0.0.1", const std::string& owner = "ann") {
+             const std::string& scheme_host = "http://127.0.0.1",
+             const std::string& owner = "ann") {
     lookup_.Set(vm, name,
                 IntegrationRoute{owner, name, scheme_host + ":" + std::to_string(port) + "/v1",
                                  std::move(headers)});
@@ -204,8 +205,9 @@ TEST_F(IntegrationProxyTest, ExpectContinueIsAnsweredHereAndTheBodyFollows) {
   Route("vm-1", "api", up.port());
   Start();
   int fd = Connect("vm-1");
-  ASSERT_TRUE(WriteAllFd(fd, "PUT /p HTTP/1.1\r\nHost: api.int.warren.internal\r\n"
-                             "Content-Length: 10\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(WriteAllFd(fd,
+                         "PUT /p HTTP/1.1\r\nHost: api.int.warren.internal\r\n"
+                         "Content-Length: 10\r\nExpect: 100-continue\r\n\r\n"));
   char buf[64];
   long n = ::recv(fd, buf, sizeof buf, 0);
   ASSERT_GT(n, 0);

@@ -857,8 +857,8 @@ void ControlSession::ServiceEndpoint() {
   const uint16_t ports[] = {plan_.http_port, plan_.https_port};
   while (forward_next_ < 2) {
     // Non-blocking: SSH_AGAIN until the guest's answer came; called again after each poll.
-    int rc = ssh_channel_listen_forward(session_.get(), plan_.address.c_str(),
-                                        ports[forward_next_], nullptr);
+    int rc = ssh_channel_listen_forward(session_.get(), plan_.address.c_str(), ports[forward_next_],
+                                        nullptr);
     if (rc == SSH_AGAIN) return;
     std::string where = plan_.address + ":" + std::to_string(ports[forward_next_]);
     if (rc == SSH_OK) {

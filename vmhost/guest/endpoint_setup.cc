@@ -47,15 +47,16 @@ std::string EndpointSetupCommand(const GuestEndpoint& endpoint,
     script +=
         "f=/proc/sys/net/ipv4/ip_unprivileged_port_start\n"
         "cur=$(cat $f 2>/dev/null || echo 1024)\n"
-        "if [ \"$cur\" -gt " + p + " ]; then echo " + p +
+        "if [ \"$cur\" -gt " +
+        p + " ]; then echo " + p +
         " > $f || { echo 'cannot lower ip_unprivileged_port_start'; fail=1; }; fi\n";
   }
   // The block is rewritten in place (cat >, not mv): /etc/hosts keeps its inode and mode.
   script += std::string("t=/etc/hosts.warren-int.$$\n") + "{ sed '/^" + kHostsBegin + "$/,/^" +
             kHostsEnd + "$/d' /etc/hosts";
   if (!hosts_line.empty()) {
-    script += "; echo '" + std::string(kHostsBegin) + "'; echo '" + endpoint.address +
-              hosts_line + "'; echo '" + kHostsEnd + "'";
+    script += "; echo '" + std::string(kHostsBegin) + "'; echo '" + endpoint.address + hosts_line +
+              "'; echo '" + kHostsEnd + "'";
   }
   script +=
       "; } > $t && cat $t > /etc/hosts || { echo 'cannot rewrite /etc/hosts'; fail=1; }\n"
@@ -64,18 +65,19 @@ std::string EndpointSetupCommand(const GuestEndpoint& endpoint,
     // Only where there is a CA store. Kept in /usr/local/share/ca-certificates (so every
     // later update-ca-certificates keeps it), and added to the bundle and the hashed
     // directory directly: update-ca-certificates itself takes over 30 s under TCG.
-    script += "d=/usr/local/share/ca-certificates\n"
-              "b=/etc/ssl/certs/ca-certificates.crt\n"
-              "if [ -d $d ] && [ -f $b ]; then\n"
-              "cat > $d/warren-int-ca.crt <<'WARREN_CA_EOF'\n" +
-              endpoint.ca_pem + (endpoint.ca_pem.back() == '\n' ? "" : "\n") +
-              "WARREN_CA_EOF\n"
-              "k=\"$(sed -n 2p $d/warren-int-ca.crt)\"\n"
-              "grep -qF \"$k\" $b || cat $d/warren-int-ca.crt >> $b || "
-              "{ echo 'cannot add the CA to the bundle'; fail=1; }\n"
-              "h=$(openssl x509 -hash -noout -in $d/warren-int-ca.crt 2>/dev/null) && "
-              "ln -sf $d/warren-int-ca.crt /etc/ssl/certs/$h.0\n"
-              "fi\n";
+    script +=
+        "d=/usr/local/share/ca-certificates\n"
+        "b=/etc/ssl/certs/ca-certificates.crt\n"
+        "if [ -d $d ] && [ -f $b ]; then\n"
+        "cat > $d/warren-int-ca.crt <<'WARREN_CA_EOF'\n" +
+        endpoint.ca_pem + (endpoint.ca_pem.back() == '\n' ? "" : "\n") +
+        "WARREN_CA_EOF\n"
+        "k=\"$(sed -n 2p $d/warren-int-ca.crt)\"\n"
+        "grep -qF \"$k\" $b || cat $d/warren-int-ca.crt >> $b || "
+        "{ echo 'cannot add the CA to the bundle'; fail=1; }\n"
+        "h=$(openssl x509 -hash -noout -in $d/warren-int-ca.crt 2>/dev/null) && "
+        "ln -sf $d/warren-int-ca.crt /etc/ssl/certs/$h.0\n"
+        "fi\n";
   }
   script += "exit $fail\n";
   return "sudo -n /bin/sh -c " + ShellQuote(script) + " </dev/null";

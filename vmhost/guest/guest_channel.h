@@ -136,7 +136,7 @@ class GuestChannel {
   const GuestChannelRequest request_;
   const bool raw_;
   const std::shared_ptr<EventWaker> waker_;
-  std::mutex notify_mu_;  // held while notify_ runs; taken by Close to turn it off
+  std::mutex notify_mu_;          // held while notify_ runs; taken by Close to turn it off
   std::function<void()> notify_;  // guarded by notify_mu_
   bool notify_off_ = false;
 

@@ -102,7 +102,6 @@ class RawPipe final : public GuestPipe {
   std::shared_ptr<GuestChannel> ch_;
 };
 
-
 }  // namespace
 
 Result<std::unique_ptr<SshGuestControl>> SshGuestControl::Create(SshGuestControlOptions options) {
