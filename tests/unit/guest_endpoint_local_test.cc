@@ -29,6 +29,7 @@ namespace {
 
 using integrations::HttpHeaders;
 using integrations::IntegrationRoute;
+using integrations::test::AnswerBearer;
 using integrations::test::BodyOf;
 using integrations::test::PeerIo;
 using integrations::test::ReadUntilEof;
@@ -39,15 +40,6 @@ using integrations::test::WriteAllFd;
 
 constexpr char kSecret[] = "l0cal-s3cret-42";
 constexpr char kAddress[] = "127.77.0.1";
-
-void AnswerAuth(PeerIo& io, const std::string& head, std::string) {
-  std::string body =
-      head.find(std::string("Authorization: Bearer ") + kSecret + "\r\n") != std::string::npos
-          ? "auth=ok"
-          : "auth=bad";
-  io.WriteAll("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
-              body);
-}
 
 // A port free on kAddress right now.
 uint16_t FreePort() {
@@ -139,7 +131,7 @@ class GuestEndpointLocalTest : public ::testing::Test {
 };
 
 TEST_F(GuestEndpointLocalTest, HttpAndHttpsReachTheIntegrationWithTheSecretAdded) {
-  Upstream up(AnswerAuth);
+  Upstream up(AnswerBearer(kSecret));
   Route(kTestVm, "api", up.port());
   EXPECT_EQ(Curl("http", http_, "api"), "auth=ok");
   EXPECT_EQ(Curl("https", https_, "api", "--cacert " + ca_file_), "auth=ok");
@@ -153,7 +145,7 @@ TEST_F(GuestEndpointLocalTest, HttpAndHttpsReachTheIntegrationWithTheSecretAdded
 }
 
 TEST_F(GuestEndpointLocalTest, AnotherVmsIntegrationIsNotThisVms) {
-  Upstream up(AnswerAuth);
+  Upstream up(AnswerBearer(kSecret));
   Route("other-vm", "theirs", up.port());
   EXPECT_EQ(Curl("http", http_, "theirs"), "no integration named theirs\n");
   EXPECT_TRUE(up.heads().empty());
@@ -183,7 +175,7 @@ TEST_F(GuestEndpointLocalTest, RevokeCutsAForwardedDownload) {
 }
 
 TEST_F(GuestEndpointLocalTest, AVmWithoutTheEndpointGetsItsConnectionsClosed) {
-  Upstream up(AnswerAuth);
+  Upstream up(AnswerBearer(kSecret));
   Route(kTestVm, "api", up.port());
   lookup_.wants.store(false);  // egress none since this connection was made
   int fd = ConnectTo(http_);

@@ -24,6 +24,7 @@ namespace {
 
 using integrations::HttpHeaders;
 using integrations::IntegrationRoute;
+using integrations::test::AnswerBearer;
 using integrations::test::PeerIo;
 using integrations::test::TestLookup;
 using integrations::test::Upstream;
@@ -33,14 +34,6 @@ using integrations::test::Upstream;
 constexpr char kSecretA[] = "vm-s3cret-";
 constexpr char kSecretB[] = "9d41c7";
 std::string Secret() { return std::string(kSecretA) + kSecretB; }
-
-void AnswerAuth(PeerIo& io, const std::string& head, std::string) {
-  std::string body = head.find("Authorization: Bearer " + Secret() + "\r\n") != std::string::npos
-                         ? "auth=ok"
-                         : "auth=bad";
-  io.WriteAll("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
-              body);
-}
 
 struct Guest {
   BootedGuest booted;
@@ -78,7 +71,7 @@ class GuestEndpointVmTest : public ::testing::Test {
       g->setup_error = ca.status().ToString();
       return;
     }
-    g->upstream = std::make_unique<Upstream>(AnswerAuth);
+    g->upstream = std::make_unique<Upstream>(AnswerBearer(Secret()));
     g->lookup.Set(
         kTestVm, "api",
         IntegrationRoute{"ann", "api",

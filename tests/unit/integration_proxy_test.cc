@@ -27,6 +27,7 @@
 namespace warren::integrations {
 namespace {
 
+using test::AnswerBearer;
 using test::BodyOf;
 using test::PeerIo;
 using test::ReadUntilEof;
@@ -36,17 +37,6 @@ using test::Upstream;
 using test::WriteAllFd;
 
 constexpr char kSecret[] = "s3cr3t-7f1e9c2d";
-
-// Answers "auth=ok" when the secret arrived as a bearer, else "auth=bad", so the secret
-// itself never comes back to the VM's side.
-void AnswerAuth(PeerIo& io, const std::string& head, std::string) {
-  std::string body =
-      head.find(std::string("Authorization: Bearer ") + kSecret + "\r\n") != std::string::npos
-          ? "auth=ok"
-          : "auth=bad";
-  io.WriteAll("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
-              "\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Up: 1\r\n\r\n" + body);
-}
 
 std::string TempDir() {
   std::string tmpl = ::testing::TempDir() + "intproxy-XXXXXX";
@@ -114,7 +104,8 @@ class IntegrationProxyTest : public ::testing::Test {
 };
 
 TEST_F(IntegrationProxyTest, BearerReplacesTheVmsAuthorizationAndHopByHopHeadersGo) {
-  Upstream up(AnswerAuth);
+  Upstream up(
+      AnswerBearer(kSecret, "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Up: 1\r\n"));
   Route("vm-1", "api", up.port());
   Start();
   std::string resp = Exchange(
@@ -426,7 +417,8 @@ class IntegrationTlsTest : public IntegrationProxyTest {
 };
 
 TEST_F(IntegrationTlsTest, HttpsIsTerminatedWithACertificateWarrensCaSigned) {
-  Upstream up(AnswerAuth);
+  Upstream up(
+      AnswerBearer(kSecret, "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Up: 1\r\n"));
   Route("vm-1", "api", up.port());
   StartTls();
   int fd = Connect("vm-1", /*https=*/true);
@@ -454,7 +446,8 @@ TEST_F(IntegrationTlsTest, CurlTrustsTheEndpointWithWarrensCaOnly) {
   if (std::system("command -v curl >/dev/null 2>&1") != 0) {
     WARREN_SKIP_OR_FAIL() << "curl is not installed";
   }
-  Upstream up(AnswerAuth);
+  Upstream up(
+      AnswerBearer(kSecret, "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Up: 1\r\n"));
   Route("vm-1", "api", up.port());
   StartTls();
   // A TCP front of the test's own, handing each connection to the proxy as VM vm-1.
@@ -493,7 +486,9 @@ TEST_F(IntegrationTlsTest, AnHttpsTargetIsVerifiedAndGivenSni) {
   std::filesystem::create_directory(updir);
   Result<IntegrationCa> upca = LoadOrCreateIntegrationCa(updir, "localhost");
   ASSERT_TRUE(upca.ok());
-  Upstream up(AnswerAuth, upca->server.get());
+  Upstream up(
+      AnswerBearer(kSecret, "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Up: 1\r\n"),
+      upca->server.get());
   Route("vm-1", "api", up.port(), {{"Authorization", std::string("Bearer ") + kSecret}},
         "https://localhost");
   Route("vm-1", "wrongca", up.port(), {}, "https://localhost");

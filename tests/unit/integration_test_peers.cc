@@ -115,6 +115,17 @@ void Upstream::Accept() {
   }
 }
 
+Upstream::Handler AnswerBearer(std::string secret, std::string extra_headers) {
+  return [secret = std::move(secret), extra_headers = std::move(extra_headers)](
+             PeerIo& io, const std::string& head, std::string) {
+    std::string body = head.find("Authorization: Bearer " + secret + "\r\n") != std::string::npos
+                           ? "auth=ok"
+                           : "auth=bad";
+    io.WriteAll("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
+                extra_headers + "\r\n" + body);
+  };
+}
+
 void TestLookup::Set(const std::string& vm, const std::string& name,
                      Result<IntegrationRoute> route) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -59,6 +59,11 @@ class Upstream {
   std::thread acceptor_;
 };
 
+// A handler answering "auth=ok" when `secret` arrived as a bearer, else "auth=bad" (so the
+// secret itself never comes back to the VM's side), with `extra_headers` ("K: V\r\n"...)
+// in the answer.
+Upstream::Handler AnswerBearer(std::string secret, std::string extra_headers = "");
+
 class TestLookup final : public IntegrationLookup {
  public:
   void Set(const std::string& vm, const std::string& name, Result<IntegrationRoute> route);
