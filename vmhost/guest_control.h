@@ -160,8 +160,8 @@ class GuestInboundSink {
   virtual std::vector<std::string> EndpointNames(std::string_view vm_id) = 0;
   // A connection VM `vm_id` opened to its endpoint (`https`: to the TLS port), already
   // open. Returns the callback the pipe calls whenever it may have changed (see GuestPipe;
-  // it is installed right after this returns, and called once then), or an empty function
-  // to refuse: the channel is closed.
+  // it is installed right after this returns, and called once then, unless the pipe was
+  // closed by then), or an empty function to refuse: the channel is closed.
   virtual std::function<void()> Accept(std::string_view vm_id, bool https,
                                        std::shared_ptr<GuestPipe> pipe) = 0;
 };

@@ -166,6 +166,10 @@ void IntegrationProxy::Reject(std::string vm_id, bool https, std::unique_ptr<Byt
     down = tls.ok() ? std::shared_ptr<ByteStream>(std::move(tls.value())) : nullptr;
   }
   if (down != nullptr) {
+    // The request is read first (bounded): an answer and a close before it would leave it
+    // unread, and a socket closed with unread bytes resets the 503 away.
+    std::string rest;
+    (void)ReadHead(*down, options_.max_header_bytes, deadline, &rest);
     (void)down->Write(ErrorResponse(503, "too many connections to integrations; try again"),
                       deadline);
     down->CloseWrite();

@@ -915,8 +915,7 @@ bool ControlSession::AcceptForward(ssh_message message) {
   if (!notify) {
     io->Close();  // closed by Service like any channel its caller dropped
   } else {
-    io->SetNotify(notify);
-    notify();
+    io->SetNotify(std::move(notify));
   }
   return true;
 }

@@ -29,7 +29,9 @@ GuestChannel::GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWak
 
 void GuestChannel::SetNotify(std::function<void()> notify) {
   std::lock_guard<std::mutex> lock(notify_mu_);
-  if (!notify_off_) notify_ = std::move(notify);
+  if (notify_off_) return;  // the consumer already closed it: its callback may be gone
+  notify_ = std::move(notify);
+  notify_();  // whatever happened before it was there
 }
 
 void GuestChannel::Notify() {

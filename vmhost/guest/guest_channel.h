@@ -96,7 +96,8 @@ class GuestChannel {
 
   bool caller_closed();
   // Installs the notify of a raw channel made without one (a forwarded connection the guest
-  // opened, whose consumer is known only once it is open). Not after Close.
+  // opened, whose consumer is known only once it is open) and calls it once; nothing once
+  // the channel was closed.
   void SetNotify(std::function<void()> notify);
   void SetOpen(uint64_t generation);
   // The channel failed (refused, or the connection went): every wait returns `status`.
