@@ -4,10 +4,12 @@
 // http:// and https://NAME.int.warren.internal reaching a loopback upstream of the test's
 // own with the secret added, the secret nowhere in the guest, and a detach that rewrites
 // /etc/hosts. Skips (saying why; fails under CI) only when no image can be found or built.
+// The image is debian unless WARREN_GUEST_TEST_IMAGE names another (tiny: the Tiny test).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -62,7 +64,8 @@ class GuestEndpointVmTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     g = new Guest;
-    g->booted = BootGuest("debian");
+    const char* image = std::getenv("WARREN_GUEST_TEST_IMAGE");
+    g->booted = BootGuest(image != nullptr && *image != '\0' ? image : "debian");
     if (g->booted.target == nullptr) return;
     std::fprintf(stderr, "the guest answered %.1f s after QEMU started\n", g->booted.boot_seconds);
     Result<integrations::IntegrationCa> ca =
@@ -188,6 +191,20 @@ TEST_F(GuestEndpointVmTest, ADetachRewritesTheHostsBlockAtOnce) {
   EXPECT_EQ(Exec("curl -sS --max-time 60 -H 'Host: api.int.warren.internal' http://127.77.0.1/"),
             "no integration named api\n");
   EXPECT_EQ(Exec("curl -sS --max-time 60 http://second.int.warren.internal/"), "auth=ok");
+}
+
+// tiny (WARREN_GUEST_TEST_IMAGE=tiny, CTest guest_endpoint_vm_tiny): busybox only, no CA
+// store and no curl, so http only; the same setup (busybox sh, sed, grep) must work there.
+TEST_F(GuestEndpointVmTest, TinyGetsHttpThroughBusyboxWget) {
+  int rc = -1;
+  std::string out = Exec(
+      "grep int.warren.internal /etc/hosts; "
+      "wget -q -O - 'http://api.int.warren.internal/x?q=3'; echo; "
+      "test -d /usr/local/share/ca-certificates || echo no-ca-store",
+      &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "127.77.0.1 api.int.warren.internal\nauth=ok\nno-ca-store\n")
+      << g->booted.target->LogTail();
 }
 
 }  // namespace
