@@ -786,6 +786,12 @@ void ControlSession::StartEndpoint() {
     return;
   }
   plan_ = std::move(*plan);
+  if (plan_.forwards) {
+    // A VM with an endpoint keeps its connection (and so its forwards) up from now on,
+    // however it was first made.
+    std::lock_guard<std::mutex> lock(mu_);
+    keep_connected_ = true;
+  }
   if (plan_.forwards && !forwards_requested_ && keepalive_ever_sent_) {
     // A keepalive's answer may still be pending in libssh's one global-request slot, where
     // it would be read as the forward's: a fresh connection asks for them instead.

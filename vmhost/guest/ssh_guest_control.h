@@ -80,9 +80,10 @@ class SshGuestControl final : public GuestControl {
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override;
 
-  // The VM's integrations endpoint (needs options.inbound): connects now and keeps the
-  // control connection up while the VM runs, so the forwards are there without a command
-  // (call when the VM started; Disconnect ends it).
+  // The VM's integrations endpoint (needs options.inbound): connects now; a connection that
+  // set the endpoint up is kept up while the VM runs, so the forwards are there without a
+  // command (call when a VM started, and for each running VM at warren's start;
+  // Disconnect ends it).
   void EnsureEndpoint(std::string_view vm_id);
   // Rewrites the VM's /etc/hosts block (and asks for the forwards, if the VM now wants the
   // endpoint) right away: after an attach, a detach, a changed egress. Asynchronous: the
