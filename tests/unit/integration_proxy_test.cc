@@ -62,6 +62,7 @@ class IntegrationProxyTest : public ::testing::Test {
     proxy_.reset();
     // Never a secret in the log, whatever the test did.
     EXPECT_EQ(ReadFile(dir_ + "/warren.log").find(kSecret), std::string::npos);
+    if (HasFailure()) std::fprintf(stderr, "LOG:\n%s\n", ReadFile(dir_ + "/warren.log").c_str());
     std::filesystem::remove_all(dir_);
   }
 
