@@ -140,6 +140,36 @@ TEST_F(GuestEndpointVmTest, CurlInTheGuestReachesTheIntegrationOverHttpAndHttps)
   EXPECT_EQ(heads[1].rfind("GET /v1/x?q=2 HTTP/1.1\r\n", 0), 0u) << heads[1];
 }
 
+TEST_F(GuestEndpointVmTest, A50MiBResponseStreamsIntoTheGuest) {
+  constexpr size_t kTotal = size_t{50} << 20;
+  Upstream big([](PeerIo& io, const std::string&, std::string) {
+    if (!io.WriteAll("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(kTotal) + "\r\n\r\n")) {
+      return;
+    }
+    std::string block(64 * 1024, 'w');
+    for (size_t off = 0; off < kTotal && io.WriteAll(block); off += block.size()) {
+    }
+  });
+  g->lookup.Set(kTestVm, "big",
+                IntegrationRoute{"ann", "big", "http://127.0.0.1:" + std::to_string(big.port()),
+                                 HttpHeaders{}});
+  auto t0 = std::chrono::steady_clock::now();
+  // Only 'w' bytes are counted: kTotal of them means all of it, and nothing else (curl
+  // stops at the Content-Length).
+  std::string out = Exec(
+      "curl -sS --max-time 300 -H 'Host: big.int.warren.internal' http://127.77.0.1/ | "
+      "tr -dc w | wc -c");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(out, std::to_string(kTotal) + "\n");
+  std::fprintf(stderr, "50 MiB into the guest in %.1f s (%.1f MB/s)\n", secs, 52.4288 / secs);
+  g->lookup.Set(kTestVm, "big", NotFound("no integration named big"));
+  // The forwarded channel goes once the answer is out.
+  for (int i = 0; i < 100 && g->control->OpenChannels(kTestVm) > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(g->control->OpenChannels(kTestVm), 0);
+}
+
 TEST_F(GuestEndpointVmTest, TheSecretIsNowhereInTheGuest) {
   // The guest has used the integration (the test above, or now).
   Exec("curl -sS --max-time 60 http://api.int.warren.internal/y >/dev/null");
@@ -191,6 +221,34 @@ TEST_F(GuestEndpointVmTest, ADetachRewritesTheHostsBlockAtOnce) {
   EXPECT_EQ(Exec("curl -sS --max-time 60 -H 'Host: api.int.warren.internal' http://127.77.0.1/"),
             "no integration named api\n");
   EXPECT_EQ(Exec("curl -sS --max-time 60 http://second.int.warren.internal/"), "auth=ok");
+}
+
+TEST_F(GuestEndpointVmTest, ASetupThatCannotSudoIsReportedAndTheEndpointStillAnswers) {
+  EXPECT_EQ(g->control->EndpointProblem(kTestVm), "");
+  // sudo away until the test says (a root job puts it back when /tmp/sudo-back appears,
+  // or after 300 s), and the setup run meanwhile.
+  Exec(
+      "rm -f /tmp/sudo-back; sudo -n sh -c 'mv /usr/bin/sudo /usr/bin/sudo.off; i=0; "
+      "while [ ! -e /tmp/sudo-back ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done; "
+      "mv /usr/bin/sudo.off /usr/bin/sudo' >/dev/null 2>&1 & "
+      "while [ -e /usr/bin/sudo ]; do sleep 0.2; done");
+  g->control->RefreshEndpoint(kTestVm);
+  std::string problem;
+  for (int i = 0; i < 600 && problem.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    problem = g->control->EndpointProblem(kTestVm);
+  }
+  EXPECT_NE(problem.find("the guest setup failed"), std::string::npos) << problem;
+  EXPECT_EQ(Exec("curl -sS --max-time 60 -H 'Host: second.int.warren.internal' http://127.77.0.1/"),
+            "auth=ok");
+  // Once sudo is back, the next setup clears it.
+  Exec("touch /tmp/sudo-back; while [ ! -e /usr/bin/sudo ]; do sleep 0.2; done");
+  g->control->RefreshEndpoint(kTestVm);
+  for (int i = 0; i < 600 && !problem.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    problem = g->control->EndpointProblem(kTestVm);
+  }
+  EXPECT_EQ(problem, "");
 }
 
 // tiny (WARREN_GUEST_TEST_IMAGE=tiny, CTest guest_endpoint_vm_tiny): busybox only, no CA

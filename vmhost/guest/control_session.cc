@@ -205,6 +205,16 @@ void ControlSession::Shutdown() {
   if (owner_.joinable() && owner_.get_id() != std::this_thread::get_id()) owner_.join();
 }
 
+std::string ControlSession::endpoint_problem() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return endpoint_problem_;
+}
+
+void ControlSession::SetEndpointProblem(std::string problem) {
+  std::lock_guard<std::mutex> lock(mu_);
+  endpoint_problem_ = std::move(problem);
+}
+
 bool ControlSession::closed() {
   std::lock_guard<std::mutex> lock(mu_);
   return stop_;
@@ -823,6 +833,7 @@ void ControlSession::StartEndpoint() {
 void ControlSession::ServiceEndpoint() {
   if (endpoint_phase_ == EndpointPhase::kSetup) {
     GuestPipe::End end = setup_io_->End();
+    end.closed = setup_io_->RemoteClosed();  // its stderr is kept, never consumed
     Status st = setup_io_->status();
     bool late = Clock::now() - setup_since_ > options_.endpoint_setup_timeout;
     if (st.ok() && !end.closed && !late) return;
@@ -830,16 +841,22 @@ void ControlSession::ServiceEndpoint() {
     if (!st.ok()) {
       LogWarn("guest endpoint setup failed vm=" + LogQuote(options_.vm_id) +
               " error=" + LogQuote(st.message()));
+      SetEndpointProblem("the guest setup failed: " + st.message());
     } else if (!end.closed) {
       LogWarn("guest endpoint setup did not finish vm=" + LogQuote(options_.vm_id));
+      SetEndpointProblem("the guest setup did not finish in time");
     } else if (end.exit_status != 0 && end.exit_status != plan_.reconnect_exit) {
       // sudo refused (no passwordless sudo), or a step failed: the endpoint still works by
       // address, names and https may not.
       LogWarn("guest endpoint setup failed vm=" + LogQuote(options_.vm_id) + " exit=" +
               (end.exit_status ? std::to_string(*end.exit_status) : std::string("none")) +
               " stderr=" + LogQuote(err));
+      SetEndpointProblem("the guest setup failed (" + (err.empty() ? "no message" : err) +
+                         "): names and https may not work, http://" + plan_.address +
+                         "/ with a Host header does");
     } else {
       LogInfo("guest endpoint set up vm=" + LogQuote(options_.vm_id));
+      SetEndpointProblem("");
     }
     setup_io_->Close();
     setup_io_.reset();
@@ -872,6 +889,7 @@ void ControlSession::ServiceEndpoint() {
     } else {
       LogWarn("guest endpoint forward refused vm=" + LogQuote(options_.vm_id) + " at=" + where +
               " error=" + LogQuote(ssh_get_error(session_.get())));
+      SetEndpointProblem("the guest refused to listen on " + where);
     }
     ++forward_next_;
   }

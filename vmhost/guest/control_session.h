@@ -129,6 +129,9 @@ class ControlSession {
   void RefreshEndpoint();
   // True while the current connection's forwards were asked for (tests).
   bool endpoint_ready() const { return endpoint_ready_.load(); }
+  // Why the endpoint's last setup or forwards did not fully work ("" when they did, or
+  // before the first): sudo refused, a step failed, a forward refused. One line, bounded.
+  std::string endpoint_problem();
   // Ends the owner thread: every channel and waiting request fails. Idempotent.
   void Shutdown();
   // True once Shutdown was called: this session will never connect again.
@@ -171,6 +174,7 @@ class ControlSession {
   enum class EndpointPhase { kOff, kSetup, kForward, kReady };
   void StartEndpoint();
   void ServiceEndpoint();
+  void SetEndpointProblem(std::string problem);
   bool AcceptForward(ssh_message message);
 
   const ControlSessionOptions options_;
@@ -182,6 +186,7 @@ class ControlSession {
   bool drop_ = false;
   bool keep_connected_ = false;
   bool refresh_endpoint_ = false;
+  std::string endpoint_problem_;
   int connecting_fd_ = -1;  // while a blocking connect runs: shut down to interrupt it
   std::string pinned_fingerprint_;
   std::atomic<uint64_t> generation_{0};

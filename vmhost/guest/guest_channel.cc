@@ -410,4 +410,9 @@ bool GuestChannel::StdinClosed() {
   return stdin_closed_;
 }
 
+bool GuestChannel::RemoteClosed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return remote_closed_;
+}
+
 }  // namespace warren::guest

@@ -129,6 +129,9 @@ class GuestChannel {
   // The caller closed stdin (CloseStdin / CloseInput), whether or not the bytes are out:
   // a Close after it is graceful, and what was queued is still delivered.
   bool StdinClosed();
+  // The guest closed the channel, whatever output is still unread (a runner channel's
+  // stderr is never "read": End().closed does not tell it).
+  bool RemoteClosed();
 
  private:
   bool failed_or_closed() const { return !failure_.ok() || caller_closed_; }

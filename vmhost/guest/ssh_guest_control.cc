@@ -454,6 +454,12 @@ bool SshGuestControl::EndpointReady(std::string_view vm_id) {
   return it != vms_.end() && it->second->session->endpoint_ready();
 }
 
+std::string SshGuestControl::EndpointProblem(std::string_view vm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = vms_.find(vm_id);
+  return it == vms_.end() ? "" : it->second->session->endpoint_problem();
+}
+
 int SshGuestControl::OpenChannels(std::string_view vm_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = vms_.find(vm_id);

@@ -91,6 +91,9 @@ class SshGuestControl final : public GuestControl {
   void RefreshEndpoint(std::string_view vm_id);
   // Whether the VM's current control connection asked for the endpoint's forwards (tests).
   bool EndpointReady(std::string_view vm_id);
+  // Why the VM's endpoint does not fully work, in one line ("" when it does, or is not
+  // known yet): for `stat` and the like to say so (sudo refused in the guest, say).
+  std::string EndpointProblem(std::string_view vm_id);
 
   // Channels open on the VM's connection right now (0 without one): for leak checks.
   int OpenChannels(std::string_view vm_id);
