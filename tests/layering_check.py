@@ -83,6 +83,11 @@ MODULES = {
         paths=["bridge/oauth/"], target="warren_oauth",
         may_include=["base", "keys", "rate-limiter", "bridge/http_handler.h"],
         rule="OAuth uses the store (keys) and sees HTTP only through bridge/http_handler.h"),
+    "integrations": dict(
+        paths=["lobby/integrations/"], target="warren_integrations",
+        may_include=["base", "vmhost-api"],
+        rule="the integrations proxy sees VMs only through vmhost/guest_control.h (GuestPipe, "
+             "GuestInboundSink) and the store only through its own IntegrationLookup"),
     "binary": dict(
         paths=["lobby/*"], target="warren", may_include=["*"],
         rule="the binary (lobby/main.cc, lobby/vm_runtime.*) wires every module together, "
@@ -102,8 +107,9 @@ LIBRARIES = {
                   rule="only bridge's .cc files use Boost (no Boost in its headers)"),
     "LMDB": dict(includes=["lmdb.h"], cmake=["PkgConfig::LMDB"], modules=["keys"],
                  rule="only keys uses LMDB"),
-    "OpenSSL": dict(includes=["openssl/"], cmake=["OpenSSL::"], modules=["keys", "bridge"],
-                    rule="OpenSSL is for keys (fingerprints, tokens) and bridge (HTTPS)"),
+    "OpenSSL": dict(includes=["openssl/"], cmake=["OpenSSL::"], modules=["keys", "bridge", "integrations"],
+                    rule="OpenSSL is for keys (fingerprints, tokens), bridge (HTTPS) and the "
+                         "integrations proxy (TLS both ways, its CA)"),
     "CLI11": dict(includes=["CLI/"], cmake=["CLI11::"], modules=["commands", "binary"],
                   rule="flags are parsed by the interpreter and the binary"),
     "nlohmann/json": dict(includes=["nlohmann/"], cmake=["nlohmann_json::"],

@@ -130,6 +130,42 @@ class GuestPipe {
   virtual void Close() = 0;
 };
 
+// ---- The integrations endpoint: connections a VM opens towards the host ----
+
+// Where the host's integrations proxy is reached from inside each VM: a fixed loopback
+// address on which the guest's control sshd listens for us (SSH remote forwards requested
+// on the control connection), so every connection made there arrives on the host over THAT
+// VM's control connection, and the host knows the caller without trusting the guest.
+struct GuestEndpoint {
+  std::string address = "127.77.0.1";
+  uint16_t http_port = 80;
+  uint16_t https_port = 443;
+  // Names NAME.<domain> are mapped to `address` in the guest's /etc/hosts.
+  std::string domain = "int.warren.internal";
+  // PEM of the CA that signs the proxy's certificate: the guest is told to trust it (Debian
+  // guests: update-ca-certificates; an image without a CA store gets http only). May be
+  // empty (nothing installed).
+  std::string ca_pem;
+};
+
+// Whoever answers the connections VMs make to their endpoint (the integrations proxy).
+// Thread-safe: called from the control connections' owner threads, so nothing may block.
+class GuestInboundSink {
+ public:
+  virtual ~GuestInboundSink() = default;
+  // Whether VM `vm_id` gets the endpoint at all (asked on every control connection; a VM
+  // whose egress is `none` gets no forwards).
+  virtual bool WantsEndpoint(std::string_view vm_id) = 0;
+  // The integration names attached to the VM: each NAME.<domain> goes into its /etc/hosts.
+  virtual std::vector<std::string> EndpointNames(std::string_view vm_id) = 0;
+  // A connection VM `vm_id` opened to its endpoint (`https`: to the TLS port), already
+  // open. Returns the callback the pipe calls whenever it may have changed (see GuestPipe;
+  // it is installed right after this returns, and called once then, unless the pipe was
+  // closed by then), or an empty function to refuse: the channel is closed.
+  virtual std::function<void()> Accept(std::string_view vm_id, bool https,
+                                       std::shared_ptr<GuestPipe> pipe) = 0;
+};
+
 class GuestControl {
  public:
   virtual ~GuestControl() = default;

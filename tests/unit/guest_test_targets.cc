@@ -238,6 +238,7 @@ Result<std::unique_ptr<GuestTarget>> StartLocalSshd() {
                        "UseDNS no\n"
                        "PrintMotd no\n"
                        "MaxSessions 256\n"
+                       "GatewayPorts clientspecified\n"
                        "LogLevel ERROR\n"
                        "SetEnv HOME=" +
                        dir + "/home\n";

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lobby/base/log.h"
+#include "vmhost/guest/runner_protocol.h"
 
 namespace warren::guest {
 
@@ -65,6 +66,7 @@ struct ControlSession::Channel {
   bool remote_closed = false;
   bool closed_delivered = false;
   bool eof_sent = false;
+  bool draining = false;  // closed by its caller, its queued input still going out
 };
 
 // The static trampolines libssh calls.
@@ -99,10 +101,16 @@ struct ControlSessionCallbacks {
                          const char*, void* ud) {
     static_cast<Channel*>(ud)->io->SetExitSignal(signal == nullptr ? "?" : signal);
   }
-  // Anything the guest asks of us outside our channels (opening channels towards us, global
-  // requests): refused with libssh's default reply. Without this callback libssh would queue
+  // Anything else the guest asks of us outside our channels (opening channels towards us,
+  // global requests): refused with libssh's default reply. Without this callback libssh would queue
   // such messages for the application, without bound.
-  static int Message(ssh_session, ssh_message message, void*) {
+  static int Message(ssh_session, ssh_message message, void* ud) {
+    // Connections to the endpoint's forwards: ours to take (or to refuse, below).
+    if (ud != nullptr && ssh_message_type(message) == SSH_REQUEST_CHANNEL_OPEN &&
+        ssh_message_subtype(message) == SSH_CHANNEL_FORWARDED_TCPIP &&
+        static_cast<ControlSession*>(ud)->AcceptForward(message)) {
+      return 0;
+    }
     LogDebug("guest control refused a request type=" + std::to_string(ssh_message_type(message)));
     return 1;
   }
@@ -170,6 +178,22 @@ void ControlSession::DropConnection() {
   waker_->Wake();
 }
 
+void ControlSession::KeepConnected() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    keep_connected_ = true;
+  }
+  waker_->Wake();
+}
+
+void ControlSession::RefreshEndpoint() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    refresh_endpoint_ = true;
+  }
+  waker_->Wake();
+}
+
 void ControlSession::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -179,6 +203,16 @@ void ControlSession::Shutdown() {
   }
   waker_->Wake();
   if (owner_.joinable() && owner_.get_id() != std::this_thread::get_id()) owner_.join();
+}
+
+std::string ControlSession::endpoint_problem() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return endpoint_problem_;
+}
+
+void ControlSession::SetEndpointProblem(std::string problem) {
+  std::lock_guard<std::mutex> lock(mu_);
+  endpoint_problem_ = std::move(problem);
 }
 
 bool ControlSession::closed() {
@@ -198,6 +232,8 @@ void ControlSession::Run() {
   Status last_error = Unavailable("not connected");
   for (;;) {
     bool drop = false;
+    bool keep = false;
+    bool refresh = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) break;
@@ -207,7 +243,15 @@ void ControlSession::Run() {
       }
       drop = drop_;
       drop_ = false;
+      if (drop) keep_connected_ = false;
+      keep = keep_connected_;
+      // A refresh waits while a setup runs (it is taken once that one is done).
+      if (endpoint_phase_ == EndpointPhase::kOff || endpoint_phase_ == EndpointPhase::kReady) {
+        refresh = refresh_endpoint_;
+        refresh_endpoint_ = false;
+      }
     }
+    if (refresh && session_ != nullptr) StartEndpoint();
     if (drop && session_ != nullptr) {
       TearDown(Unavailable("the control connection to VM " + options_.vm_id + " was dropped"),
                /*graceful=*/true);
@@ -226,7 +270,7 @@ void ControlSession::Run() {
     }
 
     if (session_ == nullptr) {
-      if (waiting.empty()) {
+      if (waiting.empty() && !keep) {
         waker_->WaitFor(1000);
         continue;
       }
@@ -240,7 +284,7 @@ void ControlSession::Run() {
         waker_->WaitFor(static_cast<int>(std::clamp<long long>(ms + 1, 1, 1000)));
         continue;
       }
-      Clock::time_point latest = now;
+      Clock::time_point latest = waiting.empty() ? now + options_.connect_timeout : now;
       for (const Request& r : waiting) latest = std::max(latest, r.deadline);
       Status st = Connect(std::min(latest, now + options_.connect_timeout));
       if (st.code() == Code::kNotFound || st.code() == Code::kConflict) {
@@ -248,6 +292,8 @@ void ControlSession::Run() {
         // would only make the caller wait.
         for (Request& r : waiting) r.io->Fail(st);
         waiting.clear();
+        std::lock_guard<std::mutex> lock(mu_);
+        keep_connected_ = false;
         continue;
       }
       if (!st.ok()) {
@@ -259,13 +305,23 @@ void ControlSession::Run() {
         continue;
       }
       backoff = options_.retry_first;
+      StartEndpoint();
     }
 
+    if (reconnect_when_idle_ && channels_.empty() && waiting.empty()) {
+      // Nothing of a caller's is on the connection: remade now, for the endpoint's forwards.
+      TearDown(Unavailable("the control connection to VM " + options_.vm_id + " is being remade"),
+               /*graceful=*/true);
+      next_attempt = Clock::now() + options_.retry_first;  // the launcher's pause between clients
+      continue;
+    }
     StartChannels(waiting);
     Service();
+    if (Alive()) ServiceEndpoint();
     if (Alive()) {
       ssh_event_dopoll(event_.get(), 1000);
       if (Alive()) Service();
+      if (Alive()) ServiceEndpoint();
     }
     if (Alive() && !CheckLiveness()) {
       last_error =
@@ -334,7 +390,7 @@ Status ControlSession::Connect(Clock::time_point deadline) {
             ssh_options_set(s, SSH_OPTIONS_COMPRESSION, "no") == 0 &&
             ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &secs) == 0 &&
             ssh_options_set(s, SSH_OPTIONS_TIMEOUT_USEC, &usecs) == 0;
-  ssh_set_message_callback(s, &ControlSessionCallbacks::Message, nullptr);
+  ssh_set_message_callback(s, &ControlSessionCallbacks::Message, this);
   if (!ok || ssh_options_set(s, SSH_OPTIONS_FD, &fd) != 0) {
     ::close(fd);
     return Internal("cannot configure the SSH client session");
@@ -458,6 +514,12 @@ void ControlSession::TearDown(const Status& why, bool graceful) {
   socket_fd_ = -1;
   channels_.clear();
   open_channels_.store(0);
+  endpoint_phase_ = EndpointPhase::kOff;
+  setup_io_.reset();
+  forwards_requested_ = false;
+  keepalive_ever_sent_ = false;
+  reconnect_when_idle_ = false;
+  endpoint_ready_.store(false);
 }
 
 void ControlSession::StartChannels(std::deque<Request>& waiting) {
@@ -476,21 +538,25 @@ void ControlSession::StartChannels(std::deque<Request>& waiting) {
 
 bool ControlSession::CheckLiveness() {
   auto now = Clock::now();
-  if (counters_.in_bytes != heard_bytes_ || channels_.empty()) {
-    // Heard from the guest, or nobody waits on it: an idle connection needs no probing.
+  bool probing = !channels_.empty() || endpoint_phase_ == EndpointPhase::kReady;
+  if (counters_.in_bytes != heard_bytes_ || !probing) {
+    // Heard from the guest, or nobody waits on it: an idle connection needs no probing
+    // (one that carries the endpoint does: it must come back if the guest's sshd died).
     heard_bytes_ = counters_.in_bytes;
     last_heard_ = now;
     keepalive_sent_ = false;
     return true;
   }
   if (now - last_heard_ < options_.keepalive_after) return true;
-  if (!keepalive_sent_) {
+  // Never while the forwards are asked for: libssh follows one global request at a time.
+  if (!keepalive_sent_ && endpoint_phase_ != EndpointPhase::kForward) {
     // libssh keeps the state of the previous global request until the next call, which
     // then only clears it: the first call may just reset, the second then sends. While a
     // request is still pending both only poll.
     ssh_send_keepalive(session_.get());
     ssh_send_keepalive(session_.get());
     keepalive_sent_ = true;
+    keepalive_ever_sent_ = true;
     return true;
   }
   return now - last_heard_ < options_.keepalive_after + options_.keepalive_timeout;
@@ -527,6 +593,18 @@ void ControlSession::Service() {
   }
 }
 
+bool ControlSession::InstallCallbacks(Channel& c) {
+  ssh_channel_callbacks_struct& cb = c.callbacks;
+  cb.userdata = &c;
+  cb.channel_data_function = &ControlSessionCallbacks::Data;
+  cb.channel_eof_function = &ControlSessionCallbacks::Eof;
+  cb.channel_close_function = &ControlSessionCallbacks::Close;
+  cb.channel_exit_status_function = &ControlSessionCallbacks::ExitStatus;
+  cb.channel_exit_signal_function = &ControlSessionCallbacks::ExitSignal;
+  ssh_callbacks_init(&cb);
+  return ssh_set_channel_callbacks(c.ch, &cb) == SSH_OK;
+}
+
 void ControlSession::ServiceChannel(Channel& c) {
   using Phase = Channel::Phase;
   ssh_session s = session_.get();
@@ -537,15 +615,7 @@ void ControlSession::ServiceChannel(Channel& c) {
       c.phase = Phase::kDone;
       return;
     }
-    ssh_channel_callbacks_struct& cb = c.callbacks;
-    cb.userdata = &c;
-    cb.channel_data_function = &ControlSessionCallbacks::Data;
-    cb.channel_eof_function = &ControlSessionCallbacks::Eof;
-    cb.channel_close_function = &ControlSessionCallbacks::Close;
-    cb.channel_exit_status_function = &ControlSessionCallbacks::ExitStatus;
-    cb.channel_exit_signal_function = &ControlSessionCallbacks::ExitSignal;
-    ssh_callbacks_init(&cb);
-    if (ssh_set_channel_callbacks(c.ch, &cb) != SSH_OK) {
+    if (!InstallCallbacks(c)) {
       c.io->Fail(Internal("cannot set SSH channel callbacks"));
       c.phase = Phase::kDone;
       return;
@@ -612,6 +682,16 @@ void ControlSession::ServiceChannel(Channel& c) {
   if (c.phase != Phase::kRunning) return;
 
   if (c.io->caller_closed()) {
+    // A caller that closed its input first (the proxy's answer, then EOF) closes gracefully:
+    // what it queued goes out before the close, for up to kCloseWait.
+    if (c.io->raw() && !c.remote_closed && !c.eof_sent && c.io->StdinClosed()) {
+      if (!c.draining) {
+        c.draining = true;
+        c.since = Clock::now();
+      }
+      FlushStdin(c);
+      if (!c.eof_sent && Clock::now() - c.since < kCloseWait) return;
+    }
     if (c.remote_closed) {
       c.phase = Phase::kDone;
     } else {
@@ -706,6 +786,162 @@ void ControlSession::ReapChannels() {
     it = channels_.erase(it);
   }
   open_channels_.store(static_cast<int>(channels_.size()));
+}
+
+void ControlSession::StartEndpoint() {
+  std::optional<EndpointPlan> plan;
+  if (options_.endpoint_plan) plan = options_.endpoint_plan();
+  if (!plan) {
+    endpoint_phase_ = forwards_requested_ ? EndpointPhase::kReady : EndpointPhase::kOff;
+    return;
+  }
+  plan_ = std::move(*plan);
+  if (plan_.forwards) {
+    // A VM with an endpoint keeps its connection (and so its forwards) up from now on,
+    // however it was first made.
+    std::lock_guard<std::mutex> lock(mu_);
+    keep_connected_ = true;
+  }
+  if (plan_.forwards && !forwards_requested_ && keepalive_ever_sent_) {
+    // A keepalive's answer may still be pending in libssh's one global-request slot, where
+    // it would be read as the forward's: a fresh connection asks for them instead.
+    LogInfo("guest endpoint reconnects for its forwards vm=" + LogQuote(options_.vm_id));
+    TearDown(Unavailable("the control connection to VM " + options_.vm_id +
+                         " is being remade for its integrations endpoint"),
+             /*graceful=*/true);
+    return;
+  }
+  if (plan_.setup_command.empty()) {
+    endpoint_phase_ = plan_.forwards && !forwards_requested_ ? EndpointPhase::kForward
+                      : forwards_requested_                  ? EndpointPhase::kReady
+                                                             : EndpointPhase::kOff;
+    forward_next_ = 0;
+    return;
+  }
+  setup_io_ = std::make_shared<GuestChannel>(plan_.setup_command, waker_);
+  setup_io_->CloseStdin();
+  setup_since_ = Clock::now();
+  auto c = std::make_unique<Channel>();
+  c->id = next_channel_id_++;
+  c->io = setup_io_;
+  c->since = setup_since_;
+  channels_.emplace(c->id, std::move(c));
+  open_channels_.store(static_cast<int>(channels_.size()));
+  endpoint_phase_ = EndpointPhase::kSetup;
+}
+
+void ControlSession::ServiceEndpoint() {
+  if (endpoint_phase_ == EndpointPhase::kSetup) {
+    GuestPipe::End end = setup_io_->End();
+    end.closed = setup_io_->RemoteClosed();  // its stderr is kept, never consumed
+    Status st = setup_io_->status();
+    bool late = Clock::now() - setup_since_ > options_.endpoint_setup_timeout;
+    if (st.ok() && !end.closed && !late) return;
+    std::string err = SanitizeGuestText(setup_io_->StderrText(), 300);
+    if (!st.ok()) {
+      LogWarn("guest endpoint setup failed vm=" + LogQuote(options_.vm_id) +
+              " error=" + LogQuote(st.message()));
+      SetEndpointProblem("the guest setup failed: " + st.message());
+    } else if (!end.closed) {
+      LogWarn("guest endpoint setup did not finish vm=" + LogQuote(options_.vm_id));
+      SetEndpointProblem("the guest setup did not finish in time");
+    } else if (end.exit_status != 0 && end.exit_status != plan_.reconnect_exit) {
+      // sudo refused (no passwordless sudo), or a step failed: the endpoint still works by
+      // address, names and https may not.
+      LogWarn("guest endpoint setup failed vm=" + LogQuote(options_.vm_id) + " exit=" +
+              (end.exit_status ? std::to_string(*end.exit_status) : std::string("none")) +
+              " stderr=" + LogQuote(err));
+      SetEndpointProblem("the guest setup failed (" + (err.empty() ? "no message" : err) +
+                         "): names and https may not work, http://" + plan_.address +
+                         "/ with a Host header does");
+    } else {
+      LogInfo("guest endpoint set up vm=" + LogQuote(options_.vm_id));
+      SetEndpointProblem("");
+    }
+    setup_io_->Close();
+    setup_io_.reset();
+    if (st.ok() && end.closed && plan_.reconnect_exit != 0 &&
+        end.exit_status == plan_.reconnect_exit && plan_.forwards && setup_reconnects_ < 2) {
+      ++setup_reconnects_;
+      LogInfo("guest endpoint needs a new connection vm=" + LogQuote(options_.vm_id) +
+              " reason=\"the guest's sshd config changed\"");
+      reconnect_when_idle_ = true;
+      endpoint_phase_ = EndpointPhase::kOff;
+      std::lock_guard<std::mutex> lock(mu_);
+      keep_connected_ = true;
+      return;
+    }
+    endpoint_phase_ = plan_.forwards && !forwards_requested_ ? EndpointPhase::kForward
+                      : forwards_requested_                  ? EndpointPhase::kReady
+                                                             : EndpointPhase::kOff;
+    forward_next_ = 0;
+  }
+  if (endpoint_phase_ != EndpointPhase::kForward) return;
+  const uint16_t ports[] = {plan_.http_port, plan_.https_port};
+  while (forward_next_ < 2) {
+    // Non-blocking: SSH_AGAIN until the guest's answer came; called again after each poll.
+    int rc = ssh_channel_listen_forward(session_.get(), plan_.address.c_str(), ports[forward_next_],
+                                        nullptr);
+    if (rc == SSH_AGAIN) return;
+    std::string where = plan_.address + ":" + std::to_string(ports[forward_next_]);
+    if (rc == SSH_OK) {
+      LogInfo("guest endpoint listening vm=" + LogQuote(options_.vm_id) + " at=" + where);
+    } else {
+      LogWarn("guest endpoint forward refused vm=" + LogQuote(options_.vm_id) + " at=" + where +
+              " error=" + LogQuote(ssh_get_error(session_.get())));
+      SetEndpointProblem("the guest refused to listen on " + where);
+    }
+    ++forward_next_;
+  }
+  forwards_requested_ = true;
+  endpoint_phase_ = EndpointPhase::kReady;
+  endpoint_ready_.store(true);
+}
+
+bool ControlSession::AcceptForward(ssh_message message) {
+  if (session_ == nullptr || !options_.accept_forward ||
+      (!forwards_requested_ && endpoint_phase_ != EndpointPhase::kForward)) {
+    return false;
+  }
+  const char* dest = ssh_message_channel_request_open_destination(message);
+  int port = ssh_message_channel_request_open_destination_port(message);
+  if (dest == nullptr || plan_.address != dest || port <= 0 ||
+      (port != plan_.http_port && port != plan_.https_port)) {
+    return false;
+  }
+  if (static_cast<int>(channels_.size()) >= options_.max_channels) {
+    LogWarn("guest endpoint connection refused vm=" + LogQuote(options_.vm_id) +
+            " reason=\"too many channels\"");
+    return false;
+  }
+  bool https = port == plan_.https_port;
+  GuestChannelRequest request;
+  request.kind = GuestChannelRequest::Kind::kTcp;
+  request.port = static_cast<uint16_t>(port);
+  auto c = std::make_unique<Channel>();
+  c->id = next_channel_id_++;
+  c->io = std::make_shared<GuestChannel>(std::move(request), waker_, nullptr);
+  c->ch = ssh_channel_new(session_.get());
+  if (c->ch == nullptr) return false;
+  if (!InstallCallbacks(*c) ||
+      ssh_message_channel_request_open_reply_accept_channel(message, c->ch) != SSH_OK) {
+    ssh_remove_channel_callbacks(c->ch, &c->callbacks);
+    ssh_channel_free(c->ch);
+    return false;
+  }
+  c->phase = Channel::Phase::kRunning;
+  c->since = Clock::now();
+  c->io->SetOpen(generation_.load());
+  std::shared_ptr<GuestChannel> io = c->io;
+  channels_.emplace(c->id, std::move(c));
+  open_channels_.store(static_cast<int>(channels_.size()));
+  std::function<void()> notify = options_.accept_forward(https, io);
+  if (!notify) {
+    io->Close();  // closed by Service like any channel its caller dropped
+  } else {
+    io->SetNotify(std::move(notify));
+  }
+  return true;
 }
 
 }  // namespace warren::guest

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -43,6 +44,20 @@ namespace warren::guest {
 // running) fail the waiting calls at once; other errors, like a socket that cannot be
 // connected to yet, are retried with backoff until each call's deadline.
 using ControlSocketResolver = std::function<Result<std::string>(std::string_view vm_id)>;
+
+// The integrations endpoint as one control connection sets it up (see GuestEndpoint): a
+// setup command run first, then SSH remote forwards (tcpip-forward) that make the guest's
+// sshd listen on address:ports for us.
+struct EndpointPlan {
+  std::string setup_command;  // for the guest user's shell; empty: none
+  bool forwards = false;      // false: the setup only (it removes what an earlier one made)
+  std::string address;
+  uint16_t http_port = 0;
+  uint16_t https_port = 0;
+  // The setup's exit status that means "ask for the forwards on a new connection" (it
+  // changed the guest sshd's config); 0: none. The reconnect waits until no channel is open.
+  int reconnect_exit = 0;
+};
 
 struct ControlSessionOptions {
   std::string vm_id;
@@ -66,6 +81,15 @@ struct ControlSessionOptions {
   // Backoff between failed connection attempts: doubles from first to max.
   std::chrono::milliseconds retry_first{std::chrono::milliseconds(200)};
   std::chrono::milliseconds retry_max{std::chrono::seconds(2)};
+  // Asked on every connection and on RefreshEndpoint (owner thread: must not block long);
+  // nullopt, or no function: no endpoint.
+  std::function<std::optional<EndpointPlan>()> endpoint_plan;
+  // Takes a connection the guest opened to one of the forwards (open already; `https`: to
+  // the plan's https_port) and returns the notify for its channel, or an empty function to
+  // refuse it (it is closed). Owner thread, from inside libssh: must not block.
+  std::function<std::function<void()>(bool https, std::shared_ptr<GuestChannel>)> accept_forward;
+  // The setup command's exit is awaited this long; the forwards are asked for anyway.
+  std::chrono::milliseconds endpoint_setup_timeout{std::chrono::seconds(30)};
 };
 
 class ControlSession {
@@ -95,6 +119,19 @@ class ControlSession {
   void DropConnection();
   // Channels open (or opening) on the connection right now; for tests and leak checks.
   int open_channels() const { return open_channels_.load(); }
+  // Keeps the connection up — connecting now, and again whenever it is lost — so the VM's
+  // endpoint is there without waiting for a command; until the resolver says the VM is not
+  // running (NotFound/Conflict) or DropConnection.
+  void KeepConnected();
+  // Runs the endpoint setup again now (the VM's integrations changed); asks for the
+  // forwards if this connection has not (reconnecting first when a keepalive went out on it:
+  // libssh tracks one global request at a time and could take its answer for ours).
+  void RefreshEndpoint();
+  // True while the current connection's forwards were asked for (tests).
+  bool endpoint_ready() const { return endpoint_ready_.load(); }
+  // Why the endpoint's last setup or forwards did not fully work ("" when they did, or
+  // before the first): sudo refused, a step failed, a forward refused. One line, bounded.
+  std::string endpoint_problem();
   // Ends the owner thread: every channel and waiting request fails. Idempotent.
   void Shutdown();
   // True once Shutdown was called: this session will never connect again.
@@ -131,6 +168,14 @@ class ControlSession {
   bool Alive();
   // Keepalive bookkeeping after each poll; false when the guest stopped answering.
   bool CheckLiveness();
+  bool InstallCallbacks(Channel& c);
+  // The endpoint, owner thread: its setup on a new connection or a refresh, the forwards
+  // after it, and the connections the guest opens to them (from the message callback).
+  enum class EndpointPhase { kOff, kSetup, kForward, kReady };
+  void StartEndpoint();
+  void ServiceEndpoint();
+  void SetEndpointProblem(std::string problem);
+  bool AcceptForward(ssh_message message);
 
   const ControlSessionOptions options_;
   const std::shared_ptr<EventWaker> waker_ = std::make_shared<EventWaker>();
@@ -139,10 +184,14 @@ class ControlSession {
   std::deque<Request> incoming_;
   bool stop_ = false;
   bool drop_ = false;
+  bool keep_connected_ = false;
+  bool refresh_endpoint_ = false;
+  std::string endpoint_problem_;
   int connecting_fd_ = -1;  // while a blocking connect runs: shut down to interrupt it
   std::string pinned_fingerprint_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> open_channels_{0};
+  std::atomic<bool> endpoint_ready_{false};
 
   // Owner thread only.
   SshSessionPtr session_;
@@ -154,6 +203,15 @@ class ControlSession {
   bool keepalive_sent_ = false;
   std::map<uint64_t, std::unique_ptr<Channel>> channels_;
   uint64_t next_channel_id_ = 1;
+  EndpointPhase endpoint_phase_ = EndpointPhase::kOff;
+  EndpointPlan plan_;
+  std::shared_ptr<GuestChannel> setup_io_;
+  Clock::time_point setup_since_{};
+  size_t forward_next_ = 0;
+  bool forwards_requested_ = false;
+  bool keepalive_ever_sent_ = false;
+  bool reconnect_when_idle_ = false;
+  int setup_reconnects_ = 0;  // bounded: a guest cannot make us reconnect for ever
 
   std::thread owner_;
 };

@@ -27,6 +27,13 @@ GuestChannel::GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWak
       waker_(std::move(waker)),
       notify_(std::move(notify)) {}
 
+void GuestChannel::SetNotify(std::function<void()> notify) {
+  std::lock_guard<std::mutex> lock(notify_mu_);
+  if (notify_off_) return;  // the consumer already closed it: its callback may be gone
+  notify_ = std::move(notify);
+  notify_();  // whatever happened before it was there
+}
+
 void GuestChannel::Notify() {
   // Held while the callback runs, so that once Close() returned it never runs again: the
   // caller may then destroy whatever the callback refers to.
@@ -396,6 +403,16 @@ void GuestChannel::ConsumeStdin(size_t n) {
 bool GuestChannel::StdinEofDue() {
   std::lock_guard<std::mutex> lock(mu_);
   return stdin_closed_ && stdin_pos_ == stdin_.size();
+}
+
+bool GuestChannel::StdinClosed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stdin_closed_;
+}
+
+bool GuestChannel::RemoteClosed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return remote_closed_;
 }
 
 }  // namespace warren::guest

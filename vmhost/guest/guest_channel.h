@@ -95,6 +95,10 @@ class GuestChannel {
   // ---- Owner ----
 
   bool caller_closed();
+  // Installs the notify of a raw channel made without one (a forwarded connection the guest
+  // opened, whose consumer is known only once it is open) and calls it once; nothing once
+  // the channel was closed.
+  void SetNotify(std::function<void()> notify);
   void SetOpen(uint64_t generation);
   // The channel failed (refused, or the connection went): every wait returns `status`.
   void Fail(Status status);
@@ -122,6 +126,12 @@ class GuestChannel {
   void ConsumeStdin(size_t n);
   // The caller closed stdin and every queued byte is out.
   bool StdinEofDue();
+  // The caller closed stdin (CloseStdin / CloseInput), whether or not the bytes are out:
+  // a Close after it is graceful, and what was queued is still delivered.
+  bool StdinClosed();
+  // The guest closed the channel, whatever output is still unread (a runner channel's
+  // stderr is never "read": End().closed does not tell it).
+  bool RemoteClosed();
 
  private:
   bool failed_or_closed() const { return !failure_.ok() || caller_closed_; }
@@ -130,8 +140,8 @@ class GuestChannel {
   const GuestChannelRequest request_;
   const bool raw_;
   const std::shared_ptr<EventWaker> waker_;
-  const std::function<void()> notify_;
-  std::mutex notify_mu_;  // held while notify_ runs; taken by Close to turn it off
+  std::mutex notify_mu_;          // held while notify_ runs; taken by Close to turn it off
+  std::function<void()> notify_;  // guarded by notify_mu_
   bool notify_off_ = false;
 
   std::mutex mu_;

@@ -248,4 +248,16 @@ std::string SanitizeGuestText(std::string_view bytes, size_t max_bytes) {
   return out;
 }
 
+std::string ShellQuote(std::string_view value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace warren::guest

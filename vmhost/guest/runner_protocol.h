@@ -97,4 +97,7 @@ std::string UnescapeListed(std::string_view field);
 // Printable, bounded text from guest bytes (for error messages and logs).
 std::string SanitizeGuestText(std::string_view bytes, size_t max_bytes);
 
+// `value` as one word for the guest's POSIX shell: single-quoted, quotes escaped.
+std::string ShellQuote(std::string_view value);
+
 }  // namespace warren::guest

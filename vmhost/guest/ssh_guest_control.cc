@@ -6,6 +6,7 @@
 
 #include "lobby/base/env_name.h"
 #include "lobby/base/log.h"
+#include "vmhost/guest/endpoint_setup.h"
 #include "vmhost/guest/job_stream.h"
 #include "vmhost/guest/runner_protocol.h"
 
@@ -101,18 +102,6 @@ class RawPipe final : public GuestPipe {
   std::shared_ptr<GuestChannel> ch_;
 };
 
-std::string ShellQuote(std::string_view value) {
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 }  // namespace
 
 Result<std::unique_ptr<SshGuestControl>> SshGuestControl::Create(SshGuestControlOptions options) {
@@ -147,6 +136,32 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
   so.connect_timeout = options_.connect_timeout;
   so.keepalive_after = options_.keepalive_after;
   so.keepalive_timeout = options_.keepalive_timeout;
+  if (options_.inbound != nullptr) {
+    GuestInboundSink* sink = options_.inbound;
+    const GuestEndpoint& ep = options_.endpoint;
+    std::string id(vm_id);
+    bool setup = options_.endpoint_guest_setup;
+    so.endpoint_plan = [sink, &ep, id, setup]() -> std::optional<EndpointPlan> {
+      EndpointPlan plan;
+      plan.forwards = sink->WantsEndpoint(id);
+      std::vector<std::string> names;
+      if (plan.forwards) names = sink->EndpointNames(id);
+      if (setup) plan.setup_command = EndpointSetupCommand(ep, names, plan.forwards);
+      plan.address = ep.address;
+      plan.http_port = ep.http_port;
+      plan.https_port = ep.https_port;
+      plan.reconnect_exit = kEndpointSetupReconnect;
+      return plan;
+    };
+    so.accept_forward = [sink, id](bool https,
+                                   std::shared_ptr<GuestChannel> ch) -> std::function<void()> {
+      auto pipe = std::make_shared<RawPipe>(std::move(ch));
+      // Asked per connection too: a VM whose egress became `none` keeps its forwards until
+      // the next connection, but gets nothing through them.
+      if (!sink->WantsEndpoint(id)) return {};
+      return sink->Accept(id, https, std::move(pipe));
+    };
+  }
   auto vm = std::make_shared<Vm>();
   vm->session = std::make_shared<ControlSession>(std::move(so));
   vms_.emplace(std::string(vm_id), vm);
@@ -419,6 +434,30 @@ Result<std::shared_ptr<GuestPipe>> SshGuestControl::OpenChannel(std::string_view
   std::shared_ptr<GuestChannel> ch = vm->session->OpenRaw(std::move(req), std::move(notify),
                                                           Clock::now() + options_.reach_timeout);
   return std::shared_ptr<GuestPipe>(std::make_shared<RawPipe>(std::move(ch)));
+}
+
+void SshGuestControl::EnsureEndpoint(std::string_view vm_id) {
+  if (options_.inbound == nullptr) return;
+  VmFor(vm_id)->session->KeepConnected();
+}
+
+void SshGuestControl::RefreshEndpoint(std::string_view vm_id) {
+  if (options_.inbound == nullptr) return;
+  std::shared_ptr<Vm> vm = VmFor(vm_id);
+  vm->session->RefreshEndpoint();
+  vm->session->KeepConnected();
+}
+
+bool SshGuestControl::EndpointReady(std::string_view vm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = vms_.find(vm_id);
+  return it != vms_.end() && it->second->session->endpoint_ready();
+}
+
+std::string SshGuestControl::EndpointProblem(std::string_view vm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = vms_.find(vm_id);
+  return it == vms_.end() ? "" : it->second->session->endpoint_problem();
 }
 
 int SshGuestControl::OpenChannels(std::string_view vm_id) {

@@ -43,6 +43,15 @@ struct SshGuestControlOptions {
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};
   // Replies of `kill` (which waits up to ~6 s for a stubborn job) and `list`.
   std::chrono::milliseconds reply_timeout{std::chrono::seconds(30)};
+  // The integrations endpoint: with a sink, every VM the sink wants it for gets, on each
+  // control connection, the guest setup (endpoint_setup.h) and then SSH remote forwards on
+  // endpoint.address:{http_port,https_port}, whose connections go to the sink. Must outlive
+  // this object. Null: no endpoint.
+  GuestInboundSink* inbound = nullptr;
+  GuestEndpoint endpoint;
+  // false: the forwards only, no guest setup (a guest set up otherwise, such as a local
+  // sshd in tests, whose "guest" is this machine).
+  bool endpoint_guest_setup = true;
 };
 
 class SshGuestControl final : public GuestControl {
@@ -70,6 +79,21 @@ class SshGuestControl final : public GuestControl {
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override;
+
+  // The VM's integrations endpoint (needs options.inbound): connects now; a connection that
+  // set the endpoint up is kept up while the VM runs, so the forwards are there without a
+  // command (call when a VM started, and for each running VM at warren's start;
+  // Disconnect ends it).
+  void EnsureEndpoint(std::string_view vm_id);
+  // Rewrites the VM's /etc/hosts block (and asks for the forwards, if the VM now wants the
+  // endpoint) right away: after an attach, a detach, a changed egress. Asynchronous: the
+  // outcome is logged (`guest endpoint …`).
+  void RefreshEndpoint(std::string_view vm_id);
+  // Whether the VM's current control connection asked for the endpoint's forwards (tests).
+  bool EndpointReady(std::string_view vm_id);
+  // Why the VM's endpoint does not fully work, in one line ("" when it does, or is not
+  // known yet): for `stat` and the like to say so (sudo refused in the guest, say).
+  std::string EndpointProblem(std::string_view vm_id);
 
   // Channels open on the VM's connection right now (0 without one): for leak checks.
   int OpenChannels(std::string_view vm_id);

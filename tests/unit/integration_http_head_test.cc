@@ -1,0 +1,115 @@
+// HTTP heads as the integrations proxy reads and rewrites them (pure).
+#include "lobby/integrations/http_head.h"
+
+#include <gtest/gtest.h>
+
+namespace warren::integrations {
+namespace {
+
+TEST(HttpHeadTest, ARequestHeadParses) {
+  Result<RequestHead> r =
+      ParseRequestHead("POST /a/b?c=d HTTP/1.1\r\nHost: x\r\nX-A:  v v \r\n\r\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->method, "POST");
+  EXPECT_EQ(r->target, "/a/b?c=d");
+  ASSERT_EQ(r->headers.size(), 2u);
+  EXPECT_EQ(r->headers[1].value, "v v");
+}
+
+TEST(HttpHeadTest, MalformedRequestHeadsAreRefused) {
+  for (const char* bad : {"GET /\r\n\r\n", "GET / HTTP/2\r\n\r\n", "GET http://x/ HTTP/1.1\r\n\r\n",
+                          "GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n", "GET / HTTP/1.1\r\nA b\r\n\r\n",
+                          "GET / HTTP/1.1\r\nA: b\x01\r\n\r\n", "G(T / HTTP/1.1\r\n\r\n",
+                          "GET / HTTP/1.1\r\nA: b\r\n"}) {
+    EXPECT_EQ(ParseRequestHead(bad).status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
+TEST(HttpHeadTest, RequestFramingRefusesSmuggling) {
+  auto framing = [](const std::string& headers) {
+    return RequestFraming(*ParseRequestHead("POST / HTTP/1.1\r\n" + headers + "\r\n"));
+  };
+  EXPECT_EQ(framing("").value().kind, BodyFraming::Kind::kNone);
+  EXPECT_EQ(framing("Content-Length: 12\r\n").value().length, 12u);
+  EXPECT_EQ(framing("Transfer-Encoding: gzip, chunked\r\n").value().kind,
+            BodyFraming::Kind::kChunked);
+  EXPECT_FALSE(framing("Content-Length: 1\r\nTransfer-Encoding: chunked\r\n").ok());
+  EXPECT_FALSE(framing("Content-Length: 1\r\nContent-Length: 2\r\n").ok());
+  EXPECT_FALSE(framing("Content-Length: -1\r\n").ok());
+  EXPECT_FALSE(framing("Transfer-Encoding: chunked, gzip\r\n").ok());
+}
+
+TEST(HttpHeadTest, ChunkedScannerFindsTheEnd) {
+  ChunkedScanner s;
+  std::string body = "4\r\nwiki\r\nA;x=y\r\n0123456789\r\n0\r\nT: 1\r\n\r\n";
+  // Fed a byte at a time, it takes exactly the body.
+  size_t taken = 0;
+  for (size_t i = 0; i < body.size(); ++i) taken += *s.Feed(body.substr(i, 1));
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(taken, body.size());
+  ChunkedScanner t;
+  EXPECT_EQ(*t.Feed("0\r\n\r\nNEXT"), 5u);
+  EXPECT_TRUE(t.done());
+  ChunkedScanner u;
+  EXPECT_FALSE(u.Feed("2\r\nabc\r\n").ok());
+  ChunkedScanner v;
+  EXPECT_FALSE(v.Feed("zz\r\n").ok());
+}
+
+TEST(HttpHeadTest, TargetUrls) {
+  TargetUrl t = *ParseTargetUrl("https://api.example.com/v1/");
+  EXPECT_TRUE(t.https);
+  EXPECT_EQ(t.host, "api.example.com");
+  EXPECT_EQ(t.port, 443);
+  EXPECT_EQ(t.path_prefix, "/v1");
+  EXPECT_EQ(t.host_header, "api.example.com");
+  t = *ParseTargetUrl("http://[::1]:8080");
+  EXPECT_EQ(t.host, "::1");
+  EXPECT_EQ(t.port, 8080);
+  EXPECT_EQ(t.path_prefix, "");
+  EXPECT_EQ(t.host_header, "[::1]:8080");
+  for (const char* bad : {"ftp://x", "http://", "http://u@x/", "http://x:0/", "http://x:99999",
+                          "http://x/?q", "http://x y/"}) {
+    EXPECT_FALSE(ParseTargetUrl(bad).ok()) << bad;
+  }
+}
+
+TEST(HttpHeadTest, HostNamesOneIntegrationUnderTheDomain) {
+  EXPECT_EQ(*IntegrationNameFromHost("GitHub.Int.Warren.Internal:443", "int.warren.internal"),
+            "github");
+  EXPECT_EQ(*IntegrationNameFromHost("api.int.warren.internal.", "int.warren.internal"), "api");
+  EXPECT_FALSE(IntegrationNameFromHost("int.warren.internal", "int.warren.internal").ok());
+  EXPECT_FALSE(IntegrationNameFromHost("a.b.int.warren.internal", "int.warren.internal").ok());
+  EXPECT_FALSE(IntegrationNameFromHost("api.example.com", "int.warren.internal").ok());
+  EXPECT_FALSE(IntegrationNameFromHost("xint.warren.internal", "int.warren.internal").ok());
+}
+
+TEST(HttpHeadTest, TheUpstreamHeadIsRewritten) {
+  RequestHead r = *ParseRequestHead(
+      "GET /x HTTP/1.1\r\nHost: a.int.d\r\nConnection: foo\r\nFoo: 1\r\nAuthorization: vm\r\n"
+      "Expect: 100-continue\r\nAccept: */*\r\n\r\n");
+  TargetUrl t = *ParseTargetUrl("http://up:81/p");
+  EXPECT_EQ(UpstreamRequestHead(r, t, {{"Authorization", "Bearer k"}}),
+            "GET /p/x HTTP/1.1\r\nHost: up:81\r\nAccept: */*\r\nAuthorization: Bearer k\r\n"
+            "Connection: close\r\n\r\n");
+  ResponseHead resp = *ParseResponseHead(
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive, X-Y\r\n"
+      "X-Y: 1\r\nProxy-Authenticate: z\r\n\r\n");
+  EXPECT_EQ(DownstreamResponseHead(resp),
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+}
+
+TEST(HttpHeadTest, ResponseFraming) {
+  ResponseHead r = *ParseResponseHead("HTTP/1.1 200 OK\r\n\r\n");
+  EXPECT_EQ(ResponseFraming("GET", r)->kind, BodyFraming::Kind::kUntilClose);
+  EXPECT_EQ(ResponseFraming("HEAD", r)->kind, BodyFraming::Kind::kNone);
+  r = *ParseResponseHead("HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n");
+  EXPECT_EQ(ResponseFraming("GET", r)->kind, BodyFraming::Kind::kNone);
+  r = *ParseResponseHead("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(ResponseFraming("GET", r)->kind, BodyFraming::Kind::kLength);
+  EXPECT_FALSE(ParseResponseHead("HTTP/1.1 20 OK\r\n\r\n").ok());
+  EXPECT_FALSE(ParseResponseHead("ICY 200 OK\r\n\r\n").ok());
+}
+
+}  // namespace
+}  // namespace warren::integrations
