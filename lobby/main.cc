@@ -69,6 +69,7 @@ struct ServeFlags {
   std::string admin_key_file;
   std::string admin_name = "admin";
   std::string domain = "warren.localhost";
+  std::string int_domain = "int.warren.internal";
   std::string vms = "on";
   std::string vm_egress = "all";             // new VMs' egress policy (lobby/commands/vm_egress.h)
   std::vector<std::string> vm_egress_allow;  // CIDRs the isolation rules open
@@ -451,6 +452,7 @@ int Serve(const ServeFlags& flags) {
   services.info.ssh_host = PublicHostFor(ssh_addr->host);
   services.info.ssh_port = ssh_addr->port;
   services.info.domain = flags.domain;
+  services.info.int_domain = flags.int_domain;
   Result<std::string> egress = ParseEgressPolicy("--vm-egress", flags.vm_egress);
   if (!egress.ok()) return Fail(egress.status());
   services.vm_defaults.egress = *egress;
@@ -707,6 +709,31 @@ int main(int argc, char** argv) {
                     "The guest runner binary (default: warren-run next to warren)");
   serve->add_option("--domain", flags.domain, "Domain under which VMs are served")
       ->capture_default_str();
+  serve
+      ->add_option("--int-domain", flags.int_domain,
+                   "Domain under which VMs reach their integrations: http(s)://NAME.DOMAIN/ "
+                   "(resolved inside the guest by warren, never by outside DNS)")
+      ->check(CLI::Validator(
+          [](const std::string& d) -> std::string {
+            bool ok = !d.empty() && d.size() <= 200 && d.front() != '.' && d.back() != '.' &&
+                      d.find("..") == std::string::npos;
+            for (char c : d) {
+              ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
+            }
+            return ok ? "" : "a lowercase DNS name (a-z, 0-9, - and dots), e.g. int.example.org";
+          },
+          "DOMAIN"))
+      ->capture_default_str();
+  warren::AddCountOptions(
+      *serve,
+      {
+          {"--int-max-connections", &flags.vm.integrations.proxy.max_connections,
+           "Connections to the integrations proxy at once, all VMs together (a "
+           "thread each); past it: 503"},
+          {"--int-max-connections-per-vm", &flags.vm.integrations.proxy.max_connections_per_vm,
+           "Connections to the integrations proxy one VM may hold; past it: 503"},
+      },
+      100000);
   serve->add_option("--tls-cert", flags.tls_cert_file,
                     "PEM certificate (chain) for HTTPS on --http; needs --tls-key");
   serve->add_option("--tls-key", flags.tls_key_file, "PEM private key for --tls-cert");

@@ -11,6 +11,10 @@
 namespace warren {
 
 VmRuntime::~VmRuntime() {
+  // The watcher calls the guests and the guests call the proxy's sink: in that order.
+  if (integrations_) integrations_->Stop();
+  guests_.reset();
+  integrations_.reset();
   if (!firewall_ || !host_) return;
   Result<int> running = host_->ActiveDomainCount();
   if (!running.ok()) {
@@ -92,7 +96,13 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   guest_options.key_path = options.data_dir + "/control_ed25519";
   guest_options.runner_path = options.runner_path;
   guest_options.reach_timeout = std::chrono::seconds(options.guest_reach_timeout_s);
+  // Integrations reach every VM that may use them over its control connection.
+  WARREN_ASSIGN_OR_RETURN(rt->integrations_, IntegrationRuntime::Create(
+                                                 options.integrations, options.data_dir, services));
+  guest_options.inbound = rt->integrations_->sink();
+  guest_options.endpoint = rt->integrations_->endpoint();
   WARREN_ASSIGN_OR_RETURN(rt->guests_, guest::SshGuestControl::Create(guest_options));
+  rt->integrations_->Start(rt->guests_.get(), rt->host_.get());
 
   // Reconcile logs what it did; a failed action is reported, not fatal: the lobby serves.
   Status reconciled = Reconcile(*services.store, *rt->host_, rt->guests_.get(), *services.clock);

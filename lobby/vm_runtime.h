@@ -9,6 +9,7 @@
 
 #include "lobby/base/status.h"
 #include "lobby/commands/interpreter.h"
+#include "lobby/integration_runtime.h"
 #include "vmhost/egress_firewall.h"
 #include "vmhost/guest/ssh_guest_control.h"
 #include "vmhost/libvirt_host.h"
@@ -27,6 +28,8 @@ struct VmRuntimeOptions {
   // Ranges VMs may reach although the host's isolation rules close them (--vm-egress-allow).
   std::vector<Cidr> egress_allow;
   EgressFirewallOptions firewall;
+  // The integrations proxy (--int-*): its limits and how often endpoints are kept up.
+  IntegrationRuntimeOptions integrations;
 };
 
 class VmRuntime {
@@ -39,7 +42,8 @@ class VmRuntime {
   // not run without them — rather than serve a lobby without VMs.
   static Result<std::unique_ptr<VmRuntime>> Start(const VmRuntimeOptions& options,
                                                   Services& services, bool* fatal);
-  // Removes this instance's isolation chain, but only when no domain at all runs on the
+  // Stops the integrations watcher, closes the guest connections, then the proxy; and
+  // removes this instance's isolation chain, but only when no domain at all runs on the
   // libvirt connection: VMs outlive warren on purpose (libvirtd_launcher.h) and stay
   // isolated meanwhile. Logs what it did.
   ~VmRuntime();
@@ -49,6 +53,8 @@ class VmRuntime {
   std::unique_ptr<LibvirtHost> host_;
   std::unique_ptr<guest::SshGuestControl> guests_;
   std::unique_ptr<EgressFirewall> firewall_;
+  // Made before guests_ (which calls its sink) and torn down around it: see ~VmRuntime.
+  std::unique_ptr<IntegrationRuntime> integrations_;
 };
 
 }  // namespace warren

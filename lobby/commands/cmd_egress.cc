@@ -9,6 +9,7 @@
 
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
+#include "lobby/commands/integration_events.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_egress.h"
@@ -52,6 +53,8 @@ class EgressCommand final : public Command {
         vm = r;
         return Status::Ok();
       }));
+      // `none` cuts its integrations too (open connections included); leaving it restores them.
+      NotifyIntegrations(ctx.services, vm.owner);
     }
     const std::string state = VmStateText(vm, host->Inspect(vm.id));
     CommandResult r;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "lobby/base/log.h"
 
@@ -403,6 +404,36 @@ int IntegrationProxy::RevokeOwner(std::string_view owner, std::string_view name)
   // A connection whose lookup has not answered yet has no owner: its lookup is redone.
   return RevokeWhere(
       [&](const Conn& c) { return c.owner == owner && (name.empty() || c.name == name); });
+}
+
+int IntegrationProxy::Revalidate(std::string_view owner) {
+  struct Check {
+    uint64_t id;
+    std::string vm_id, name;
+  };
+  std::vector<Check> checks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, c] : conns_) {
+      ++c->revocations_seen;  // a lookup in flight is redone (see Handle)
+      if (!c->cancelled && !c->name.empty() && c->owner == owner) {
+        checks.push_back({id, c->vm_id, c->name});
+      }
+    }
+  }
+  std::vector<uint64_t> refused;
+  for (const Check& check : checks) {
+    if (!lookup_->Find(check.vm_id, check.name).ok()) refused.push_back(check.id);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (uint64_t id : refused) {
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->cancelled) continue;
+    Cancel(*it->second);
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace warren::integrations

@@ -61,6 +61,10 @@ class IntegrationProxy {
   // egress policy. Returns how many were cut.
   int RevokeVm(std::string_view vm_id, std::string_view name);
   int RevokeOwner(std::string_view owner, std::string_view name);
+  // Asks the lookup again for every open connection of `owner`'s VMs and cuts those it now
+  // refuses: for a change whose effect is known only to the lookup (an attachment, a tag, an
+  // egress policy). Calls the lookup without the lock held. Returns how many were cut.
+  int Revalidate(std::string_view owner);
 
   // Connections being served now (for tests and metrics).
   int active();
