@@ -47,11 +47,16 @@ class HttpExecVmTest(VmTestCase, ExecTestCase):
         status, body, _ = self.exec(admin, "new --image tiny --name hx-tagged --tag t1")
         self.assertIn(status, (200, 504), body)
         self.vm_ok("new", "--image", "tiny", "--name", "hx-other")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 180
+        while True:
             r = self.ssh(self.admin, "stat", "hx-tagged", "--json")
             if r.returncode == 0 and json.loads(r.stdout).get("state") == "running":
                 break
+            if time.monotonic() > deadline:
+                # Say why (a boot that failed and was undone, or one still going), not only
+                # that a later command found no VM.
+                self.fail("hx-tagged is not running 180 s after `new` over /exec: %s %s\n%s" % (
+                    r.stdout, r.stderr, self.server.log()[-3000:]))
             time.sleep(0.5)
         status, body, _ = self.exec(admin, "ssh hx-tagged true")
         self.assertEqual(status, 200, body)
