@@ -246,6 +246,27 @@ TEST_F(HttpSeamTest, AClientThatGoesAwayCancelsTheRequest) {
   ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(6), [&] { return cancelled; }));
 }
 
+TEST_F(HttpSeamTest, AClientLeavingAfterTheResponseEndedCancelsNothing) {
+  // /exec answers 504 at its deadline and lets the command go on: the client hanging up
+  // once it has that answer must not stop the command (it once did, undoing a `new`).
+  std::shared_ptr<CancelSignal> closed;
+  std::mutex mu;
+  handler_->on_request = [&](HttpRequest, std::shared_ptr<HttpResponder> res) {
+    {
+      std::lock_guard lock(mu);
+      closed = res->closed();
+    }
+    res->Respond(504, {}, "{\"error\": \"still running\"}\n");
+  };
+  std::string r =
+      RoundTrip(server_->port(), "GET /t/late HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 504", 0), 0u) << r;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::lock_guard lock(mu);
+  ASSERT_NE(closed, nullptr);
+  EXPECT_FALSE(closed->cancelled());
+}
+
 TEST_F(HttpSeamTest, ADroppedResponderAnswers500) {
   handler_->on_request = [](HttpRequest, std::shared_ptr<HttpResponder>) {};
   std::string r =
