@@ -138,8 +138,16 @@ class GuestPipe {
 // VM's control connection, and the host knows the caller without trusting the guest.
 struct GuestEndpoint {
   std::string address = "127.77.0.1";
+  // The ports the guest's clients use (the URLs': http://NAME.<domain>/ and https://…).
   uint16_t http_port = 80;
   uint16_t https_port = 443;
+  // Where the forwards listen when the guest setup could redirect address:http_port and
+  // :https_port to them (a NAT rule for the guest's own traffic), so that the endpoint holds
+  // no port a service in the VM may want (a wildcard bind of :80 fails while a specific
+  // address listens on it). 0: no redirect, the forwards listen on http_port/https_port (as
+  // they do in a guest without nft or iptables).
+  uint16_t http_listen_port = 17780;
+  uint16_t https_listen_port = 17743;
   // Names NAME.<domain> are mapped to `address` in the guest's /etc/hosts.
   std::string domain = "int.warren.internal";
   // PEM of the CA that signs the proxy's certificate: the guest is told to trust it (Debian

@@ -1,10 +1,11 @@
 // The integrations endpoint in a real Debian guest under QEMU TCG (booted once): the guest
-// setup (sudo, the port sysctl, /etc/hosts, warren's CA, and for an image older than the
+// setup (sudo, the NAT redirect, /etc/hosts, warren's CA, and for an image older than the
 // endpoint the sshd config and a new connection), then curl inside the guest to
 // http:// and https://NAME.int.warren.internal reaching a loopback upstream of the test's
-// own with the secret added, the secret nowhere in the guest, and a detach that rewrites
-// /etc/hosts. Skips (saying why; fails under CI) only when no image can be found or built.
-// The image is debian unless WARREN_GUEST_TEST_IMAGE names another (tiny: the Tiny test).
+// own with the secret added, while servers of the guest's own hold 0.0.0.0:80 and :443 (and
+// a reconnect does not double the redirect), the secret nowhere in the guest, and a detach
+// that rewrites /etc/hosts. Skips (saying why; fails under CI) only when no image can be found or
+// built. The image is debian unless WARREN_GUEST_TEST_IMAGE names another (tiny: the Tiny test).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -140,6 +141,54 @@ TEST_F(GuestEndpointVmTest, CurlInTheGuestReachesTheIntegrationOverHttpAndHttps)
   EXPECT_EQ(heads[1].rfind("GET /v1/x?q=2 HTTP/1.1\r\n", 0), 0u) << heads[1];
 }
 
+// The redirect's rules in the guest (debian has iptables, no nft): "DNAT-rules jumps".
+std::string RedirectRules() {
+  return Exec(
+      "if command -v nft >/dev/null; then "
+      "echo \"$(sudo -n nft list table ip warren_int | grep -c dnat) 0\"; else "
+      "echo \"$(sudo -n iptables -t nat -S WARREN_INT | grep -c DNAT) "
+      "$(sudo -n iptables -t nat -S OUTPUT | grep -c 'j WARREN_INT')\"; fi");
+}
+
+bool WaitEndpointReady() {
+  for (int i = 0; i < 1800 && !g->control->EndpointReady(kTestVm); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return g->control->EndpointReady(kTestVm);
+}
+
+TEST_F(GuestEndpointVmTest, AServiceInTheGuestBindsPorts80And443WhileTheEndpointAnswers) {
+  // The endpoint's forwards listen on high ports; the guest's own connections to
+  // 127.77.0.1:80/:443 are redirected to them, so 0.0.0.0:80 and :443 are free.
+  EXPECT_EQ(g->control->EndpointProblem(kTestVm), "");
+  EXPECT_EQ(RedirectRules(), "2 1\n");
+  int rc = -1;
+  std::string out = Exec(
+      "sudo -n sh -c 'for p in 80 443; do mkdir -p /tmp/www$p; echo own-$p > "
+      "/tmp/www$p/index.html; python3 -m http.server $p --bind 0.0.0.0 --directory /tmp/www$p "
+      ">/tmp/www$p.log 2>&1 </dev/null & echo $! > /tmp/www$p.pid; done'; "
+      "for i in $(seq 150); do curl -s http://127.0.0.1:80/ >/dev/null && "
+      "curl -s http://127.0.0.1:443/ >/dev/null && break; sleep 0.2; done; "
+      "curl -sS --max-time 30 http://127.0.0.1/; curl -sS --max-time 30 http://127.0.0.1:443/; "
+      "curl -sS --max-time 60 http://api.int.warren.internal/web; echo; "
+      "curl -sS --max-time 60 https://api.int.warren.internal/web; echo",
+      &rc);
+  EXPECT_EQ(out, "own-80\nown-443\nauth=ok\nauth=ok\n")
+      << Exec("cat /tmp/www80.log /tmp/www443.log") << g->booted.target->LogTail();
+  // A new connection runs the setup again: the rules are replaced, not doubled, and the
+  // forwards come back on the high ports (the guest's servers keep 80 and 443).
+  g->control->Disconnect(kTestVm);
+  g->control->EnsureEndpoint(kTestVm);
+  ASSERT_TRUE(WaitEndpointReady()) << g->booted.target->LogTail();
+  EXPECT_EQ(RedirectRules(), "2 1\n");
+  EXPECT_EQ(Exec("curl -sS --max-time 30 http://127.0.0.1/; "
+                 "curl -sS --max-time 60 https://api.int.warren.internal/again"),
+            "own-80\nauth=ok");
+  EXPECT_EQ(g->control->EndpointProblem(kTestVm), "");
+  Exec("sudo -n sh -c 'kill $(cat /tmp/www80.pid) $(cat /tmp/www443.pid)'", &rc);
+  EXPECT_EQ(rc, 0);
+}
+
 TEST_F(GuestEndpointVmTest, A50MiBResponseStreamsIntoTheGuest) {
   constexpr size_t kTotal = size_t{50} << 20;
   Upstream big([](PeerIo& io, const std::string&, std::string) {
@@ -263,6 +312,9 @@ TEST_F(GuestEndpointVmTest, TinyGetsHttpThroughBusyboxWget) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "127.77.0.1 api.int.warren.internal\nauth=ok\nno-ca-store\n")
       << g->booted.target->LogTail();
+  // No netfilter tools in tiny: the forwards hold 80 and 443 themselves, and stat says so.
+  EXPECT_EQ(g->control->EndpointProblem(kTestVm),
+            "no nft or iptables in the guest: the endpoint holds ports 80 and 443");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lobby/base/log.h"
+#include "vmhost/guest/endpoint_setup.h"
 #include "vmhost/guest/runner_protocol.h"
 
 namespace warren::guest {
@@ -517,6 +518,8 @@ void ControlSession::TearDown(const Status& why, bool graceful) {
   endpoint_phase_ = EndpointPhase::kOff;
   setup_io_.reset();
   forwards_requested_ = false;
+  forwards_wanted_.clear();
+  forwarded_ports_.clear();
   keepalive_ever_sent_ = false;
   reconnect_when_idle_ = false;
   endpoint_ready_.store(false);
@@ -812,10 +815,7 @@ void ControlSession::StartEndpoint() {
     return;
   }
   if (plan_.setup_command.empty()) {
-    endpoint_phase_ = plan_.forwards && !forwards_requested_ ? EndpointPhase::kForward
-                      : forwards_requested_                  ? EndpointPhase::kReady
-                                                             : EndpointPhase::kOff;
-    forward_next_ = 0;
+    PlanForwards("", /*setup_ran=*/false);
     return;
   }
   setup_io_ = std::make_shared<GuestChannel>(plan_.setup_command, waker_);
@@ -858,6 +858,14 @@ void ControlSession::ServiceEndpoint() {
       LogInfo("guest endpoint set up vm=" + LogQuote(options_.vm_id));
       SetEndpointProblem("");
     }
+    // The report line (a few bytes, all there once the guest closed the channel).
+    std::string out;
+    char buf[512];
+    while (out.size() < 4096) {
+      Result<size_t> n = setup_io_->Read(buf, sizeof buf, Clock::now());
+      if (!n.ok() || *n == 0) break;
+      out.append(buf, *n);
+    }
     setup_io_->Close();
     setup_io_.reset();
     if (st.ok() && end.closed && plan_.reconnect_exit != 0 &&
@@ -871,42 +879,98 @@ void ControlSession::ServiceEndpoint() {
       keep_connected_ = true;
       return;
     }
-    endpoint_phase_ = plan_.forwards && !forwards_requested_ ? EndpointPhase::kForward
-                      : forwards_requested_                  ? EndpointPhase::kReady
-                                                             : EndpointPhase::kOff;
-    forward_next_ = 0;
+    PlanForwards(out, /*setup_ran=*/true,
+                 /*setup_ok=*/st.ok() && end.closed && end.exit_status == 0);
+    if (session_ == nullptr) return;  // remade for the forwards
   }
   if (endpoint_phase_ != EndpointPhase::kForward) return;
-  const uint16_t ports[] = {plan_.http_port, plan_.https_port};
-  while (forward_next_ < 2) {
+  while (forward_next_ < forwards_wanted_.size()) {
+    auto [port, https] = forwards_wanted_[forward_next_];
+    // Connections to it are ours as soon as it is asked for (the guest may open one before
+    // its answer is read).
+    forwarded_ports_[port] = https;
     // Non-blocking: SSH_AGAIN until the guest's answer came; called again after each poll.
-    int rc = ssh_channel_listen_forward(session_.get(), plan_.address.c_str(), ports[forward_next_],
-                                        nullptr);
+    int rc = ssh_channel_listen_forward(session_.get(), plan_.address.c_str(), port, nullptr);
     if (rc == SSH_AGAIN) return;
-    std::string where = plan_.address + ":" + std::to_string(ports[forward_next_]);
+    std::string where = plan_.address + ":" + std::to_string(port);
     if (rc == SSH_OK) {
       LogInfo("guest endpoint listening vm=" + LogQuote(options_.vm_id) + " at=" + where);
     } else {
+      forwarded_ports_.erase(port);
       LogWarn("guest endpoint forward refused vm=" + LogQuote(options_.vm_id) + " at=" + where +
               " error=" + LogQuote(ssh_get_error(session_.get())));
-      SetEndpointProblem("the guest refused to listen on " + where);
+      if (forward_problems_) SetEndpointProblem("the guest refused to listen on " + where);
     }
     ++forward_next_;
   }
+  forwards_wanted_.clear();
+  forward_next_ = 0;
   forwards_requested_ = true;
   endpoint_phase_ = EndpointPhase::kReady;
   endpoint_ready_.store(true);
 }
 
-bool ControlSession::AcceptForward(ssh_message message) {
-  if (session_ == nullptr || !options_.accept_forward ||
-      (!forwards_requested_ && endpoint_phase_ != EndpointPhase::kForward)) {
-    return false;
+void ControlSession::PlanForwards(const std::string& setup_stdout, bool setup_ran, bool setup_ok) {
+  forwards_wanted_.clear();
+  forward_next_ = 0;
+  forward_problems_ = true;
+  if (!plan_.forwards) {
+    endpoint_phase_ = forwards_requested_ ? EndpointPhase::kReady : EndpointPhase::kOff;
+    return;
   }
+  using Ports = std::vector<std::pair<uint16_t, bool>>;
+  const Ports direct = {{plan_.http_port, false}, {plan_.https_port, true}};
+  const Ports listen = {{plan_.http_listen_port, false}, {plan_.https_listen_port, true}};
+  bool can_redirect = plan_.http_listen_port != 0 && plan_.https_listen_port != 0;
+  EndpointSetupReport report = ParseEndpointSetupReport(setup_stdout);
+  Ports want;
+  if (!setup_ran || !can_redirect) {
+    want = direct;  // nothing redirects: the URL ports themselves
+  } else if (report.mode == EndpointSetupReport::Mode::kRedirect) {
+    want = listen;
+  } else if (report.mode == EndpointSetupReport::Mode::kDirect) {
+    want = direct;
+    LogInfo("guest endpoint without a redirect vm=" + LogQuote(options_.vm_id) +
+            " reason=" + LogQuote(report.reason));
+    // The endpoint works, but holds ports a service in the VM may want: `stat` says so.
+    if (setup_ok) {
+      SetEndpointProblem(report.reason + ": the endpoint holds ports " +
+                         std::to_string(plan_.http_port) + " and " +
+                         std::to_string(plan_.https_port));
+    }
+  } else if (!forwards_requested_) {
+    // The setup failed before saying (its failure is the problem already): both, so the
+    // endpoint answers whether an earlier setup's redirect is in place or not.
+    want = listen;
+    want.insert(want.end(), direct.begin(), direct.end());
+    forward_problems_ = false;
+  }
+  for (const auto& w : want) {
+    if (forwarded_ports_.count(w.first) == 0) forwards_wanted_.push_back(w);
+  }
+  if (forwards_wanted_.empty()) {
+    endpoint_phase_ = forwards_requested_ ? EndpointPhase::kReady : EndpointPhase::kOff;
+    return;
+  }
+  if (forwards_requested_ && keepalive_ever_sent_) {
+    // The guest changed modes under a connection that has sent keepalives (see
+    // StartEndpoint): a fresh connection asks for the forwards the next setup calls for.
+    LogInfo("guest endpoint reconnects for its forwards vm=" + LogQuote(options_.vm_id));
+    TearDown(Unavailable("the control connection to VM " + options_.vm_id +
+                         " is being remade for its integrations endpoint"),
+             /*graceful=*/true);
+    return;
+  }
+  endpoint_phase_ = EndpointPhase::kForward;
+}
+
+bool ControlSession::AcceptForward(ssh_message message) {
+  if (session_ == nullptr || !options_.accept_forward) return false;
   const char* dest = ssh_message_channel_request_open_destination(message);
   int port = ssh_message_channel_request_open_destination_port(message);
-  if (dest == nullptr || plan_.address != dest || port <= 0 ||
-      (port != plan_.http_port && port != plan_.https_port)) {
+  auto forwarded = port > 0 && port <= 65535 ? forwarded_ports_.find(static_cast<uint16_t>(port))
+                                             : forwarded_ports_.end();
+  if (dest == nullptr || plan_.address != dest || forwarded == forwarded_ports_.end()) {
     return false;
   }
   if (static_cast<int>(channels_.size()) >= options_.max_channels) {
@@ -914,7 +978,7 @@ bool ControlSession::AcceptForward(ssh_message message) {
             " reason=\"too many channels\"");
     return false;
   }
-  bool https = port == plan_.https_port;
+  bool https = forwarded->second;
   GuestChannelRequest request;
   request.kind = GuestChannelRequest::Kind::kTcp;
   request.port = static_cast<uint16_t>(port);

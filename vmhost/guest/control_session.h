@@ -32,6 +32,8 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "lobby/base/event_waker.h"
 #include "lobby/base/status.h"
@@ -47,13 +49,16 @@ using ControlSocketResolver = std::function<Result<std::string>(std::string_view
 
 // The integrations endpoint as one control connection sets it up (see GuestEndpoint): a
 // setup command run first, then SSH remote forwards (tcpip-forward) that make the guest's
-// sshd listen on address:ports for us.
+// sshd listen on address:ports for us — the listen ports when the setup reports that the
+// guest redirects the URL ports to them (ParseEndpointSetupReport), else the URL ports.
 struct EndpointPlan {
-  std::string setup_command;  // for the guest user's shell; empty: none
+  std::string setup_command;  // for the guest user's shell; empty: none (the URL ports)
   bool forwards = false;      // false: the setup only (it removes what an earlier one made)
   std::string address;
-  uint16_t http_port = 0;
+  uint16_t http_port = 0;  // the URL ports
   uint16_t https_port = 0;
+  uint16_t http_listen_port = 0;  // 0: no redirect is ever made
+  uint16_t https_listen_port = 0;
   // The setup's exit status that means "ask for the forwards on a new connection" (it
   // changed the guest sshd's config); 0: none. The reconnect waits until no channel is open.
   int reconnect_exit = 0;
@@ -174,6 +179,9 @@ class ControlSession {
   enum class EndpointPhase { kOff, kSetup, kForward, kReady };
   void StartEndpoint();
   void ServiceEndpoint();
+  // After the setup: the forwards its report calls for (both sets when it said nothing and
+  // none were asked for yet: the endpoint must answer whichever way the guest is).
+  void PlanForwards(const std::string& setup_stdout, bool setup_ran, bool setup_ok = false);
   void SetEndpointProblem(std::string problem);
   bool AcceptForward(ssh_message message);
 
@@ -207,8 +215,12 @@ class ControlSession {
   EndpointPlan plan_;
   std::shared_ptr<GuestChannel> setup_io_;
   Clock::time_point setup_since_{};
+  // The forwards to ask for (port, https), and those asked for on this connection.
+  std::vector<std::pair<uint16_t, bool>> forwards_wanted_;
   size_t forward_next_ = 0;
+  std::map<uint16_t, bool> forwarded_ports_;
   bool forwards_requested_ = false;
+  bool forward_problems_ = true;  // false: a refused forward is no problem of its own
   bool keepalive_ever_sent_ = false;
   bool reconnect_when_idle_ = false;
   int setup_reconnects_ = 0;  // bounded: a guest cannot make us reconnect for ever

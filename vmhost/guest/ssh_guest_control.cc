@@ -150,6 +150,8 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
       plan.address = ep.address;
       plan.http_port = ep.http_port;
       plan.https_port = ep.https_port;
+      plan.http_listen_port = ep.http_listen_port;
+      plan.https_listen_port = ep.https_listen_port;
       plan.reconnect_exit = kEndpointSetupReconnect;
       return plan;
     };
