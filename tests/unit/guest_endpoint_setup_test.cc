@@ -36,13 +36,15 @@ TEST(EndpointSetupTest, OnlyDnsLabelsBecomeHostNames) {
 
 TEST(EndpointSetupTest, TheReportLineSaysWhichPortsTheForwardsTake) {
   using Mode = EndpointSetupReport::Mode;
-  EXPECT_EQ(ParseEndpointSetupReport("warren-endpoint redirect nft\n").mode, Mode::kRedirect);
+  EndpointSetupReport redirect = ParseEndpointSetupReport("warren-endpoint redirect nft\n");
+  EXPECT_EQ(redirect.mode, Mode::kRedirect);
+  EXPECT_EQ(redirect.detail, "nft");
   EndpointSetupReport direct =
       ParseEndpointSetupReport("warren-endpoint direct no nft or iptables in the guest\n");
   EXPECT_EQ(direct.mode, Mode::kDirect);
-  EXPECT_EQ(direct.reason, "no nft or iptables in the guest");
-  EXPECT_EQ(ParseEndpointSetupReport("warren-endpoint direct\x1b[2J\n").reason, "?[2J");
-  EXPECT_EQ(ParseEndpointSetupReport("warren-endpoint direct").reason, "no redirect in the guest");
+  EXPECT_EQ(direct.detail, "no nft or iptables in the guest");
+  EXPECT_EQ(ParseEndpointSetupReport("warren-endpoint direct\x1b[2J\n").detail, "?[2J");
+  EXPECT_EQ(ParseEndpointSetupReport("warren-endpoint direct").detail, "no redirect in the guest");
   for (const char* none : {"", "hello\nwarren-endpoint redirect\n", " warren-endpoint direct"}) {
     EXPECT_EQ(ParseEndpointSetupReport(none).mode, Mode::kUnknown) << none;
   }

@@ -928,13 +928,15 @@ void ControlSession::PlanForwards(const std::string& setup_stdout, bool setup_ra
     want = direct;  // nothing redirects: the URL ports themselves
   } else if (report.mode == EndpointSetupReport::Mode::kRedirect) {
     want = listen;
+    LogInfo("guest endpoint redirected vm=" + LogQuote(options_.vm_id) +
+            " via=" + LogQuote(report.detail));
   } else if (report.mode == EndpointSetupReport::Mode::kDirect) {
     want = direct;
     LogInfo("guest endpoint without a redirect vm=" + LogQuote(options_.vm_id) +
-            " reason=" + LogQuote(report.reason));
+            " reason=" + LogQuote(report.detail));
     // The endpoint works, but holds ports a service in the VM may want: `stat` says so.
     if (setup_ok) {
-      SetEndpointProblem(report.reason + ": the endpoint holds ports " +
+      SetEndpointProblem(report.detail + ": the endpoint holds ports " +
                          std::to_string(plan_.http_port) + " and " +
                          std::to_string(plan_.https_port));
     }

@@ -177,14 +177,18 @@ EndpointSetupReport ParseEndpointSetupReport(std::string_view text) {
   std::string_view line = text.substr(0, std::min(text.find('\n'), size_t{512}));
   constexpr std::string_view kRedirect = "warren-endpoint redirect";
   constexpr std::string_view kDirect = "warren-endpoint direct";
+  std::string_view rest;
   if (line.rfind(kRedirect, 0) == 0) {
     r.mode = EndpointSetupReport::Mode::kRedirect;
+    rest = line.substr(kRedirect.size());
   } else if (line.rfind(kDirect, 0) == 0) {
     r.mode = EndpointSetupReport::Mode::kDirect;
-    line.remove_prefix(kDirect.size());
-    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-    r.reason = SanitizeGuestText(line, 200);
-    if (r.reason.empty()) r.reason = "no redirect in the guest";
+    rest = line.substr(kDirect.size());
+  }
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  r.detail = SanitizeGuestText(rest, 200);
+  if (r.mode == EndpointSetupReport::Mode::kDirect && r.detail.empty()) {
+    r.detail = "no redirect in the guest";
   }
   return r;
 }

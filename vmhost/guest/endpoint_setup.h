@@ -52,7 +52,9 @@ struct EndpointSetupReport {
     kDirect,    // no redirect: the forwards listen on http_port/https_port themselves
   };
   Mode mode = Mode::kUnknown;
-  std::string reason;  // kDirect: why (one line, sanitized, bounded)
+  // kRedirect: the tool that made it ("nft", "iptables"); kDirect: why there is none. One
+  // line, sanitized, bounded.
+  std::string detail;
 };
 EndpointSetupReport ParseEndpointSetupReport(std::string_view stdout_text);
 
