@@ -880,7 +880,7 @@ void ControlSession::ServiceEndpoint() {
       return;
     }
     PlanForwards(out, /*setup_ran=*/true,
-                 /*setup_ok=*/st.ok() && end.closed && end.exit_status == 0);
+                 /*setup_ok=*/st.ok() && end.closed && end.exit_status == 0, err);
     if (session_ == nullptr) return;  // remade for the forwards
   }
   if (endpoint_phase_ != EndpointPhase::kForward) return;
@@ -910,7 +910,8 @@ void ControlSession::ServiceEndpoint() {
   endpoint_ready_.store(true);
 }
 
-void ControlSession::PlanForwards(const std::string& setup_stdout, bool setup_ran, bool setup_ok) {
+void ControlSession::PlanForwards(const std::string& setup_stdout, bool setup_ran, bool setup_ok,
+                                  const std::string& setup_stderr) {
   forwards_wanted_.clear();
   forward_next_ = 0;
   forward_problems_ = true;
@@ -933,7 +934,7 @@ void ControlSession::PlanForwards(const std::string& setup_stdout, bool setup_ra
   } else if (report.mode == EndpointSetupReport::Mode::kDirect) {
     want = direct;
     LogInfo("guest endpoint without a redirect vm=" + LogQuote(options_.vm_id) +
-            " reason=" + LogQuote(report.detail));
+            " reason=" + LogQuote(report.detail) + " stderr=" + LogQuote(setup_stderr));
     // The endpoint works, but holds ports a service in the VM may want: `stat` says so.
     if (setup_ok) {
       SetEndpointProblem(report.detail + ": the endpoint holds ports " +

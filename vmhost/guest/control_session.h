@@ -181,7 +181,8 @@ class ControlSession {
   void ServiceEndpoint();
   // After the setup: the forwards its report calls for (both sets when it said nothing and
   // none were asked for yet: the endpoint must answer whichever way the guest is).
-  void PlanForwards(const std::string& setup_stdout, bool setup_ran, bool setup_ok = false);
+  void PlanForwards(const std::string& setup_stdout, bool setup_ran, bool setup_ok = false,
+                    const std::string& setup_stderr = "");
   void SetEndpointProblem(std::string problem);
   bool AcceptForward(ssh_message message);
 

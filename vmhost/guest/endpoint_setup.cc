@@ -33,7 +33,7 @@ std::string EndpointSetupCommand(const GuestEndpoint& endpoint,
   std::string script = "exec 3>&1 1>&2\nfail=0\n";
   if (want_ports) {
     // sshd binds a forward's own address only with GatewayPorts clientspecified (else its
-    // loopback ones, 127.0.0.1:80 among them): a VM from an older image gets it here, once,
+    // loopback ones, 127.0.0.1 among them): a VM from an older image gets it here, once,
     // before anything else (the forwards wait for the new connection).
     script +=
         "c=/etc/warren/sshd_config\n"
