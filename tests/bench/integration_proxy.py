@@ -20,6 +20,7 @@ read the guest's numbers as an upper bound of the proxy's cost.
 import base64
 import json
 import os
+import shlex
 import socket
 import statistics
 import subprocess
@@ -98,6 +99,11 @@ def free_port():
         return s.getsockname()[1]
 
 
+def guest(bench, command):
+    """One guest command (one word for the lobby's tokenizer); returns its stdout."""
+    return bench.ssh("ssh", VM, shlex.quote(command))[1]
+
+
 def main():
     bench = VmBench()
     upstream = int_upstream.Upstream()
@@ -110,7 +116,7 @@ def main():
                             "1G", "--egress", "integrations", "--integration", "bench")
         print("new %s (debian, egress integrations): %.1f s" % (VM, secs))
         # The client, and a listener inside the guest for the ssh -L comparison.
-        bench.ssh("ssh", VM, b64_file("/tmp/client.py", CLIENT) + " && " +
+        guest(bench, b64_file("/tmp/client.py", CLIENT) + " && " +
                   b64_file("/tmp/lat.py", LATENCY) +
                   " && mkdir -p /tmp/www && echo hello-from-vm > /tmp/www/hello.txt && "
                   "(setsid python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www "
@@ -119,7 +125,7 @@ def main():
         deadline = time.monotonic() + 60
         while True:
             try:
-                _, out = bench.ssh("ssh", VM, "curl -s -o /dev/null -w '%{http_code}' "
+                out = guest(bench, "curl -s -o /dev/null -w '%{http_code}' "
                                    "http://bench.int.warren.internal/ready")
             except RuntimeError:
                 out = ""
@@ -129,9 +135,9 @@ def main():
                 raise RuntimeError("the integration never answered in the guest")
             time.sleep(2)
 
-        _, out = bench.ssh("ssh", VM, "python3 /tmp/client.py http://bench.int.warren.internal "
+        out = guest(bench, "python3 /tmp/client.py http://bench.int.warren.internal "
                            "%d %d %d" % (REQUESTS, BIG, SAMPLES))
-        guest = json.loads(out.strip().splitlines()[-1])
+        inside = json.loads(out.strip().splitlines()[-1])
         host_run = subprocess.run(["python3", "-c", CLIENT, upstream.url, str(REQUESTS),
                                    str(BIG), str(SAMPLES)], capture_output=True, text=True,
                                   check=True)
@@ -162,17 +168,17 @@ def main():
               (REQUESTS, BIG >> 20, SAMPLES))
         print("%-44s %10s %10s" % ("", "req/s", "MB/s"))
         print("%-44s %10.1f %10.1f" % ("guest -> bench.int.warren.internal (proxy)",
-                                       guest["rps"], guest["mbs"]))
+                                       inside["rps"], inside["mbs"]))
         print("%-44s %10.1f %10.1f" % ("host  -> upstream directly", host["rps"], host["mbs"]))
-        print("%-44s %10.3f %10.3f" % ("ratio proxy / direct", guest["rps"] / host["rps"],
-                                       guest["mbs"] / host["mbs"]))
+        print("%-44s %10.3f %10.3f" % ("ratio proxy / direct", inside["rps"] / host["rps"],
+                                       inside["mbs"] / host["mbs"]))
         print("\ncurl time_total")
-        print("  guest -> integration (proxy)            " + lat_text(guest["lat"]))
+        print("  guest -> integration (proxy)            " + lat_text(inside["lat"]))
         print("  host  -> ssh -L into the guest          " + lat_text(fwd["lat"]))
         print("  host  -> upstream directly              " + lat_text(host["lat"]))
         print("  ratio integration / ssh -L (medians)    %.2f" %
-              (statistics.median(guest["lat"]) / statistics.median(fwd["lat"])))
-        assert guest["bytes"] == BIG and host["bytes"] == BIG
+              (statistics.median(inside["lat"]) / statistics.median(fwd["lat"])))
+        assert inside["bytes"] == BIG and host["bytes"] == BIG
     finally:
         if forward is not None:
             forward.kill()
