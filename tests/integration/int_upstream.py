@@ -2,9 +2,9 @@
 server on 127.0.0.1 port 0 that records every request (method, path with query, headers,
 body size and SHA-256) and answers
 
-  GET  /big?bytes=N[&delay_ms=D]  N bytes of a fixed pseudo-random pattern (Content-Length),
+  GET  …/big?bytes=N[&delay_ms=D]  N bytes of a fixed pseudo-random pattern (Content-Length),
                                   64 KiB at a time, sleeping D ms between writes
-  POST /upload                    the body's size and SHA-256 (read as framed: length or chunked)
+  POST (any path)                 the body's size and SHA-256 (read as framed: length or chunked)
   anything else                   "ok PATH\n"
 
 It never echoes a header back: what the guest sees must not carry what warren added.
@@ -90,7 +90,7 @@ class Upstream:
             def do_GET(self):
                 url = urllib.parse.urlsplit(self.path)
                 self.record()
-                if url.path == "/big":
+                if url.path.endswith("/big"):
                     q = dict(urllib.parse.parse_qsl(url.query))
                     n = int(q.get("bytes", "0"))
                     delay = int(q.get("delay_ms", "0")) / 1000.0
