@@ -178,7 +178,11 @@ def main():
         print("  host  -> upstream directly              " + lat_text(host["lat"]))
         print("  ratio integration / ssh -L (medians)    %.2f" %
               (statistics.median(inside["lat"]) / statistics.median(fwd["lat"])))
-        assert inside["bytes"] == BIG and host["bytes"] == BIG
+        assert inside["bytes"] == BIG and host["bytes"] == BIG, (inside["bytes"], host["bytes"])
+    except BaseException:
+        if bench.server is not None:
+            print("--- warren's log, its end:\n" + bench.server.log_tail(15), file=sys.stderr)
+        raise
     finally:
         if forward is not None:
             forward.kill()
