@@ -127,12 +127,13 @@ std::string EgressRulesetText(const EgressFirewallConfig& c) {
   }
   x << " }\n";
   x << "flush chain " << table << " " << chain << "\n";
-  // Every rule is about QEMU's user only, each matching it itself: a packet whose owner the
-  // hook cannot tell (no full socket with a file: a kernel RST, a TIME_WAIT ACK, segments
-  // some other process's TCP sends from softirq) fails `meta skuid` either way, and must
-  // pass, not fall through to the drops (`meta skuid != U return` first did: loopback TCP of
-  // other processes lost segments, stalled and missed RSTs). QEMU's new flows start in its
-  // own syscalls (connect, sendto), which carry its uid, so none escapes.
+  // Every rule is about QEMU's user only, each matching it itself. A packet whose owner the
+  // hook cannot tell fails `meta skuid` either way and must pass, not fall through to the
+  // drops (`meta skuid != U return` first did): an orphaned socket's (closed by its process,
+  // the kernel still sending the rest of its queue, its FIN, its window probes) and the
+  // kernel's own RSTs. Loopback TCP of every other process lost those: an HTTP server that
+  // closes after a large response stalled until the reader's timeout. QEMU's SYNs come from
+  // live sockets, which carry its uid, so no new flow escapes.
   const std::string own = rule + "meta skuid " + std::to_string(c.qemu_uid) + " ";
   for (const Cidr& r : c.resolvers) {
     x << own << (r.ipv6 ? "ip6" : "ip") << " daddr " << r.text
