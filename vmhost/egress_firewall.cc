@@ -127,18 +127,24 @@ std::string EgressRulesetText(const EgressFirewallConfig& c) {
   }
   x << " }\n";
   x << "flush chain " << table << " " << chain << "\n";
-  // Everything below is about QEMU's user only; other users' packets leave the chain here.
-  x << rule << "meta skuid != " << c.qemu_uid << " return\n";
+  // Every rule is about QEMU's user only, each matching it itself. A packet whose owner the
+  // hook cannot tell fails `meta skuid` either way and must pass, not fall through to the
+  // drops (`meta skuid != U return` first did): an orphaned socket's (closed by its process,
+  // the kernel still sending the rest of its queue, its FIN, its window probes) and the
+  // kernel's own RSTs. Loopback TCP of every other process lost those: an HTTP server that
+  // closes after a large response stalled until the reader's timeout. QEMU's SYNs come from
+  // live sockets, which carry its uid, so no new flow escapes.
+  const std::string own = rule + "meta skuid " + std::to_string(c.qemu_uid) + " ";
   for (const Cidr& r : c.resolvers) {
-    x << rule << (r.ipv6 ? "ip6" : "ip") << " daddr " << r.text
+    x << own << (r.ipv6 ? "ip6" : "ip") << " daddr " << r.text
       << " meta l4proto { tcp, udp } th dport 53 accept\n";
   }
   for (const Cidr& a : c.allow) {
-    x << rule << (a.ipv6 ? "ip6" : "ip") << " daddr " << a.text << " accept\n";
+    x << own << (a.ipv6 ? "ip6" : "ip") << " daddr " << a.text << " accept\n";
   }
-  x << rule << "fib daddr type { local, broadcast, multicast } counter drop\n";
-  x << rule << "ip daddr { " << kDroppedIpv4 << " } counter drop\n";
-  x << rule << "ip6 daddr { " << kDroppedIpv6 << " } counter drop\n";
+  x << own << "fib daddr type { local, broadcast, multicast } counter drop\n";
+  x << own << "ip daddr { " << kDroppedIpv4 << " } counter drop\n";
+  x << own << "ip6 daddr { " << kDroppedIpv6 << " } counter drop\n";
   for (const std::string& stale : c.remove_chains) {
     x << "delete chain " << table << " " << stale << "\n";
   }

@@ -14,6 +14,7 @@
 #include "keys/vm_rules.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
+#include "lobby/commands/integration_scope.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_egress.h"
@@ -70,6 +71,16 @@ class CopyCommand final : public Command {
     const auto start = std::chrono::steady_clock::now();
     WARREN_RETURN_IF_ERROR(RecordAndPrepareVm(ctx, vm, spec, "cp"));
     ctx.audit_vm = src.name + "->" + vm.name;
+    // The copy reaches what SRC reaches: its attachments by id are carried (by tag, they
+    // follow the tags). Another owner's copy gets none: names are per owner.
+    if (vm.owner == src.owner) {
+      Result<std::vector<std::string>> attached = VmAttachedIntegrations(ctx.store(), src);
+      Status st = attached.ok() ? AttachVmIntegrations(ctx, vm, *attached) : attached.status();
+      if (!st.ok()) {
+        AbandonVm(ctx, vm, /*domain_made=*/false, "cp");
+        return st.Annotate("carrying " + src.name + "'s integrations to " + vm.name);
+      }
+    }
     const bool synced = src_info->state == VmState::kRunning;
     if (synced) {
       // The guest's page cache reaches its disk first: the copy sees what the source's

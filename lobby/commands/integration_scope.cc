@@ -166,6 +166,19 @@ Status AttachVmIntegrations(CommandContext& ctx, const VmRecord& vm,
   return Status::Ok();
 }
 
+Result<std::vector<std::string>> VmAttachedIntegrations(Store& store, const VmRecord& vm) {
+  WARREN_ASSIGN_OR_RETURN(std::vector<IntegrationRecord> all, store.ListIntegrations(vm.owner));
+  const std::string attachment = VmAttachment(vm.id);
+  std::vector<std::string> names;
+  for (const IntegrationRecord& i : all) {
+    if (std::binary_search(i.attachments.begin(), i.attachments.end(), attachment)) {
+      names.push_back(i.name);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 std::string IntegrationUrl(const ServerInfo& info, std::string_view name, bool https) {
   return std::string(https ? "https://" : "http://") + std::string(name) + "." + info.int_domain +
          "/";

@@ -76,6 +76,10 @@ Result<std::vector<std::string>> PlanVmIntegrations(CommandContext& ctx,
 Status AttachVmIntegrations(CommandContext& ctx, const VmRecord& vm,
                             const std::vector<std::string>& names);
 
+// The names of `vm`'s owner's integrations attached to it by id (vm:ID), sorted: what `cp`
+// carries to the copy (attachments by tag follow the tags; `all` needs nothing).
+Result<std::vector<std::string>> VmAttachedIntegrations(Store& store, const VmRecord& vm);
+
 // http://NAME.int.DOMAIN/ (and https), as VMs reach it.
 std::string IntegrationUrl(const ServerInfo& info, std::string_view name, bool https = false);
 

@@ -4,6 +4,12 @@
 //   node mcp_sdk_client.mjs URL TOKEN basic     list tools, exec whoami and ls
 //   node mcp_sdk_client.mjs URL TOKEN vm IMAGE  + new VM, a command in it, a job followed
 //                                                with wait, rm
+//   node mcp_sdk_client.mjs URL TOKEN seed IMAGE UPSTREAM BEARER
+//                                              + the "run something you don't trust" flow:
+//                                                an integration to UPSTREAM, a VM with a git
+//                                                repo and its test suite, `cp --egress
+//                                                integrations`, the tests on the copy, the
+//                                                copy cut off but for its integration, rm
 //
 // Prints one JSON line per step; exits non-zero (with the reason) on the first failure.
 // Run with the pinned Node 22 from .peers/ (packaging/install-peers.sh); NODE_PATH or the
@@ -11,9 +17,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const [url, token, mode, image] = process.argv.slice(2);
+const [url, token, mode, image, upstream, bearer] = process.argv.slice(2);
 if (!url || !token || !mode) {
-  console.error("usage: mcp_sdk_client.mjs URL TOKEN basic|vm [IMAGE]");
+  console.error("usage: mcp_sdk_client.mjs URL TOKEN basic|vm|seed [IMAGE [UPSTREAM BEARER]]");
   process.exit(2);
 }
 
@@ -100,6 +106,85 @@ if (mode === "vm") {
   }
   r = await exec("ls");
   check(!text(r).includes(name), "the VM is gone", text(r));
+}
+
+if (mode === "seed") {
+  const suffix = Math.random().toString(36).slice(2, 8);
+  const src = "seed-src-" + suffix;
+  const copy = "seed-box-" + suffix;
+  const api = "seedapi" + suffix;
+  const made = [];
+  r = await exec(`integrations add http-proxy --name ${api} --target ${upstream} --bearer ${bearer}`);
+  check(!r.isError, "integrations add", r);
+  check(!text(r).includes(bearer), "add shows no secret", text(r));
+  step("integration", { name: api });
+  try {
+    r = await exec(`new --name=${src} --image=${image} --egress=all --integration=${api}`);
+    check(!r.isError, "new", r);
+    made.push(src);
+    step("new", { name: src });
+    // A small project with a test suite, committed to git.
+    const setup = [
+      "set -e",
+      "mkdir -p ~/proj && cd ~/proj",
+      "cat > calc.py <<'PY'",
+      "def add(a, b):",
+      "    return a + b",
+      "PY",
+      "cat > test_calc.py <<'PY'",
+      "import unittest",
+      "import calc",
+      "class CalcTest(unittest.TestCase):",
+      "    def test_add(self):",
+      "        self.assertEqual(calc.add(2, 3), 5)",
+      "    def test_add_negative(self):",
+      "        self.assertEqual(calc.add(-2, 1), -1)",
+      "PY",
+      "git init -q -b main .",
+      "git add calc.py test_calc.py",
+      "git -c user.name=seed -c user.email=seed@example.com commit -q -m 'calc and its tests'",
+      "git log --oneline",
+    ].join("\n") + "\n";
+    r = await exec(`ssh ${src} 'sh -s'`, { stdin: setup });
+    check(!r.isError && r.structuredContent.stdout.includes("calc and its tests"), "the repo", r);
+    step("repo", { log: r.structuredContent.stdout.trim() });
+    r = await exec(`ssh ${src} 'ls /sys/class/net'`);
+    const nics = (out) => out.split("\n").filter((n) => n && n !== "lo" && !n.startsWith("rc=") && !n.startsWith("dns="));
+    check(!r.isError && nics(r.structuredContent.stdout).length === 1, "the source has a NIC", r);
+
+    r = await exec(`cp ${src} ${copy} --egress integrations`);
+    check(!r.isError, "cp --egress integrations", r);
+    made.push(copy);
+    step("cp", { text: text(r).split("\n")[0] });
+
+    r = await exec(`ssh ${copy} 'cd ~/proj && git status --short && git log --oneline && python3 -m unittest -v'`);
+    check(!r.isError && r.structuredContent.exit_code === 0, "the tests on the copy", r);
+    check(r.structuredContent.stderr.includes("Ran 2 tests") && r.structuredContent.stderr.includes("OK"),
+          "2 tests ran and passed", r.structuredContent);
+    step("tests", { stderr: r.structuredContent.stderr.trim().split("\n").slice(-3) });
+
+    // Cut off: no network device, no address reached, no DNS; only its integration.
+    r = await exec(`ssh ${copy} 'ls /sys/class/net; curl -sS -m 5 http://198.51.100.2/ 2>&1; echo rc=$?; ` +
+                   `getent hosts example.com; echo dns=$?'`);
+    const out = r.structuredContent.stdout;
+    check(nics(out).filter((l) => !l.startsWith("curl:")).length === 0 && !out.includes("rc=0") &&
+          !out.includes("dns=0"), "the copy is cut off", out);
+    step("cut_off", { stdout: out.trim().split("\n") });
+    r = await exec(`ssh ${copy} 'curl -sS -m 30 http://${api}.int.warren.internal/seed?from=copy'`);
+    check(!r.isError && r.structuredContent.stdout.startsWith("ok /seed?from=copy"), "the integration", r);
+    check(!r.structuredContent.stdout.includes(bearer), "no secret in the VM", r);
+    step("integration_reached", { stdout: r.structuredContent.stdout.trim() });
+  } finally {
+    for (const name of made.reverse()) {
+      r = await exec(`rm ${name}`);
+      check(!r.isError, "rm " + name, r);
+    }
+    r = await exec(`integrations remove ${api}`);
+    check(!r.isError, "integrations remove", r);
+  }
+  step("rm", { names: made });
+  r = await exec("ls");
+  check(!text(r).includes(src) && !text(r).includes(copy), "both are gone", text(r));
 }
 
 await transport.terminateSession();

@@ -63,3 +63,14 @@ set_tests_properties(vm_cpu_share PROPERTIES
   TIMEOUT 600
   RUN_SERIAL TRUE
   LABELS "integration;vm")
+
+# Integrations end to end: the proxy through the guest endpoint of a debian and tiny guests
+# (header, bearer, https, 50 MiB, uploads, tags, detach mid-stream, other VMs' names, the
+# secret nowhere), and the egress policies against them, with a loopback upstream.
+add_test(NAME vm_integrations
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_integrations.py)
+set_tests_properties(vm_integrations PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 1800
+  RUN_SERIAL TRUE
+  LABELS "integration;vm;integrations")

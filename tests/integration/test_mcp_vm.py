@@ -7,7 +7,10 @@
 - a job started over MCP survives a restart of warren and is read back with `wait`;
 - what the guest prints comes back byte for byte: random bytes as base64, a PNG as an image;
 - `wait` with wait_seconds 0 on a job that has ended reports its end, every time;
-- the curated endpoints name only their own tools, also for a command that becomes a job.
+- the curated endpoints name only their own tools, also for a command that becomes a job;
+- the seed flow with the SDK client (a debian VM, a git repo and its test suite, `cp
+  --egress integrations`, the tests on the copy, the copy cut off but for its integration,
+  which adds a bearer the VM never sees, both deleted).
 """
 import base64
 import json
@@ -16,6 +19,7 @@ import re
 import time
 import unittest
 
+import int_upstream
 import mcp_http
 import test_vm_e2e as e2e
 import warren_harness as h
@@ -183,6 +187,26 @@ class McpVmTest(e2e.VmTestCase):
             # The job goes on; the full endpoint can stop it.
             r = full.exec("kill " + job["structuredContent"]["job"])
             self.assertFalse(r["isError"], r)
+
+    @unittest.skipUnless(e2e.have_image("debian"), "needs the debian image in " + e2e.IMAGES)
+    def test_7_seed_flow_untrusted_code_in_a_cut_off_copy(self):
+        upstream = int_upstream.Upstream()
+        self.addCleanup(upstream.close)
+        bearer = "seed-" + os.urandom(8).hex()
+        token = mcp_http.mint_token(self, self.admin, label="seed")
+        url = "http://127.0.0.1:%d/mcp" % self.server.http_port
+        r = sdk_client(url, token, "seed", "debian", upstream.url, bearer, timeout=1500)
+        self.assertEqual(r.returncode, 0, "SDK client:\n%s\n%s" % (r.stdout, r.stderr))
+        steps = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([s["step"] for s in steps],
+                         ["connected", "tools", "whoami", "ls", "integration", "new", "repo", "cp",
+                          "tests", "cut_off", "integration_reached", "rm", "done"])
+        got = upstream.matching("/seed")
+        self.assertEqual(len(got), 1, got)
+        self.assertEqual(got[0]["path"], "/seed?from=copy")
+        self.assertEqual(got[0]["headers"]["authorization"], "Bearer " + bearer)
+        self.assertNotIn(bearer, self.server.log())
+        self.assertNotIn(bearer, r.stdout)
 
 
 # A 1x1 PNG.

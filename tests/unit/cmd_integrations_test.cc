@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -469,6 +470,29 @@ TEST_F(IntegrationCommandTest, NewAttachesAndAFailedNewLeavesNothing) {
   EXPECT_FALSE(o.status.ok());
   EXPECT_EQ(store_->GetVmByName("doomed").status().code(), Code::kNotFound);
   EXPECT_EQ(Stored("stripe").attachments, std::vector<std::string>{"vm:" + IdOf("with-int")});
+}
+
+// cp carries the source's attachments by id (by tag they follow the tags), and a copy that
+// fails leaves none behind.
+TEST_F(IntegrationCommandTest, CpCarriesAttachmentsById) {
+  AddStripe({"--attach", "vm:web-one"});
+  ASSERT_TRUE(Exec(Alice(), {"integrations", "add", "http-proxy", "--name", "other", "--target",
+                             "https://other.example.com", "--attach", "tag:ci"})
+                  .status.ok());
+  Notified();
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-copy", "--egress", "integrations"});
+  ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  std::vector<std::string> both = {"vm:" + IdOf("web-copy"), "vm:" + IdOf("web-one")};
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(Stored("stripe").attachments, both);
+  EXPECT_EQ(Stored("other").attachments, std::vector<std::string>{"tag:ci"});
+  EXPECT_EQ(Notified(), std::vector<std::string>{"alice"});
+  EXPECT_TRUE(ResolveIntegration(*store_, integration_key_, IdOf("web-copy"), "stripe").ok());
+
+  host_.FailNext(Internal("injected: no room"));
+  EXPECT_FALSE(Exec(Alice(), {"cp", "web-one", "doomed"}).status.ok());
+  EXPECT_EQ(store_->GetVmByName("doomed").status().code(), Code::kNotFound);
+  EXPECT_EQ(Stored("stripe").attachments, both);
 }
 
 // ---- the proxy's side -----------------------------------------------------------------------
