@@ -98,6 +98,9 @@ Result<std::vector<std::string>> DiskChains::InUse(virConnectPtr conn) {
       if (top.status().code() == Code::kNotFound) continue;  // undefined meanwhile
       return top.status();
     }
+    // Another warren's VM on the same libvirt (another data directory): its chain never
+    // reaches our layers, and a stale one (its files gone) must not stop our collection.
+    if (!Under(*top, options_.disks_dir)) continue;
     WARREN_ASSIGN_OR_RETURN(std::vector<std::string> chain, ChainOf(conn, *top));
     used.insert(used.end(), chain.begin(), chain.end());
   }
