@@ -53,11 +53,12 @@ Result<std::string> ReadHead(ByteStream& in, size_t limit, Clock::time_point dea
 
 // Moves one body from `in` to `out` as `framing` delimits it, starting with `first` (bytes
 // already read). Returns the bytes moved.
-Result<uint64_t> RelayBody(ByteStream& in, ByteStream& out, const BodyFraming& framing,
-                           std::string first, std::chrono::milliseconds idle) {
+// `*moved` counts what went out so far, also when it fails (for the log line).
+Status RelayBody(ByteStream& in, ByteStream& out, const BodyFraming& framing, std::string first,
+                 std::chrono::milliseconds idle, uint64_t* moved) {
   using Kind = BodyFraming::Kind;
-  if (framing.kind == Kind::kNone) return uint64_t{0};
-  uint64_t moved = 0;
+  *moved = 0;
+  if (framing.kind == Kind::kNone) return Status::Ok();
   uint64_t remaining = framing.length;
   ChunkedScanner chunks;
   std::string buf = std::move(first);
@@ -76,12 +77,12 @@ Result<uint64_t> RelayBody(ByteStream& in, ByteStream& out, const BodyFraming& f
     }
     if (!piece.empty()) {
       WARREN_RETURN_IF_ERROR(out.Write(piece, Clock::now() + idle));
-      moved += piece.size();
+      *moved += piece.size();
     }
-    if (done) return moved;
+    if (done) return Status::Ok();
     WARREN_ASSIGN_OR_RETURN(size_t n, in.Read(chunk.data(), chunk.size(), Clock::now() + idle));
     if (n == 0) {
-      if (framing.kind == Kind::kUntilClose) return moved;
+      if (framing.kind == Kind::kUntilClose) return Status::Ok();
       return Unavailable("the body ended early");
     }
     buf.assign(chunk.data(), n);
@@ -334,14 +335,13 @@ void IntegrationProxy::Handle(Conn& c) {
     c.error = st.message();
     return answer(502, "integration " + *name + ": its target did not take the request");
   }
-  Result<uint64_t> sent = RelayBody(*c.down, *c.up, *framing, std::move(rest), idle);
+  Status sent = RelayBody(*c.down, *c.up, *framing, std::move(rest), idle, &c.up_bytes);
   if (!sent.ok()) {
-    c.error = "request body: " + sent.status().message();
-    if (sent.status().code() == Code::kInvalidArgument) return answer(400, "bad request body");
-    if (sent.status().code() == Code::kCancelled) return;
+    c.error = "request body: " + sent.message();
+    if (sent.code() == Code::kInvalidArgument) return answer(400, "bad request body");
+    if (sent.code() == Code::kCancelled) return;
     return answer(502, "integration " + *name + ": the request body did not go through");
   }
-  c.up_bytes = *sent;
 
   // The response: 1xx heads (we sent no Expect, but 103 may come) are skipped.
   std::string up_rest;
@@ -374,12 +374,11 @@ void IntegrationProxy::Handle(Conn& c) {
     c.error = st.message();
     return;
   }
-  Result<uint64_t> got = RelayBody(*c.up, *c.down, *rframing, std::move(up_rest), idle);
+  Status got = RelayBody(*c.up, *c.down, *rframing, std::move(up_rest), idle, &c.down_bytes);
   if (!got.ok()) {
-    c.error = "response body: " + got.status().message();
+    c.error = "response body: " + got.message();
     return;
   }
-  c.down_bytes = *got;
   c.down->CloseWrite();
 }
 

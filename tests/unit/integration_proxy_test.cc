@@ -290,9 +290,15 @@ TEST_F(IntegrationProxyTest, RevokeCutsARunningDownloadAtOnce) {
   }
   char buf[4096];
   for (int fd : {a, b}) {
-    pollfd p{fd, POLLIN, 0};
-    ASSERT_GT(::poll(&p, 1, 5000), 0);
-    ASSERT_GT(::recv(fd, buf, sizeof buf, 0), 0);
+    // Past the head: some of the body has gone down.
+    ssize_t got = 0;
+    while (got < 512) {
+      pollfd p{fd, POLLIN, 0};
+      ASSERT_GT(::poll(&p, 1, 5000), 0);
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      ASSERT_GT(n, 0);
+      got += n;
+    }
   }
   EXPECT_EQ(proxy_->RevokeVm("vm-1", "other"), 0);
   auto t0 = std::chrono::steady_clock::now();
@@ -313,6 +319,16 @@ TEST_F(IntegrationProxyTest, RevokeCutsARunningDownloadAtOnce) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(upstream_cut.load());
+  // The log lines of the cut downloads count what went down before the cut.
+  const std::string log = ReadFile(dir_ + "/warren.log");
+  int cut_lines = 0;
+  for (size_t at = log.find("revoked"); at != std::string::npos; at = log.find("revoked", at + 1)) {
+    const size_t start = log.rfind('\n', at) + 1;
+    const std::string line = log.substr(start, at - start);
+    EXPECT_EQ(line.find("down_bytes=0 "), std::string::npos) << line;
+    ++cut_lines;
+  }
+  EXPECT_EQ(cut_lines, 2) << log;
 }
 
 TEST_F(IntegrationProxyTest, RefusalsAnswerWithOneLine) {
