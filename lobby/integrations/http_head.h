@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lobby/base/status.h"
+#include "lobby/base/target_url.h"
 
 namespace warren::integrations {
 
@@ -84,16 +85,6 @@ class ChunkedScanner {
   size_t trailer_line_ = 0;  // bytes of the current trailer line
   size_t trailer_bytes_ = 0;
 };
-
-// An integration's upstream: scheme, host, port and a path prefix.
-struct TargetUrl {
-  bool https = false;
-  std::string host;  // a name or an address (IPv6 without brackets)
-  uint16_t port = 0;
-  std::string path_prefix;  // "" or "/v1" (never ending in '/')
-  std::string host_header;  // "api.example.com" or "api.example.com:8443"
-};
-Result<TargetUrl> ParseTargetUrl(std::string_view url);
 
 // The integration name a Host header names under `domain` ("N.<domain>", any port,
 // any case): NotFound-free: InvalidArgument when the host is not one label under domain.

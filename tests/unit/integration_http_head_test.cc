@@ -56,24 +56,6 @@ TEST(HttpHeadTest, ChunkedScannerFindsTheEnd) {
   EXPECT_FALSE(v.Feed("zz\r\n").ok());
 }
 
-TEST(HttpHeadTest, TargetUrls) {
-  TargetUrl t = *ParseTargetUrl("https://api.example.com/v1/");
-  EXPECT_TRUE(t.https);
-  EXPECT_EQ(t.host, "api.example.com");
-  EXPECT_EQ(t.port, 443);
-  EXPECT_EQ(t.path_prefix, "/v1");
-  EXPECT_EQ(t.host_header, "api.example.com");
-  t = *ParseTargetUrl("http://[::1]:8080");
-  EXPECT_EQ(t.host, "::1");
-  EXPECT_EQ(t.port, 8080);
-  EXPECT_EQ(t.path_prefix, "");
-  EXPECT_EQ(t.host_header, "[::1]:8080");
-  for (const char* bad : {"ftp://x", "http://", "http://u@x/", "http://x:0/", "http://x:99999",
-                          "http://x/?q", "http://x y/"}) {
-    EXPECT_FALSE(ParseTargetUrl(bad).ok()) << bad;
-  }
-}
-
 TEST(HttpHeadTest, HostNamesOneIntegrationUnderTheDomain) {
   EXPECT_EQ(*IntegrationNameFromHost("GitHub.Int.Warren.Internal:443", "int.warren.internal"),
             "github");
