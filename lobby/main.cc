@@ -54,6 +54,7 @@
 #include "lobby/commands/vm_quota.h"
 #include "lobby/ssh/ssh_server.h"
 #include "lobby/vm_runtime.h"
+#include "lobby/web_runtime.h"
 
 #ifndef WARREN_VERSION
 #define WARREN_VERSION "0.0.0"
@@ -69,6 +70,10 @@ struct ServeFlags {
   std::string admin_key_file;
   std::string admin_name = "admin";
   std::string domain = "warren.localhost";
+  // The web proxy's listener (VMs' pages at NAME.domain), or "off"; its limits and
+  // deadlines (the rest of WebServerOptions comes from --web, --domain and --tls-*).
+  std::string web = "127.0.0.1:8081";
+  web::WebServerOptions web_limits;
   std::string int_domain = "int.warren.internal";
   std::string vms = "on";
   std::string vm_egress = "all";             // new VMs' egress policy (lobby/commands/vm_egress.h)
@@ -96,7 +101,7 @@ struct ServeFlags {
   int http_header_timeout_s = SecondsOf(HttpServerOptions{}.header_timeout);
   int http_idle_timeout_s = SecondsOf(HttpServerOptions{}.idle_timeout);
   // GET /metrics has a listener of its own, loopback by default; "off" for none.
-  std::string metrics = "127.0.0.1:8081";
+  std::string metrics = "127.0.0.1:9464";
   // The log (stderr) goes to this file, mode 0640, when given.
   std::string log_file;
   // --user-max-vms, -cpu, -memory, -disk (vm_quota.h's kLimitFields order); empty keeps
@@ -404,13 +409,21 @@ int Serve(const ServeFlags& flags) {
     if (!parsed.ok()) return Fail(parsed.status());
     metrics_addr = *parsed;
   }
+  if (flags.web != "off") {
+    Result<HostPort> parsed = ParseHostPort("--web", flags.web);
+    if (!parsed.ok()) return Fail(parsed.status());
+  }
   if (!flags.log_file.empty()) {
     if (Status st = OpenLogFile(flags.log_file); !st.ok()) return Fail(st.Annotate("--log-file"));
   }
   // SSH: every unauthenticated connection up to the early drop's "full", plus every login.
   const rlim_t ssh_connections =
       static_cast<rlim_t>(startups->full) + static_cast<rlim_t>(flags.ssh_limits.logins);
-  RaiseOpenFileLimit(static_cast<rlim_t>(flags.http_limits.max_connections) +
+  const rlim_t web_connections =
+      flags.web == "off" ? 0
+                         : static_cast<rlim_t>(flags.web_limits.max_connections) +
+                               static_cast<rlim_t>(flags.web_limits.max_rejecting);
+  RaiseOpenFileLimit(static_cast<rlim_t>(flags.http_limits.max_connections) + web_connections +
                      (metrics_addr ? kMetricsMaxConnections : 0) + ssh_connections +
                      kDescriptorsBesideListeners);
 
@@ -593,6 +606,24 @@ int Serve(const ServeFlags& flags) {
       return Fail(st.Annotate("starting the metrics listener (--metrics)"));
     }
   }
+  // The web proxy: VMs' pages, private until shared. Until it listens, commands print no
+  // URL; with --web off, never.
+  interpreter.services().info.web_port = 0;
+  std::unique_ptr<WebRuntime> web_runtime;
+  if (flags.web != "off") {
+    web::WebServerOptions o = flags.web_limits;
+    o.listen = flags.web;
+    o.tls_cert_file = flags.tls_cert_file;
+    o.tls_key_file = flags.tls_key_file;
+    Result<std::unique_ptr<WebRuntime>> started = WebRuntime::Start(o, interpreter);
+    if (!started.ok()) {
+      if (metrics_server) metrics_server->Stop();
+      http_server.Stop();
+      ssh_server.Stop();
+      return Fail(started.status().Annotate("starting the web listener (--web)"));
+    }
+    web_runtime = std::move(started).value();
+  }
   if (flags.public_url.empty()) {
     oauth_handler->SetPublicUrl(
         DefaultPublicUrl(*http_addr, http_server.port(), http_server.tls()));
@@ -610,6 +641,7 @@ int Serve(const ServeFlags& flags) {
   const bool mcp_clean = mcp_handler->Shutdown();
   http_server.Stop();
   if (metrics_server) metrics_server->Stop();
+  web_runtime.reset();  // its connections cut, its share-link counts written
   clean = ssh_server.Stop() && clean;
   clean = mcp_clean && clean;
   if (!clean) {
@@ -708,8 +740,38 @@ int main(int argc, char** argv) {
                   "in production");
   serve->add_option("--runner", flags.vm.runner_path,
                     "The guest runner binary (default: warren-run next to warren)");
-  serve->add_option("--domain", flags.domain, "Domain under which VMs are served")
+  serve
+      ->add_option("--domain", flags.domain,
+                   "Domain VMs' pages are served under: http(s)://NAME.DOMAIN[:PORT]/ on --web "
+                   "(*.localhost resolves to loopback with no DNS; else point *.DOMAIN here)")
+      ->check(CLI::Validator(
+          [](const std::string& d) -> std::string {
+            bool ok = !d.empty() && d.size() <= 200 && d.front() != '.' && d.back() != '.' &&
+                      d.find("..") == std::string::npos;
+            for (char c : d) {
+              ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
+            }
+            return ok ? "" : "a lowercase DNS name (a-z, 0-9, - and dots), e.g. vms.example.org";
+          },
+          "DOMAIN"))
       ->capture_default_str();
+  serve
+      ->add_option("--web", flags.web,
+                   "Address of the web listener serving VMs' pages (HTTPS with --tls-cert and "
+                   "--tls-key: a certificate for DOMAIN and *.DOMAIN), ADDR:PORT, or off")
+      ->capture_default_str();
+  warren::AddCountOptions(
+      *serve,
+      {
+          {"--web-max-connections", &flags.web_limits.max_connections,
+           "Connections to the web listener at once, all visitors together (a thread "
+           "each); past it: 503"},
+          {"--web-max-connections-per-source", &flags.web_limits.max_connections_per_source,
+           "Connections to the web listener from one address; past it: 503"},
+          {"--web-max-connections-per-vm", &flags.web_limits.max_connections_per_site,
+           "Connections to one VM's pages at once; past it: 503"},
+      },
+      100000);
   serve
       ->add_option("--int-domain", flags.int_domain,
                    "Domain under which VMs reach their integrations: http(s)://NAME.DOMAIN/ "
@@ -739,7 +801,8 @@ int main(int argc, char** argv) {
       },
       100000);
   serve->add_option("--tls-cert", flags.tls_cert_file,
-                    "PEM certificate (chain) for HTTPS on --http; needs --tls-key");
+                    "PEM certificate (chain) for HTTPS on --http and --web (for the host names of both: "
+                    "DOMAIN and *.DOMAIN for --web); needs --tls-key");
   serve->add_option("--tls-key", flags.tls_key_file, "PEM private key for --tls-cert");
   serve->add_option("--public-url", flags.public_url,
                     "Base URL clients reach --http at, e.g. https://warren.example (OAuth "

@@ -101,6 +101,7 @@ class Server:
         self.port = None
         self.http_port = None
         self.metrics_port = None
+        self.web_port = None
         self.log_path = None
         self._log = None
 
@@ -122,6 +123,10 @@ class Server:
         own_metrics = "--metrics" in self.extra_args
         if not own_metrics:
             args += ["--metrics", "127.0.0.1:0"]
+        # And the web listener (VMs' pages), unless the test says (e.g. `--web off`).
+        own_web = "--web" in self.extra_args
+        if not own_web:
+            args += ["--web", "127.0.0.1:0"]
         if self.admin_key is not None:
             args += ["--admin-key", self.admin_key.path + ".pub"]
         args += self.extra_args
@@ -138,10 +143,12 @@ class Server:
             m = re.search(r"ssh listening on 127\.0\.0\.1:(\d+)", log)
             h = re.search(r"http listening on 127\.0\.0\.1:(\d+)", log)
             p = re.search(r"metrics listening on 127\.0\.0\.1:(\d+)", log)
-            if m and h and (p or own_metrics):
+            w = re.search(r"web listening on 127\.0\.0\.1:(\d+)", log)
+            if m and h and (p or own_metrics) and (w or own_web):
                 self.port = int(m.group(1))
                 self.http_port = int(h.group(1))
                 self.metrics_port = int(p.group(1)) if p else None
+                self.web_port = int(w.group(1)) if w else None
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError("warren exited with %d:\n%s" % (self.proc.returncode, self.log()))

@@ -1,0 +1,37 @@
+// WebRuntime: the web proxy (lobby/web) joined to the interpreter — the WebGate it asks,
+// answered by WebAccess (lobby/commands/web_access.h, the one home of web access policy),
+// and the listener on `serve --web`. Once listening, it tells the interpreter's ServerInfo
+// the scheme and port browsers reach it on, so every command prints a URL that works (and,
+// with `--web off`, none). Lives beside main.cc, the one place that joins the modules.
+// Threads: Start and the destructor on the main thread; the gate from the proxy's workers.
+#pragma once
+
+#include <memory>
+
+#include "lobby/base/status.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/web_access.h"
+#include "lobby/web/web_server.h"
+
+namespace warren {
+
+class WebRuntime {
+ public:
+  // Starts the proxy with `options` (its domain and sign-in hint are set here from
+  // `interpreter`'s ServerInfo) and records its scheme and port there.
+  static Result<std::unique_ptr<WebRuntime>> Start(web::WebServerOptions options,
+                                                   Interpreter& interpreter);
+  ~WebRuntime();  // stops the proxy, then writes the share-link uses still pending
+
+  uint16_t port() const { return server_->port(); }
+
+ private:
+  class Gate;
+  WebRuntime() = default;
+
+  std::unique_ptr<WebAccess> access_;
+  std::unique_ptr<Gate> gate_;
+  std::unique_ptr<web::WebServer> server_;
+};
+
+}  // namespace warren
