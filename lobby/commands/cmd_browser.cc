@@ -64,7 +64,6 @@ void RegisterBrowserCommand(CommandTable& table) {
   table.Add({
       .path = "browser",
       .summary = "sign a web browser in to see your VMs' pages",
-      .args = "[--revoke]",
       .description =
           "Prints a one-time link that signs a browser in as you (with this key's or token's "
           "limits), so it can see your VMs' pages at their addresses and those shared with you. "

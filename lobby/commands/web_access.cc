@@ -158,17 +158,22 @@ Result<WebVisitor> WebAccess::Admit(const WebSite& site, const WebCredentials& c
   const int64_t now = services.clock->NowUnix();
   WARREN_ASSIGN_OR_RETURN(VmRecord vm, store.GetVm(site.vm_id));
   WARREN_ASSIGN_OR_RETURN(VmShare share, store.GetVmShare(vm.id));
-  const std::string host = WebHostName(services.info, SiteLabel(site));
+  const std::string host = Lower(WebHostName(services.info, SiteLabel(site)));
 
+  // Every credential presented is tried: a stale cookie beside a good token still admits.
+  // A store failure is not "nobody": it is reported, never taken for a refusal.
   std::vector<Caller> callers;
-  if (!creds.session.empty()) {
-    Result<Caller> c = FromSession(creds.session, host, now);
-    if (c.ok()) callers.push_back(std::move(c).value());
-  }
-  if (!creds.bearer.empty()) {
-    Result<Caller> c = FromBearer(creds.bearer);
-    if (c.ok()) callers.push_back(std::move(c).value());
-  }
+  auto consider = [&](Result<Caller> c) -> Status {
+    if (c.ok()) {
+      callers.push_back(std::move(c).value());
+    } else if (c.status().code() != Code::kUnauthenticated) {
+      return c.status();
+    }
+    return Status::Ok();
+  };
+  if (!creds.session.empty())
+    WARREN_RETURN_IF_ERROR(consider(FromSession(creds.session, host, now)));
+  if (!creds.bearer.empty()) WARREN_RETURN_IF_ERROR(consider(FromBearer(creds.bearer)));
   std::optional<std::string> signed_in_as;
   for (const Caller& caller : callers) {
     // The owner, within the credential's tag.

@@ -251,7 +251,7 @@ TEST_F(WebAccessTest, OwnerOnlyPortsWhateverIsShared) {
             Code::kPermissionDenied);
   EXPECT_EQ(Who("web-one-p4000", Session(SignInTo(Alice(), "web-one-p4000.warren.localhost"))),
             "user:alice");
-  EXPECT_EQ(Who("web-one-p4000", Bearer(Token(Alice(), {}))), "user:alice");
+  EXPECT_EQ(Who("web-one-p4000", Bearer(Token(Alice(), {"--label", "owner"}))), "user:alice");
 }
 
 TEST_F(WebAccessTest, BearerTokensAsExecChecksThem) {
@@ -261,13 +261,13 @@ TEST_F(WebAccessTest, BearerTokensAsExecChecksThem) {
   EXPECT_EQ(Who("web-one", Bearer(Token(Alice(), {"--label", "ls", "--cmds", "ls"}))),
             "user:alice");
   // A token limited to a tag the VM lacks is not its owner.
-  const std::string ci = Token(Alice(), {"--label", "ci", "--tag", "ci"});
+  const std::string ci = Token(Alice(), {"--label", "citok", "--tag", "ci"});
   EXPECT_EQ(AdmitCode("web-one", Bearer(ci)), Code::kPermissionDenied);
   Run(Alice(), {"tag", "web-one", "ci"});
   EXPECT_EQ(Who("web-one", Bearer(ci)), "user:alice");
   // Nor is it anyone else's shared user: bob's tag-limited token does not reach alice's VM.
   Run(Alice(), {"share", "add", "web-one", "bob"});
-  EXPECT_EQ(Who("web-one", Bearer(Token(Bob(), {"--label", "b"}))), "user:bob");
+  EXPECT_EQ(Who("web-one", Bearer(Token(Bob(), {"--label", "bob-token"}))), "user:bob");
   EXPECT_EQ(AdmitCode("web-one", Bearer(Token(Bob(), {"--label", "bt", "--tag", "ci"}))),
             Code::kPermissionDenied);
   // Revoked: its label removed.
