@@ -363,7 +363,14 @@ TEST_F(WebStoreTest, EndUserSessionsEndsOnlyTheirs) {
 
 TEST_F(WebStoreTest, OnlyHashesAreStored) {
   ASSERT_TRUE(store_->CreateMagicLink(Magic("plain-magic-token-1234"), kNow).ok());
-  ASSERT_TRUE(Redeem("plain-magic-token-1234", "plain-cookie-value-5678").ok());
+  ASSERT_TRUE(store_
+                  ->RedeemMagicLink(HashSecret("plain-magic-token-1234"), kNow,
+                                    [](const MagicLink& m) {
+                                      return Result<BrowserSession>(BrowserSession{
+                                          HashSecret("plain-cookie-value-5678"), "s1", m.credential,
+                                          "warren.localhost", kNow, kNow + 60});
+                                    })
+                  .ok());
   ASSERT_TRUE(store_
                   ->UpdateVmShare("aaaaaaaaaaaa",
                                   [](VmShare& s) {
