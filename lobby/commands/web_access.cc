@@ -106,7 +106,9 @@ Result<WebSite> WebAccess::Resolve(std::string_view raw_label) {
     if (std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       WARREN_ASSIGN_OR_RETURN(std::optional<VmRecord> vm, VmNamed(store, label.substr(0, p)));
       if (vm) {
-        const int64_t port = digits.size() > 5 ? -1 : std::stoll(std::string(digits));
+        // One spelling per port ("-p03000" is not port 3000), so each port has one host.
+        const int64_t port =
+            digits.size() > 5 || digits[0] == '0' ? -1 : std::stoll(std::string(digits));
         if (!CheckWebPort(port).ok()) {
           return NotFound("port " + std::string(digits) + " is not served: a VM's ports " +
                           std::to_string(kMinWebPort) + "-" + std::to_string(kMaxWebPort) + " are");
@@ -174,7 +176,7 @@ Result<WebVisitor> WebAccess::Admit(const WebSite& site, const WebCredentials& c
   if (!creds.session.empty())
     WARREN_RETURN_IF_ERROR(consider(FromSession(creds.session, host, now)));
   if (!creds.bearer.empty()) WARREN_RETURN_IF_ERROR(consider(FromBearer(creds.bearer)));
-  std::optional<std::string> signed_in_as;
+  std::optional<Caller> signed_in_as;
   for (const Caller& caller : callers) {
     // The owner, within the credential's tag.
     if (VmVisibleTo(caller, vm)) return WebVisitor{"user:" + caller.user};
@@ -183,7 +185,7 @@ Result<WebVisitor> WebAccess::Admit(const WebSite& site, const WebCredentials& c
         std::binary_search(share.users.begin(), share.users.end(), caller.user)) {
       return WebVisitor{"user:" + caller.user};
     }
-    if (!signed_in_as) signed_in_as = caller.user;
+    if (!signed_in_as) signed_in_as = caller;
   }
   if (!site.owner_only) {
     if (!creds.share_link.empty() && creds.share_link.size() <= kMaxSecretBytes) {
@@ -197,14 +199,21 @@ Result<WebVisitor> WebAccess::Admit(const WebSite& site, const WebCredentials& c
     if (share.is_public) return WebVisitor{"public"};
   }
   if (signed_in_as) {
+    const std::string& user = signed_in_as->user;
+    if (user == vm.owner) {
+      return PermissionDenied("you are signed in as " + user +
+                              " with a credential limited to "
+                              "the tag \"" +
+                              signed_in_as->scope.tag + "\", which " + vm.name + " does not carry");
+    }
     if (site.owner_only) {
-      return PermissionDenied("you are signed in as " + *signed_in_as + "; port " +
+      return PermissionDenied("you are signed in as " + user + "; port " +
                               std::to_string(site.port) + " of " + vm.name +
                               " is for its owner only");
     }
-    return PermissionDenied("you are signed in as " + *signed_in_as + ", and " + vm.name +
+    return PermissionDenied("you are signed in as " + user + ", and " + vm.name +
                             " is not shared with you; its owner can share it with: share add " +
-                            vm.name + " " + *signed_in_as);
+                            vm.name + " " + user);
   }
   return Unauthenticated(vm.name + " is private; sign in with: " + SshHint(services.info) +
                          " browser");

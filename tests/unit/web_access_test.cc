@@ -135,7 +135,7 @@ TEST_F(WebAccessTest, ResolvesRouteAndPortHosts) {
   EXPECT_TRUE(s.owner_only);
   EXPECT_EQ(Site("web-one-p3000").port, 3000);
   EXPECT_EQ(Site("web-one-p9999").port, 9999);
-  for (const char* label : {"web-one-p80", "web-one-p2999", "web-one-p10000",
+  for (const char* label : {"web-one-p80", "web-one-p2999", "web-one-p10000", "web-one-p03000",
                             "web-one-p00000000000000000000003000", "nosuch", "nosuch-p3000"}) {
     EXPECT_EQ(web_->Resolve(label).status().code(), Code::kNotFound) << label;
   }
