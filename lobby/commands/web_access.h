@@ -54,10 +54,12 @@ class WebAccess {
 
   // The label left of the domain → the site. "NAME" is VM NAME's route port, for whoever may
   // see it. "NAME-pDIGITS" is a port host — the owner-only port DIGITS of VM NAME — when a
-  // VM named NAME exists (NotFound when DIGITS is outside 3000–9999); otherwise the whole
-  // label is taken as a VM name (names may hold "-p…" too). So an owner's port hosts can
-  // never be taken over by somebody else's VM named "NAME-p3000". Case-insensitive.
-  // NotFound when no VM has the name; InvalidArgument for a label that cannot be one.
+  // VM named NAME exists (NotFound when DIGITS is outside 3000–9999 or has a leading zero);
+  // otherwise the whole label is looked up as a name. New VM names may not end in -pDIGITS
+  // (lobby/base/vm_name.h), so the fallback only finds a VM named before that rule, and the
+  // port parse goes first so that no such name can take over an owner's port host.
+  // Case-insensitive. NotFound when no VM has the name; InvalidArgument for a label that
+  // cannot be one.
   Result<WebSite> Resolve(std::string_view label);
 
   // Whether `creds` may see `site`: the visitor ("user:alice", "link:<id>", "public");

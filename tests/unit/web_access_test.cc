@@ -145,16 +145,18 @@ TEST_F(WebAccessTest, ResolvesRouteAndPortHosts) {
   EXPECT_EQ(web_->Resolve(std::string(64, 'a')).status().code(), Code::kInvalidArgument);
 }
 
-TEST_F(WebAccessTest, NamesHoldingDashPAreVmsUnlessThePrefixIsOne) {
-  New(Bob(), {"--name", "api-p3000"});  // no VM "api": the whole label is the name
-  WebSite s = Site("api-p3000");
-  EXPECT_EQ(s.vm_name, "api-p3000");
-  EXPECT_FALSE(s.owner_only);
-  // Bob's "web-one-p5000" cannot take over alice's port host: the port parse wins.
-  New(Bob(), {"--name", "web-one-p5000"});
-  s = Site("web-one-p5000");
+TEST_F(WebAccessTest, NoVmNameLooksLikeAPortHost) {
+  // The name rule keeps "-pDIGITS" off the end of VM names, so a port host is never a VM's
+  // own name, and nobody's "web-one-p5000" can take alice's port host.
+  Outcome o = Exec(Bob(), {"new", "--name", "web-one-p5000"});
+  EXPECT_EQ(o.status.code(), Code::kInvalidArgument) << o.err;
+  WebSite s = Site("web-one-p5000");
   EXPECT_EQ(s.vm_name, "web-one");
   EXPECT_TRUE(s.owner_only);
+  // Names with "-p" elsewhere are names.
+  New(Bob(), {"--name", "api-pro"});
+  EXPECT_EQ(Site("api-pro").vm_name, "api-pro");
+  EXPECT_FALSE(Site("api-pro").owner_only);
 }
 
 TEST_F(WebAccessTest, AnonymousVisitorsMustSignIn) {
@@ -202,8 +204,8 @@ TEST_F(WebAccessTest, SharedUsersSeeTheRoutePortNotThePortHosts) {
 TEST_F(WebAccessTest, PublicAndPrivateTakeEffectAtOnce) {
   Run(Alice(), {"share", "set-public", "web-one"});
   EXPECT_EQ(Who("web-one", {}), "public");
-  // A signed-in visitor is named, allowed or not.
-  EXPECT_EQ(Who("web-one", Session(SignInTo(Bob(), kWebOne))), "user:bob");
+  // A signed-in visitor it is not shared with is let in as the public.
+  EXPECT_EQ(Who("web-one", Session(SignInTo(Bob(), kWebOne))), "public");
   EXPECT_EQ(AdmitCode("web-one-p3000", {}), Code::kUnauthenticated);  // ports stay the owner's
   Run(Alice(), {"share", "set-private", "web-one"});
   EXPECT_EQ(AdmitCode("web-one", {}), Code::kUnauthenticated);
