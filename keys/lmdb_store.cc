@@ -106,7 +106,7 @@ Result<SshKey> Codec<SshKey>::Decode(const nlohmann::json& j) {
 
 namespace {
 
-// Named databases the environment may hold: the 16 of schema 5 and room for more.
+// Named databases the environment may hold: the 23 of schema 7 and room for more.
 constexpr unsigned kMaxTables = 32;
 constexpr const char kSchemaVersionKey[] = "schema_version";
 
@@ -134,6 +134,8 @@ constexpr UpgradeStep kUpgrades[] = {
      &store_internal::CreateOAuthTables},
     {5, "create tables integrations, integration_names", &store_internal::CreateIntegrationTables},
     {6, "vms: egress \"full\" is now \"all\"", &store_internal::RenameFullEgress},
+    {7, "create tables vm_shares, share_links, web_magic_links, web_sessions, web_tickets",
+     &store_internal::CreateWebTables},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,
@@ -378,6 +380,7 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
                           lmdb::Table<std::string>::Open(txn, "token_label_names", false));
   WARREN_RETURN_IF_ERROR(store_internal::OpenOAuthTables(*state, txn));
   WARREN_RETURN_IF_ERROR(store_internal::OpenIntegrationTables(*state, txn));
+  WARREN_RETURN_IF_ERROR(store_internal::OpenWebTables(*state, txn));
   // Table handles opened in this transaction become usable by others once it commits.
   WARREN_RETURN_IF_ERROR(txn.Commit().Annotate("opening store in " + dir));
   return std::unique_ptr<LmdbStore>(new LmdbStore(std::move(state)));
@@ -450,6 +453,7 @@ Status LmdbStore::DeleteUser(std::string_view name) {
     }
     WARREN_RETURN_IF_ERROR(s_->DeleteUserTokenLabels(txn, name));
     WARREN_RETURN_IF_ERROR(s_->DeleteUserIntegrations(txn, name));
+    WARREN_RETURN_IF_ERROR(s_->DeleteUserWeb(txn, name));
   }
   return txn.Commit();
 }

@@ -3,8 +3,8 @@
 // all or nothing), durable commits (sync on). Thread-safe: readers run concurrently with
 // each other and with the one writer LMDB admits at a time.
 //
-// Layout (schema version 5):
-//   meta       "schema_version" -> 5
+// Layout (schema version 7):
+//   meta       "schema_version" -> 7
 //   users      name -> User JSON (its "limits" object came later; absent: server defaults)
 //   keys       fingerprint -> SshKey JSON
 //   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
@@ -21,6 +21,11 @@
 //   oauth_refresh     refresh token hash -> OAuthRefresh JSON
 //   integrations       id -> IntegrationRecord JSON (secrets sealed)  (since version 5)
 //   integration_names  owner NUL name -> id  (index: per-owner names, listing an owner's)
+//   vm_shares        vm id -> VmShare JSON (public, port, users, links)  (since version 7)
+//   share_links      share-link token hash -> vm id NUL link id
+//   web_magic_links  magic-link token hash -> MagicLink JSON
+//   web_sessions     session id hash -> BrowserSession JSON
+//   web_tickets      host ticket hash -> HostTicket JSON
 #pragma once
 
 #include <cstddef>
@@ -40,7 +45,7 @@ class LmdbStore final : public Store, public OAuthStore {
  public:
   // The newest schema this binary reads and writes. Opening an older store upgrades it in
   // one transaction; a newer one is refused.
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   struct Options {
     // Upper bound of the database file; LMDB reserves address space, not disk. Writes past
@@ -121,6 +126,25 @@ class LmdbStore final : public Store, public OAuthStore {
   Status RenameIntegration(std::string_view owner, std::string_view name,
                            std::string_view new_name) override;
   Status DeleteIntegration(std::string_view owner, std::string_view name) override;
+
+  Result<VmShare> GetVmShare(std::string_view vm_id) override;
+  Status UpdateVmShare(std::string_view vm_id,
+                       const std::function<Status(VmShare&)>& change) override;
+  Result<ShareLinkMatch> FindShareLink(std::string_view token_sha256) override;
+  Status RecordShareLinkUses(std::string_view vm_id, std::string_view link_id, int64_t uses,
+                             int64_t when) override;
+  Status CreateMagicLink(const MagicLink& link, int64_t now) override;
+  Result<BrowserSession> RedeemMagicLink(
+      std::string_view token_sha256, int64_t now,
+      const std::function<Result<BrowserSession>(const MagicLink&)>& make) override;
+  Result<BrowserSession> GetBrowserSession(std::string_view id_sha256, int64_t now) override;
+  Status CreateHostTicket(const HostTicket& ticket, int64_t now) override;
+  Result<BrowserSession> RedeemHostTicket(
+      std::string_view token_sha256, std::string_view host, int64_t now,
+      const std::function<Result<BrowserSession>(const HostTicket&, const BrowserSession&)>& make)
+      override;
+  Result<size_t> EndBrowserSignIn(std::string_view id_sha256) override;
+  Result<size_t> EndUserBrowserSessions(std::string_view user) override;
 
   // The data directory, as given to Open.
   const std::string& dir() const;

@@ -1,6 +1,6 @@
 // Internal to keys/: LmdbStore's environment and table handles, shared by the .cc files
 // that implement it (lmdb_store.cc for users and keys, lmdb_store_vms.cc for VMs and jobs,
-// lmdb_store_tokens.cc, lmdb_store_oauth.cc, lmdb_store_integrations.cc).
+// lmdb_store_tokens.cc, lmdb_store_oauth.cc, lmdb_store_integrations.cc, lmdb_store_web.cc).
 // Table handles are immutable after Open, so State may be used from any thread.
 #pragma once
 
@@ -89,6 +89,8 @@ Status CreateOAuthTables(lmdb::Txn& txn);
 Status CreateIntegrationTables(lmdb::Txn& txn);
 // VM records' egress "full" becomes "all", its name since issue 12 (schema version 6).
 Status RenameFullEgress(lmdb::Txn& txn);
+// Creates the web tables: shares, share links, browser sign-ins (schema version 7).
+Status CreateWebTables(lmdb::Txn& txn);
 
 // The index key of a per-user name (key names, label names): user NUL name.
 std::string NameIndexKey(std::string_view user, std::string_view name);
@@ -107,6 +109,8 @@ namespace store_internal {
 Status OpenOAuthTables(LmdbStoreState& s, lmdb::Txn& txn);
 // Opens the integration tables' handles into `s` (lmdb_store_integrations.cc).
 Status OpenIntegrationTables(LmdbStoreState& s, lmdb::Txn& txn);
+// Opens the web tables' handles into `s` (lmdb_store_web.cc).
+Status OpenWebTables(LmdbStoreState& s, lmdb::Txn& txn);
 }  // namespace store_internal
 
 struct LmdbStoreState {
@@ -130,6 +134,12 @@ struct LmdbStoreState {
   lmdb::JsonTable oauth_refresh;                // refresh token hash -> OAuthRefresh
   lmdb::Table<IntegrationRecord> integrations;  // id -> IntegrationRecord
   lmdb::Table<std::string> integration_names;   // owner NUL integration name -> id
+  // The web (keys/web_share.h), JSON values encoded in lmdb_store_web.cc.
+  lmdb::JsonTable vm_shares;        // vm id -> VmShare
+  lmdb::JsonTable share_links;      // link token hash -> vm id NUL link id
+  lmdb::JsonTable web_magic_links;  // token hash -> MagicLink
+  lmdb::JsonTable web_sessions;     // session id hash -> BrowserSession
+  lmdb::JsonTable web_tickets;      // ticket hash -> HostTicket
 
   ~LmdbStoreState();
 
@@ -143,6 +153,11 @@ struct LmdbStoreState {
   Status DeleteUserIntegrations(lmdb::Txn& txn, std::string_view user);
   // Drops "vm:ID" of `vm` from every integration of its owner (DeleteVm).
   Status DropVmAttachments(lmdb::Txn& txn, const VmRecord& vm);
+  // Removes the VM's share settings and its links' index entries (DeleteVm).
+  Status DeleteVmShare(lmdb::Txn& txn, std::string_view vm_id);
+  // Removes the user's sign-in records and drops them from every VM's share users
+  // (DeleteUser).
+  Status DeleteUserWeb(lmdb::Txn& txn, std::string_view user);
   // The key `fingerprint` if it belongs to `user`, else NotFound.
   Result<SshKey> OwnedKey(lmdb::Txn& txn, std::string_view user, std::string_view fingerprint);
 };

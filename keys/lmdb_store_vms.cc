@@ -303,6 +303,7 @@ Status LmdbStore::DeleteVm(std::string_view id) {
       }));
   for (const std::string& k : job_keys) WARREN_RETURN_IF_ERROR(s_->jobs.Delete(txn, k).status());
   WARREN_RETURN_IF_ERROR(s_->DropVmAttachments(txn, vm));
+  WARREN_RETURN_IF_ERROR(s_->DeleteVmShare(txn, vm.id));
   return txn.Commit();
 }
 

@@ -1,5 +1,6 @@
 // Store: warren's durable records — users and their SSH keys and API token labels, VMs and
-// the jobs running in them, integrations; shares and usage in later issues. LmdbStore
+// the jobs running in them, integrations, the web's share settings and browser sign-ins
+// (keys/web_share.h); usage in later issues. LmdbStore
 // (lmdb_store.h) is the implementation; tests use it on a temp dir rather than a fake.
 // Implementations are thread-safe: any thread may call any method; each method is one transaction,
 // so a multi-record change is all or nothing.
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "keys/scope.h"
+#include "keys/web_share.h"
 #include "lobby/base/status.h"
 
 namespace warren {
@@ -159,7 +161,9 @@ class Store {
   // Read-modify-write of one user in one transaction (as UpdateVm): `change` may not change
   // the name (InvalidArgument); a limit below kNoLimit is InvalidArgument. NotFound.
   virtual Status UpdateUser(std::string_view name, const std::function<Status(User&)>& change) = 0;
-  // Removes the user and all of its keys, token labels and integrations. NotFound if absent.
+  // Removes the user and all of its keys, token labels, integrations and browser sign-ins
+  // (magic links, sessions, tickets), and drops it from every VM shared with it. NotFound if
+  // absent.
   virtual Status DeleteUser(std::string_view name) = 0;
 
   // Conflict if the fingerprint is registered (to anyone) or the name is taken for this
@@ -209,8 +213,8 @@ class Store {
   virtual Status UpdateVm(std::string_view id, const std::function<Status(VmRecord&)>& change) = 0;
   // Conflict if `new_name` is taken; NotFound for an unknown id.
   virtual Status RenameVm(std::string_view id, std::string_view new_name) = 0;
-  // Removes the VM, its name and all of its jobs, and drops its "vm:ID" attachment from every
-  // integration. NotFound for an unknown id.
+  // Removes the VM, its name, all of its jobs and its share settings and links, and drops its
+  // "vm:ID" attachment from every integration. NotFound for an unknown id.
   virtual Status DeleteVm(std::string_view id) = 0;
 
   // ---- Jobs, keyed by (vm_id, job).
@@ -243,6 +247,50 @@ class Store {
   virtual Status RenameIntegration(std::string_view owner, std::string_view name,
                                    std::string_view new_name) = 0;
   virtual Status DeleteIntegration(std::string_view owner, std::string_view name) = 0;  // NotFound
+
+  // ---- The web (keys/web_share.h). Only hashes of secrets are passed in or kept.
+  // A VM's share settings: the defaults when it has none stored. NotFound for an unknown VM.
+  virtual Result<VmShare> GetVmShare(std::string_view vm_id) = 0;
+  // Read-modify-write in one transaction (as UpdateVm): `change` may not change vm_id; the
+  // result is checked (ValidateVmShare), every user in it must exist (NotFound), and the
+  // index of link hashes follows the links added and removed. NotFound for an unknown VM.
+  virtual Status UpdateVmShare(std::string_view vm_id,
+                               const std::function<Status(VmShare&)>& change) = 0;
+  // The live share link whose token hashes to `token_sha256`; NotFound.
+  virtual Result<ShareLinkMatch> FindShareLink(std::string_view token_sha256) = 0;
+  // Adds `uses` to the link's use count and sets its last use (a later time only). A link
+  // or VM gone meanwhile is not an error.
+  virtual Status RecordShareLinkUses(std::string_view vm_id, std::string_view link_id, int64_t uses,
+                                     int64_t when) = 0;
+
+  // Stores a magic link, first pruning every expired sign-in record (links, sessions,
+  // tickets). LimitExceeded when its user holds kMaxMagicLinksPerUser live ones; NotFound
+  // for an unknown user; Conflict when the hash is taken.
+  virtual Status CreateMagicLink(const MagicLink& link, int64_t now) = 0;
+  // Single use, in one transaction: the live magic link `token_sha256` is deleted and the
+  // session `make` builds from it stored (LimitExceeded past kMaxBrowserSessionsPerUser).
+  // NotFound when the link is unknown, used or expired. `make` must not call the store.
+  virtual Result<BrowserSession> RedeemMagicLink(
+      std::string_view token_sha256, int64_t now,
+      const std::function<Result<BrowserSession>(const MagicLink&)>& make) = 0;
+  // The live (unexpired) session `id_sha256`; NotFound.
+  virtual Result<BrowserSession> GetBrowserSession(std::string_view id_sha256, int64_t now) = 0;
+  // Stores a ticket, first pruning expired sign-in records. NotFound unless its domain
+  // session is live; LimitExceeded past kMaxHostTicketsPerUser.
+  virtual Status CreateHostTicket(const HostTicket& ticket, int64_t now) = 0;
+  // Single use, in one transaction: the ticket is deleted and, when it is live, for `host`
+  // and its domain session is still live, the session `make` builds from the two is stored
+  // in place of any earlier one of the same sign-in for that host. NotFound otherwise (a
+  // ticket presented on the wrong host is used up all the same).
+  virtual Result<BrowserSession> RedeemHostTicket(
+      std::string_view token_sha256, std::string_view host, int64_t now,
+      const std::function<Result<BrowserSession>(const HostTicket&, const BrowserSession&)>&
+          make) = 0;
+  // Ends the sign-in the session `id_sha256` belongs to: every session with its sign_in_id
+  // and the tickets issued from them. Returns how many sessions ended (0 for an unknown one).
+  virtual Result<size_t> EndBrowserSignIn(std::string_view id_sha256) = 0;
+  // Ends every browser session, magic link and ticket of `user`; returns the sessions ended.
+  virtual Result<size_t> EndUserBrowserSessions(std::string_view user) = 0;
 };
 
 }  // namespace warren

@@ -19,6 +19,8 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterVmSshCommand(table);
   RegisterJobCommands(table);
   RegisterIntegrationCommands(table);
+  RegisterShareCommands(table);
+  RegisterBrowserCommand(table);
   RegisterSshKeyCommands(table);
   RegisterUserCommands(table);
 }

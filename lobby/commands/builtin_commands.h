@@ -27,5 +27,8 @@ void RegisterVmSshCommand(CommandTable& table);      // ssh
 void RegisterJobCommands(CommandTable& table);       // wait, kill, jobs
 // integrations add|list|show|remove|rename|attach|detach
 void RegisterIntegrationCommands(CommandTable& table);
+// share show|port|set-public|set-private|add|remove|add-link|remove-link
+void RegisterShareCommands(CommandTable& table);
+void RegisterBrowserCommand(CommandTable& table);  // browser [--revoke]
 
 }  // namespace warren

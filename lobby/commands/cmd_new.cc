@@ -96,8 +96,8 @@ class NewCommand final : public Command {
     r.data["ready_seconds"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!integrations_.empty()) r.data["integrations"] = integrations_;
-    r.text = "Ready in " + took + "\n" + VmSshCommand(info, vm.name) + "\n" + VmUrl(info, vm.name) +
-             "\n";
+    r.text =
+        "Ready in " + took + "\n" + VmSshCommand(info, vm.name) + "\n" + VmUrlLine(info, vm.name);
     return r;
   }
 

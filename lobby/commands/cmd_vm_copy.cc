@@ -116,7 +116,7 @@ class CopyCommand final : public Command {
     r.text = "Copied " + src.name + " to " + vm.name + " (disk forked in " +
              SecondsText(fork_seconds) + (synced ? ", after a sync in the guest" : "") +
              "); ready in " + SecondsText(total) + "\n" + VmSshCommand(info, vm.name) + "\n" +
-             VmUrl(info, vm.name) + "\n";
+             VmUrlLine(info, vm.name);
     return r;
   }
 

@@ -26,6 +26,11 @@ struct ServerInfo {
   std::string ssh_host = "localhost";
   int ssh_port = 2222;
   std::string domain = "warren.localhost";
+  // The web listener VMs' pages are served on (serve --web, --tls-cert/--tls-key): its
+  // scheme and the port browsers reach it on; web_port 0 when there is none (serve --web
+  // off), and then no command prints a VM's URL. web_url.h builds the URLs.
+  std::string web_scheme = "http";  // "https" with a certificate
+  int web_port = 8081;
   // Where VMs reach their integrations: http(s)://NAME.int_domain/ (serve --int-domain).
   std::string int_domain = "int.warren.internal";
 };

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "lobby/commands/web_url.h"
+
 namespace warren {
 
 std::string VmUserText() {
@@ -15,8 +17,11 @@ std::string VmSshCommand(const ServerInfo& info, std::string_view name) {
   return "ssh -p " + std::to_string(info.ssh_port) + " " + target;
 }
 
-std::string VmUrl(const ServerInfo& info, std::string_view name) {
-  return "https://" + std::string(name) + "." + info.domain + "/";
+std::string VmUrl(const ServerInfo& info, std::string_view name) { return WebHostUrl(info, name); }
+
+std::string VmUrlLine(const ServerInfo& info, std::string_view name) {
+  std::string url = VmUrl(info, name);
+  return url.empty() ? "" : url + "\n";
 }
 
 std::string VmStateText(const VmRecord& vm, const Result<VmInfo>& info) {
@@ -67,7 +72,7 @@ nlohmann::json VmJson(const VmRecord& vm, std::string_view state, const ServerIn
           {"egress", vm.egress},
           {"created_at", vm.created_at},
           {"ssh", VmSshCommand(info, vm.name)},
-          {"url", VmUrl(info, vm.name)}};
+          {"url", WebUrlJson(VmUrl(info, vm.name))}};
 }
 
 std::string FormatMib(int64_t mib) {

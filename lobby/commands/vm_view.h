@@ -24,8 +24,12 @@ std::string VmUserText();
 
 // "ssh -p 2222 NAME@HOST", or "ssh NAME@HOST" on port 22.
 std::string VmSshCommand(const ServerInfo& info, std::string_view name);
-// "https://NAME.DOMAIN/".
+// The URL of the VM's pages, exactly as a browser on this machine reaches them:
+// "http://NAME.warren.localhost:8081/" (WebHostUrl, web_url.h); "" when this server has no
+// web listener.
 std::string VmUrl(const ServerInfo& info, std::string_view name);
+// VmUrl and a newline, or "" with no web listener: the text never shows a dead link.
+std::string VmUrlLine(const ServerInfo& info, std::string_view name);
 
 // What `ls` and `stat` call a VM's state: "creating" while `new` runs, else the
 // hypervisor's ("running", "paused", "stopped", "crashed"), "missing" when the hypervisor
@@ -44,8 +48,8 @@ class HostView {
 };
 
 // {"name","id","state","desired_state","owner","image","cpus","memory_mib","disk_gib",
-//  "tags","comment","env_keys","egress","created_at","ssh","url"}. Never env values: they
-// may be secrets.
+//  "tags","comment","env_keys","egress","created_at","ssh","url"}; "url" is null with no web
+// listener. Never env values: they may be secrets.
 nlohmann::json VmJson(const VmRecord& vm, std::string_view state, const ServerInfo& info);
 
 // "2 GiB", "512 MiB", "1.5 GiB".

@@ -26,7 +26,7 @@ TEST_F(VmCommandTest, NewWithDefaultsIsReadyAndPrintsHowToReachIt) {
   EXPECT_TRUE(Has(o.err, "booting")) << o.err;
   EXPECT_TRUE(std::regex_search(o.out, std::regex("^Ready in [0-9]+\\.[0-9]s\n"))) << o.out;
   EXPECT_TRUE(Has(o.out, "ssh -p 2222 web-one@warren.test\n")) << o.out;
-  EXPECT_TRUE(Has(o.out, "https://web-one.warren.localhost/")) << o.out;
+  EXPECT_TRUE(Has(o.out, "http://web-one.warren.localhost:8081/")) << o.out;
 
   VmRecord vm = store_->GetVmByName("web-one").value();
   EXPECT_EQ(vm.phase, VmPhase::kReady);
@@ -62,7 +62,7 @@ TEST_F(VmCommandTest, NewMakesUpAFriendlyNameAndQuietJson) {
   EXPECT_TRUE(CheckVmName(name).ok());
   EXPECT_EQ(j["state"], "running");
   EXPECT_EQ(j["ssh"], "ssh -p 2222 " + name + "@warren.test");
-  EXPECT_EQ(j["url"], "https://" + name + ".warren.localhost/");
+  EXPECT_EQ(j["url"], "http://" + name + ".warren.localhost:8081/");
   EXPECT_TRUE(j["ready_seconds"].is_number());
   EXPECT_TRUE(store_->GetVmByName(name).ok());
 }

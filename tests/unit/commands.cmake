@@ -26,6 +26,9 @@ add_executable(commands_test
   unit/cmd_vm_ssh_test.cc
   unit/cmd_jobs_test.cc
   unit/cmd_integrations_test.cc
+  unit/cmd_share_test.cc
+  unit/cmd_browser_test.cc
+  unit/web_access_test.cc
   unit/head_tail_test.cc
   unit/reconcile_test.cc
   unit/vm_login_test.cc

@@ -6,6 +6,7 @@ add_executable(keys_test
   ${CMAKE_CURRENT_LIST_DIR}/vm_store_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/token_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/integration_store_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/web_store_test.cc
 )
 # LMDB directly too: the schema tests write a store's meta table as a newer warren would.
 target_link_libraries(keys_test PRIVATE warren_keys PkgConfig::LMDB GTest::gtest_main)

@@ -143,6 +143,43 @@ class FaultyStore final : public Store {
   Status DeleteIntegration(std::string_view o, std::string_view n) override {
     return real_->DeleteIntegration(o, n);
   }
+  Result<VmShare> GetVmShare(std::string_view id) override { return real_->GetVmShare(id); }
+  Status UpdateVmShare(std::string_view id, const std::function<Status(VmShare&)>& f) override {
+    return real_->UpdateVmShare(id, f);
+  }
+  Result<ShareLinkMatch> FindShareLink(std::string_view h) override {
+    return real_->FindShareLink(h);
+  }
+  Status RecordShareLinkUses(std::string_view vm, std::string_view l, int64_t n,
+                             int64_t t) override {
+    return real_->RecordShareLinkUses(vm, l, n, t);
+  }
+  Status CreateMagicLink(const MagicLink& l, int64_t now) override {
+    return real_->CreateMagicLink(l, now);
+  }
+  Result<BrowserSession> RedeemMagicLink(
+      std::string_view h, int64_t now,
+      const std::function<Result<BrowserSession>(const MagicLink&)>& f) override {
+    return real_->RedeemMagicLink(h, now, f);
+  }
+  Result<BrowserSession> GetBrowserSession(std::string_view h, int64_t now) override {
+    return real_->GetBrowserSession(h, now);
+  }
+  Status CreateHostTicket(const HostTicket& t, int64_t now) override {
+    return real_->CreateHostTicket(t, now);
+  }
+  Result<BrowserSession> RedeemHostTicket(
+      std::string_view h, std::string_view host, int64_t now,
+      const std::function<Result<BrowserSession>(const HostTicket&, const BrowserSession&)>& f)
+      override {
+    return real_->RedeemHostTicket(h, host, now, f);
+  }
+  Result<size_t> EndBrowserSignIn(std::string_view h) override {
+    return real_->EndBrowserSignIn(h);
+  }
+  Result<size_t> EndUserBrowserSessions(std::string_view u) override {
+    return real_->EndUserBrowserSessions(u);
+  }
 
  private:
   Store* real_;
