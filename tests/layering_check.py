@@ -83,9 +83,14 @@ MODULES = {
         paths=["bridge/oauth/"], target="warren_oauth",
         may_include=["base", "keys", "rate-limiter", "bridge/http_handler.h"],
         rule="OAuth uses the store (keys) and sees HTTP only through bridge/http_handler.h"),
+    "relay": dict(
+        paths=["lobby/relay/"], target="warren_relay",
+        may_include=["base", GUEST_PIPE],
+        rule="the relay (byte streams, TLS, HTTP heads shared by warren's proxies) sees VMs "
+             "only through the GuestPipe (" + GUEST_PIPE + ") and knows no proxy"),
     "integrations": dict(
         paths=["lobby/integrations/"], target="warren_integrations",
-        may_include=["base", "vmhost-api"],
+        may_include=["base", "vmhost-api", "relay"],
         rule="the integrations proxy sees VMs only through vmhost/guest_control.h (GuestPipe, "
              "GuestInboundSink) and the store only through its own IntegrationLookup"),
     "binary": dict(
@@ -107,9 +112,10 @@ LIBRARIES = {
                   rule="only bridge's .cc files use Boost (no Boost in its headers)"),
     "LMDB": dict(includes=["lmdb.h"], cmake=["PkgConfig::LMDB"], modules=["keys"],
                  rule="only keys uses LMDB"),
-    "OpenSSL": dict(includes=["openssl/"], cmake=["OpenSSL::"], modules=["keys", "bridge", "integrations"],
-                    rule="OpenSSL is for keys (fingerprints, tokens), bridge (HTTPS) and the "
-                         "integrations proxy (TLS both ways, its CA)"),
+    "OpenSSL": dict(includes=["openssl/"], cmake=["OpenSSL::"],
+                    modules=["keys", "bridge", "relay", "integrations"],
+                    rule="OpenSSL is for keys (fingerprints, tokens), bridge (HTTPS), the relay "
+                         "(TLS both ways) and the integrations proxy (its CA)"),
     "CLI11": dict(includes=["CLI/"], cmake=["CLI11::"], modules=["commands", "binary"],
                   rule="flags are parsed by the interpreter and the binary"),
     "nlohmann/json": dict(includes=["nlohmann/"], cmake=["nlohmann_json::"],

@@ -1,4 +1,4 @@
-#include "lobby/integrations/tls_stream.h"
+#include "lobby/relay/tls_stream.h"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -7,7 +7,7 @@
 #include <climits>
 #include <utility>
 
-namespace warren::integrations {
+namespace warren::relay {
 
 namespace {
 
@@ -177,4 +177,4 @@ void TlsStream::CloseWrite() {
   inner_->CloseWrite();
 }
 
-}  // namespace warren::integrations
+}  // namespace warren::relay

@@ -1,6 +1,6 @@
 // TlsStream: TLS over another ByteStream (shared, so whoever cancels it may hold it too) (a VM's
 // forwarded channel, or an upstream socket), through a BIO of our own so the same code serves both.
-// The server side terminates the VM's https:// with the proxy's certificate; the client side
+// The server side terminates https:// with the proxy's certificate; the client side
 // verifies the upstream (system CAs, or a given CA file) and sends SNI. Threads: as ByteStream —
 // one worker thread, Cancel from any thread (it cancels the stream underneath).
 #pragma once
@@ -12,9 +12,9 @@
 
 #include "lobby/base/status.h"
 #include "lobby/base/unique_handle.h"
-#include "lobby/integrations/byte_stream.h"
+#include "lobby/relay/byte_stream.h"
 
-namespace warren::integrations {
+namespace warren::relay {
 
 using SslCtxPtr = std::shared_ptr<SSL_CTX>;
 using SslPtr = UniqueHandle<SSL*, SSL_free>;
@@ -61,4 +61,4 @@ class TlsStream final : public ByteStream {
   SslPtr ssl_;
 };
 
-}  // namespace warren::integrations
+}  // namespace warren::relay

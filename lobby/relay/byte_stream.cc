@@ -1,4 +1,4 @@
-#include "lobby/integrations/byte_stream.h"
+#include "lobby/relay/byte_stream.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-namespace warren::integrations {
+namespace warren::relay {
 
 namespace {
 
@@ -193,4 +193,4 @@ Status GuestPipeStream::Write(std::string_view bytes, Clock::time_point deadline
 
 void GuestPipeStream::CloseWrite() { pipe_->CloseInput(); }
 
-}  // namespace warren::integrations
+}  // namespace warren::relay

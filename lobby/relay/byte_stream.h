@@ -1,9 +1,9 @@
-// ByteStream: one side of a proxied connection as the integrations proxy's worker sees it —
-// blocking reads and writes with a deadline, and a Cancel that any other thread may call to
-// make every current and later call fail at once (a revoked integration cuts a running
-// download). Implementations: a socket (FdStream: upstream TCP, socketpairs in tests), a
-// VM's forwarded channel (GuestPipeStream over a GuestPipe), TLS over another stream
-// (tls_stream.h).
+// ByteStream: one side of a proxied connection as a proxy's worker sees it (the integrations
+// proxy, the web proxy) — blocking reads and writes with a deadline, and a Cancel that any
+// other thread may call to make every current and later call fail at once (a revoked
+// integration cuts a running download). Implementations: a socket (FdStream: TCP both ways,
+// socketpairs in tests), a VM's channel (GuestPipeStream over a GuestPipe), TLS over another
+// stream (tls_stream.h).
 //
 // Threads: Read and Write from the one worker thread; Cancel from any thread.
 #pragma once
@@ -20,7 +20,7 @@
 #include "lobby/base/status.h"
 #include "vmhost/guest_control.h"
 
-namespace warren::integrations {
+namespace warren::relay {
 
 class ByteStream {
  public:
@@ -60,8 +60,9 @@ Result<std::unique_ptr<FdStream>> ConnectTcp(const std::string& host, uint16_t p
                                              ByteStream::Clock::time_point deadline,
                                              const std::atomic<bool>& cancelled);
 
-// A VM's forwarded channel. Notify() is the callback the control session calls on every
-// change (GuestInboundSink::Accept returns it); the worker's waits wake on it.
+// A VM's channel (forwarded to the host, or opened into the guest). Notify() is the callback
+// the control session calls on every change (GuestInboundSink::Accept returns it, or it is
+// the one given to OpenChannel); the worker's waits wake on it.
 class GuestPipeStream final : public ByteStream {
  public:
   explicit GuestPipeStream(std::shared_ptr<GuestPipe> pipe);
@@ -84,4 +85,4 @@ class GuestPipeStream final : public ByteStream {
   bool cancelled_ = false;
 };
 
-}  // namespace warren::integrations
+}  // namespace warren::relay
