@@ -5,7 +5,8 @@
 // socketpairs in tests), a VM's channel (GuestPipeStream over a GuestPipe), TLS over another
 // stream (tls_stream.h).
 //
-// Threads: Read and Write from the one worker thread; Cancel from any thread.
+// Threads: Read and Write from the one worker thread (or, for Splice, Read on one thread and
+// Write on another); Cancel from any thread.
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,10 @@ class ByteStream {
   virtual Result<size_t> Read(char* buf, size_t len, Clock::time_point deadline) = 0;
   // All of `bytes`, or the error (as Read).
   virtual Status Write(std::string_view bytes, Clock::time_point deadline) = 0;
+  // Returns once a Read would not wait (bytes, EOF or an error are there), without taking
+  // anything; Timeout at the deadline, Cancelled after Cancel. TLS uses it to wait outside
+  // its lock, so one thread may read while another writes (Splice).
+  virtual Status WaitReadable(Clock::time_point deadline) = 0;
   // No more bytes from us (the peer sees EOF once written ones are out).
   virtual void CloseWrite() = 0;
   virtual void Cancel() = 0;
@@ -44,6 +49,7 @@ class FdStream final : public ByteStream {
   ~FdStream() override;
   Result<size_t> Read(char* buf, size_t len, Clock::time_point deadline) override;
   Status Write(std::string_view bytes, Clock::time_point deadline) override;
+  Status WaitReadable(Clock::time_point deadline) override;
   void CloseWrite() override;
   void Cancel() override;
   int fd() const { return fd_; }
@@ -69,6 +75,7 @@ class GuestPipeStream final : public ByteStream {
   ~GuestPipeStream() override;  // closes the channel
   Result<size_t> Read(char* buf, size_t len, Clock::time_point deadline) override;
   Status Write(std::string_view bytes, Clock::time_point deadline) override;
+  Status WaitReadable(Clock::time_point deadline) override;
   void CloseWrite() override;
   void Cancel() override;
   void Notify();

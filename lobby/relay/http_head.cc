@@ -161,6 +161,7 @@ Result<RequestHead> ParseRequestHead(std::string_view head) {
   if (version != "HTTP/1.1" && version != "HTTP/1.0") {
     return InvalidArgument("only HTTP/1.0 and HTTP/1.1 are spoken here");
   }
+  r.version = std::string(version);
   if (r.target.empty() || r.target.front() != '/' ||
       !std::all_of(r.target.begin(), r.target.end(), [](char c) {
         unsigned char u = static_cast<unsigned char>(c);

@@ -25,7 +25,8 @@ inline constexpr size_t kMaxHeaderLines = 100;
 
 struct RequestHead {
   std::string method;
-  std::string target;  // origin-form: "/path?query"
+  std::string target;   // origin-form: "/path?query"
+  std::string version;  // "HTTP/1.1" or "HTTP/1.0"
   HttpHeaders headers;
 };
 

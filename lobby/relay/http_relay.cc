@@ -1,6 +1,7 @@
 #include "lobby/relay/http_relay.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,36 @@ Status RelayBody(ByteStream& in, ByteStream& out, const BodyFraming& framing, st
     }
     buf.assign(chunk.data(), n);
   }
+}
+
+namespace {
+
+// One direction of a splice: `in` to `out` until EOF (then EOF on `out`) or an error (then
+// both streams cancelled, which ends the other direction too).
+void Pump(ByteStream& in, ByteStream& out, std::chrono::milliseconds idle, uint64_t* moved) {
+  std::vector<char> chunk(kRelayChunk);
+  for (;;) {
+    Result<size_t> n = in.Read(chunk.data(), chunk.size(), Clock::now() + idle);
+    if (n.ok() && *n == 0) {
+      out.CloseWrite();
+      return;
+    }
+    if (!n.ok() || !out.Write(std::string_view(chunk.data(), *n), Clock::now() + idle).ok()) {
+      in.Cancel();
+      out.Cancel();
+      return;
+    }
+    *moved += *n;
+  }
+}
+
+}  // namespace
+
+void Splice(ByteStream& a, ByteStream& b, std::chrono::milliseconds idle, uint64_t* a_to_b,
+            uint64_t* b_to_a) {
+  std::thread up([&] { Pump(a, b, idle, a_to_b); });
+  Pump(b, a, idle, b_to_a);
+  up.join();
 }
 
 }  // namespace warren::relay

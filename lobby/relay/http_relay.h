@@ -30,4 +30,12 @@ Result<std::string> ReadHead(ByteStream& in, size_t limit, ByteStream::Clock::ti
 Status RelayBody(ByteStream& in, ByteStream& out, const BodyFraming& framing, std::string first,
                  std::chrono::milliseconds idle, uint64_t* moved);
 
+// After an upgrade (101 Switching Protocols: WebSockets), copies bytes both ways until both
+// directions ended: `a`→`b` on a thread of its own, `b`→`a` on the caller's. A direction
+// that reads EOF closes the other side's writing and the other direction goes on; an error
+// either way (or `idle` without a byte in one direction) cancels both. `*a_to_b` and
+// `*b_to_a` count the bytes moved. Returns when both are done.
+void Splice(ByteStream& a, ByteStream& b, std::chrono::milliseconds idle, uint64_t* a_to_b,
+            uint64_t* b_to_a);
+
 }  // namespace warren::relay
