@@ -93,6 +93,12 @@ MODULES = {
         may_include=["base", "vmhost-api", "relay"],
         rule="the integrations proxy sees VMs only through vmhost/guest_control.h (GuestPipe, "
              "GuestInboundSink) and the store only through its own IntegrationLookup"),
+    "web": dict(
+        paths=["lobby/web/"], target="warren_web",
+        may_include=["base", "relay", GUEST_PIPE, "lobby/commands/web_visit.h", "keys/token.h"],
+        rule="the web proxy asks every decision of its WebGate (web_gate.h, in the interpreter's "
+             "vocabulary lobby/commands/web_visit.h), reaches VMs only through the GuestPipe the "
+             "gate opens, and knows tokens only by their prefix (keys/token.h)"),
     "binary": dict(
         paths=["lobby/*"], target="warren", may_include=["*"],
         rule="the binary (lobby/main.cc, lobby/vm_runtime.*) wires every module together, "
@@ -113,9 +119,10 @@ LIBRARIES = {
     "LMDB": dict(includes=["lmdb.h"], cmake=["PkgConfig::LMDB"], modules=["keys"],
                  rule="only keys uses LMDB"),
     "OpenSSL": dict(includes=["openssl/"], cmake=["OpenSSL::"],
-                    modules=["keys", "bridge", "relay", "integrations"],
+                    modules=["keys", "bridge", "relay", "integrations", "web"],
                     rule="OpenSSL is for keys (fingerprints, tokens), bridge (HTTPS), the relay "
-                         "(TLS both ways) and the integrations proxy (its CA)"),
+                         "(TLS both ways) and the proxies on it (the integrations CA, the web "
+                         "proxy's certificate)"),
     "CLI11": dict(includes=["CLI/"], cmake=["CLI11::"], modules=["commands", "binary"],
                   rule="flags are parsed by the interpreter and the binary"),
     "nlohmann/json": dict(includes=["nlohmann/"], cmake=["nlohmann_json::"],

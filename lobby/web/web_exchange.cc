@@ -98,11 +98,12 @@ void WebServer::Handle(Conn& c) {
     Code code = head.status().code();
     c.req.method = "-";
     if (code == Code::kTooLarge) {
-      return Answer(c, MessagePage(431, "Too large", "the request head is too large", Wants::kHtml));
+      return Answer(c,
+                    MessagePage(431, "Too large", "the request head is too large", Wants::kHtml));
     }
     if (code == Code::kTimeout) {
-      return Answer(c, MessagePage(408, "Too slow", "the request did not arrive in time",
-                                   Wants::kHtml));
+      return Answer(
+          c, MessagePage(408, "Too slow", "the request did not arrive in time", Wants::kHtml));
     }
     if (code == Code::kInvalidArgument) {
       return Answer(c, MessagePage(400, "Bad request", c.error, Wants::kHtml));
@@ -122,12 +123,12 @@ void WebServer::Handle(Conn& c) {
     return Answer(c, MessagePage(400, "Bad request", framing.status().message(), wants));
   }
   const relay::HttpHeader* host = relay::FindHeader(c.req.headers, "host");
-  Result<WebHost> parsed = host == nullptr ? NotFound("no such site")
-                                           : ParseWebHost(host->value, options_.domain);
+  Result<WebHost> parsed =
+      host == nullptr ? NotFound("no such site") : ParseWebHost(host->value, options_.domain);
   if (!parsed.ok()) {
-    return Answer(c, MessagePage(404, "No such site",
-                                 "no such site: use http(s)://NAME." + options_.domain + "/",
-                                 wants));
+    return Answer(c,
+                  MessagePage(404, "No such site",
+                              "no such site: use http(s)://NAME." + options_.domain + "/", wants));
   }
   c.host = std::move(parsed.value());
   if (c.host.kind == WebHost::Kind::kDomain) return HandleDomain(c);
@@ -146,8 +147,8 @@ void WebServer::HandleDomain(Conn& c) {
     if (!IsGetOrHead(c)) return Answer(c, MessagePage(405, "Not allowed", "use GET", wants));
     std::string token = QueryParam(query, "token").value_or("");
     if (token.empty()) {
-      return Answer(c, MessagePage(400, "Incomplete link", "this sign-in link has no token",
-                                   wants));
+      return Answer(c,
+                    MessagePage(400, "Incomplete link", "this sign-in link has no token", wants));
     }
     Result<std::string> session_value = gate_->RedeemMagicLink(token);
     if (!session_value.ok()) {
@@ -168,9 +169,9 @@ void WebServer::HandleDomain(Conn& c) {
     std::optional<SiteUrl> site =
         ParseSiteUrl(QueryParam(query, "to").value_or(""), options_.domain);
     if (!site.has_value()) {
-      return Answer(c, MessagePage(400, "Bad address",
-                                   "the address to sign in to is not a site of this server",
-                                   wants));
+      return Answer(c,
+                    MessagePage(400, "Bad address",
+                                "the address to sign in to is not a site of this server", wants));
     }
     if (session.empty()) return Answer(c, SignInPage(401, sign_in, "", wants));
     Result<std::string> ticket = gate_->IssueHostTicket(session, site->host);
@@ -236,23 +237,26 @@ void WebServer::HandleSite(Conn& c) {
         c.error = mine.status().message();
         return Answer(c, MessagePage(401, "Sign-in expired",
                                      "This sign-in hand-off was already used or has expired; "
-                                     "open " + origin.Of(c.host.host) + to + " again.",
+                                     "open " +
+                                         origin.Of(c.host.host) + to + " again.",
                                      wants));
       }
       // Through /__warren/check, so a browser that drops the cookie gets a page, not a loop.
-      return Answer(c, Redirect("/__warren/check?to=" + PercentEncode(to),
-                                {SetCookie(WarrenCookie::kSession, c.https, *mine,
-                                           options_.cookie_max_age_s)}));
+      return Answer(
+          c,
+          Redirect("/__warren/check?to=" + PercentEncode(to),
+                   {SetCookie(WarrenCookie::kSession, c.https, *mine, options_.cookie_max_age_s)}));
     }
     if (path == "/__warren/check" && IsGetOrHead(c)) {
       if (session.has_value() && gate_->SessionVisitor(*session, c.host.host).ok()) {
         return Answer(c, Redirect(to));
       }
-      return Answer(c, MessagePage(401, "Cookies are blocked",
-                                   "This browser did not keep warren's sign-in cookie for " +
-                                       c.host.host + "; allow cookies for it and open the page "
-                                       "again.",
-                                   wants));
+      return Answer(
+          c, MessagePage(401, "Cookies are blocked",
+                         "This browser did not keep warren's sign-in cookie for " + c.host.host +
+                             "; allow cookies for it and open the page "
+                             "again.",
+                         wants));
     }
     return Answer(c, MessagePage(404, "Not found", "no such page", wants));
   }
@@ -289,19 +293,18 @@ void WebServer::HandleSite(Conn& c) {
       return Answer(c, MessagePage(404, "No such site", visitor.status().message(), wants));
     }
     if (code != Code::kUnauthenticated) {
-      return Answer(c, MessagePage(503, "Try again", "this site cannot be reached right now",
-                                   wants));
+      return Answer(c,
+                    MessagePage(503, "Try again", "this site cannot be reached right now", wants));
     }
     const std::string& sign_in = options_.sign_in_command;
     if (share_param.has_value()) {
-      return Answer(c, SignInPage(401, sign_in,
-                                  "This share link is not valid (it may have been removed).",
-                                  wants));
+      return Answer(
+          c, SignInPage(401, sign_in, "This share link is not valid (it may have been removed).",
+                        wants));
     }
     // A browser goes to the domain to sign in, unless it already holds a session of this
     // host that is alive and still not enough (then another round would only loop).
-    bool live_session =
-        session.has_value() && gate_->SessionVisitor(*session, c.host.host).ok();
+    bool live_session = session.has_value() && gate_->SessionVisitor(*session, c.host.host).ok();
     if (IsGetOrHead(c) && AcceptsHtml(c.req.headers) && !live_session) {
       return Answer(c, Redirect(origin.Of(options_.domain) + "/__warren/auth?to=" +
                                 PercentEncode(origin.Of(c.host.host) + c.req.target)));
@@ -325,8 +328,8 @@ void WebServer::HandleSite(Conn& c) {
     return Answer(c, Redirect(WithoutParam(c.req.target, "share"), std::move(cookies)));
   }
   if (!CountSite(c)) {
-    return Answer(c, MessagePage(503, "Busy", "too many connections to this site; try again",
-                                 wants));
+    return Answer(c,
+                  MessagePage(503, "Busy", "too many connections to this site; try again", wants));
   }
   Forward(c);
 }
@@ -379,7 +382,8 @@ void WebServer::Forward(Conn& c) {
     return not_listening(st.message());
   }
   if (!upgrade) {
-    Status sent = relay::RelayBody(*c.down, *stream, *framing, std::move(c.rest), idle, &c.up_bytes);
+    Status sent =
+        relay::RelayBody(*c.down, *stream, *framing, std::move(c.rest), idle, &c.up_bytes);
     if (!sent.ok()) {
       c.error = "request body: " + sent.message();
       if (sent.code() == Code::kCancelled) return;
@@ -430,8 +434,8 @@ void WebServer::Forward(Conn& c) {
   if (resp->status == 101) {
     if (!upgrade) {
       c.error = "a 101 to a request that asked no upgrade";
-      return Answer(c, MessagePage(502, "No valid answer", "the VM switched protocols unasked",
-                                   wants));
+      return Answer(
+          c, MessagePage(502, "No valid answer", "the VM switched protocols unasked", wants));
     }
     c.status = 101;
     st = c.down->Write(VisitorResponseHead(*resp) + up_rest, Clock::now() + idle);

@@ -56,8 +56,8 @@ std::string VmRequestHead(const relay::RequestHead& request, const ForwardContex
     if (relay::EqualsIgnoreCase(n, "authorization") && !WarrenBearer({h}).empty()) continue;
     out += n + ": " + h.value + "\r\n";
   }
-  out += "X-Forwarded-For: " + (forwarded_for.empty() ? "" : forwarded_for + ", ") + ctx.peer +
-         "\r\n";
+  out +=
+      "X-Forwarded-For: " + (forwarded_for.empty() ? "" : forwarded_for + ", ") + ctx.peer + "\r\n";
   out += std::string("X-Forwarded-Proto: ") + (ctx.https ? "https" : "http") + "\r\n";
   if (host != nullptr) out += "X-Forwarded-Host: " + host->value + "\r\n";
   if (ctx.upgrade && upgrade != nullptr) {

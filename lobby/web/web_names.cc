@@ -8,9 +8,7 @@ namespace warren::web {
 
 namespace {
 
-bool IsLabelChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '-';
-}
+bool IsLabelChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; }
 
 // "HOST[:PORT]" → lower-case host without the port or a trailing dot; nullopt when malformed.
 std::optional<std::string> HostOnly(std::string_view authority) {
@@ -75,7 +73,8 @@ std::optional<SiteUrl> ParseSiteUrl(std::string_view url, std::string_view domai
   if (authority.find('@') != std::string_view::npos) return std::nullopt;
   Result<WebHost> host = ParseWebHost(authority, domain);
   if (!host.ok() || host->kind != WebHost::Kind::kSite) return std::nullopt;
-  std::string path = rest.empty() || rest.front() == '?' ? "/" + std::string(rest) : std::string(rest);
+  std::string path =
+      rest.empty() || rest.front() == '?' ? "/" + std::string(rest) : std::string(rest);
   if (!IsLocalPath(path)) return std::nullopt;
   return SiteUrl{host->host, path};
 }

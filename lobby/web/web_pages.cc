@@ -8,20 +8,34 @@ namespace {
 
 std::string_view Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 302: return "Found";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 302:
+      return "Found";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Error";
   }
 }
 
@@ -65,7 +79,7 @@ bool HeaderHas(const relay::HttpHeaders& headers, std::string_view name, std::st
 
 Wants WantsOf(const relay::HttpHeaders& headers) {
   return HeaderHas(headers, "accept", "application/json") && !AcceptsHtml(headers) ? Wants::kJson
-                                                                                 : Wants::kHtml;
+                                                                                   : Wants::kHtml;
 }
 
 bool AcceptsHtml(const relay::HttpHeaders& headers) {
@@ -94,9 +108,9 @@ WebAnswer Redirect(std::string location, relay::HttpHeaders set_cookies) {
 
 WebAnswer SignInPage(int status, std::string_view sign_in, std::string_view note, Wants wants) {
   if (wants == Wants::kJson) {
-    return JsonAnswer(status, "{\"error\":" +
-                                  JsonString(note.empty() ? "sign in to see this page" : note) +
-                                  ",\"sign_in\":" + JsonString(sign_in) + "}");
+    return JsonAnswer(status,
+                      "{\"error\":" + JsonString(note.empty() ? "sign in to see this page" : note) +
+                          ",\"sign_in\":" + JsonString(sign_in) + "}");
   }
   std::string inner;
   if (!note.empty()) inner += "<p>" + HtmlEscape(note) + "</p>\n";
@@ -156,12 +170,23 @@ std::string HtmlEscape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

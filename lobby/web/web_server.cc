@@ -41,9 +41,8 @@ Result<std::pair<std::string, std::string>> SplitListen(const std::string& liste
     host = listen.substr(0, colon);
     port = listen.substr(colon + 1);
   }
-  if (host.empty() || port.empty() ||
-      port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
-      std::stoi(port) > 65535) {
+  if (host.empty() || port.empty() || port.find_first_not_of("0123456789") != std::string::npos ||
+      port.size() > 5 || std::stoi(port) > 65535) {
     return InvalidArgument("--web: expected HOST:PORT, got " + listen);
   }
   return std::make_pair(host, port);
@@ -76,8 +75,8 @@ Status WebServer::Start() {
     return InvalidArgument("HTTPS needs both --tls-cert and --tls-key");
   }
   if (!options_.tls_cert_file.empty()) {
-    WARREN_ASSIGN_OR_RETURN(tls_,
-                            relay::LoadServerContext(options_.tls_cert_file, options_.tls_key_file));
+    WARREN_ASSIGN_OR_RETURN(
+        tls_, relay::LoadServerContext(options_.tls_cert_file, options_.tls_key_file));
   }
   if (!waker_.ok()) return Internal("cannot make an eventfd for the web listener");
   WARREN_ASSIGN_OR_RETURN(auto hp, SplitListen(options_.listen));
@@ -213,9 +212,9 @@ void WebServer::Reject(std::unique_ptr<relay::FdStream> stream, std::string peer
     // answer away.
     std::string rest;
     (void)relay::ReadHead(*down, options_.max_header_bytes, deadline, &rest);
-    (void)down->Write(Render(MessagePage(503, "Busy", "too many connections; try again shortly",
-                                         Wants::kHtml)),
-                      deadline);
+    (void)down->Write(
+        Render(MessagePage(503, "Busy", "too many connections; try again shortly", Wants::kHtml)),
+        deadline);
     down->CloseWrite();
   }
   LogInfo("web source=" + LogQuote(peer) + " status=503 reason=limit");
