@@ -21,6 +21,9 @@ Result<std::string> ReadHead(ByteStream& in, size_t limit, Clock::time_point dea
     size_t lf = buf.find("\n\n", from);
     size_t end = std::min(crlf == std::string::npos ? crlf : crlf + 4,
                           lf == std::string::npos ? lf : lf + 2);
+    if (end != std::string::npos && end > limit) {
+      return TooLarge("the head is larger than " + std::to_string(limit) + " bytes");
+    }
     if (end != std::string::npos) {
       *rest = buf.substr(end);
       buf.resize(end);

@@ -1,8 +1,10 @@
 // One connection of the web proxy, request to answer: the head (bounded in size and time),
 // the host, the domain's own pages or a VM's site (its sign-in hand-off, the gate's
 // decision, the request forwarded and the answer streamed back).
+#include <atomic>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "lobby/relay/http_relay.h"
@@ -34,6 +36,52 @@ struct PipeNotifier {
     std::lock_guard<std::mutex> lock(mu);
     stream = s;
   }
+};
+
+// The visitor's request body, sent to the VM on a thread of its own while the answer is read:
+// a VM may answer (and stop reading) before the body is all there, and the answer must not
+// wait behind it.
+class BodySender {
+ public:
+  BodySender() = default;
+  BodySender(const BodySender&) = delete;
+  BodySender& operator=(const BodySender&) = delete;
+  ~BodySender() { Cut(); }
+
+  void Start(relay::ByteStream& from, relay::ByteStream& to, relay::BodyFraming framing,
+             std::string first, std::chrono::milliseconds idle, uint64_t* moved) {
+    from_ = &from;
+    to_ = &to;
+    thread_ =
+        std::thread([this, &from, &to, framing, first = std::move(first), idle, moved]() mutable {
+          status_ = relay::RelayBody(from, to, framing, std::move(first), idle, moved);
+          // The VM would wait for a body that is not coming: its answer's read ends now.
+          if (!status_.ok()) to.Cancel();
+          done_ = true;
+        });
+  }
+  // Waits for the body to be sent (or to fail) and returns how it went.
+  Status Wait() {
+    if (thread_.joinable()) thread_.join();
+    return status_;
+  }
+  // The answer is out (or will not come): what is left of the body is not wanted. Cancels
+  // both streams when the body is still going, so it stops, and waits for it.
+  void Cut() {
+    if (!thread_.joinable()) return;
+    if (!done_) {
+      from_->Cancel();
+      to_->Cancel();
+    }
+    thread_.join();
+  }
+
+ private:
+  relay::ByteStream* from_ = nullptr;
+  relay::ByteStream* to_ = nullptr;
+  std::thread thread_;
+  std::atomic<bool> done_{false};
+  Status status_;
 };
 
 void Answer(WebServer::Conn& c, const WebAnswer& a) {
@@ -381,20 +429,25 @@ void WebServer::Forward(Conn& c) {
     if (st.code() == Code::kCancelled) return;
     return not_listening(st.message());
   }
-  if (!upgrade) {
-    Status sent =
-        relay::RelayBody(*c.down, *stream, *framing, std::move(c.rest), idle, &c.up_bytes);
-    if (!sent.ok()) {
-      c.error = "request body: " + sent.message();
-      if (sent.code() == Code::kCancelled) return;
-      if (sent.code() == Code::kInvalidArgument) {
-        return Answer(c, MessagePage(400, "Bad request", "a malformed request body", wants));
-      }
-      if (!raw.status().ok()) return not_listening(raw.status().message());
-      return Answer(c, MessagePage(502, "The VM did not take the request",
-                                   "the request body did not go through", wants));
-    }
+  BodySender body;
+  if (!upgrade && framing->kind != relay::BodyFraming::Kind::kNone) {
+    body.Start(*c.down, *stream, *framing, std::move(c.rest), idle, &c.up_bytes);
   }
+  // When the answer cannot be read: the body's failure, if it failed, is the reason.
+  auto body_failed = [&]() -> bool {
+    Status sent = body.Wait();
+    if (sent.ok()) return false;
+    c.error = "request body: " + sent.message();
+    if (sent.code() == Code::kInvalidArgument) {
+      Answer(c, MessagePage(400, "Bad request", "a malformed request body", wants));
+    } else if (!raw.status().ok()) {
+      not_listening(raw.status().message());
+    } else if (sent.code() != Code::kCancelled) {
+      Answer(c, MessagePage(502, "The VM did not take the request",
+                            "the request body did not go through", wants));
+    }
+    return true;
+  };
 
   std::string up_rest;
   Result<relay::ResponseHead> resp = InvalidArgument("no response");
@@ -402,6 +455,7 @@ void WebServer::Forward(Conn& c) {
     Result<std::string> rhead =
         relay::ReadHead(*stream, 2 * options_.max_header_bytes, Clock::now() + idle, &up_rest);
     if (!rhead.ok()) {
+      if (body_failed()) return;
       Code code = rhead.status().code();
       if (code == Code::kCancelled) {
         c.error = rhead.status().message();
@@ -462,9 +516,11 @@ void WebServer::Forward(Conn& c) {
       relay::RelayBody(*stream, *c.down, *rframing, std::move(up_rest), idle, &c.down_bytes);
   if (!got.ok()) {
     c.error = "response body: " + got.message();
+    body.Cut();
     return;
   }
   c.down->CloseWrite();
+  body.Cut();
 }
 
 }  // namespace warren::web
