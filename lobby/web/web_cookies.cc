@@ -1,5 +1,6 @@
 #include "lobby/web/web_cookies.h"
 
+#include <cctype>
 #include <vector>
 
 namespace warren::web {
@@ -59,6 +60,17 @@ std::optional<std::string> FindCookie(const relay::HttpHeaders& headers, WarrenC
     }
   }
   return std::nullopt;
+}
+
+bool IsCookieSafe(std::string_view value) {
+  if (value.empty() || value.size() > 4096) return false;
+  for (char c : value) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("-._~+/=").find(c) == std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string SetCookieValue(WarrenCookie cookie, bool https, std::string_view value,

@@ -21,6 +21,10 @@ std::string CookieName(WarrenCookie cookie, bool https);
 // The value of our cookie from the request's Cookie headers (the name of this scheme only).
 std::optional<std::string> FindCookie(const relay::HttpHeaders& headers, WarrenCookie cookie,
                                       bool https);
+// Whether `value` may be a cookie's value as it is: 1–4096 bytes of letters, digits and
+// "-._~+/=" (what tokens are made of). A share link from the address bar is checked with it
+// before it goes into a Set-Cookie, so it cannot carry attributes or line breaks with it.
+bool IsCookieSafe(std::string_view value);
 // A Set-Cookie value: HttpOnly, SameSite=Lax, Path=/, never Domain; Secure on HTTPS;
 // Max-Age `max_age_s` (0 clears it).
 std::string SetCookieValue(WarrenCookie cookie, bool https, std::string_view value,

@@ -364,7 +364,7 @@ void WebServer::HandleSite(Conn& c) {
   if (share_param.has_value() && IsGetOrHead(c)) {
     // The link goes into this host's cookie and out of the address bar (and of Referer).
     relay::HttpHeaders cookies;
-    if (!share_param->empty()) {
+    if (IsCookieSafe(*share_param)) {
       WebCredentials link_only;
       link_only.source = c.peer;
       link_only.share_link = *share_param;

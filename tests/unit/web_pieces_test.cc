@@ -86,6 +86,10 @@ TEST(WebCookiesTest, WarrensCookiesNeverReachTheVmNorCanItSetThem) {
   EXPECT_FALSE(RewriteVmSetCookie("warren_session=1; Path=/").has_value());
   EXPECT_FALSE(RewriteVmSetCookie(" __host-warren_session=1").has_value());
   EXPECT_FALSE(RewriteVmSetCookie("").has_value());
+  EXPECT_TRUE(IsCookieSafe("link-secret_1.~+/="));
+  for (const char* bad : {"", "a b", "a;Domain=x", "a\r\nSet-Cookie: x", "a,b", "\"a\""}) {
+    EXPECT_FALSE(IsCookieSafe(bad)) << bad;
+  }
 }
 
 TEST(WebForwardTest, TheVmsRequestHead) {

@@ -640,6 +640,31 @@ TEST_F(WebServerTest, PastTheLimitsA503WhileOthersAreStillServed) {
   EXPECT_EQ(Curl("", Url(Site("web-one"))).status, 200);
 }
 
+TEST_F(WebServerTest, PastTheSiteLimitA503OtherSitesServedAndStopCutsDownloads) {
+  WebServerOptions o;
+  o.max_connections_per_site = 1;
+  Start(o);
+  gate_.SetPublic("web-one", true);
+  gate_.SetPublic("web-two", true);
+  // A download nobody reads: it holds web-one's one connection (backpressure keeps it open).
+  int slow = ConnectFrom("127.0.0.1", port_);
+  std::string req = "GET /bytes?n=104857600 HTTP/1.1\r\nHost: web-one.warren.localhost\r\n\r\n";
+  ASSERT_EQ(::send(slow, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  for (int i = 0; i < 200 && gate_.opens() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Reply busy = Curl("", Url(Site("web-one")));
+  EXPECT_EQ(busy.status, 503);
+  EXPECT_NE(busy.body.find("too many connections to this site"), std::string::npos);
+  EXPECT_EQ(Curl("", Url(Site("web-two"))).status, 200);
+  auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_EQ(server_->active(), 0);
+  ::close(slow);
+}
+
 TEST_F(WebServerTest, AHeadThatNeverEndsTimesOutAndAHugeOneIsRefused) {
   WebServerOptions o;
   o.header_timeout = std::chrono::milliseconds(300);
