@@ -42,10 +42,13 @@ Result<std::string> ReadHead(ByteStream& in, size_t limit, Clock::time_point dea
 }
 
 Status RelayBody(ByteStream& in, ByteStream& out, const BodyFraming& framing, std::string first,
-                 std::chrono::milliseconds idle, uint64_t* moved) {
+                 std::chrono::milliseconds idle, uint64_t* moved, std::string* after) {
   using Kind = BodyFraming::Kind;
   *moved = 0;
-  if (framing.kind == Kind::kNone) return Status::Ok();
+  if (framing.kind == Kind::kNone) {
+    if (after != nullptr) *after = std::move(first);
+    return Status::Ok();
+  }
   uint64_t remaining = framing.length;
   ChunkedScanner chunks;
   std::string buf = std::move(first);
@@ -66,7 +69,10 @@ Status RelayBody(ByteStream& in, ByteStream& out, const BodyFraming& framing, st
       WARREN_RETURN_IF_ERROR(out.Write(piece, Clock::now() + idle));
       *moved += piece.size();
     }
-    if (done) return Status::Ok();
+    if (done) {
+      if (after != nullptr) *after = buf.substr(piece.size());
+      return Status::Ok();
+    }
     WARREN_ASSIGN_OR_RETURN(size_t n, in.Read(chunk.data(), chunk.size(), Clock::now() + idle));
     if (n == 0) {
       if (framing.kind == Kind::kUntilClose) return Status::Ok();

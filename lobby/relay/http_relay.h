@@ -26,9 +26,10 @@ Result<std::string> ReadHead(ByteStream& in, size_t limit, ByteStream::Clock::ti
 
 // Moves one body from `in` to `out` as `framing` delimits it, starting with `first` (bytes
 // already read), each read and write given `idle`. `*moved` counts what went out so far,
-// also when it fails (for the log line).
+// also when it fails (for the log line). Bytes read past the body's end (a request pipelined
+// behind it) go to `*after` when given, else they are dropped.
 Status RelayBody(ByteStream& in, ByteStream& out, const BodyFraming& framing, std::string first,
-                 std::chrono::milliseconds idle, uint64_t* moved);
+                 std::chrono::milliseconds idle, uint64_t* moved, std::string* after = nullptr);
 
 // After an upgrade (101 Switching Protocols: WebSockets), copies bytes both ways until both
 // directions ended: `a`→`b` on a thread of its own, `b`→`a` on the caller's. A direction

@@ -34,6 +34,22 @@ struct WebServer::Conn {
   int status = 0;
   uint64_t up_bytes = 0, down_bytes = 0;
   std::string error;
+
+  // Whether another request may follow on this connection (set per answer).
+  bool keep_alive = false;
+
+  // Before the next request on a kept-alive connection: everything of the last one goes.
+  void Reset() {
+    req = {};
+    rest.clear();
+    host = {};
+    site = {};
+    visitor = "-";
+    status = 0;
+    up_bytes = down_bytes = 0;
+    error.clear();
+    keep_alive = false;
+  }
 };
 
 }  // namespace warren::web

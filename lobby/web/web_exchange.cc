@@ -54,12 +54,22 @@ class BodySender {
     to_ = &to;
     thread_ =
         std::thread([this, &from, &to, framing, first = std::move(first), idle, moved]() mutable {
-          status_ = relay::RelayBody(from, to, framing, std::move(first), idle, moved);
+          status_ = relay::RelayBody(from, to, framing, std::move(first), idle, moved, &after_);
           // The VM would wait for a body that is not coming: its answer's read ends now.
           if (!status_.ok()) to.Cancel();
           done_ = true;
         });
   }
+  // True when there was no body, or all of it was sent (then the thread is joined).
+  bool SentWhole() {
+    if (!thread_.joinable()) return status_.ok();
+    if (!done_) return false;
+    thread_.join();
+    return status_.ok();
+  }
+  // What came after the body (a request pipelined behind it), once SentWhole.
+  bool started() const { return from_ != nullptr; }
+  std::string TakeAfter() { return std::move(after_); }
   // Waits for the body to be sent (or to fail) and returns how it went.
   Status Wait() {
     if (thread_.joinable()) thread_.join();
@@ -82,6 +92,7 @@ class BodySender {
   std::thread thread_;
   std::atomic<bool> done_{false};
   Status status_;
+  std::string after_;
 };
 
 void Answer(WebServer::Conn& c, const WebAnswer& a) {
@@ -117,6 +128,13 @@ void DiscardBody(WebServer::Conn& c) {
   }
 }
 
+bool HasConnectionToken(const relay::HttpHeaders& headers, std::string_view token) {
+  for (const std::string& t : relay::ListTokens(headers, "connection")) {
+    if (t == token) return true;
+  }
+  return false;
+}
+
 bool IsGetOrHead(const WebServer::Conn& c) {
   return c.req.method == "GET" || c.req.method == "HEAD";
 }
@@ -139,6 +157,25 @@ void WebServer::Handle(Conn& c) {
     }
     c.down = std::move(tls.value());
   }
+  for (bool first = true;; first = false) {
+    auto t0 = Clock::now();
+    c.keep_alive = false;
+    HandleRequest(c, first ? header_deadline : t0 + options_.keepalive_timeout, first);
+    LogRequest(c, t0);
+    ReleaseSite(c);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      c.up.reset();
+      if (c.cancelled) return;
+    }
+    if (!c.keep_alive) return;
+    std::string rest = std::move(c.rest);
+    c.Reset();
+    c.rest = std::move(rest);  // a request pipelined behind this one
+  }
+}
+
+void WebServer::HandleRequest(Conn& c, Clock::time_point header_deadline, bool first) {
   Result<std::string> head =
       relay::ReadHead(*c.down, options_.max_header_bytes, header_deadline, &c.rest);
   if (!head.ok()) {
@@ -149,14 +186,17 @@ void WebServer::Handle(Conn& c) {
       return Answer(c,
                     MessagePage(431, "Too large", "the request head is too large", Wants::kHtml));
     }
-    if (code == Code::kTimeout) {
+    if (code == Code::kTimeout && first) {
       return Answer(
           c, MessagePage(408, "Too slow", "the request did not arrive in time", Wants::kHtml));
     }
     if (code == Code::kInvalidArgument) {
       return Answer(c, MessagePage(400, "Bad request", c.error, Wants::kHtml));
     }
-    c.req.method.clear();  // closed before a request, or cut: nothing to log per request
+    // Closed before a request, cut, or a kept-alive connection that stayed quiet: nothing to
+    // log per request.
+    c.req.method.clear();
+    if (!first) c.error.clear();
     return;
   }
   Result<relay::RequestHead> req = relay::ParseRequestHead(*head);
@@ -507,7 +547,13 @@ void WebServer::Forward(Conn& c) {
     return Answer(c, MessagePage(502, "No valid answer", "the VM sent no valid answer", wants));
   }
   c.status = resp->status;
-  st = c.down->Write(VisitorResponseHead(*resp), Clock::now() + idle);
+  // Another request may follow on this connection when the visitor speaks HTTP/1.1 and did
+  // not say close, and this answer's end is known from its framing (a VM's close-delimited
+  // answer ends the connection with it).
+  bool keep = c.req.version == "HTTP/1.1" && !upgrade &&
+              !HasConnectionToken(c.req.headers, "close") &&
+              rframing->kind != relay::BodyFraming::Kind::kUntilClose;
+  st = c.down->Write(VisitorResponseHead(*resp, keep), Clock::now() + idle);
   if (!st.ok()) {
     c.error = st.message();
     return;
@@ -517,6 +563,13 @@ void WebServer::Forward(Conn& c) {
   if (!got.ok()) {
     c.error = "response body: " + got.message();
     body.Cut();
+    return;
+  }
+  // Kept only when the whole request body went to the VM: else what is left of it would be
+  // read as the next request.
+  if (keep && body.SentWhole()) {
+    if (body.started()) c.rest = body.TakeAfter();
+    c.keep_alive = true;
     return;
   }
   c.down->CloseWrite();

@@ -68,7 +68,7 @@ std::string VmRequestHead(const relay::RequestHead& request, const ForwardContex
   return out;
 }
 
-std::string VisitorResponseHead(const relay::ResponseHead& response) {
+std::string VisitorResponseHead(const relay::ResponseHead& response, bool keep_alive) {
   std::vector<std::string> connection = relay::ListTokens(response.headers, "connection");
   std::string out = "HTTP/1.1 " + std::to_string(response.status) + " " + response.reason + "\r\n";
   for (const relay::HttpHeader& h : response.headers) {
@@ -83,6 +83,8 @@ std::string VisitorResponseHead(const relay::ResponseHead& response) {
   const relay::HttpHeader* upgrade = relay::FindHeader(response.headers, "upgrade");
   if (response.status == 101 && upgrade != nullptr) {
     out += "Connection: Upgrade\r\nUpgrade: " + upgrade->value + "\r\n\r\n";
+  } else if (keep_alive) {
+    out += "\r\n";
   } else {
     out += "Connection: close\r\n\r\n";
   }

@@ -30,7 +30,8 @@ struct ForwardContext {
 std::string VmRequestHead(const relay::RequestHead& request, const ForwardContext& ctx);
 // The head sent to the visitor: hop-by-hop headers dropped (Transfer-Encoding kept: the body
 // passes as framed; a 101 keeps Connection: Upgrade and Upgrade), Set-Cookie rewritten
-// (RewriteVmSetCookie), `Connection: close` otherwise.
-std::string VisitorResponseHead(const relay::ResponseHead& response);
+// (RewriteVmSetCookie), `Connection: close` unless `keep_alive` (then nothing: HTTP/1.1's
+// default).
+std::string VisitorResponseHead(const relay::ResponseHead& response, bool keep_alive = false);
 
 }  // namespace warren::web

@@ -237,30 +237,36 @@ bool WebServer::CountSite(Conn& c) {
   return true;
 }
 
-void WebServer::Run(std::shared_ptr<Conn> conn) {
-  auto t0 = Clock::now();
-  Handle(*conn);
+void WebServer::ReleaseSite(Conn& c) {
+  if (c.site_counted.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto s = per_site_.find(c.site_counted);
+  if (s != per_site_.end() && --s->second <= 0) per_site_.erase(s);
+  c.site_counted.clear();
+}
+
+void WebServer::LogRequest(const Conn& c, Clock::time_point t0) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-  if (!conn->req.method.empty()) {
-    LogInfo("web host=" + LogQuote(conn->host.host.empty() ? "-" : conn->host.host) +
-            " vm=" + LogQuote(conn->site.vm_name.empty() ? "-" : conn->site.vm_name) +
-            " visitor=" + LogQuote(conn->visitor) + " method=" + LogQuote(conn->req.method) +
-            " status=" + std::to_string(conn->status) +
-            " up_bytes=" + std::to_string(conn->up_bytes) +
-            " down_bytes=" + std::to_string(conn->down_bytes) + " dur_ms=" + std::to_string(ms) +
-            (conn->error.empty() ? "" : " error=" + LogQuote(conn->error)));
-  } else if (!conn->error.empty()) {
-    LogDebug("web source=" + LogQuote(conn->peer) + " error=" + LogQuote(conn->error));
+  if (!c.req.method.empty()) {
+    LogInfo("web host=" + LogQuote(c.host.host.empty() ? "-" : c.host.host) +
+            " vm=" + LogQuote(c.site.vm_name.empty() ? "-" : c.site.vm_name) +
+            " visitor=" + LogQuote(c.visitor) + " method=" + LogQuote(c.req.method) +
+            " status=" + std::to_string(c.status) + " up_bytes=" + std::to_string(c.up_bytes) +
+            " down_bytes=" + std::to_string(c.down_bytes) + " dur_ms=" + std::to_string(ms) +
+            (c.error.empty() ? "" : " error=" + LogQuote(c.error)));
+  } else if (!c.error.empty()) {
+    LogDebug("web source=" + LogQuote(c.peer) + " error=" + LogQuote(c.error));
   }
+}
+
+void WebServer::Run(std::shared_ptr<Conn> conn) {
+  Handle(*conn);
+  ReleaseSite(*conn);
   {
     std::lock_guard<std::mutex> lock(mu_);
     conns_.erase(conn->id);
     auto it = per_source_.find(conn->peer);
     if (it != per_source_.end() && --it->second <= 0) per_source_.erase(it);
-    if (!conn->site_counted.empty()) {
-      auto s = per_site_.find(conn->site_counted);
-      if (s != per_site_.end() && --s->second <= 0) per_site_.erase(s);
-    }
   }
   conn->up.reset();
   conn->down.reset();

@@ -6,9 +6,10 @@
 // a worker of its own: the domain's sign-in pages, the per-host session hand-off, and for a
 // VM's host the visitor's credentials asked of the WebGate, then the request forwarded over
 // a channel into the guest (WebGate::Open) and the answer streamed back — bodies, server-sent
-// events and WebSocket upgrades both ways with backpressure. One request per connection
-// (`Connection: close`). Every decision is the gate's; warren's cookies and tokens never
-// reach a VM. One log line per request, with no query, cookie or token in it.
+// events and WebSocket upgrades both ways with backpressure. A visitor's connection is kept
+// alive between forwarded answers whose end is known (each request gets its own channel into
+// the VM); the proxy's own pages close it. Every decision is the gate's; warren's cookies and
+// tokens never reach a VM. One log line per request, with no query, cookie or token in it.
 //
 // Threads: one accept thread; one worker per admitted connection (two while an upgraded
 // connection is spliced), bounded by max_connections, plus at most max_rejecting. Start and
@@ -50,6 +51,8 @@ struct WebServerOptions {
   size_t max_header_bytes = 32 * 1024;  // the request head (431 past it); 2x for the VM's answer
   std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};  // TLS + request head
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};    // no byte either way
+  // A kept-alive connection may wait this long for its next request.
+  std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(15)};
   // An upgraded connection (WebSocket) may be quiet this long in one direction.
   std::chrono::milliseconds upgrade_idle_timeout{std::chrono::minutes(30)};
   long long cookie_max_age_s = 30LL * 24 * 3600;  // the gate decides how long a session lives
@@ -82,11 +85,14 @@ class WebServer {
   void Run(std::shared_ptr<Conn> conn);
   // The request and answer (web_exchange.cc).
   void Handle(Conn& c);
+  void HandleRequest(Conn& c, relay::ByteStream::Clock::time_point header_deadline, bool first);
   void HandleDomain(Conn& c);
   void HandleSite(Conn& c);
   void Forward(Conn& c);
-  // The per-VM count for `c` (its site known now); false past the limit.
+  // The per-VM count for `c`'s request (its site known now); false past the limit.
   bool CountSite(Conn& c);
+  void ReleaseSite(Conn& c);
+  void LogRequest(const Conn& c, relay::ByteStream::Clock::time_point t0);
 
   const WebServerOptions options_;
   WebGate* const gate_;

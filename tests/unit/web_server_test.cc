@@ -551,6 +551,46 @@ TEST_F(WebServerTest, BodiesStreamChunkedCloseDelimitedEventsAndUploads) {
   EXPECT_EQ(up2.status, 200);  // the guest reads Content-Length only; the framing went through
 }
 
+TEST_F(WebServerTest, AConnectionIsKeptAliveBetweenForwardedAnswersEachWithItsOwnChannel) {
+  Start();
+  gate_.SetPublic("web-one", true);
+  int fd = ConnectFrom("127.0.0.1", port_);
+  // Three requests at once (pipelined): one with a body, then two more; the last says close.
+  std::string reqs =
+      "POST /upload HTTP/1.1\r\nHost: web-one.warren.localhost\r\nContent-Length: 5\r\n\r\n"
+      "hello"
+      "GET /chunked HTTP/1.1\r\nHost: web-one.warren.localhost\r\n\r\n"
+      "GET /a HTTP/1.1\r\nHost: web-one.warren.localhost\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(fd, reqs.data(), reqs.size(), MSG_NOSIGNAL), static_cast<ssize_t>(reqs.size()));
+  std::string all = ReadAll(fd);
+  ::close(fd);
+  size_t first = all.find("read 5\n");
+  size_t second = all.find("\r\n\r\n4\r\none \r\n4\r\ntwo \r\n5\r\nthree\r\n0\r\n\r\n");
+  size_t third = all.find("hello from the guest /a\n");
+  EXPECT_NE(first, std::string::npos) << all;
+  EXPECT_NE(second, std::string::npos) << all;
+  EXPECT_NE(third, std::string::npos) << all;
+  EXPECT_TRUE(first < second && second < third) << all;
+  EXPECT_EQ(gate_.opens(), 3);
+  // The first two answers keep the connection; the last one closes it.
+  EXPECT_EQ(all.find("Connection: close"), all.rfind("Connection: close")) << all;
+  // A close-delimited answer from the VM ends the connection with it.
+  int fd2 = ConnectFrom("127.0.0.1", port_);
+  std::string two =
+      "GET /close HTTP/1.1\r\nHost: web-one.warren.localhost\r\n\r\n"
+      "GET /never HTTP/1.1\r\nHost: web-one.warren.localhost\r\n\r\n";
+  ::send(fd2, two.data(), two.size(), MSG_NOSIGNAL);
+  std::string got = ReadAll(fd2);
+  ::close(fd2);
+  EXPECT_NE(got.find("until the end"), std::string::npos) << got;
+  EXPECT_EQ(got.find("/never"), std::string::npos) << got;
+  // curl reuses the connection for two URLs.
+  std::string v = Shell(
+      "curl -sv -o /dev/null -o /dev/null --connect-to ::127.0.0.1:" + std::to_string(port_) + " " +
+      Quote(Url(Site("web-one"), "/1")) + " " + Quote(Url(Site("web-one"), "/2")) + " 2>&1");
+  EXPECT_NE(v.find("Re-using existing connection"), std::string::npos) << v;
+}
+
 TEST_F(WebServerTest, AWebSocketEchoesThroughTheProxy) {
   Start();
   gate_.SetPublic("web-one", true);
@@ -599,7 +639,8 @@ TEST_F(WebServerTest, PastTheLimitsA503WhileOthersAreStillServed) {
   Start(o);
   gate_.SetPublic("web-one", true);
   auto send_get = [&](int fd) {
-    std::string req = "GET / HTTP/1.1\r\nHost: web-one.warren.localhost\r\n\r\n";
+    std::string req =
+        "GET / HTTP/1.1\r\nHost: web-one.warren.localhost\r\nConnection: close\r\n\r\n";
     return ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
   };
   // Two held connections from 127.0.0.2 (a head never finished).
