@@ -10,14 +10,22 @@ namespace {
 constexpr std::string_view kHostPrefix = "__Host-";
 
 std::string_view BaseName(WarrenCookie cookie) {
-  return cookie == WarrenCookie::kSession ? "warren_session" : "warren_link";
+  switch (cookie) {
+    case WarrenCookie::kSession:
+      return "warren_session";
+    case WarrenCookie::kLink:
+      return "warren_link";
+    case WarrenCookie::kReturn:
+      return "warren_return";
+  }
+  return "";
 }
 
 // Whether a cookie name is one of warren's, in either form. Browsers match cookie names
 // case-sensitively, but a VM page must not slip one past us in another case.
 bool IsWarrenName(std::string_view name) {
   std::string lower = relay::Lower(relay::Trim(name));
-  for (WarrenCookie c : {WarrenCookie::kSession, WarrenCookie::kLink}) {
+  for (WarrenCookie c : {WarrenCookie::kSession, WarrenCookie::kLink, WarrenCookie::kReturn}) {
     if (lower == BaseName(c) || lower == relay::Lower(kHostPrefix) + std::string(BaseName(c))) {
       return true;
     }

@@ -1,7 +1,8 @@
 // warren's own cookies on web hosts, and what the proxy does to the cookies a VM sees and
 // sets. Two cookies, each host-only (no Domain attribute, so a cookie of one host never
 // reaches another — and the gate binds every session to its host besides): the session
-// (`warren_session`) and, on a VM's host, the share link it was opened with (`warren_link`).
+// (`warren_session`) and, on a VM's host, the share link it was opened with (`warren_link`);
+// on the domain, where a sign-in should lead back to (`warren_return`).
 // On HTTPS they are `__Host-`-prefixed and Secure. Both forms are stripped from what a VM
 // receives and refused in what it sets. Pure; thread-compatible.
 #pragma once
@@ -14,7 +15,9 @@
 
 namespace warren::web {
 
-enum class WarrenCookie { kSession, kLink };
+// kReturn lives on the domain only: the page a visitor was signing in for, so the magic link
+// leads back to it.
+enum class WarrenCookie { kSession, kLink, kReturn };
 
 // The name on a connection that is (`https`) or is not TLS.
 std::string CookieName(WarrenCookie cookie, bool https);

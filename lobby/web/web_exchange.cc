@@ -249,8 +249,19 @@ void WebServer::HandleDomain(Conn& c) {
                                   "command again for a new one.",
                                   wants));
     }
-    return Answer(c, Redirect("/", {SetCookie(WarrenCookie::kSession, c.https, *session_value,
-                                              options_.cookie_max_age_s)}));
+    // Back to the page the visitor was signing in for, if there was one.
+    std::string next = "/";
+    relay::HttpHeaders cookies = {
+        SetCookie(WarrenCookie::kSession, c.https, *session_value, options_.cookie_max_age_s)};
+    std::optional<std::string> back = FindCookie(c.req.headers, WarrenCookie::kReturn, c.https);
+    if (back.has_value()) {
+      std::string url = PercentDecode(*back);
+      if (ParseSiteUrl(url, options_.domain).has_value()) {
+        next = "/__warren/auth?to=" + PercentEncode(url);
+      }
+      cookies.push_back(SetCookie(WarrenCookie::kReturn, c.https, "", 0));
+    }
+    return Answer(c, Redirect(next, std::move(cookies)));
   }
 
   if (path == "/__warren/auth") {
@@ -261,12 +272,21 @@ void WebServer::HandleDomain(Conn& c) {
                     MessagePage(400, "Bad address",
                                 "the address to sign in to is not a site of this server", wants));
     }
-    if (session.empty()) return Answer(c, SignInPage(401, sign_in, "", wants));
+    if (session.empty()) {
+      // Remembered (ten minutes, this domain only) so the magic link leads back here.
+      WebAnswer page = SignInPage(401, sign_in, "", wants);
+      page.headers.push_back(SetCookie(WarrenCookie::kReturn, c.https,
+                                       PercentEncode(origin.Of(site->host) + site->path), 600));
+      return Answer(c, page);
+    }
     Result<std::string> ticket = gate_->IssueHostTicket(session, site->host);
     if (!ticket.ok()) {
       c.error = ticket.status().message();
       if (ticket.status().code() == Code::kUnauthenticated) {
-        return Answer(c, SignInPage(401, sign_in, "Your sign-in has ended; sign in again.", wants));
+        WebAnswer page = SignInPage(401, sign_in, "Your sign-in has ended; sign in again.", wants);
+        page.headers.push_back(SetCookie(WarrenCookie::kReturn, c.https,
+                                         PercentEncode(origin.Of(site->host) + site->path), 600));
+        return Answer(c, page);
       }
       return Answer(c, MessagePage(503, "Try again", "cannot sign in right now", wants));
     }

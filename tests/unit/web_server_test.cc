@@ -324,6 +324,35 @@ TEST_F(WebServerTest, ABrowserIsSentThroughTheDomainAndGetsACookieForThisHostOnl
   EXPECT_EQ(jar_text.find(".warren.localhost\tTRUE"), std::string::npos) << jar_text;
 }
 
+TEST_F(WebServerTest, AfterSigningInTheMagicLinkLeadsBackToThePageThatAskedForIt) {
+  Start();
+  std::string jar = CookieJar();
+  std::string follow = "-L -c " + jar + " -b " + jar + " -H 'Accept: text/html'";
+  Reply asked = Curl(follow, Url(Site("web-one"), "/wanted?q=1"));
+  EXPECT_EQ(asked.status, 401);
+  EXPECT_NE(asked.body.find("ssh -p 2222 warren.test browser"), std::string::npos);
+  std::string token = gate_.AddMagicLink("user:alice");
+  Reply back = Curl(follow, Url(kDomain, "/__warren/login?token=" + token));
+  EXPECT_EQ(back.status, 200) << back.head;
+  EXPECT_EQ(back.body, "hello from the guest /wanted?q=1\n");
+  // The return is used once: the login clears it (curl's jar keeps a cookie cleared during
+  // -L, so this looks at the answer itself).
+  token = gate_.AddMagicLink("user:alice");
+  Reply login = Curl("-b " + Quote("warren_return=" + PercentEncode(Url(Site("web-two"), "/"))),
+                     Url(kDomain, "/__warren/login?token=" + token));
+  EXPECT_EQ(login.Header("Location"),
+            "/__warren/auth?to=" + PercentEncode(Url(Site("web-two"), "/")));
+  EXPECT_NE(
+      login.head.find("Set-Cookie: warren_return=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"),
+      std::string::npos)
+      << login.head;
+  // Nothing but a site of this server is returned to.
+  token = gate_.AddMagicLink("user:alice");
+  Reply evil = Curl("-b " + Quote("warren_return=http%3A//evil.example/"),
+                    Url(kDomain, "/__warren/login?token=" + token));
+  EXPECT_EQ(evil.Header("Location"), "/");
+}
+
 TEST_F(WebServerTest, ASessionOfOneHostIsRefusedOnAnotherAndTheDomainsOnAVm) {
   Start();
   std::string domain_session = SignIn();
