@@ -484,7 +484,15 @@ void WebServer::Forward(Conn& c) {
     }
   }
   ForwardContext ctx{WithoutParam(c.req.target, "share"), c.peer, c.https, upgrade};
-  Status st = stream->Write(VmRequestHead(c.req, ctx), Clock::now() + idle);
+  // An upgrade's first bytes may have come right behind its head (a client that does not
+  // wait for the 101): they go to the VM with it, as the VM reads them once switched.
+  std::string head_out = VmRequestHead(c.req, ctx);
+  if (upgrade) {
+    c.up_bytes += c.rest.size();
+    head_out += std::move(c.rest);
+    c.rest.clear();
+  }
+  Status st = stream->Write(head_out, Clock::now() + idle);
   if (!st.ok()) {
     if (st.code() == Code::kCancelled) return;
     return not_listening(st.message());

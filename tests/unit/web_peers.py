@@ -3,6 +3,7 @@
 
     web_peers.py serve            a "guest" HTTP server on 127.0.0.1:0; prints its port
     web_peers.py ws URL [CAFILE]  a WebSocket client: sends three messages through URL
+                                  (ws-eager: the first one with the handshake)
                                   (ws:// or wss://, connecting to 127.0.0.1 at URL's port)
                                   and prints what came back, one line each
 
@@ -35,7 +36,9 @@ WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 def recv_exact(sock, n):
     buf = b""
     while len(buf) < n:
-        got = sock.recv(n - len(buf))
+        # A socket, or the request handler's buffered reader (which may hold bytes that came
+        # right behind the handshake).
+        got = sock.recv(n - len(buf)) if hasattr(sock, "recv") else sock.read1(n - len(buf))
         if not got:
             raise EOFError("closed")
         buf += got
@@ -161,7 +164,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         sock = self.connection
         while True:
             try:
-                opcode, data = read_frame(sock)
+                opcode, data = read_frame(self.rfile)
             except EOFError:
                 break
             if opcode == 8:
@@ -178,16 +181,21 @@ def serve():
     server.serve_forever()
 
 
-def ws_client(url, cafile=None):
+def ws_client(url, cafile=None, eager=False):
     u = urllib.parse.urlsplit(url)
     sock = socket.create_connection(("127.0.0.1", u.port), timeout=10)
     if u.scheme == "wss":
         ctx = ssl.create_default_context(cafile=cafile)
         sock = ctx.wrap_socket(sock, server_hostname=u.hostname)
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                  "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
-                  % (u.path or "/", u.netloc, key)).encode())
+    hello = ("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
+             % (u.path or "/", u.netloc, key)).encode()
+    messages = ["first", "second", "x" * 70000]
+    if eager:
+        # The first message goes with the handshake, before the 101 is back.
+        hello += frame(1, messages[0].encode(), True)
+    sock.sendall(hello)
     head = b""
     while b"\r\n\r\n" not in head:
         got = sock.recv(1)
@@ -199,8 +207,9 @@ def ws_client(url, cafile=None):
     want = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
     if ("Sec-WebSocket-Accept: " + want).encode() not in head:
         raise SystemExit("bad accept: %r" % head)
-    for msg in ("first", "second", "x" * 70000):
-        sock.sendall(frame(1, msg.encode(), True))
+    for i, msg in enumerate(messages):
+        if not (eager and i == 0):
+            sock.sendall(frame(1, msg.encode(), True))
         opcode, data = read_frame(sock)
         print(data.decode()[:40], len(data))
     sock.sendall(frame(8, b"", True))
@@ -211,5 +220,6 @@ def ws_client(url, cafile=None):
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve()
-    elif sys.argv[1] == "ws":
-        ws_client(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    elif sys.argv[1] in ("ws", "ws-eager"):
+        ws_client(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else None,
+                  eager=sys.argv[1] == "ws-eager")

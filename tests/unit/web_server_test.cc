@@ -623,11 +623,14 @@ TEST_F(WebServerTest, AConnectionIsKeptAliveBetweenForwardedAnswersEachWithItsOw
 TEST_F(WebServerTest, AWebSocketEchoesThroughTheProxy) {
   Start();
   gate_.SetPublic("web-one", true);
-  std::string out = Shell("/usr/bin/python3 " + Here() + "/web_peers.py ws " +
-                          Quote("ws://" + Site("web-one") + ":" + std::to_string(port_) + "/ws"));
-  EXPECT_EQ(out,
-            "HTTP/1.1 101 Switching Protocols\necho: first 11\necho: second 12\n"
-            "echo: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx 70006\nclosed\n");
+  for (const char* mode : {"ws", "ws-eager"}) {
+    std::string out = Shell("/usr/bin/python3 " + Here() + "/web_peers.py " + mode + " " +
+                            Quote("ws://" + Site("web-one") + ":" + std::to_string(port_) + "/ws"));
+    EXPECT_EQ(out,
+              "HTTP/1.1 101 Switching Protocols\necho: first 11\necho: second 12\n"
+              "echo: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx 70006\nclosed\n")
+        << mode;
+  }
 }
 
 long RssKiB() {
