@@ -83,11 +83,22 @@ MODULES = {
         paths=["bridge/oauth/"], target="warren_oauth",
         may_include=["base", "keys", "rate-limiter", "bridge/http_handler.h"],
         rule="OAuth uses the store (keys) and sees HTTP only through bridge/http_handler.h"),
+    "relay": dict(
+        paths=["lobby/relay/"], target="warren_relay",
+        may_include=["base", GUEST_PIPE],
+        rule="the relay (byte streams, TLS, HTTP heads shared by warren's proxies) sees VMs "
+             "only through the GuestPipe (" + GUEST_PIPE + ") and knows no proxy"),
     "integrations": dict(
         paths=["lobby/integrations/"], target="warren_integrations",
-        may_include=["base", "vmhost-api"],
+        may_include=["base", "vmhost-api", "relay"],
         rule="the integrations proxy sees VMs only through vmhost/guest_control.h (GuestPipe, "
              "GuestInboundSink) and the store only through its own IntegrationLookup"),
+    "web": dict(
+        paths=["lobby/web/"], target="warren_web",
+        may_include=["base", "relay", GUEST_PIPE, "lobby/commands/web_visit.h", "keys/token.h"],
+        rule="the web proxy asks every decision of its WebGate (web_gate.h, in the interpreter's "
+             "vocabulary lobby/commands/web_visit.h), reaches VMs only through the GuestPipe the "
+             "gate opens, and knows tokens only by their prefix (keys/token.h)"),
     "binary": dict(
         paths=["lobby/*"], target="warren", may_include=["*"],
         rule="the binary (lobby/main.cc, lobby/vm_runtime.*) wires every module together, "
@@ -107,9 +118,11 @@ LIBRARIES = {
                   rule="only bridge's .cc files use Boost (no Boost in its headers)"),
     "LMDB": dict(includes=["lmdb.h"], cmake=["PkgConfig::LMDB"], modules=["keys"],
                  rule="only keys uses LMDB"),
-    "OpenSSL": dict(includes=["openssl/"], cmake=["OpenSSL::"], modules=["keys", "bridge", "integrations"],
-                    rule="OpenSSL is for keys (fingerprints, tokens), bridge (HTTPS) and the "
-                         "integrations proxy (TLS both ways, its CA)"),
+    "OpenSSL": dict(includes=["openssl/"], cmake=["OpenSSL::"],
+                    modules=["keys", "bridge", "relay", "integrations", "web"],
+                    rule="OpenSSL is for keys (fingerprints, tokens), bridge (HTTPS), the relay "
+                         "(TLS both ways) and the proxies on it (the integrations CA, the web "
+                         "proxy's certificate)"),
     "CLI11": dict(includes=["CLI/"], cmake=["CLI11::"], modules=["commands", "binary"],
                   rule="flags are parsed by the interpreter and the binary"),
     "nlohmann/json": dict(includes=["nlohmann/"], cmake=["nlohmann_json::"],

@@ -167,8 +167,8 @@ class LayeringCheckTest(unittest.TestCase):
 
     def test_every_file_is_in_a_module(self):
         self.assert_violation(
-            {"lobby/web/page.cc": '#include "lobby/base/status.h"\n'},
-            "lobby/web/page.cc:1: is in no module (rule: every product file is in one; add its "
+            {"lobby/unplaced/page.cc": '#include "lobby/base/status.h"\n'},
+            "lobby/unplaced/page.cc:1: is in no module (rule: every product file is in one; add its "
             "folder to MODULES in tests/layering_check.py)")
 
     def test_cmake_link_line_must_agree(self):

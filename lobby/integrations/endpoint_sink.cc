@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "lobby/integrations/byte_stream.h"
+#include "lobby/relay/byte_stream.h"
 
 namespace warren::integrations {
 

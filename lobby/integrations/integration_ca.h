@@ -9,9 +9,11 @@
 #include <string>
 
 #include "lobby/base/status.h"
-#include "lobby/integrations/tls_stream.h"
+#include "lobby/relay/tls_stream.h"
 
 namespace warren::integrations {
+
+using relay::SslCtxPtr;
 
 struct IntegrationCa {
   std::string ca_pem;  // the CA certificate, for guests to trust

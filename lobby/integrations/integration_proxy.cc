@@ -7,86 +7,21 @@
 #include <vector>
 
 #include "lobby/base/log.h"
+#include "lobby/relay/http_relay.h"
 
 namespace warren::integrations {
+
+using relay::ReadHead;
+using relay::RelayBody;
 
 namespace {
 
 using Clock = ByteStream::Clock;
-constexpr size_t kChunk = 32 * 1024;
 // How long a short answer of our own (an error, 100 Continue) may take to write.
 constexpr auto kAnswerWait = std::chrono::seconds(5);
 
 long long MillisSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
-// Reads until the blank line that ends a head; what came after it stays in `rest`.
-Result<std::string> ReadHead(ByteStream& in, size_t limit, Clock::time_point deadline,
-                             std::string* rest) {
-  std::string buf = std::move(*rest);
-  rest->clear();
-  size_t searched = 0;
-  char chunk[4096];
-  for (;;) {
-    size_t from = searched > 3 ? searched - 3 : 0;
-    size_t crlf = buf.find("\r\n\r\n", from);
-    size_t lf = buf.find("\n\n", from);
-    size_t end = std::min(crlf == std::string::npos ? crlf : crlf + 4,
-                          lf == std::string::npos ? lf : lf + 2);
-    if (end != std::string::npos) {
-      *rest = buf.substr(end);
-      buf.resize(end);
-      return buf;
-    }
-    if (buf.size() > limit)
-      return TooLarge("the head is larger than " + std::to_string(limit) + " bytes");
-    searched = buf.size();
-    WARREN_ASSIGN_OR_RETURN(size_t n, in.Read(chunk, sizeof chunk, deadline));
-    if (n == 0) {
-      return buf.empty() ? Unavailable("closed before a request")
-                         : InvalidArgument("the connection ended inside the head");
-    }
-    buf.append(chunk, n);
-  }
-}
-
-// Moves one body from `in` to `out` as `framing` delimits it, starting with `first` (bytes
-// already read). Returns the bytes moved.
-// `*moved` counts what went out so far, also when it fails (for the log line).
-Status RelayBody(ByteStream& in, ByteStream& out, const BodyFraming& framing, std::string first,
-                 std::chrono::milliseconds idle, uint64_t* moved) {
-  using Kind = BodyFraming::Kind;
-  *moved = 0;
-  if (framing.kind == Kind::kNone) return Status::Ok();
-  uint64_t remaining = framing.length;
-  ChunkedScanner chunks;
-  std::string buf = std::move(first);
-  std::vector<char> chunk(kChunk);
-  for (;;) {
-    std::string_view piece = buf;
-    bool done = false;
-    if (framing.kind == Kind::kLength) {
-      piece = piece.substr(0, static_cast<size_t>(std::min<uint64_t>(remaining, piece.size())));
-      remaining -= piece.size();
-      done = remaining == 0;
-    } else if (framing.kind == Kind::kChunked) {
-      WARREN_ASSIGN_OR_RETURN(size_t n, chunks.Feed(piece));
-      piece = piece.substr(0, n);
-      done = chunks.done();
-    }
-    if (!piece.empty()) {
-      WARREN_RETURN_IF_ERROR(out.Write(piece, Clock::now() + idle));
-      *moved += piece.size();
-    }
-    if (done) return Status::Ok();
-    WARREN_ASSIGN_OR_RETURN(size_t n, in.Read(chunk.data(), chunk.size(), Clock::now() + idle));
-    if (n == 0) {
-      if (framing.kind == Kind::kUntilClose) return Status::Ok();
-      return Unavailable("the body ended early");
-    }
-    buf.assign(chunk.data(), n);
-  }
 }
 
 }  // namespace

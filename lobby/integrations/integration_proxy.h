@@ -27,11 +27,20 @@
 #include <string>
 #include <string_view>
 
-#include "lobby/integrations/byte_stream.h"
 #include "lobby/integrations/integration_lookup.h"
-#include "lobby/integrations/tls_stream.h"
+#include "lobby/relay/byte_stream.h"
+#include "lobby/relay/tls_stream.h"
 
 namespace warren::integrations {
+
+// The relay's streams (lobby/relay), as the proxy has always named them.
+using relay::ByteStream;
+using relay::ConnectTcp;
+using relay::FdStream;
+using relay::GuestPipeStream;
+using relay::MakeClientContext;
+using relay::SslCtxPtr;
+using relay::TlsStream;
 
 struct IntegrationProxyOptions {
   std::string domain = "int.warren.internal";  // Host must be NAME.<domain>

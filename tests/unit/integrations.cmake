@@ -1,4 +1,4 @@
-# The integrations proxy (lobby/integrations): HTTP heads (pure) and the proxy over
+# The integrations proxy (lobby/integrations): its HTTP heads (pure) and the proxy over
 # socketpairs against a loopback upstream of the test's own (plain and TLS, curl included).
 add_executable(integrations_test unit/integration_http_head_test.cc unit/integration_proxy_test.cc
   unit/integration_test_peers.cc)

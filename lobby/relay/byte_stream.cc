@@ -1,4 +1,4 @@
-#include "lobby/integrations/byte_stream.h"
+#include "lobby/relay/byte_stream.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-namespace warren::integrations {
+namespace warren::relay {
 
 namespace {
 
@@ -72,6 +72,8 @@ Status FdStream::Write(std::string_view bytes, Clock::time_point deadline) {
   }
   return Status::Ok();
 }
+
+Status FdStream::WaitReadable(Clock::time_point deadline) { return WaitFor(POLLIN, deadline); }
 
 void FdStream::CloseWrite() { ::shutdown(fd_, SHUT_WR); }
 
@@ -191,6 +193,23 @@ Status GuestPipeStream::Write(std::string_view bytes, Clock::time_point deadline
   return Status::Ok();
 }
 
+Status GuestPipeStream::WaitReadable(Clock::time_point deadline) {
+  std::string bytes;
+  for (;;) {
+    uint64_t seen = seq();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancelled_) return Cancelled("the connection was revoked");
+    }
+    GuestPipe::End end = pipe_->end();
+    if (pipe_->PeekOutput(false, 1, &bytes) || end.output_eof || end.closed ||
+        !pipe_->status().ok()) {
+      return Status::Ok();
+    }
+    if (!WaitChange(seen, deadline)) return Timeout("the VM was idle too long");
+  }
+}
+
 void GuestPipeStream::CloseWrite() { pipe_->CloseInput(); }
 
-}  // namespace warren::integrations
+}  // namespace warren::relay

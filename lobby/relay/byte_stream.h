@@ -1,11 +1,12 @@
-// ByteStream: one side of a proxied connection as the integrations proxy's worker sees it —
-// blocking reads and writes with a deadline, and a Cancel that any other thread may call to
-// make every current and later call fail at once (a revoked integration cuts a running
-// download). Implementations: a socket (FdStream: upstream TCP, socketpairs in tests), a
-// VM's forwarded channel (GuestPipeStream over a GuestPipe), TLS over another stream
-// (tls_stream.h).
+// ByteStream: one side of a proxied connection as a proxy's worker sees it (the integrations
+// proxy, the web proxy) — blocking reads and writes with a deadline, and a Cancel that any
+// other thread may call to make every current and later call fail at once (a revoked
+// integration cuts a running download). Implementations: a socket (FdStream: TCP both ways,
+// socketpairs in tests), a VM's channel (GuestPipeStream over a GuestPipe), TLS over another
+// stream (tls_stream.h).
 //
-// Threads: Read and Write from the one worker thread; Cancel from any thread.
+// Threads: Read and Write from the one worker thread (or, for Splice, Read on one thread and
+// Write on another); Cancel from any thread.
 #pragma once
 
 #include <atomic>
@@ -20,7 +21,7 @@
 #include "lobby/base/status.h"
 #include "vmhost/guest_control.h"
 
-namespace warren::integrations {
+namespace warren::relay {
 
 class ByteStream {
  public:
@@ -31,6 +32,10 @@ class ByteStream {
   virtual Result<size_t> Read(char* buf, size_t len, Clock::time_point deadline) = 0;
   // All of `bytes`, or the error (as Read).
   virtual Status Write(std::string_view bytes, Clock::time_point deadline) = 0;
+  // Returns once a Read would not wait (bytes, EOF or an error are there), without taking
+  // anything; Timeout at the deadline, Cancelled after Cancel. TLS uses it to wait outside
+  // its lock, so one thread may read while another writes (Splice).
+  virtual Status WaitReadable(Clock::time_point deadline) = 0;
   // No more bytes from us (the peer sees EOF once written ones are out).
   virtual void CloseWrite() = 0;
   virtual void Cancel() = 0;
@@ -44,6 +49,7 @@ class FdStream final : public ByteStream {
   ~FdStream() override;
   Result<size_t> Read(char* buf, size_t len, Clock::time_point deadline) override;
   Status Write(std::string_view bytes, Clock::time_point deadline) override;
+  Status WaitReadable(Clock::time_point deadline) override;
   void CloseWrite() override;
   void Cancel() override;
   int fd() const { return fd_; }
@@ -60,14 +66,16 @@ Result<std::unique_ptr<FdStream>> ConnectTcp(const std::string& host, uint16_t p
                                              ByteStream::Clock::time_point deadline,
                                              const std::atomic<bool>& cancelled);
 
-// A VM's forwarded channel. Notify() is the callback the control session calls on every
-// change (GuestInboundSink::Accept returns it); the worker's waits wake on it.
+// A VM's channel (forwarded to the host, or opened into the guest). Notify() is the callback
+// the control session calls on every change (GuestInboundSink::Accept returns it, or it is
+// the one given to OpenChannel); the worker's waits wake on it.
 class GuestPipeStream final : public ByteStream {
  public:
   explicit GuestPipeStream(std::shared_ptr<GuestPipe> pipe);
   ~GuestPipeStream() override;  // closes the channel
   Result<size_t> Read(char* buf, size_t len, Clock::time_point deadline) override;
   Status Write(std::string_view bytes, Clock::time_point deadline) override;
+  Status WaitReadable(Clock::time_point deadline) override;
   void CloseWrite() override;
   void Cancel() override;
   void Notify();
@@ -84,4 +92,4 @@ class GuestPipeStream final : public ByteStream {
   bool cancelled_ = false;
 };
 
-}  // namespace warren::integrations
+}  // namespace warren::relay

@@ -1,4 +1,4 @@
-#include "lobby/integrations/tls_stream.h"
+#include "lobby/relay/tls_stream.h"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -7,7 +7,7 @@
 #include <climits>
 #include <utility>
 
-namespace warren::integrations {
+namespace warren::relay {
 
 namespace {
 
@@ -15,7 +15,9 @@ TlsStream::Io* IoOf(BIO* b) { return static_cast<TlsStream::Io*>(BIO_get_data(b)
 
 int BioWrite(BIO* b, const char* data, int len) {
   TlsStream::Io* io = IoOf(b);
-  Status st = io->inner->Write(std::string_view(data, static_cast<size_t>(len)), io->deadline);
+  BIO_clear_retry_flags(b);
+  Status st =
+      io->inner->Write(std::string_view(data, static_cast<size_t>(len)), io->write_deadline);
   if (!st.ok()) {
     io->error = st;
     return -1;
@@ -25,7 +27,12 @@ int BioWrite(BIO* b, const char* data, int len) {
 
 int BioRead(BIO* b, char* buf, int len) {
   TlsStream::Io* io = IoOf(b);
-  Result<size_t> n = io->inner->Read(buf, static_cast<size_t>(len), io->deadline);
+  BIO_clear_retry_flags(b);
+  Result<size_t> n = io->inner->Read(buf, static_cast<size_t>(len), io->read_deadline);
+  if (!n.ok() && io->read_timeout_retries && n.status().code() == Code::kTimeout) {
+    BIO_set_retry_read(b);
+    return -1;
+  }
   if (!n.ok()) {
     io->error = n.status();
     return -1;
@@ -76,6 +83,25 @@ Result<SslCtxPtr> MakeClientContext(const std::string& ca_file) {
   return ctx;
 }
 
+Result<SslCtxPtr> LoadServerContext(const std::string& cert_file, const std::string& key_file) {
+  SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
+  if (ctx == nullptr) return Internal("cannot make a TLS server context");
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  ERR_clear_error();
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), cert_file.c_str()) != 1) {
+    return InvalidArgument("cannot read the TLS certificate " + cert_file + ": " + OpenSslError());
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    return InvalidArgument("cannot read the TLS key " + key_file + ": " + OpenSslError());
+  }
+  if (SSL_CTX_check_private_key(ctx.get()) != 1) {
+    ERR_clear_error();
+    return InvalidArgument("the TLS key " + key_file + " does not match the certificate " +
+                           cert_file);
+  }
+  return ctx;
+}
+
 TlsStream::TlsStream(SslCtxPtr ctx, std::shared_ptr<ByteStream> inner)
     : ctx_(std::move(ctx)), inner_(std::move(inner)) {
   io_.inner = inner_.get();
@@ -117,7 +143,7 @@ Status TlsStream::Handshake(const std::string* host, Clock::time_point deadline)
       return Internal("cannot set the TLS host name to check");
     }
   }
-  io_.deadline = deadline;
+  io_.read_deadline = io_.write_deadline = deadline;
   ERR_clear_error();
   int rc = host == nullptr ? SSL_accept(ssl_.get()) : SSL_connect(ssl_.get());
   if (rc != 1)
@@ -143,21 +169,47 @@ Result<std::unique_ptr<TlsStream>> TlsStream::Connect(const SslCtxPtr& ctx,
 }
 
 Result<size_t> TlsStream::Read(char* buf, size_t len, Clock::time_point deadline) {
-  io_.deadline = deadline;
-  ERR_clear_error();
-  int n = SSL_read(ssl_.get(), buf, static_cast<int>(std::min<size_t>(len, INT_MAX)));
-  if (n > 0) return static_cast<size_t>(n);
-  int err = SSL_get_error(ssl_.get(), n);
-  if (io_.error.ok() && (err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL ||
-                         (err == SSL_ERROR_SSL && ERR_peek_error() == 0))) {
-    ERR_clear_error();
-    return size_t{0};  // close_notify, or a plain EOF (tolerated: many peers skip it)
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Only what is there already is read under the lock; a write it needs (a TLS 1.3
+      // key update) may wait until the caller's deadline.
+      io_.read_deadline = Clock::now();
+      io_.write_deadline = deadline;
+      io_.read_timeout_retries = true;
+      ERR_clear_error();
+      int n = SSL_read(ssl_.get(), buf, static_cast<int>(std::min<size_t>(len, INT_MAX)));
+      io_.read_timeout_retries = false;
+      if (n > 0) return static_cast<size_t>(n);
+      int err = SSL_get_error(ssl_.get(), n);
+      if (err != SSL_ERROR_WANT_READ) {
+        if (io_.error.ok() && (err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL ||
+                               (err == SSL_ERROR_SSL && ERR_peek_error() == 0))) {
+          ERR_clear_error();
+          return size_t{0};  // close_notify, or a plain EOF (tolerated: many peers skip it)
+        }
+        return Failure(n, "TLS read");
+      }
+      ERR_clear_error();
+    }
+    if (Clock::now() >= deadline) return Timeout("the peer was idle too long");
+    WARREN_RETURN_IF_ERROR(inner_->WaitReadable(deadline));
   }
-  return Failure(n, "TLS read");
+}
+
+Status TlsStream::WaitReadable(Clock::time_point deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (SSL_pending(ssl_.get()) > 0) return Status::Ok();
+  }
+  // Bytes underneath may be only part of a record: a Read then finds nothing yet and
+  // waits again, which is what a caller of WaitReadable would do anyway.
+  return inner_->WaitReadable(deadline);
 }
 
 Status TlsStream::Write(std::string_view bytes, Clock::time_point deadline) {
-  io_.deadline = deadline;
+  std::lock_guard<std::mutex> lock(mu_);
+  io_.read_deadline = io_.write_deadline = deadline;
   while (!bytes.empty()) {
     ERR_clear_error();
     int n = SSL_write(ssl_.get(), bytes.data(),
@@ -169,12 +221,16 @@ Status TlsStream::Write(std::string_view bytes, Clock::time_point deadline) {
 }
 
 void TlsStream::CloseWrite() {
-  ERR_clear_error();
-  SSL_shutdown(ssl_.get());
-  ERR_clear_error();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    io_.write_deadline = Clock::now() + std::chrono::seconds(5);
+    ERR_clear_error();
+    SSL_shutdown(ssl_.get());
+    ERR_clear_error();
+  }
   // Then EOF underneath: a VM's channel delivers what is queued (the close_notify included)
   // only when its input was closed before the channel goes.
   inner_->CloseWrite();
 }
 
-}  // namespace warren::integrations
+}  // namespace warren::relay
