@@ -74,3 +74,14 @@ set_tests_properties(vm_integrations PROPERTIES
   TIMEOUT 1800
   RUN_SERIAL TRUE
   LABELS "integration;vm;integrations")
+
+# Every VM on the web: sign-in, host-bound sessions, bearer tokens, sharing (users, links,
+# public), owner-only ports, what never reaches the VM, 502/503, 200 MiB, SSE, WebSockets,
+# 200 concurrent visitors across 5 VMs, rename and URLs — over plain HTTP to `--web`.
+add_test(NAME vm_web
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_web.py)
+set_tests_properties(vm_web PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 1800
+  RUN_SERIAL TRUE
+  LABELS "integration;vm;web")
