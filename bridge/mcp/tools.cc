@@ -534,6 +534,16 @@ ToolSet CuratedTools(Interpreter& interpreter) {
   return tools;
 }
 
+// What every agent should know about a VM's web address before handing it to a person.
+constexpr std::string_view kWebText =
+    "Each VM has a web address (the url its JSON shows) serving its port 8000 (share port VM "
+    "PORT changes it; ports 3000-9999 are at NAME-pPORT, for the owner only). The pages are "
+    "private until shared: only the owner, signed in with `ssh HOST browser`, sees them; "
+    "`share set-public VM` opens them to everyone, `share add-link VM` makes a link to hand "
+    "out, `share show VM` says which. You cannot open a private URL yourself: check a server "
+    "from inside the VM with `ssh VM curl -s localhost:8000`. Listen on 0.0.0.0 or localhost; "
+    "a systemd unit with Restart=always keeps a server running across reboots and copies.";
+
 std::string Instructions(const Caller& caller, bool curated) {
   const Scope& s = caller.scope;
   std::string text;
@@ -546,7 +556,8 @@ std::string Instructions(const Caller& caller, bool curated) {
         "comes back as text, as an image when it is one, or as base64 for other binary "
         "output. A command still running after wait_seconds (0 to 45, default 45) goes on in "
         "the VM on its own: let a long one write to a file and read that with another "
-        "run_vm_command.";
+        "run_vm_command. " +
+        std::string(kWebText);
   } else {
     text =
         "warren gives you Linux VMs. exec runs one warren command, as typed after `ssh HOST`: "
@@ -559,7 +570,8 @@ std::string Instructions(const Caller& caller, bool curated) {
         "binary output. A command in a VM still running after wait_seconds (0 to 45, default "
         "45) keeps running as a job named VM/xxxxxxxx: follow it with wait, stop it with exec "
         "\"kill JOB\". exec_read_only runs only commands that change nothing (ls, stat, jobs, "
-        "help) and refuses ssh.";
+        "help) and refuses ssh. " +
+        std::string(kWebText);
   }
   if (s.Unrestricted()) return text;
   std::string noun = caller.token_label_id.empty() ? "This key" : "This token";

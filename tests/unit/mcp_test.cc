@@ -327,6 +327,11 @@ TEST_F(McpHandlerTest, InitializeNegotiatesTheVersionAndOpensASession) {
   EXPECT_TRUE(result["capabilities"].contains("tools"));
   EXPECT_FALSE(result["capabilities"].contains("logging"));
   EXPECT_NE(result["instructions"].get<std::string>().find("exec"), std::string::npos);
+  // Pages are private until shared, and how to check one from inside the VM.
+  EXPECT_NE(result["instructions"].get<std::string>().find("private until shared"),
+            std::string::npos);
+  EXPECT_NE(result["instructions"].get<std::string>().find("curl -s localhost:8000"),
+            std::string::npos);
   // Unrestricted: no limits named.
   EXPECT_EQ(result["instructions"].get<std::string>().find("limited"), std::string::npos);
 
