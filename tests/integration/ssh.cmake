@@ -85,3 +85,14 @@ set_tests_properties(vm_web PROPERTIES
   TIMEOUT 1800
   RUN_SERIAL TRUE
   LABELS "integration;vm;web")
+
+# A VM's page in headless Chromium through the web proxy: the magic link, the owner's page
+# (DOM and screenshot), a second profile's sign-in page, public/private, a share link, and
+# the page's own WebSocket to an echo in the VM.
+add_test(NAME vm_web_browser
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_web_browser.py)
+set_tests_properties(vm_web_browser PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 1200
+  RUN_SERIAL TRUE
+  LABELS "integration;vm;web;browser")
