@@ -277,5 +277,24 @@ TEST_F(ShareCommandTest, SurvivesARestart) {
   EXPECT_EQ(j["links"].size(), 1u);
 }
 
+TEST_F(ShareCommandTest, ArgumentsAreRequiredAndLinksBounded) {
+  for (std::vector<std::string> argv : {std::vector<std::string>{"share", "show"},
+                                        {"share", "add", "web-one"},
+                                        {"share", "remove", "web-one"},
+                                        {"share", "remove-link", "web-one"},
+                                        {"share", "set-public"},
+                                        {"share", "show", "web-one", "extra"}}) {
+    EXPECT_EQ(Exec(Alice(), argv).status.code(), Code::kInvalidArgument) << argv[1];
+  }
+  EXPECT_EQ(Exec(Alice(), {"share", "show", "nosuch"}).status.code(), Code::kNotFound);
+  EXPECT_EQ(Exec(Alice(), {"share", "frob", "web-one"}).status.code(), Code::kNotFound);
+  for (size_t i = 0; i < kMaxShareLinks; ++i) {
+    ASSERT_TRUE(Exec(Alice(), {"share", "add-link", "web-one"}).status.ok()) << i;
+  }
+  Outcome o = Exec(Alice(), {"share", "add-link", "web-one"});
+  EXPECT_EQ(o.status.code(), Code::kLimitExceeded);
+  EXPECT_TRUE(Has(o.err, "share remove-link")) << o.err;
+}
+
 }  // namespace
 }  // namespace warren::vmtest
