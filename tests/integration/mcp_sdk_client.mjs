@@ -4,6 +4,12 @@
 //   node mcp_sdk_client.mjs URL TOKEN basic     list tools, exec whoami and ls
 //   node mcp_sdk_client.mjs URL TOKEN vm IMAGE  + new VM, a command in it, a job followed
 //                                                with wait, rm
+//   node mcp_sdk_client.mjs URL TOKEN web IMAGE
+//                                              + the "build something and host it" flow: a
+//                                                page in a new VM served on 8000 by a
+//                                                systemd unit, `share show` (private: an
+//                                                anonymous fetch gets no page),
+//                                                `share set-public`, the page fetched, rm
 //   node mcp_sdk_client.mjs URL TOKEN seed IMAGE UPSTREAM BEARER
 //                                              + the "run something you don't trust" flow:
 //                                                an integration to UPSTREAM, a VM with a git
@@ -16,10 +22,11 @@
 // working directory must reach .peers/node_modules.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import http from "node:http";
 
 const [url, token, mode, image, upstream, bearer] = process.argv.slice(2);
 if (!url || !token || !mode) {
-  console.error("usage: mcp_sdk_client.mjs URL TOKEN basic|vm|seed [IMAGE [UPSTREAM BEARER]]");
+  console.error("usage: mcp_sdk_client.mjs URL TOKEN basic|vm|web|seed [IMAGE [UPSTREAM BEARER]]");
   process.exit(2);
 }
 
@@ -106,6 +113,64 @@ if (mode === "vm") {
   }
   r = await exec("ls");
   check(!text(r).includes(name), "the VM is gone", text(r));
+}
+
+// GET `url` anonymously (as someone with no sign-in would), connecting to 127.0.0.1: the host
+// is NAME.warren.localhost, which browsers (not Node's resolver) send to loopback.
+function anonymousGet(url) {
+  const u = new URL(url);
+  return new Promise((ok, bad) => {
+    const req = http.request({ host: "127.0.0.1", port: u.port || 80, path: u.pathname,
+                               headers: { Host: u.host, Accept: "application/json" } }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => (body += c));
+      res.on("end", () => ok({ status: res.statusCode, body }));
+    });
+    req.on("error", bad);
+    req.end();
+  });
+}
+
+if (mode === "web") {
+  const name = "cat-facts-" + Math.random().toString(36).slice(2, 8);
+  const page = "<!doctype html><title>cat facts</title><h1>Cats sleep 16 hours a day</h1>\n";
+  r = await exec(`new --name=${name} --image=${image} --json`);
+  check(!r.isError, "new", r);
+  const created = JSON.parse(text(r));
+  check(typeof created.url === "string" && created.url.includes(name + "."), "new gives a URL", created);
+  step("new", { name, url: created.url });
+  try {
+    r = await exec(`ssh ${name} 'mkdir -p ~/site && cat > ~/site/index.html && echo $HOME'`, { stdin: page });
+    check(!r.isError && r.structuredContent.exit_code === 0, "the page", r);
+    const home = r.structuredContent.stdout.trim();
+    const unit = ["[Unit]", "Description=cat facts", "[Service]",
+                  `WorkingDirectory=${home}/site`, "ExecStart=/usr/bin/python3 -m http.server 8000",
+                  "Restart=always", "[Install]", "WantedBy=multi-user.target", ""].join("\n");
+    r = await exec(`ssh ${name} 'sudo tee /etc/systemd/system/catfacts.service >/dev/null && ` +
+                   `sudo systemctl daemon-reload && sudo systemctl enable --now catfacts && ` +
+                   `for i in $(seq 30); do curl -s -o /dev/null -w "%{http_code}" localhost:8000/ | ` +
+                   `grep -q 200 && echo up && break; sleep 1; done'`, { stdin: unit });
+    check(!r.isError && r.structuredContent.stdout.includes("up"), "the unit serves", r);
+    step("served", { stdout: r.structuredContent.stdout.trim() });
+    r = await exec(`share show ${name}`);
+    check(!r.isError, "share show", r);
+    const shown = JSON.parse(text(r));
+    check(shown.status === "private" && shown.url === created.url, "private, at the same URL", shown);
+    step("share_show", { status: shown.status, url: shown.url });
+    let got = await anonymousGet(shown.url);
+    check(got.status === 401 && !got.body.includes("Cats sleep"), "private to the anonymous", got);
+    step("private", { status: got.status });
+    r = await exec(`share set-public ${name}`);
+    check(!r.isError, "share set-public", r);
+    got = await anonymousGet(shown.url);
+    check(got.status === 200 && got.body.includes("Cats sleep 16 hours a day"), "the page, public", got);
+    step("public", { status: got.status });
+  } finally {
+    r = await exec(`rm ${name}`);
+    check(!r.isError, "rm", r);
+    step("rm", { name });
+  }
 }
 
 if (mode === "seed") {

@@ -10,7 +10,10 @@
 - the curated endpoints name only their own tools, also for a command that becomes a job;
 - the seed flow with the SDK client (a debian VM, a git repo and its test suite, `cp
   --egress integrations`, the tests on the copy, the copy cut off but for its integration,
-  which adds a bearer the VM never sees, both deleted).
+  which adds a bearer the VM never sees, both deleted);
+- the "build something and host it" flow with the SDK client: a page served on 8000 by a
+  systemd unit in a debian VM, `share show`, private to an anonymous visitor of the URL
+  `new` printed, `share set-public`, the page fetched anonymously.
 """
 import base64
 import json
@@ -207,6 +210,19 @@ class McpVmTest(e2e.VmTestCase):
         self.assertEqual(got[0]["headers"]["authorization"], "Bearer " + bearer)
         self.assertNotIn(bearer, self.server.log())
         self.assertNotIn(bearer, r.stdout)
+
+    def test_8_seed_flow_build_a_page_and_host_it(self):
+        token = mcp_http.mint_token(self, self.admin, label="web")
+        url = "http://127.0.0.1:%d/mcp" % self.server.http_port
+        r = sdk_client(url, token, "web", "debian", timeout=1500)
+        self.assertEqual(r.returncode, 0, "SDK client:\n%s\n%s" % (r.stdout, r.stderr))
+        steps = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([s["step"] for s in steps],
+                         ["connected", "tools", "whoami", "ls", "new", "served", "share_show",
+                          "private", "public", "rm", "done"])
+        made = steps[4]
+        self.assertEqual(made["url"], "http://%s.warren.localhost:%d/" % (made["name"],
+                                                                        self.server.web_port))
 
 
 # A 1x1 PNG.
