@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -87,6 +88,8 @@ class WebServer {
   void Handle(Conn& c);
   void HandleRequest(Conn& c, relay::ByteStream::Clock::time_point header_deadline, bool first);
   void HandleDomain(Conn& c);
+  // This host's session cookie (of several, the live one).
+  std::optional<std::string> PickSession(Conn& c);
   void HandleSite(Conn& c);
   void Forward(Conn& c);
   // The per-VM count for `c`'s request (its site known now); false past the limit.

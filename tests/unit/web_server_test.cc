@@ -376,6 +376,16 @@ TEST_F(WebServerTest, ASessionOfOneHostIsRefusedOnAnotherAndTheDomainsOnAVm) {
   EXPECT_EQ(gate_.opens(), 1);
 }
 
+TEST_F(WebServerTest, OfSeveralSessionCookiesTheLiveOneOfThisHostCounts) {
+  // On HTTP a VM page can plant a same-named cookie for the parent domain from script; the
+  // browser then sends both.
+  Start();
+  std::string domain_session = SignIn();
+  Reply home = Curl("-b " + Quote("warren_session=planted-1; warren_session=" + domain_session),
+                    Url(kDomain));
+  EXPECT_NE(home.body.find("Signed in as <b>user:alice</b>"), std::string::npos) << home.body;
+}
+
 TEST_F(WebServerTest, TheUnauthenticatedGetASignInPageJsonOrARedirectAndNothingOfTheVm) {
   Start();
   Reply html = Curl("", Url(Site("web-one")));
