@@ -45,8 +45,9 @@ struct WebServerOptions {
   int public_port = 0;
   // The command that prints a sign-in link, shown on the sign-in page and in 401 JSON.
   std::string sign_in_command = "ssh HOST browser";
-  int max_connections = 512;            // in total; past it: 503
-  int max_connections_per_source = 64;  // per peer address; past it: 503
+  int max_connections = 512;  // in total; past it: 503
+  // Per peer address; past it: 503. On one machine every visitor is 127.0.0.1.
+  int max_connections_per_source = 256;
   int max_connections_per_site = 128;   // per VM; past it: 503
   int max_rejecting = 8;                // connections answered 503 at once; past it: closed
   size_t max_header_bytes = 32 * 1024;  // the request head (431 past it); 2x for the VM's answer

@@ -674,6 +674,44 @@ TEST_F(WebServerTest, A200MiBDownloadStreamsInBoundedMemory) {
   EXPECT_LT(peak - before, 48 * 1024) << "peak RSS grew by " << (peak - before) << " KiB";
 }
 
+TEST_F(WebServerTest, TwoHundredVisitorsAtOnceAcrossFiveVmsAllServed) {
+  Start();
+  for (int i = 3; i <= 5; ++i) {
+    FakeWebGate::Vm vm;
+    vm.id = "vm-" + std::to_string(i);
+    vm.name = "web-" + std::to_string(i);
+    vm.owner = "user:alice";
+    vm.ports = {{8000, guest_.port()}};
+    gate_.AddVm(vm);
+  }
+  const char* names[] = {"web-one", "web-two", "web-3", "web-4", "web-5"};
+  for (const char* n : names) gate_.SetPublic(n, true);
+  constexpr int kVisitors = 200;
+  std::vector<std::thread> visitors;
+  std::atomic<int> ok{0};
+  std::mutex mu;
+  std::vector<std::string> bad;
+  for (int i = 0; i < kVisitors; ++i) {
+    visitors.emplace_back([&, i] {
+      int fd = ConnectFrom("127.0.0.1", port_);
+      std::string req = "GET /bytes?n=200000 HTTP/1.1\r\nHost: " + std::string(names[i % 5]) +
+                        ".warren.localhost\r\nConnection: close\r\n\r\n";
+      ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+      Reply r = ParseReply(ReadAll(fd, 60));
+      ::close(fd);
+      if (r.status == 200 && r.body.size() == 200000) {
+        ++ok;
+      } else {
+        std::lock_guard<std::mutex> lock(mu);
+        bad.push_back(std::to_string(r.status) + " " + std::to_string(r.body.size()));
+      }
+    });
+  }
+  for (std::thread& t : visitors) t.join();
+  EXPECT_EQ(ok.load(), kVisitors) << (bad.empty() ? "" : bad.front());
+  EXPECT_EQ(gate_.opens(), kVisitors);
+}
+
 TEST_F(WebServerTest, PastTheLimitsA503WhileOthersAreStillServed) {
   WebServerOptions o;
   o.max_connections = 3;
