@@ -15,7 +15,9 @@
 
 #include "keys/secret_box.h"
 #include "keys/store.h"
+#include "lobby/base/ascii.h"
 #include "lobby/base/status.h"
+#include "lobby/base/target_url.h"
 
 namespace warren {
 
@@ -23,7 +25,6 @@ inline constexpr std::string_view kHttpProxyKind = "http-proxy";
 inline constexpr size_t kMaxIntegrationNameBytes = 40;
 inline constexpr size_t kMaxIntegrationHeaders = 16;
 inline constexpr size_t kMaxIntegrationAttachments = 256;
-inline constexpr size_t kMaxTargetUrlBytes = 2048;
 inline constexpr size_t kMaxHeaderNameBytes = 64;
 inline constexpr size_t kMaxSecretBytes = 8192;  // one header value, or the bearer token
 inline constexpr size_t kIntegrationFingerprintChars = 12;
@@ -31,25 +32,6 @@ inline constexpr size_t kIntegrationFingerprintChars = 12;
 // A DNS label, since it becomes NAME.int.DOMAIN: 1-40 of a-z, 0-9 and '-', neither first
 // nor last a '-'.
 Status CheckIntegrationName(std::string_view name);
-
-// Where an http-proxy integration sends what it is asked for: the request's path and query
-// are appended to path_prefix.
-struct TargetUrl {
-  std::string scheme;       // "http" or "https"
-  std::string host;         // a lowercase DNS name, an IPv4 address, or an IPv6 one (no [])
-  int port = 0;             // 0: the scheme's default
-  std::string path_prefix;  // "" or "/v1": starts with '/', never ends with one
-
-  int EffectivePort() const { return port != 0 ? port : scheme == "https" ? 443 : 80; }
-  // scheme://host[:port]path_prefix, IPv6 in brackets, a default port left out.
-  std::string ToString() const;
-};
-
-// http or https, a host (a DNS name, an IPv4 address or a bracketed IPv6 one), an optional
-// port and path prefix. Refused, with the reason: other schemes, user:password@ (secrets go
-// in --header or --bearer, never in the URL), a query, a fragment, "." or ".." segments,
-// bytes outside a URL's. InvalidArgument.
-Result<TargetUrl> ParseTargetUrl(std::string_view text);
 
 // What an integration adds to each request. Every value is a secret.
 struct IntegrationSecrets {
@@ -97,8 +79,5 @@ Result<IntegrationSecrets> OpenIntegrationSecrets(const SecretKey& key,
 // Whether `vm` may use `integration`: the same owner, and attached by the VM's id, by a tag
 // the VM carries now, or to all.
 bool IntegrationAppliesTo(const IntegrationRecord& integration, const VmRecord& vm);
-
-// Case-insensitive ASCII equality, for header names.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 
 }  // namespace warren

@@ -31,7 +31,7 @@ class IntegrationRuntime::StoreLookup final : public integrations::IntegrationLo
     integrations::IntegrationRoute route;
     route.owner = std::move(r.owner);
     route.name = std::move(r.name);
-    route.target_url = r.target.ToString();
+    route.target = r.target;
     for (auto& [header, value] : r.headers) {
       route.headers.push_back({std::move(header), std::move(value)});
     }
@@ -46,6 +46,11 @@ class IntegrationRuntime::StoreLookup final : public integrations::IntegrationLo
   bool WantsEndpoint(std::string_view vm_id) override {
     Result<VmRecord> vm = services_.store->GetVm(vm_id);
     return vm.ok() && vm->egress != "none";
+  }
+
+  std::string OwnerOf(std::string_view vm_id) override {
+    Result<VmRecord> vm = services_.store->GetVm(vm_id);
+    return vm.ok() ? vm->owner : std::string();
   }
 
  private:

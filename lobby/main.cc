@@ -548,6 +548,7 @@ int Serve(const ServeFlags& flags) {
   // `interpreter`, authenticated by an API token on every request.
   mcp::McpOptions mcp_options = flags.mcp;
   mcp_options.server_version = WARREN_VERSION;
+  mcp_options.web_domain = flags.domain;
   mcp_options.challenge = [oauth_handler](std::string_view /*path*/) {
     return oauth::WwwAuthenticate(oauth_handler->urls());  // RFC 9728 resource_metadata
   };
@@ -732,6 +733,9 @@ int main(int argc, char** argv) {
            "thread each); past it: 503"},
           {"--int-max-connections-per-vm", &flags.vm.integrations.proxy.max_connections_per_vm,
            "Connections to the integrations proxy one VM may hold; past it: 503"},
+          {"--int-max-connections-per-user", &flags.vm.integrations.proxy.max_connections_per_user,
+           "Connections to the integrations proxy one user's VMs may hold together; past it: "
+           "503"},
       },
       100000);
   serve->add_option("--tls-cert", flags.tls_cert_file,

@@ -60,6 +60,19 @@ std::string_view BearerToken(std::string_view header) {
 
 }  // namespace
 
+bool IsUnderDomain(std::string_view origin, std::string_view domain) {
+  if (domain.empty()) return false;
+  std::string o = Lower(origin);
+  size_t scheme = o.find("://");
+  if (scheme == std::string::npos) return false;
+  std::string host = o.substr(scheme + 3);
+  if (!host.empty() && host.front() == '[') return false;  // an address, never a name of ours
+  host = host.substr(0, host.find_first_of(":/"));
+  if (!host.empty() && host.back() == '.') host.pop_back();
+  std::string d = Lower(domain);
+  return host.size() > d.size() && host.ends_with("." + d);
+}
+
 bool IsLoopbackOrigin(std::string_view origin) {
   std::string o = Lower(origin);
   std::string_view rest;
@@ -146,9 +159,12 @@ bool McpHandler::Matches(std::string_view path) const { return FindEndpoint(path
 size_t McpHandler::max_body_bytes() const { return kMaxMessageBytes; }
 
 bool McpHandler::OriginAllowed(std::string_view origin) const {
-  if (IsLoopbackOrigin(origin)) return true;
-  return std::find(options_.allowed_origins.begin(), options_.allowed_origins.end(),
-                   std::string(origin)) != options_.allowed_origins.end();
+  if (std::find(options_.allowed_origins.begin(), options_.allowed_origins.end(),
+                std::string(origin)) != options_.allowed_origins.end()) {
+    return true;
+  }
+  if (IsUnderDomain(origin, options_.web_domain)) return false;
+  return IsLoopbackOrigin(origin);
 }
 
 void McpHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) {

@@ -47,6 +47,10 @@ struct McpOptions {
   // Origins allowed besides loopback ones (http://localhost:*, http://127.0.0.1:*,
   // http://[::1]:*, *.localhost): exact "scheme://host[:port]" strings.
   std::vector<std::string> allowed_origins;
+  // The domain VMs' web pages are served under (serve --domain): an Origin of a host under
+  // it is a VM's page — untrusted, whatever the guest serves — and refused, even
+  // though *.localhost is otherwise loopback (unless allowed_origins names it exactly).
+  std::string web_domain = "warren.localhost";
   // Open sessions in all, and of one user: a user at their cap loses their oldest idle
   // session to a new one (never one with a call in flight).
   size_t max_sessions = 10000;
@@ -116,5 +120,8 @@ class McpHandler final : public HttpHandler {
 
 // True for loopback origins: http(s)://localhost, 127.0.0.0/8, [::1], *.localhost, any port.
 bool IsLoopbackOrigin(std::string_view origin);
+// True when the origin's host is a name under `domain` (not `domain` itself; any case, any
+// port).
+bool IsUnderDomain(std::string_view origin, std::string_view domain);
 
 }  // namespace warren::mcp

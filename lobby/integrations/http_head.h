@@ -1,6 +1,6 @@
-// HTTP heads as only the integrations proxy rewrites them: integration target URLs, Host →
-// integration name, and the request sent upstream (Host, hop-by-hop headers, the
-// integration's headers). Parsing, framing and the generic rewrites are lobby/relay's
+// HTTP heads as only the integrations proxy rewrites them: Host → integration name, and the
+// request sent upstream (Host, hop-by-hop headers, the integration's headers; the target
+// is lobby/base/target_url.h's). Parsing, framing and the generic rewrites are lobby/relay's
 // (http_head.h there), named here as the proxy has always named them. Pure functions;
 // thread-compatible.
 #pragma once
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lobby/base/status.h"
+#include "lobby/base/target_url.h"
 #include "lobby/relay/http_head.h"
 
 namespace warren::integrations {
@@ -29,16 +30,6 @@ using relay::RequestFraming;
 using relay::RequestHead;
 using relay::ResponseFraming;
 using relay::ResponseHead;
-
-// An integration's upstream: scheme, host, port and a path prefix.
-struct TargetUrl {
-  bool https = false;
-  std::string host;  // a name or an address (IPv6 without brackets)
-  uint16_t port = 0;
-  std::string path_prefix;  // "" or "/v1" (never ending in '/')
-  std::string host_header;  // "api.example.com" or "api.example.com:8443"
-};
-Result<TargetUrl> ParseTargetUrl(std::string_view url);
 
 // The integration name a Host header names under `domain` ("N.<domain>", any port,
 // any case): NotFound-free: InvalidArgument when the host is not one label under domain.

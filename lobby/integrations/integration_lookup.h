@@ -16,10 +16,10 @@
 namespace warren::integrations {
 
 struct IntegrationRoute {
-  std::string owner;       // who owns the integration (for RevokeOwner)
-  std::string name;        // as the VM named it
-  std::string target_url;  // "https://api.example.com/v1"
-  HttpHeaders headers;     // added upstream (a bearer is "Authorization: Bearer …"); secret
+  std::string owner;    // who owns the integration (for RevokeOwner)
+  std::string name;     // as the VM named it
+  TargetUrl target;     // where to send it, parsed when the integration was added
+  HttpHeaders headers;  // added upstream (a bearer is "Authorization: Bearer …"); secret
 };
 
 class IntegrationLookup {
@@ -33,6 +33,8 @@ class IntegrationLookup {
   virtual std::vector<std::string> NamesFor(std::string_view vm_id) = 0;
   // Whether the VM gets the endpoint at all (egress `none`: false).
   virtual bool WantsEndpoint(std::string_view vm_id) = 0;
+  // Who owns the VM (for the per-user bound on connections); empty when nobody does.
+  virtual std::string OwnerOf(std::string_view vm_id) = 0;
 };
 
 }  // namespace warren::integrations

@@ -29,6 +29,7 @@ long long MillisSince(Clock::time_point t) {
 struct IntegrationProxy::Conn {
   uint64_t id = 0;
   std::string vm_id;
+  std::string vm_owner;  // counted in per_owner_ from admission to Finish
   bool https = false;
   // The VM's side and the target's: the streams underneath (kept for Cancel) and what the
   // worker speaks over them (TLS on top, or the same stream).
@@ -68,13 +69,17 @@ int IntegrationProxy::active() {
 
 void IntegrationProxy::Serve(std::string vm_id, bool https, std::unique_ptr<ByteStream> stream) {
   auto conn = std::make_shared<Conn>();
+  // A store read (the lookup's): quick enough for the owner thread this runs on.
+  std::string owner = lookup_->OwnerOf(vm_id);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     int& mine = per_vm_[vm_id];
+    int& owners = per_owner_[owner];
     if (static_cast<int>(conns_.size()) >= options_.max_connections ||
-        mine >= options_.max_connections_per_vm) {
+        mine >= options_.max_connections_per_vm || owners >= options_.max_connections_per_user) {
       if (mine == 0) per_vm_.erase(vm_id);
+      if (owners == 0) per_owner_.erase(owner);
       if (rejecting_ >= options_.max_rejecting) return;  // dropped: closes the stream
       ++rejecting_;
       ++workers_;
@@ -84,8 +89,10 @@ void IntegrationProxy::Serve(std::string vm_id, bool https, std::unique_ptr<Byte
       return;
     }
     ++mine;
+    ++owners;
     conn->id = next_id_++;
     conn->vm_id = std::move(vm_id);
+    conn->vm_owner = std::move(owner);
     conn->https = https;
     conn->down_base = std::move(stream);
     conn->down = conn->down_base;
@@ -141,6 +148,8 @@ void IntegrationProxy::Finish(const std::shared_ptr<Conn>& conn) {
     conns_.erase(conn->id);
     auto it = per_vm_.find(conn->vm_id);
     if (it != per_vm_.end() && --it->second <= 0) per_vm_.erase(it);
+    auto owned = per_owner_.find(conn->vm_owner);
+    if (owned != per_owner_.end() && --owned->second <= 0) per_owner_.erase(owned);
   }
   conn->up.reset();
   conn->up_base.reset();
@@ -223,11 +232,10 @@ void IntegrationProxy::Handle(Conn& c) {
     if (code == Code::kPermissionDenied) return answer(403, route.status().message());
     return answer(502, "integration " + *name + " cannot be used now");
   }
-  Result<TargetUrl> target = ParseTargetUrl(route->target_url);
-  if (!target.ok()) return answer(502, "integration " + *name + " has a bad target");
-
-  Result<std::unique_ptr<FdStream>> tcp = ConnectTcp(
-      target->host, target->port, Clock::now() + options_.connect_timeout, c.cancel_flag);
+  const TargetUrl& target = route->target;
+  Result<std::unique_ptr<FdStream>> tcp =
+      ConnectTcp(target.host, static_cast<uint16_t>(target.EffectivePort()),
+                 Clock::now() + options_.connect_timeout, c.cancel_flag);
   if (!tcp.ok()) {
     c.error = tcp.status().message();
     return answer(502, "integration " + *name + ": cannot reach its target");
@@ -238,15 +246,15 @@ void IntegrationProxy::Handle(Conn& c) {
     if (c.cancelled) c.up_base->Cancel();
   }
   c.up = c.up_base;
-  if (target->https) {
+  if (target.https()) {
     SslCtxPtr client = options_.tls_client;
     if (client == nullptr) {
       Result<SslCtxPtr> made = MakeClientContext("");
       if (!made.ok()) return answer(502, "integration " + *name + ": no TLS client");
       client = *made;
     }
-    Result<std::unique_ptr<TlsStream>> tls = TlsStream::Connect(
-        client, c.up_base, target->host, Clock::now() + options_.connect_timeout);
+    Result<std::unique_ptr<TlsStream>> tls =
+        TlsStream::Connect(client, c.up_base, target.host, Clock::now() + options_.connect_timeout);
     if (!tls.ok()) {
       c.error = tls.status().message();
       return answer(502, "integration " + *name + ": TLS with its target failed");
@@ -265,7 +273,7 @@ void IntegrationProxy::Handle(Conn& c) {
       return;
     }
   }
-  Status st = c.up->Write(UpstreamRequestHead(*req, *target, route->headers), Clock::now() + idle);
+  Status st = c.up->Write(UpstreamRequestHead(*req, target, route->headers), Clock::now() + idle);
   if (!st.ok()) {
     c.error = st.message();
     return answer(502, "integration " + *name + ": its target did not take the request");

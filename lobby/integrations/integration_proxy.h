@@ -11,9 +11,10 @@
 // integration, method, status, bytes and duration.
 //
 // Threads: one worker thread per admitted connection, so threads are bounded by
-// max_connections (plus max_rejecting short-lived ones answering 503). Serve, Revoke*
-// and the destructor may be called from any thread; the destructor cancels every
-// connection and waits for the workers.
+// max_connections (plus max_rejecting short-lived ones answering 503), at most
+// max_connections_per_vm for one VM and max_connections_per_user for one owner's VMs. Serve,
+// Revoke* and the destructor may be called from any thread; the destructor cancels every connection
+// and waits for the workers.
 #pragma once
 
 #include <chrono>
@@ -47,7 +48,8 @@ struct IntegrationProxyOptions {
   SslCtxPtr tls_client;             // for https targets (MakeClientContext); null: system CAs
   int max_connections = 256;        // in total; past it: 503
   int max_connections_per_vm = 32;  // past it: 503
-  int max_rejecting = 8;            // connections answered 503 at once; past it: closed
+  int max_connections_per_user = 64;    // all of one owner's VMs together; past it: 503
+  int max_rejecting = 8;                // connections answered 503 at once; past it: closed
   size_t max_header_bytes = 32 * 1024;  // the request head (and the response head: 2x)
   std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};   // TLS + request head
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};     // no byte either way
@@ -97,6 +99,7 @@ class IntegrationProxy {
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::shared_ptr<Conn>> conns_;
   std::map<std::string, int, std::less<>> per_vm_;
+  std::map<std::string, int, std::less<>> per_owner_;  // by the VM's owner at admission
   int rejecting_ = 0;
   int workers_ = 0;  // threads still running (admitted and rejecting)
 };

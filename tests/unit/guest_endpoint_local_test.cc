@@ -108,9 +108,11 @@ class GuestEndpointLocalTest : public ::testing::Test {
     proxy_.reset();
   }
   void Route(const std::string& vm, const std::string& name, uint16_t port) {
-    lookup_.Set(vm, name,
-                IntegrationRoute{"ann", name, "http://127.0.0.1:" + std::to_string(port) + "/v1",
-                                 HttpHeaders{{"Authorization", std::string("Bearer ") + kSecret}}});
+    lookup_.Set(
+        vm, name,
+        IntegrationRoute{"ann", name,
+                         *ParseTargetUrl("http://127.0.0.1:" + std::to_string(port) + "/v1"),
+                         HttpHeaders{{"Authorization", std::string("Bearer ") + kSecret}}});
   }
   std::string Curl(const std::string& scheme, uint16_t port, const std::string& name,
                    const std::string& extra = "") {

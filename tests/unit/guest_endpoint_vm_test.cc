@@ -78,9 +78,10 @@ class GuestEndpointVmTest : public ::testing::Test {
     g->upstream = std::make_unique<Upstream>(AnswerBearer(Secret()));
     g->lookup.Set(
         kTestVm, "api",
-        IntegrationRoute{"ann", "api",
-                         "http://127.0.0.1:" + std::to_string(g->upstream->port()) + "/v1",
-                         HttpHeaders{{"Authorization", "Bearer " + Secret()}}});
+        IntegrationRoute{
+            "ann", "api",
+            *ParseTargetUrl("http://127.0.0.1:" + std::to_string(g->upstream->port()) + "/v1"),
+            HttpHeaders{{"Authorization", "Bearer " + Secret()}}});
     integrations::IntegrationProxyOptions po;
     po.tls_server = ca->server;
     g->proxy = std::make_unique<integrations::IntegrationProxy>(po, &g->lookup);
@@ -200,7 +201,8 @@ TEST_F(GuestEndpointVmTest, A50MiBResponseStreamsIntoTheGuest) {
     }
   });
   g->lookup.Set(kTestVm, "big",
-                IntegrationRoute{"ann", "big", "http://127.0.0.1:" + std::to_string(big.port()),
+                IntegrationRoute{"ann", "big",
+                                 *ParseTargetUrl("http://127.0.0.1:" + std::to_string(big.port())),
                                  HttpHeaders{}});
   auto t0 = std::chrono::steady_clock::now();
   // Only 'w' bytes are counted: kTotal of them means all of it, and nothing else (curl
@@ -255,7 +257,8 @@ TEST_F(GuestEndpointVmTest, ADetachRewritesTheHostsBlockAtOnce) {
   g->lookup.Set(kTestVm, "api", NotFound("no integration named api"));
   g->lookup.Set(
       kTestVm, "second",
-      IntegrationRoute{"ann", "second", "http://127.0.0.1:" + std::to_string(g->upstream->port()),
+      IntegrationRoute{"ann", "second",
+                       *ParseTargetUrl("http://127.0.0.1:" + std::to_string(g->upstream->port())),
                        HttpHeaders{{"Authorization", "Bearer " + Secret()}}});
   g->control->RefreshEndpoint(kTestVm);
   std::string hosts;

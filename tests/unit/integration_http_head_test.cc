@@ -1,29 +1,11 @@
-// HTTP heads as only the integrations proxy rewrites them (pure): target URLs, Host → name,
-// the head sent upstream.
+// HTTP heads as only the integrations proxy rewrites them (pure): Host → name, the head sent
+// upstream.
 #include "lobby/integrations/http_head.h"
 
 #include <gtest/gtest.h>
 
 namespace warren::integrations {
 namespace {
-
-TEST(HttpHeadTest, TargetUrls) {
-  TargetUrl t = *ParseTargetUrl("https://api.example.com/v1/");
-  EXPECT_TRUE(t.https);
-  EXPECT_EQ(t.host, "api.example.com");
-  EXPECT_EQ(t.port, 443);
-  EXPECT_EQ(t.path_prefix, "/v1");
-  EXPECT_EQ(t.host_header, "api.example.com");
-  t = *ParseTargetUrl("http://[::1]:8080");
-  EXPECT_EQ(t.host, "::1");
-  EXPECT_EQ(t.port, 8080);
-  EXPECT_EQ(t.path_prefix, "");
-  EXPECT_EQ(t.host_header, "[::1]:8080");
-  for (const char* bad : {"ftp://x", "http://", "http://u@x/", "http://x:0/", "http://x:99999",
-                          "http://x/?q", "http://x y/"}) {
-    EXPECT_FALSE(ParseTargetUrl(bad).ok()) << bad;
-  }
-}
 
 TEST(HttpHeadTest, HostNamesOneIntegrationUnderTheDomain) {
   EXPECT_EQ(*IntegrationNameFromHost("GitHub.Int.Warren.Internal:443", "int.warren.internal"),

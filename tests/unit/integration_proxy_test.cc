@@ -74,7 +74,8 @@ class IntegrationProxyTest : public ::testing::Test {
              const std::string& scheme_host = "http://127.0.0.1",
              const std::string& owner = "ann") {
     lookup_.Set(vm, name,
-                IntegrationRoute{owner, name, scheme_host + ":" + std::to_string(port) + "/v1",
+                IntegrationRoute{owner, name,
+                                 *ParseTargetUrl(scheme_host + ":" + std::to_string(port) + "/v1"),
                                  std::move(headers)});
   }
   // A connection from VM `vm`: the test's end of a socketpair.
@@ -389,6 +390,33 @@ TEST_F(IntegrationProxyTest, PastTheLimitsA503AndOtherVmsStillServed) {
   r = Exchange("vm-2", "GET / HTTP/1.1\r\nHost: a.int.warren.internal\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 404 ", 0), 0u) << r;
   ::close(hold);
+}
+
+TEST_F(IntegrationProxyTest, OneOwnersVmsTogetherHitTheirBoundAndOtherOwnersAreStillServed) {
+  IntegrationProxyOptions o;
+  o.max_connections_per_user = 2;
+  o.header_timeout = std::chrono::seconds(5);
+  Start(o);
+  lookup_.SetOwner("bob-1", "bob");
+  // ann's two VMs hold ann's two connections, one each: no VM is past its own bound.
+  int hold1 = Connect("vm-1");
+  int hold2 = Connect("vm-2");
+  for (int i = 0; i < 100 && proxy_->active() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(proxy_->active(), 2);
+  std::string r = Exchange("vm-3", "GET / HTTP/1.1\r\nHost: a.int.warren.internal\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << r;
+  r = Exchange("bob-1", "GET / HTTP/1.1\r\nHost: a.int.warren.internal\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 404 ", 0), 0u) << r;
+  // A connection ending gives ann's slot back.
+  ::close(hold1);
+  for (int i = 0; i < 300 && proxy_->active() > 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  r = Exchange("vm-3", "GET / HTTP/1.1\r\nHost: a.int.warren.internal\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 404 ", 0), 0u) << r;
+  ::close(hold2);
 }
 
 TEST_F(IntegrationProxyTest, AnIdleVmGets408AfterTheHeaderTimeout) {

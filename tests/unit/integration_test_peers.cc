@@ -150,6 +150,17 @@ std::vector<std::string> TestLookup::NamesFor(std::string_view vm_id) {
 
 bool TestLookup::WantsEndpoint(std::string_view) { return wants.load(); }
 
+std::string TestLookup::OwnerOf(std::string_view vm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = owners_.find(vm_id);
+  return it == owners_.end() ? "ann" : it->second;
+}
+
+void TestLookup::SetOwner(const std::string& vm, const std::string& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  owners_[vm] = owner;
+}
+
 std::string ReadUntilEof(int fd, int timeout_ms) {
   std::string out;
   char buf[65536];

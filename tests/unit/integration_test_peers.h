@@ -70,11 +70,15 @@ class TestLookup final : public IntegrationLookup {
   Result<IntegrationRoute> Find(std::string_view vm_id, std::string_view name) override;
   std::vector<std::string> NamesFor(std::string_view vm_id) override;
   bool WantsEndpoint(std::string_view vm_id) override;
+  // The owner of every VM: "ann", unless `owners` names another.
+  std::string OwnerOf(std::string_view vm_id) override;
+  void SetOwner(const std::string& vm, const std::string& owner);
   std::atomic<bool> wants{true};
 
  private:
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, Result<IntegrationRoute>> routes_;
+  std::map<std::string, std::string, std::less<>> owners_;
 };
 
 // Reads from `fd` until EOF or `timeout_ms` without a byte.

@@ -789,6 +789,45 @@ TEST_F(RealHostTest, StoppedCopyAfterALiveCopyBootsTheWholeChain) {
   EXPECT_EQ(running, *chain);
 }
 
+// Another warren on the same libvirtd (its own data directory, the same domain prefix) whose
+// VM is stale — defined, its files gone — is none of ours: collecting our unused disks skips
+// it rather than failing on its missing chain (which once stopped every collection, so
+// copies left their layers behind).
+TEST_F(RealHostTest, AnotherWarrensStaleVmDoesNotStopOurCollection) {
+  const RealLibvirtEnv& env = GetRealLibvirtEnv();
+  LibvirtHostOptions theirs = options_;
+  theirs.data_dir = env.data_dir + "/neighbour";
+  fs::create_directories(theirs.data_dir);
+  LibvirtHost neighbour(theirs);
+  ASSERT_TRUE(neighbour.Create(Spec("fore0001")).ok());
+  ASSERT_TRUE(neighbour.Stop("fore0001").ok());
+  // What a crashed neighbour leaves: the definition stays, its disks are gone.
+  std::error_code ec;
+  fs::remove_all(theirs.data_dir + "/vms/fore0001", ec);
+  fs::remove_all(theirs.data_dir + "/disks", ec);
+
+  ASSERT_TRUE(host_->Create(Spec("mine0001")).ok());
+  ASSERT_TRUE(host_->Copy("mine0001", Spec("mine0002")).ok());  // live: a frozen layer
+  ASSERT_TRUE(host_->Destroy("mine0002").ok());
+  Result<int> removed = host_->RemoveUnusedDisks();
+  EXPECT_TRUE(removed.ok()) << removed.status().ToString();
+  // Our VM's chain is whole (its frozen layer is still used by it), and theirs is untouched.
+  Result<std::vector<std::string>> chain = host_->DiskChain("mine0001");
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  for (const std::string& layer : *chain) EXPECT_TRUE(fs::exists(layer)) << layer;
+  EXPECT_TRUE(neighbour.Inspect("fore0001").ok());
+
+  Result<ConnectHandle> conn = OpenLibvirt(options_.uri);
+  ASSERT_TRUE(conn.ok());
+  DomainHandle dom(
+      virDomainLookupByName(conn->get(), (options_.domain_prefix + "fore0001").c_str()));
+  ASSERT_TRUE(dom);
+  EXPECT_EQ(virDomainUndefineFlags(dom.get(), VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+                                                  VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA),
+            0);
+  (void)neighbour.RemoveUnusedDisks();  // its pools
+}
+
 // A Create that fails after the disk and the domain exist (QEMU cannot load the kernel)
 // leaves no domain, no pool and no directory.
 TEST_F(RealHostTest, FailedCreateLeavesNothing) {

@@ -186,6 +186,12 @@ TEST(OriginTest, LoopbackOriginsOnly) {
   EXPECT_FALSE(IsLoopbackOrigin("http://localhost:80@evil.com"));
   EXPECT_FALSE(IsLoopbackOrigin("null"));
   EXPECT_FALSE(IsLoopbackOrigin("file://localhost"));
+  EXPECT_TRUE(IsUnderDomain("http://a.warren.localhost:8081", "warren.localhost"));
+  EXPECT_TRUE(IsUnderDomain("HTTPS://A-P3000.WARREN.LOCALHOST", "warren.localhost"));
+  EXPECT_FALSE(IsUnderDomain("http://warren.localhost", "warren.localhost"));
+  EXPECT_FALSE(IsUnderDomain("http://xwarren.localhost", "warren.localhost"));
+  EXPECT_FALSE(IsUnderDomain("http://localhost:6274", "warren.localhost"));
+  EXPECT_FALSE(IsUnderDomain("http://[::1]:80", "warren.localhost"));
 }
 
 // ---- The handler ----------------------------------------------------------------------------
@@ -345,6 +351,13 @@ TEST_F(McpHandlerTest, TransportRules) {
   EXPECT_EQ(r->status(), 403);
   r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
            {{"origin", "http://localhost:6274"}, {"mcp-session-id", id}});
+  EXPECT_EQ(r->status(), 200);
+  // A VM's web page (NAME.warren.localhost) is untrusted content, loopback or not.
+  r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+           {{"origin", "http://web-one.Warren.localhost:8081"}, {"mcp-session-id", id}});
+  EXPECT_EQ(r->status(), 403);
+  r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+           {{"origin", "http://warren.localhost:8081"}, {"mcp-session-id", id}});
   EXPECT_EQ(r->status(), 200);
   // Auth.
   r = Send("POST", R"({"jsonrpc":"2.0","id":1,"method":"ping"})", {{"mcp-session-id", id}}, "");
