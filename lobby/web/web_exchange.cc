@@ -403,6 +403,10 @@ void WebServer::HandleSite(Conn& c) {
   } else {
     creds.share_link = FindCookie(c.req.headers, WarrenCookie::kLink, c.https).value_or("");
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c.creds = creds;  // Revalidate reads it under the lock
+  }
   Result<WebVisitor> visitor = gate_->Admit(c.site, creds);
   if (!visitor.ok()) {
     c.error = visitor.status().message();

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "lobby/base/event_waker.h"
@@ -73,6 +74,15 @@ class WebServer {
   // Stops accepting, cuts every open connection and waits for the workers. Idempotent.
   void Stop();
 
+  // For a change whose effect only the gate knows (a VM made private, a share removed, a
+  // session ended, a token revoked): asks the gate again for every request being forwarded
+  // now (a download, server-sent events, a WebSocket) and cuts those it refuses. Calls the
+  // gate without the lock held. Returns how many were cut.
+  int Revalidate();
+  // Cuts every request being forwarded to VM `vm_id` (stopped, removed, renamed). Returns
+  // how many.
+  int RevokeVm(std::string_view vm_id);
+
   uint16_t port() const { return port_; }  // the bound port, after Start
   bool https() const { return tls_ != nullptr; }
   int active();  // connections being served now (tests, metrics)
@@ -84,6 +94,8 @@ class WebServer {
   void AcceptLoop();
   void Admit(int fd, std::string peer);
   void Reject(std::unique_ptr<relay::FdStream> stream, std::string peer);
+  // Marks `c` cancelled and cuts both its streams; mu_ held.
+  static void Cut(Conn& c);
   void Run(std::shared_ptr<Conn> conn);
   // The request and answer (web_exchange.cc).
   void Handle(Conn& c);

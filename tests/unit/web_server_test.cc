@@ -742,6 +742,9 @@ TEST_F(WebServerTest, PastTheLimitsA503WhileOthersAreStillServed) {
   Reply ok = ParseReply(ReadAll(d));
   EXPECT_EQ(ok.status, 200);
   ::close(d);
+  for (int i = 0; i < 300 && server_->active() > 2; ++i) {  // d's worker ends
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   // ...until the total is reached.
   int e = ConnectFrom("127.0.0.3", port_);
   ::send(e, "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL);
@@ -784,6 +787,43 @@ TEST_F(WebServerTest, PastTheSiteLimitA503OtherSitesServedAndStopCutsDownloads) 
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
   EXPECT_EQ(server_->active(), 0);
   ::close(slow);
+}
+
+TEST_F(WebServerTest, MadePrivateAnOpenDownloadIsCutAndRevokeVmCutsTheRest) {
+  Start();
+  gate_.SetPublic("web-one", true);
+  auto hold = [&](const char* host) {
+    int fd = ConnectFrom("127.0.0.1", port_);
+    std::string req = "GET /bytes?n=104857600 HTTP/1.1\r\nHost: " + std::string(host) + "\r\n\r\n";
+    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    return fd;
+  };
+  int pub = hold("web-one.warren.localhost");
+  int own = ConnectFrom("127.0.0.1", port_);
+  std::string req = std::string(
+                        "GET /bytes?n=104857600 HTTP/1.1\r\nHost: web-one.warren.localhost"
+                        "\r\nAuthorization: Bearer ") +
+                    kAliceToken + "\r\n\r\n";
+  ::send(own, req.data(), req.size(), MSG_NOSIGNAL);
+  for (int i = 0; i < 300 && gate_.opens() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(server_->Revalidate(), 0);  // nothing changed
+  gate_.SetPublic("web-one", false);
+  EXPECT_EQ(server_->Revalidate(), 1);  // the anonymous one; the owner's goes on
+  for (int i = 0; i < 300 && server_->active() > 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server_->active(), 1);
+  EXPECT_EQ(server_->RevokeVm("vm-2"), 0);
+  EXPECT_EQ(server_->RevokeVm("vm-1"), 1);
+  for (int i = 0; i < 300 && server_->active() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server_->active(), 0);
+  ::close(pub);
+  ::close(own);
 }
 
 TEST_F(WebServerTest, AHeadThatNeverEndsTimesOutAndAHugeOneIsRefused) {
