@@ -115,8 +115,10 @@ Status WebServer::Start() {
   }
   if (listen_fd_ < 0) return Unavailable("cannot listen on " + options_.listen + ": " + last);
   acceptor_ = std::thread([this] { AcceptLoop(); });
-  LogInfo("web listening on " + options_.listen + " port=" + std::to_string(port_) +
-          (tls_ != nullptr ? " https" : " http") + " domain=" + options_.domain);
+  // The harness reads the bound port from this line: "web listening on HOST:PORT".
+  std::string host = hp.first.find(':') != std::string::npos ? "[" + hp.first + "]" : hp.first;
+  LogInfo("web listening on " + host + ":" + std::to_string(port_) +
+          (tls_ != nullptr ? " (https)" : " (http)") + " domain=" + options_.domain);
   return Status::Ok();
 }
 

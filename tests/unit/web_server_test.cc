@@ -250,6 +250,10 @@ class WebServerTest : public ::testing::Test {
 
 TEST_F(WebServerTest, AMagicLinkSignsInOnTheDomainWithAHostOnlyCookie) {
   Start();
+  // The start line names the bound port (the harness reads it).
+  EXPECT_NE(ReadFile(dir_ + "/warren.log")
+                .find("web listening on 127.0.0.1:" + std::to_string(port_) + " (http)"),
+            std::string::npos);
   std::string token = gate_.AddMagicLink("user:alice");
   Reply r = Curl("", Url(kDomain, "/__warren/login?token=" + token));
   ASSERT_EQ(r.status, 302) << r.head;
