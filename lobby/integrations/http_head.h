@@ -1,6 +1,6 @@
-// HTTP heads as only the integrations proxy rewrites them: Host → integration name, and the
-// request sent upstream (Host, hop-by-hop headers, the integration's headers; the target
-// is lobby/base/target_url.h's). Parsing, framing and the generic rewrites are lobby/relay's
+// HTTP heads as only the integrations proxy rewrites them: Host →
+// integration name, and the request sent upstream (Host, hop-by-hop headers, the
+// integration's headers). Parsing, framing and the generic rewrites are lobby/relay's
 // (http_head.h there), named here as the proxy has always named them. Pure functions;
 // thread-compatible.
 #pragma once
