@@ -35,6 +35,10 @@
 
 namespace warren::web {
 
+// The seam is declared in namespace warren (beside the interpreter's vocabulary); it is the
+// proxy's own too, so web::WebGate names it as well.
+using ::warren::WebGate;
+
 struct WebServerOptions {
   std::string listen = "127.0.0.1:8081";  // HOST:PORT, [V6]:PORT; port 0 picks one (tests)
   // Both or neither: HTTPS with this certificate (for *.<domain> and <domain>), else HTTP.
