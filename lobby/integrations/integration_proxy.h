@@ -12,9 +12,9 @@
 //
 // Threads: one worker thread per admitted connection, so threads are bounded by
 // max_connections (plus max_rejecting short-lived ones answering 503), at most
-// max_connections_per_vm for one VM and max_connections_per_user for one owner's VMs. Serve, Revoke*
-// and the destructor may be called from any thread; the destructor cancels every
-// connection and waits for the workers.
+// max_connections_per_vm for one VM and max_connections_per_user for one owner's VMs. Serve,
+// Revoke* and the destructor may be called from any thread; the destructor cancels every connection
+// and waits for the workers.
 #pragma once
 
 #include <chrono>
@@ -48,8 +48,8 @@ struct IntegrationProxyOptions {
   SslCtxPtr tls_client;             // for https targets (MakeClientContext); null: system CAs
   int max_connections = 256;        // in total; past it: 503
   int max_connections_per_vm = 32;  // past it: 503
-  int max_connections_per_user = 64;  // all of one owner's VMs together; past it: 503
-  int max_rejecting = 8;            // connections answered 503 at once; past it: closed
+  int max_connections_per_user = 64;    // all of one owner's VMs together; past it: 503
+  int max_rejecting = 8;                // connections answered 503 at once; past it: closed
   size_t max_header_bytes = 32 * 1024;  // the request head (and the response head: 2x)
   std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};   // TLS + request head
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};     // no byte either way

@@ -28,6 +28,7 @@ struct WebServer::Conn {
   std::string rest;  // bytes read past the head
   WebHost host;
   WebSite site;
+  WebCredentials creds;  // what admitted this request, asked again by Revalidate
 
   // The log line.
   std::string visitor = "-";
@@ -44,6 +45,7 @@ struct WebServer::Conn {
     rest.clear();
     host = {};
     site = {};
+    creds = {};
     visitor = "-";
     status = 0;
     up_bytes = down_bytes = 0;

@@ -52,9 +52,10 @@ std::string CookieName(WarrenCookie cookie, bool https) {
   return (https ? std::string(kHostPrefix) : std::string()) + std::string(BaseName(cookie));
 }
 
-std::optional<std::string> FindCookie(const relay::HttpHeaders& headers, WarrenCookie cookie,
-                                      bool https) {
+std::vector<std::string> FindCookies(const relay::HttpHeaders& headers, WarrenCookie cookie,
+                                     bool https) {
   std::string name = CookieName(cookie, https);
+  std::vector<std::string> out;
   for (const relay::HttpHeader& h : headers) {
     if (!relay::EqualsIgnoreCase(h.name, "cookie")) continue;
     for (std::string_view pair : Pairs(h.value)) {
@@ -64,10 +65,17 @@ std::optional<std::string> FindCookie(const relay::HttpHeaders& headers, WarrenC
       if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
         value = value.substr(1, value.size() - 2);
       }
-      if (!value.empty()) return std::string(value);
+      if (!value.empty()) out.emplace_back(value);
     }
   }
-  return std::nullopt;
+  return out;
+}
+
+std::optional<std::string> FindCookie(const relay::HttpHeaders& headers, WarrenCookie cookie,
+                                      bool https) {
+  std::vector<std::string> all = FindCookies(headers, cookie, https);
+  if (all.empty()) return std::nullopt;
+  return all.front();
 }
 
 bool IsCookieSafe(std::string_view value) {

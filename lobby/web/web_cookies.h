@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lobby/relay/http_head.h"
 
@@ -28,6 +29,11 @@ std::optional<std::string> FindCookie(const relay::HttpHeaders& headers, WarrenC
 // "-._~+/=" (what tokens are made of). A share link from the address bar is checked with it
 // before it goes into a Set-Cookie, so it cannot carry attributes or line breaks with it.
 bool IsCookieSafe(std::string_view value);
+// Every value of our cookie in the request, in order: a page on HTTP can set a cookie of the
+// same name for the parent domain from script (HTTPS's __Host- prefix forbids it), so there
+// may be more than one.
+std::vector<std::string> FindCookies(const relay::HttpHeaders& headers, WarrenCookie cookie,
+                                     bool https);
 // A Set-Cookie value: HttpOnly, SameSite=Lax, Path=/, never Domain; Secure on HTTPS;
 // Max-Age `max_age_s` (0 clears it).
 std::string SetCookieValue(WarrenCookie cookie, bool https, std::string_view value,

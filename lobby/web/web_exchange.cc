@@ -223,11 +223,24 @@ void WebServer::HandleRequest(Conn& c, Clock::time_point header_deadline, bool f
   return HandleSite(c);
 }
 
+std::optional<std::string> WebServer::PickSession(Conn& c) {
+  std::vector<std::string> all = FindCookies(c.req.headers, WarrenCookie::kSession, c.https);
+  if (all.size() <= 1) {
+    return all.empty() ? std::nullopt : std::optional<std::string>(all.front());
+  }
+  // More than one: the one that is a live session of this host (a page's planted cookie is
+  // not, or is someone else's; the first such wins).
+  for (const std::string& v : all) {
+    if (gate_->SessionVisitor(v, c.host.host).ok()) return v;
+  }
+  return all.front();
+}
+
 void WebServer::HandleDomain(Conn& c) {
   auto [path, query] = SplitTarget(c.req.target);
   Wants wants = WantsOf(c.req.headers);
   PublicOrigin origin{c.https, options_.public_port != 0 ? options_.public_port : port_};
-  std::string session = FindCookie(c.req.headers, WarrenCookie::kSession, c.https).value_or("");
+  std::string session = PickSession(c).value_or("");
   const std::string& sign_in = options_.sign_in_command;
   DiscardBody(c);
 
@@ -332,7 +345,7 @@ void WebServer::HandleSite(Conn& c) {
   auto [path, query] = SplitTarget(c.req.target);
   Wants wants = WantsOf(c.req.headers);
   PublicOrigin origin{c.https, options_.public_port != 0 ? options_.public_port : port_};
-  std::optional<std::string> session = FindCookie(c.req.headers, WarrenCookie::kSession, c.https);
+  std::optional<std::string> session = PickSession(c);
 
   if (path.starts_with("/__warren/")) {
     DiscardBody(c);
@@ -389,6 +402,10 @@ void WebServer::HandleSite(Conn& c) {
     creds.share_link = *share_param;
   } else {
     creds.share_link = FindCookie(c.req.headers, WarrenCookie::kLink, c.https).value_or("");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c.creds = creds;  // Revalidate reads it under the lock
   }
   Result<WebVisitor> visitor = gate_->Admit(c.site, creds);
   if (!visitor.ok()) {

@@ -33,7 +33,9 @@ std::string WarrenBearer(const relay::HttpHeaders& headers) {
 
 std::string VmRequestHead(const relay::RequestHead& request, const ForwardContext& ctx) {
   std::vector<std::string> connection = relay::ListTokens(request.headers, "connection");
-  std::string out = request.method + " " + ctx.target + " HTTP/1.1\r\n";
+  // An HTTP/1.0 visitor's request goes as 1.0, so the VM does not answer it chunked.
+  std::string out = request.method + " " + ctx.target + " " +
+                    (request.version == "HTTP/1.0" ? "HTTP/1.0" : "HTTP/1.1") + "\r\n";
   std::string forwarded_for;
   const relay::HttpHeader* host = relay::FindHeader(request.headers, "host");
   const relay::HttpHeader* upgrade = relay::FindHeader(request.headers, "upgrade");

@@ -23,9 +23,9 @@ struct ForwardContext {
   bool https = false;  // what the visitor spoke
   bool upgrade = false;
 };
-// The head sent to the VM: `target`, the visitor's Host kept; hop-by-hop headers dropped
-// (an upgrade keeps `Connection: Upgrade` and Upgrade), Expect dropped (answered here),
-// warren's cookies and a warren bearer removed, X-Forwarded-For appended to,
+// The head sent to the VM: `target`, HTTP/1.1 (1.0 for a 1.0 visitor), the visitor's Host kept;
+// hop-by-hop headers dropped (an upgrade keeps `Connection: Upgrade` and Upgrade), Expect dropped
+// (answered here), warren's cookies and a warren bearer removed, X-Forwarded-For appended to,
 // X-Forwarded-Proto and -Host set; `Connection: close` otherwise.
 std::string VmRequestHead(const relay::RequestHead& request, const ForwardContext& ctx);
 // The head sent to the visitor: hop-by-hop headers dropped (Transfer-Encoding kept: the body

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "lobby/base/log.h"
 #include "lobby/relay/http_relay.h"
@@ -114,8 +115,10 @@ Status WebServer::Start() {
   }
   if (listen_fd_ < 0) return Unavailable("cannot listen on " + options_.listen + ": " + last);
   acceptor_ = std::thread([this] { AcceptLoop(); });
-  LogInfo("web listening on " + options_.listen + " port=" + std::to_string(port_) +
-          (tls_ != nullptr ? " https" : " http") + " domain=" + options_.domain);
+  // The harness reads the bound port from this line: "web listening on HOST:PORT".
+  std::string host = hp.first.find(':') != std::string::npos ? "[" + hp.first + "]" : hp.first;
+  LogInfo("web listening on " + host + ":" + std::to_string(port_) +
+          (tls_ != nullptr ? " (https)" : " (http)") + " domain=" + options_.domain);
   return Status::Ok();
 }
 
@@ -128,15 +131,56 @@ void WebServer::Stop() {
   waker_.Wake();
   if (acceptor_.joinable()) acceptor_.join();
   std::unique_lock<std::mutex> lock(mu_);
-  for (auto& [id, c] : conns_) {
-    c->cancelled = true;
-    c->down_base->Cancel();
-    if (c->up != nullptr) c->up->Cancel();
-  }
+  for (auto& [id, c] : conns_) Cut(*c);
   cv_.wait(lock, [&] { return workers_ == 0; });
   lock.unlock();
   if (listen_fd_ >= 0) ::close(listen_fd_);
   listen_fd_ = -1;
+}
+
+int WebServer::Revalidate() {
+  struct Check {
+    uint64_t id;
+    WebSite site;
+    WebCredentials creds;
+  };
+  std::vector<Check> checks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, c] : conns_) {
+      if (c->up != nullptr && !c->cancelled) checks.push_back({id, c->site, c->creds});
+    }
+  }
+  std::vector<uint64_t> refused;
+  for (const Check& check : checks) {
+    if (!gate_->Admit(check.site, check.creds).ok()) refused.push_back(check.id);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (uint64_t id : refused) {
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->cancelled || it->second->up == nullptr) continue;
+    Cut(*it->second);
+    ++n;
+  }
+  return n;
+}
+
+int WebServer::RevokeVm(std::string_view vm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (auto& [id, c] : conns_) {
+    if (c->cancelled || c->up == nullptr || c->site.vm_id != vm_id) continue;
+    Cut(*c);
+    ++n;
+  }
+  return n;
+}
+
+void WebServer::Cut(Conn& c) {
+  c.cancelled = true;
+  c.down_base->Cancel();
+  if (c.up != nullptr) c.up->Cancel();
 }
 
 int WebServer::active() {

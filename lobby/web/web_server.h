@@ -22,7 +22,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "lobby/base/event_waker.h"
@@ -32,6 +34,10 @@
 #include "lobby/web/web_gate.h"
 
 namespace warren::web {
+
+// The seam is declared in namespace warren (beside the interpreter's vocabulary); it is the
+// proxy's own too, so web::WebGate names it as well.
+using ::warren::WebGate;
 
 struct WebServerOptions {
   std::string listen = "127.0.0.1:8081";  // HOST:PORT, [V6]:PORT; port 0 picks one (tests)
@@ -44,8 +50,9 @@ struct WebServerOptions {
   int public_port = 0;
   // The command that prints a sign-in link, shown on the sign-in page and in 401 JSON.
   std::string sign_in_command = "ssh HOST browser";
-  int max_connections = 512;            // in total; past it: 503
-  int max_connections_per_source = 64;  // per peer address; past it: 503
+  int max_connections = 512;  // in total; past it: 503
+  // Per peer address; past it: 503. On one machine every visitor is 127.0.0.1.
+  int max_connections_per_source = 256;
   int max_connections_per_site = 128;   // per VM; past it: 503
   int max_rejecting = 8;                // connections answered 503 at once; past it: closed
   size_t max_header_bytes = 32 * 1024;  // the request head (431 past it); 2x for the VM's answer
@@ -71,6 +78,15 @@ class WebServer {
   // Stops accepting, cuts every open connection and waits for the workers. Idempotent.
   void Stop();
 
+  // For a change whose effect only the gate knows (a VM made private, a share removed, a
+  // session ended, a token revoked): asks the gate again for every request being forwarded
+  // now (a download, server-sent events, a WebSocket) and cuts those it refuses. Calls the
+  // gate without the lock held. Returns how many were cut.
+  int Revalidate();
+  // Cuts every request being forwarded to VM `vm_id` (stopped, removed, renamed). Returns
+  // how many.
+  int RevokeVm(std::string_view vm_id);
+
   uint16_t port() const { return port_; }  // the bound port, after Start
   bool https() const { return tls_ != nullptr; }
   int active();  // connections being served now (tests, metrics)
@@ -82,11 +98,15 @@ class WebServer {
   void AcceptLoop();
   void Admit(int fd, std::string peer);
   void Reject(std::unique_ptr<relay::FdStream> stream, std::string peer);
+  // Marks `c` cancelled and cuts both its streams; mu_ held.
+  static void Cut(Conn& c);
   void Run(std::shared_ptr<Conn> conn);
   // The request and answer (web_exchange.cc).
   void Handle(Conn& c);
   void HandleRequest(Conn& c, relay::ByteStream::Clock::time_point header_deadline, bool first);
   void HandleDomain(Conn& c);
+  // This host's session cookie (of several, the live one).
+  std::optional<std::string> PickSession(Conn& c);
   void HandleSite(Conn& c);
   void Forward(Conn& c);
   // The per-VM count for `c`'s request (its site known now); false past the limit.

@@ -1,5 +1,5 @@
-// HTTP heads as only the integrations proxy rewrites them (pure): target URLs, Host → name,
-// the head sent upstream.
+// HTTP heads as only the integrations proxy rewrites them (pure): Host → name, the head sent
+// upstream.
 #include "lobby/integrations/http_head.h"
 
 #include <gtest/gtest.h>

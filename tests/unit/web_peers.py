@@ -174,8 +174,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+class Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 512  # hundreds of visitors at once
+
+
 def serve():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     print(server.server_address[1], flush=True)
     server.serve_forever()

@@ -107,6 +107,8 @@ TEST(WebForwardTest, TheVmsRequestHead) {
   relay::RequestHead basic =
       *relay::ParseRequestHead("GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Basic eDp5\r\n\r\n");
   EXPECT_EQ(WarrenBearer(basic.headers), "");
+  relay::RequestHead old = *relay::ParseRequestHead("GET / HTTP/1.0\r\nHost: h\r\n\r\n");
+  EXPECT_EQ(VmRequestHead(old, {"/", "p", false, false}).rfind("GET / HTTP/1.0\r\n", 0), 0u);
   EXPECT_NE(VmRequestHead(basic, {"/", "p", false, false}).find("Authorization: Basic eDp5"),
             std::string::npos);
 }

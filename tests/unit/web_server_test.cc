@@ -250,6 +250,10 @@ class WebServerTest : public ::testing::Test {
 
 TEST_F(WebServerTest, AMagicLinkSignsInOnTheDomainWithAHostOnlyCookie) {
   Start();
+  // The start line names the bound port (the harness reads it).
+  EXPECT_NE(ReadFile(dir_ + "/warren.log")
+                .find("web listening on 127.0.0.1:" + std::to_string(port_) + " (http)"),
+            std::string::npos);
   std::string token = gate_.AddMagicLink("user:alice");
   Reply r = Curl("", Url(kDomain, "/__warren/login?token=" + token));
   ASSERT_EQ(r.status, 302) << r.head;
@@ -374,6 +378,16 @@ TEST_F(WebServerTest, ASessionOfOneHostIsRefusedOnAnotherAndTheDomainsOnAVm) {
   moved.replace(moved.find("web-one"), 7, "web-two");
   EXPECT_EQ(Curl("", moved).status, 401);
   EXPECT_EQ(gate_.opens(), 1);
+}
+
+TEST_F(WebServerTest, OfSeveralSessionCookiesTheLiveOneOfThisHostCounts) {
+  // On HTTP a VM page can plant a same-named cookie for the parent domain from script; the
+  // browser then sends both.
+  Start();
+  std::string domain_session = SignIn();
+  Reply home = Curl("-b " + Quote("warren_session=planted-1; warren_session=" + domain_session),
+                    Url(kDomain));
+  EXPECT_NE(home.body.find("Signed in as <b>user:alice</b>"), std::string::npos) << home.body;
 }
 
 TEST_F(WebServerTest, TheUnauthenticatedGetASignInPageJsonOrARedirectAndNothingOfTheVm) {
@@ -664,6 +678,44 @@ TEST_F(WebServerTest, A200MiBDownloadStreamsInBoundedMemory) {
   EXPECT_LT(peak - before, 48 * 1024) << "peak RSS grew by " << (peak - before) << " KiB";
 }
 
+TEST_F(WebServerTest, TwoHundredVisitorsAtOnceAcrossFiveVmsAllServed) {
+  Start();
+  for (int i = 3; i <= 5; ++i) {
+    FakeWebGate::Vm vm;
+    vm.id = "vm-" + std::to_string(i);
+    vm.name = "web-" + std::to_string(i);
+    vm.owner = "user:alice";
+    vm.ports = {{8000, guest_.port()}};
+    gate_.AddVm(vm);
+  }
+  const char* names[] = {"web-one", "web-two", "web-3", "web-4", "web-5"};
+  for (const char* n : names) gate_.SetPublic(n, true);
+  constexpr int kVisitors = 200;
+  std::vector<std::thread> visitors;
+  std::atomic<int> ok{0};
+  std::mutex mu;
+  std::vector<std::string> bad;
+  for (int i = 0; i < kVisitors; ++i) {
+    visitors.emplace_back([&, i] {
+      int fd = ConnectFrom("127.0.0.1", port_);
+      std::string req = "GET /bytes?n=200000 HTTP/1.1\r\nHost: " + std::string(names[i % 5]) +
+                        ".warren.localhost\r\nConnection: close\r\n\r\n";
+      ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+      Reply r = ParseReply(ReadAll(fd, 60));
+      ::close(fd);
+      if (r.status == 200 && r.body.size() == 200000) {
+        ++ok;
+      } else {
+        std::lock_guard<std::mutex> lock(mu);
+        bad.push_back(std::to_string(r.status) + " " + std::to_string(r.body.size()));
+      }
+    });
+  }
+  for (std::thread& t : visitors) t.join();
+  EXPECT_EQ(ok.load(), kVisitors) << (bad.empty() ? "" : bad.front());
+  EXPECT_EQ(gate_.opens(), kVisitors);
+}
+
 TEST_F(WebServerTest, PastTheLimitsA503WhileOthersAreStillServed) {
   WebServerOptions o;
   o.max_connections = 3;
@@ -694,6 +746,9 @@ TEST_F(WebServerTest, PastTheLimitsA503WhileOthersAreStillServed) {
   Reply ok = ParseReply(ReadAll(d));
   EXPECT_EQ(ok.status, 200);
   ::close(d);
+  for (int i = 0; i < 300 && server_->active() > 2; ++i) {  // d's worker ends
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   // ...until the total is reached.
   int e = ConnectFrom("127.0.0.3", port_);
   ::send(e, "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL);
@@ -736,6 +791,43 @@ TEST_F(WebServerTest, PastTheSiteLimitA503OtherSitesServedAndStopCutsDownloads) 
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
   EXPECT_EQ(server_->active(), 0);
   ::close(slow);
+}
+
+TEST_F(WebServerTest, MadePrivateAnOpenDownloadIsCutAndRevokeVmCutsTheRest) {
+  Start();
+  gate_.SetPublic("web-one", true);
+  auto hold = [&](const char* host) {
+    int fd = ConnectFrom("127.0.0.1", port_);
+    std::string req = "GET /bytes?n=104857600 HTTP/1.1\r\nHost: " + std::string(host) + "\r\n\r\n";
+    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    return fd;
+  };
+  int pub = hold("web-one.warren.localhost");
+  int own = ConnectFrom("127.0.0.1", port_);
+  std::string req = std::string(
+                        "GET /bytes?n=104857600 HTTP/1.1\r\nHost: web-one.warren.localhost"
+                        "\r\nAuthorization: Bearer ") +
+                    kAliceToken + "\r\n\r\n";
+  ::send(own, req.data(), req.size(), MSG_NOSIGNAL);
+  for (int i = 0; i < 300 && gate_.opens() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(server_->Revalidate(), 0);  // nothing changed
+  gate_.SetPublic("web-one", false);
+  EXPECT_EQ(server_->Revalidate(), 1);  // the anonymous one; the owner's goes on
+  for (int i = 0; i < 300 && server_->active() > 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server_->active(), 1);
+  EXPECT_EQ(server_->RevokeVm("vm-2"), 0);
+  EXPECT_EQ(server_->RevokeVm("vm-1"), 1);
+  for (int i = 0; i < 300 && server_->active() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server_->active(), 0);
+  ::close(pub);
+  ::close(own);
 }
 
 TEST_F(WebServerTest, AHeadThatNeverEndsTimesOutAndAHugeOneIsRefused) {
