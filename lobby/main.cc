@@ -419,10 +419,10 @@ int Serve(const ServeFlags& flags) {
   // SSH: every unauthenticated connection up to the early drop's "full", plus every login.
   const rlim_t ssh_connections =
       static_cast<rlim_t>(startups->full) + static_cast<rlim_t>(flags.ssh_limits.logins);
-  const rlim_t web_connections =
-      flags.web == "off" ? 0
-                         : static_cast<rlim_t>(flags.web_limits.max_connections) +
-                               static_cast<rlim_t>(flags.web_limits.max_rejecting);
+  const rlim_t web_connections = flags.web == "off"
+                                     ? 0
+                                     : static_cast<rlim_t>(flags.web_limits.max_connections) +
+                                           static_cast<rlim_t>(flags.web_limits.max_rejecting);
   RaiseOpenFileLimit(static_cast<rlim_t>(flags.http_limits.max_connections) + web_connections +
                      (metrics_addr ? kMetricsMaxConnections : 0) + ssh_connections +
                      kDescriptorsBesideListeners);
@@ -800,9 +800,10 @@ int main(int argc, char** argv) {
            "503"},
       },
       100000);
-  serve->add_option("--tls-cert", flags.tls_cert_file,
-                    "PEM certificate (chain) for HTTPS on --http and --web (for the host names of both: "
-                    "DOMAIN and *.DOMAIN for --web); needs --tls-key");
+  serve->add_option(
+      "--tls-cert", flags.tls_cert_file,
+      "PEM certificate (chain) for HTTPS on --http and --web (for the host names of both: "
+      "DOMAIN and *.DOMAIN for --web); needs --tls-key");
   serve->add_option("--tls-key", flags.tls_key_file, "PEM private key for --tls-cert");
   serve->add_option("--public-url", flags.public_url,
                     "Base URL clients reach --http at, e.g. https://warren.example (OAuth "

@@ -3,6 +3,8 @@
 #include <string>
 #include <utility>
 
+#include "lobby/base/log.h"
+
 namespace warren {
 
 // The proxy's questions, answered by WebAccess one for one: the seam keeps lobby/web free
@@ -39,11 +41,12 @@ class WebRuntime::Gate final : public web::WebGate {
 };
 
 Result<std::unique_ptr<WebRuntime>> WebRuntime::Start(web::WebServerOptions options,
-                                                      Interpreter& interpreter) {
+                                                      Interpreter& interpreter,
+                                                      std::chrono::milliseconds revalidate) {
   ServerInfo& info = interpreter.services().info;
   options.domain = info.domain;
-  options.sign_in_command = "ssh -p " + std::to_string(info.ssh_port) + " " + info.ssh_host +
-                            " browser";
+  options.sign_in_command =
+      "ssh -p " + std::to_string(info.ssh_port) + " " + info.ssh_host + " browser";
   std::unique_ptr<WebRuntime> rt(new WebRuntime());
   rt->access_ = std::make_unique<WebAccess>(interpreter);
   rt->gate_ = std::make_unique<Gate>(*rt->access_);
@@ -51,10 +54,28 @@ Result<std::unique_ptr<WebRuntime>> WebRuntime::Start(web::WebServerOptions opti
   WARREN_RETURN_IF_ERROR(rt->server_->Start());
   info.web_scheme = rt->server_->https() ? "https" : "http";
   info.web_port = rt->server_->port();
+  rt->sweeper_ = std::thread([raw = rt.get(), revalidate] { raw->Sweep(revalidate); });
   return rt;
 }
 
+void WebRuntime::Sweep(std::chrono::milliseconds every) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, every, [&] { return stopping_; })) {
+    lock.unlock();
+    const int cut = server_->Revalidate();
+    if (cut > 0) LogInfo("web: cut " + std::to_string(cut) + " request(s) whose access ended");
+    access_->FlushLinkUses();
+    lock.lock();
+  }
+}
+
 WebRuntime::~WebRuntime() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
   if (server_ != nullptr) server_->Stop();
   server_.reset();
   gate_.reset();
