@@ -465,6 +465,31 @@ class VmWebTest(VmTestCase):
                      headers=auth)
         self.assertEqual(json.loads(r.body)["received"], 5 << 20)
 
+    def test_08b_taking_access_away_cuts_what_is_open(self):
+        self.lobby_ok("share", "set-public", "web-deb")
+        self.addCleanup(self.lobby_ok, "share", "set-private", "web-deb")
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        c.request("GET", "/big?bytes=%d" % (4 << 30),
+                  headers={"Host": "%s:%d" % (self.host("web-deb"), self.port)})
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        got = len(r.read(1 << 20))
+        self.lobby_ok("share", "set-private", "web-deb")
+        t = time.monotonic()
+        try:
+            while True:
+                b = r.read(1 << 20)
+                if not b:
+                    break
+                got += len(b)
+                # Read slowly: the guest could not send 4 GiB in the time allowed anyway.
+                time.sleep(0.01)
+        except (http.client.IncompleteRead, ConnectionError):
+            pass
+        c.close()
+        self.assertLess(got, 4 << 30)
+        self.assertLess(time.monotonic() - t, 15, "the download went on after set-private")
+
     def test_09_websocket_echo(self):
         s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
         key = base64.b64encode(os.urandom(16)).decode()
