@@ -30,6 +30,7 @@ import json
 import os
 import socket
 import struct
+import subprocess
 import time
 import unittest
 import urllib.parse
@@ -108,13 +109,19 @@ class VmWebTest(VmTestCase):
     EGRESS = "none"
 
     @classmethod
+    def run_cls(cls, key, *command, timeout=120):
+        """A lobby command from class set-up (LobbyTestCase.ssh needs an instance)."""
+        return subprocess.run(cls.ssh_args(cls, key, *command), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.addClassCleanup(lambda: destroy_domains_under(cls.data))
         cls.port = cls.server.web_port
         cls.keys["bob"] = h.Key(cls.tmp, "bob")
         cls.bob = cls.keys["bob"]
-        r = cls.ssh(cls, cls.admin, "user", "add", "bob", "--key", "'%s'" % cls.bob.public_line)
+        r = cls.run_cls(cls.admin, "user", "add", "bob", "--key", "'%s'" % cls.bob.public_line)
         assert r.returncode == 0, r.stderr
         cls.lobby_ok_cls("new", "--image", "debian", "--name", "web-deb", "--cpu", "1",
                          "--memory", "1G", timeout=900)
@@ -140,14 +147,14 @@ class VmWebTest(VmTestCase):
     @classmethod
     def tearDownClass(cls):
         for name in ["web-deb", "web-renamed"] + TINIES:
-            cls.ssh(cls, cls.admin, "rm", name, timeout=300)
+            cls.run_cls(cls.admin, "rm", name, timeout=300)
         super().tearDownClass()
 
     # ---- helpers ----
 
     @classmethod
     def lobby_ok_cls(cls, *command, key=None, timeout=120):
-        r = cls.ssh(cls, key or cls.admin, *command, timeout=timeout)
+        r = cls.run_cls(key or cls.admin, *command, timeout=timeout)
         assert r.returncode == 0, "%s: %s%s" % (" ".join(command), r.stdout, r.stderr)
         return r
 
@@ -159,7 +166,7 @@ class VmWebTest(VmTestCase):
     def wait_guest_port(cls, name, path):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            r = cls.ssh(cls, cls.admin, "ssh", name,
+            r = cls.run_cls(cls.admin, "ssh", name,
                         "'wget -q -O - http://127.0.0.1:8000%s >/dev/null && echo up'" % path)
             if "up" in r.stdout:
                 return

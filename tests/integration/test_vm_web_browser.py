@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import subprocess
 import time
 import unittest
 
@@ -39,29 +40,35 @@ class VmWebBrowserTest(VmTestCase):
     EGRESS = "none"
 
     @classmethod
+    def run_cls(cls, key, *command, timeout=120):
+        """A lobby command from class set-up (LobbyTestCase.ssh needs an instance)."""
+        return subprocess.run(cls.ssh_args(cls, key, *command), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.addClassCleanup(lambda: destroy_domains_under(cls.data))
-        r = cls.ssh(cls, cls.admin, "new", "--image", "debian", "--name", VM, "--cpu", "1",
+        r = cls.run_cls(cls.admin, "new", "--image", "debian", "--name", VM, "--cpu", "1",
                     "--memory", "1G", timeout=900)
         assert r.returncode == 0, r.stderr
         with open(os.path.join(HERE, "web_guest_server.py")) as f:
             cmd = (b64_file("/tmp/srv.py", f.read()) +
                    " && (setsid python3 /tmp/srv.py 8000 %s >/tmp/srv.log 2>&1 </dev/null &)" % VM)
-        r = cls.ssh(cls, cls.admin, "ssh", VM, "'%s'" % cmd, timeout=120)
+        r = cls.run_cls(cls.admin, "ssh", VM, "'%s'" % cmd, timeout=120)
         assert r.returncode == 0, r.stderr
         deadline = time.monotonic() + 60
         while True:
-            r = cls.ssh(cls, cls.admin, "ssh", VM, "'curl -s localhost:8000/hello.txt'")
+            r = cls.run_cls(cls.admin, "ssh", VM, "'curl -s localhost:8000/hello.txt'")
             if "hello" in r.stdout:
                 break
             assert time.monotonic() < deadline, "the guest's server never answered"
             time.sleep(1)
-        cls.url = json.loads(cls.ssh(cls, cls.admin, "stat", VM, "--json").stdout)["url"]
+        cls.url = json.loads(cls.run_cls(cls.admin, "stat", VM, "--json").stdout)["url"]
 
     @classmethod
     def tearDownClass(cls):
-        cls.ssh(cls, cls.admin, "rm", VM, timeout=300)
+        cls.run_cls(cls.admin, "rm", VM, timeout=300)
         super().tearDownClass()
 
     def browser(self):
