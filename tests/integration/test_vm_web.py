@@ -167,7 +167,8 @@ class VmWebTest(VmTestCase):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             r = cls.run_cls(cls.admin, "ssh", name,
-                        "'wget -q -O - http://127.0.0.1:8000%s >/dev/null && echo up'" % path)
+                        "'(curl -sf -o /dev/null http://127.0.0.1:8000%s || "
+                        "wget -q -O /dev/null http://127.0.0.1:8000%s) && echo up'" % (path, path))
             if "up" in r.stdout:
                 return
             time.sleep(1)
