@@ -24,3 +24,12 @@ set_tests_properties(http_exec_vm PROPERTIES
   TIMEOUT 900
   RUN_SERIAL TRUE
   LABELS "integration;vm;http")
+
+# The web listener as serve sets it up: HTTPS with --tls-cert/--tls-key (a wildcard
+# certificate; __Host- Secure cookies), --web off (no link printed), hosts outside the domain.
+add_test(NAME web_listener
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_web_listener.py)
+set_tests_properties(web_listener PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 120
+  LABELS "integration;http;web")
