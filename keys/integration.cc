@@ -21,25 +21,11 @@ namespace {
 constexpr size_t kIdChars = 32;
 constexpr int kSealVersion = 1;
 
-bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsAlpha(char c) { return IsLower(c) || (c >= 'A' && c <= 'Z'); }
-
-// Untrusted text cut short for a message. Only for what is not a secret.
-std::string Shown(std::string_view s) {
-  constexpr size_t kMax = 64;
-  std::string out;
-  for (char c : s.substr(0, kMax)) {
-    out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
-  }
-  return s.size() <= kMax ? out : out + "…";
-}
-
 bool IsVisible(char c) { return c > 0x20 && c < 0x7f; }
 
 // RFC 9110 tchar.
 bool IsTokenChar(char c) {
-  if (IsAlpha(c) || IsDigit(c)) return true;
+  if (IsAsciiAlpha(c) || IsAsciiDigit(c)) return true;
   static constexpr std::string_view kOther = "!#$%&'*+-.^_`|~";
   return kOther.find(c) != std::string_view::npos;
 }
@@ -74,9 +60,9 @@ std::string FingerprintOf(const SecretKey& key, const IntegrationSecrets& secret
 Status CheckIntegrationName(std::string_view name) {
   bool ok = !name.empty() && name.size() <= kMaxIntegrationNameBytes && name.front() != '-' &&
             name.back() != '-';
-  for (char c : name) ok = ok && (IsLower(c) || IsDigit(c) || c == '-');
+  for (char c : name) ok = ok && (IsAsciiLower(c) || IsAsciiDigit(c) || c == '-');
   if (ok) return Status::Ok();
-  return InvalidArgument("integration name \"" + Shown(name) +
+  return InvalidArgument("integration name \"" + ShownUntrusted(name) +
                          "\" is not valid: 1-40 of a-z, 0-9 and '-', not starting or ending "
                          "with '-' (it becomes NAME.int.DOMAIN)");
 }
@@ -85,7 +71,7 @@ Status CheckHeaderName(std::string_view name) {
   bool ok = !name.empty() && name.size() <= kMaxHeaderNameBytes;
   for (char c : name) ok = ok && IsTokenChar(c);
   if (!ok) {
-    return InvalidArgument("header name \"" + Shown(name) +
+    return InvalidArgument("header name \"" + ShownUntrusted(name) +
                            "\" is not valid: 1-64 of letters, digits and !#$%&'*+-.^_`|~");
   }
   for (std::string_view refused : kRefusedHeaders) {
@@ -98,7 +84,7 @@ Status CheckHeaderName(std::string_view name) {
 }
 
 Status CheckHeaderValue(std::string_view header_name, std::string_view value) {
-  const std::string what = "the value of header " + Shown(header_name);
+  const std::string what = "the value of header " + ShownUntrusted(header_name);
   if (value.empty()) return InvalidArgument(what + " is empty");
   if (value.size() > kMaxSecretBytes) {
     return InvalidArgument(what + " is longer than " + std::to_string(kMaxSecretBytes) + " bytes");
@@ -168,17 +154,18 @@ Status CheckStoredAttachment(std::string_view attachment) {
   if (attachment.starts_with(kAttachTagPrefix)) {
     return ValidateTag(attachment.substr(kAttachTagPrefix.size()));
   }
-  return InvalidArgument("attachment \"" + Shown(attachment) + "\" is not vm:ID, tag:T or all");
+  return InvalidArgument("attachment \"" + ShownUntrusted(attachment) +
+                         "\" is not vm:ID, tag:T or all");
 }
 
 Status ValidateIntegrationRecord(const IntegrationRecord& integration) {
   bool id_ok = integration.id.size() == kIdChars;
-  for (char c : integration.id) id_ok = id_ok && (IsDigit(c) || (c >= 'a' && c <= 'f'));
+  for (char c : integration.id) id_ok = id_ok && (IsAsciiDigit(c) || (c >= 'a' && c <= 'f'));
   if (!id_ok) return InvalidArgument("integration id must be 32 lowercase hex digits");
   if (integration.owner.empty()) return InvalidArgument("an integration needs an owner");
   WARREN_RETURN_IF_ERROR(CheckIntegrationName(integration.name));
   if (integration.kind != kHttpProxyKind) {
-    return InvalidArgument("integration kind \"" + Shown(integration.kind) + "\" is not " +
+    return InvalidArgument("integration kind \"" + ShownUntrusted(integration.kind) + "\" is not " +
                            std::string(kHttpProxyKind));
   }
   WARREN_ASSIGN_OR_RETURN(TargetUrl url, ParseTargetUrl(integration.target));
@@ -195,7 +182,8 @@ Status ValidateIntegrationRecord(const IntegrationRecord& integration) {
     return InvalidArgument("an integration's secrets are sealed exactly when it has some");
   }
   bool fp_ok = integration.fingerprint.size() == kIntegrationFingerprintChars;
-  for (char c : integration.fingerprint) fp_ok = fp_ok && (IsDigit(c) || (c >= 'a' && c <= 'f'));
+  for (char c : integration.fingerprint)
+    fp_ok = fp_ok && (IsAsciiDigit(c) || (c >= 'a' && c <= 'f'));
   if (!fp_ok) return InvalidArgument("integration fingerprint must be 12 lowercase hex digits");
   if (integration.attachments.size() > kMaxIntegrationAttachments) {
     return InvalidArgument("an integration may have at most " +

@@ -6,56 +6,28 @@
 namespace warren {
 namespace {
 
-// Attribute values are written in single quotes, which XmlEscape covers.
-std::string Attr(std::string_view v) { return XmlEscape(v); }
+// Attribute values are written in single quotes, which MarkupEscape covers.
+std::string Attr(std::string_view v) { return MarkupEscape(v); }
 
 }  // namespace
-
-std::string XmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        // XML 1.0 has no way to write these, not even as character references.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') break;
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string VmMetadataXml(std::string_view id, std::string_view name, std::string_view image) {
   std::ostringstream x;
   x << "<" << kWarrenVmPrefix << ":vm xmlns:" << kWarrenVmPrefix << "='" << kWarrenVmNamespace
     << "'>\n";
-  x << "  <" << kWarrenVmPrefix << ":id>" << XmlEscape(id) << "</" << kWarrenVmPrefix << ":id>\n";
-  x << "  <" << kWarrenVmPrefix << ":name>" << XmlEscape(name) << "</" << kWarrenVmPrefix
+  x << "  <" << kWarrenVmPrefix << ":id>" << MarkupEscape(id) << "</" << kWarrenVmPrefix
+    << ":id>\n";
+  x << "  <" << kWarrenVmPrefix << ":name>" << MarkupEscape(name) << "</" << kWarrenVmPrefix
     << ":name>\n";
-  x << "  <" << kWarrenVmPrefix << ":image>" << XmlEscape(image) << "</" << kWarrenVmPrefix
+  x << "  <" << kWarrenVmPrefix << ":image>" << MarkupEscape(image) << "</" << kWarrenVmPrefix
     << ":image>\n";
   x << "</" << kWarrenVmPrefix << ":vm>";
   return x.str();
 }
 
 std::string VmMetadataElement(std::string_view id, std::string_view name, std::string_view image) {
-  return "<vm><id>" + XmlEscape(id) + "</id><name>" + XmlEscape(name) + "</name><image>" +
-         XmlEscape(image) + "</image></vm>";
+  return "<vm><id>" + MarkupEscape(id) + "</id><name>" + MarkupEscape(name) + "</name><image>" +
+         MarkupEscape(image) + "</image></vm>";
 }
 
 std::string RunMetadataElement(int64_t started_at) {
@@ -81,9 +53,9 @@ int CpuSharesFor(int cpus) { return kCpuSharesPerVcpu * std::max(cpus, 1); }
 std::string DirPoolXml(std::string_view name, std::string_view path) {
   std::ostringstream x;
   x << "<pool type='dir'>\n";
-  x << "  <name>" << XmlEscape(name) << "</name>\n";
+  x << "  <name>" << MarkupEscape(name) << "</name>\n";
   x << "  <target>\n";
-  x << "    <path>" << XmlEscape(path) << "</path>\n";
+  x << "    <path>" << MarkupEscape(path) << "</path>\n";
   // 0711: QEMU (libvirt-qemu under qemu:///system) must reach the files by path, nobody
   // needs to list them.
   x << "    <permissions>\n      <mode>0711</mode>\n    </permissions>\n";
@@ -99,7 +71,7 @@ std::string VolumeXml(std::string_view name, uint64_t capacity_bytes, std::strin
                       std::string_view backing, const QemuUser& owner) {
   std::ostringstream x;
   x << "<volume>\n";
-  x << "  <name>" << XmlEscape(name) << "</name>\n";
+  x << "  <name>" << MarkupEscape(name) << "</name>\n";
   x << "  <capacity unit='bytes'>" << capacity_bytes << "</capacity>\n";
   x << "  <target>\n";
   x << "    <format type='" << Attr(format) << "'/>\n";
@@ -111,7 +83,7 @@ std::string VolumeXml(std::string_view name, uint64_t capacity_bytes, std::strin
   x << "  </target>\n";
   if (!backing.empty()) {
     x << "  <backingStore>\n";
-    x << "    <path>" << XmlEscape(backing) << "</path>\n";
+    x << "    <path>" << MarkupEscape(backing) << "</path>\n";
     x << "    <format type='qcow2'/>\n";
     x << "  </backingStore>\n";
   }
@@ -152,10 +124,10 @@ std::string DomainXml(const DomainConfig& c) {
 
   std::ostringstream x;
   x << "<domain type='" << (c.kvm ? "kvm" : "qemu") << "'>\n";
-  x << "  <name>" << XmlEscape(c.prefix) << XmlEscape(c.id) << "</name>\n";
-  x << "  <uuid>" << XmlEscape(c.uuid) << "</uuid>\n";
+  x << "  <name>" << MarkupEscape(c.prefix) << MarkupEscape(c.id) << "</name>\n";
+  x << "  <uuid>" << MarkupEscape(c.uuid) << "</uuid>\n";
   // The title is what `virsh list --title` shows an operator; the metadata is what warren reads.
-  x << "  <title>" << XmlEscape(c.name) << "</title>\n";
+  x << "  <title>" << MarkupEscape(c.name) << "</title>\n";
   x << "  <metadata>\n" << metadata << "  </metadata>\n";
   x << "  <memory unit='MiB'>" << c.memory_mib << "</memory>\n";
   x << "  <currentMemory unit='MiB'>" << c.memory_mib << "</currentMemory>\n";
@@ -170,9 +142,9 @@ std::string DomainXml(const DomainConfig& c) {
   x << "  </cputune>\n";
   x << "  <os>\n";
   x << "    <type arch='x86_64' machine='q35'>hvm</type>\n";
-  x << "    <kernel>" << XmlEscape(c.kernel) << "</kernel>\n";
-  x << "    <initrd>" << XmlEscape(c.initrd) << "</initrd>\n";
-  x << "    <cmdline>" << XmlEscape(cmdline) << "</cmdline>\n";
+  x << "    <kernel>" << MarkupEscape(c.kernel) << "</kernel>\n";
+  x << "    <initrd>" << MarkupEscape(c.initrd) << "</initrd>\n";
+  x << "    <cmdline>" << MarkupEscape(cmdline) << "</cmdline>\n";
   x << "  </os>\n";
   // ACPI is what makes a graceful Stop (the power button) reach the guest.
   x << "  <features>\n    <acpi/>\n  </features>\n";

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "lobby/base/markup.h"
 #include "vmhost/vm_host.h"
 
 namespace warren {
@@ -105,9 +106,5 @@ std::string OverlayVolumeXml(std::string_view name, uint64_t capacity_bytes,
 // A raw volume `name` of `capacity_bytes`, readable by its owner only (as above).
 std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes,
                          const QemuUser& owner = {});
-
-// Escapes &, <, >, ' and " for element text and attribute values alike, and drops bytes
-// XML 1.0 cannot carry at all (control characters other than tab, LF, CR).
-std::string XmlEscape(std::string_view text);
 
 }  // namespace warren

@@ -74,32 +74,6 @@ std::string UrlEncode(std::string_view text) {
   return out;
 }
 
-std::string HtmlEscape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
-
 std::string AppendQuery(std::string_view uri, const std::map<std::string, std::string>& params) {
   std::string out(uri);
   char sep = out.find('?') == std::string::npos ? '?' : '&';
@@ -175,7 +149,7 @@ std::string Head(std::string_view title, std::string_view nonce) {
          "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
          "<meta name=\"referrer\" content=\"no-referrer\">"
          "<title>" +
-         HtmlEscape(title) + "</title>" + Style(nonce) + "</head><body><main>";
+         MarkupEscape(title) + "</title>" + Style(nonce) + "</head><body><main>";
 }
 
 }  // namespace
@@ -183,13 +157,13 @@ std::string Head(std::string_view title, std::string_view nonce) {
 std::string RenderSignInPage(const SignInPage& page) {
   std::string html = Head("Sign in to warren: " + page.user_code, page.nonce);
   html += "<h1>Sign in to warren</h1>";
-  html += "<div class=\"who\"><b>" + HtmlEscape(page.client_name) +
+  html += "<div class=\"who\"><b>" + MarkupEscape(page.client_name) +
           "</b> asks for access to your warren account.<br><small>It will be sent back to " +
-          HtmlEscape(page.redirect_host) + "</small></div>";
-  html += "<p>Your sign-in code:</p><div class=\"code\" id=\"code\">" + HtmlEscape(page.user_code) +
-          "</div>";
+          MarkupEscape(page.redirect_host) + "</small></div>";
+  html += "<p>Your sign-in code:</p><div class=\"code\" id=\"code\">" +
+          MarkupEscape(page.user_code) + "</div>";
   html += "<p>Approve it from a terminal with your SSH key:</p><pre id=\"cmd\">" +
-          HtmlEscape(page.ssh_command) + "</pre>";
+          MarkupEscape(page.ssh_command) + "</pre>";
   html +=
       "<p><small>Limit what the app may do with <code>--cmds</code>, <code>--tag</code> "
       "and <code>--exp</code> (see <code>authorize --help</code>). The code expires in " +
@@ -223,8 +197,8 @@ std::string RenderSignInPage(const SignInPage& page) {
 
 std::string RenderErrorPage(std::string_view title, std::string_view message,
                             std::string_view nonce) {
-  return Head(title, nonce) + "<h1>" + HtmlEscape(title) + "</h1><p class=\"bad\">" +
-         HtmlEscape(message) + "</p></main></body></html>\n";
+  return Head(title, nonce) + "<h1>" + MarkupEscape(title) + "</h1><p class=\"bad\">" +
+         MarkupEscape(message) + "</p></main></body></html>\n";
 }
 
 std::string OAuthErrorBody(std::string_view code, std::string_view description) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "lobby/base/markup.h"
 #include "lobby/base/status.h"
 
 namespace warren::oauth {
@@ -16,7 +17,6 @@ namespace warren::oauth {
 // must not be included more than once).
 Result<std::map<std::string, std::string>> ParseForm(std::string_view text);
 std::string UrlEncode(std::string_view text);  // everything but unreserved characters escaped
-std::string HtmlEscape(std::string_view text);
 
 // `uri` with `params` appended to its query ('?' or '&').
 std::string AppendQuery(std::string_view uri, const std::map<std::string, std::string>& params);

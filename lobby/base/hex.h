@@ -8,5 +8,7 @@
 namespace warren {
 
 std::string HexEncode(std::string_view bytes);
+// The value of one hexadecimal digit (either case), or -1.
+int HexDigitValue(char c);
 
 }  // namespace warren

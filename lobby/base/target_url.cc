@@ -13,22 +13,6 @@ namespace {
 constexpr size_t kMaxHostBytes = 253;
 constexpr size_t kMaxLabelBytes = 63;
 
-bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsAlpha(char c) { return IsLower(c) || (c >= 'A' && c <= 'Z'); }
-bool IsHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-// Untrusted text cut short for a message (a target URL is not a secret: secrets are refused
-// in it).
-std::string Shown(std::string_view s) {
-  constexpr size_t kMax = 64;
-  std::string out;
-  for (char c : s.substr(0, kMax)) {
-    out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
-  }
-  return s.size() <= kMax ? out : out + "…";
-}
-
 // A DNS name: dot-separated labels of letters, digits and '-' (neither first nor last).
 bool IsDnsName(std::string_view host) {
   if (host.empty() || host.size() > kMaxHostBytes) return false;
@@ -42,7 +26,7 @@ bool IsDnsName(std::string_view host) {
       return false;
     }
     for (char c : label) {
-      if (!IsLower(c) && !IsDigit(c) && c != '-') return false;
+      if (!IsAsciiLower(c) && !IsAsciiDigit(c) && c != '-') return false;
     }
     if (dot == std::string_view::npos) break;
     start = dot + 1;
@@ -52,7 +36,7 @@ bool IsDnsName(std::string_view host) {
 
 // RFC 3986 pchar, without percent-encoding (checked apart).
 bool IsPathChar(char c) {
-  if (IsAlpha(c) || IsDigit(c)) return true;
+  if (IsAsciiAlpha(c) || IsAsciiDigit(c)) return true;
   static constexpr std::string_view kOther = "-._~!$&'()*+,;=:@/";
   return kOther.find(c) != std::string_view::npos;
 }
@@ -71,7 +55,7 @@ Result<std::string> ParseHost(std::string_view host) {
     std::string literal(host.substr(1, host.size() - 2));
     unsigned char buf[16];
     if (inet_pton(AF_INET6, literal.c_str(), buf) != 1) {
-      return BadTarget("\"" + Shown(host) + "\" is not an IPv6 address");
+      return BadTarget("\"" + ShownUntrusted(host) + "\" is not an IPv6 address");
     }
     char text[INET6_ADDRSTRLEN];
     inet_ntop(AF_INET6, buf, text, sizeof text);  // one spelling per address
@@ -79,15 +63,15 @@ Result<std::string> ParseHost(std::string_view host) {
   }
   std::string lower = AsciiLower(host);
   if (!IsDnsName(lower)) {
-    return BadTarget("\"" + Shown(host) +
+    return BadTarget("\"" + ShownUntrusted(host) +
                      "\" is not a host name (letters, digits, '-' and dots) or an IP address");
   }
   // A name whose last label is all digits can only be meant as an IPv4 address.
   std::string_view last = std::string_view(lower).substr(lower.rfind('.') + 1);
-  if (std::all_of(last.begin(), last.end(), IsDigit)) {
+  if (std::all_of(last.begin(), last.end(), IsAsciiDigit)) {
     unsigned char buf[4];
     if (inet_pton(AF_INET, lower.c_str(), buf) != 1) {
-      return BadTarget("\"" + Shown(host) + "\" is not an IPv4 address");
+      return BadTarget("\"" + ShownUntrusted(host) + "\" is not an IPv4 address");
     }
   }
   return lower;
@@ -97,7 +81,7 @@ Result<std::string> ParsePath(std::string_view path) {
   for (size_t i = 0; i < path.size(); ++i) {
     char c = path[i];
     if (c == '%') {
-      if (i + 2 >= path.size() || !IsHex(path[i + 1]) || !IsHex(path[i + 2])) {
+      if (i + 2 >= path.size() || !IsAsciiHex(path[i + 1]) || !IsAsciiHex(path[i + 2])) {
         return BadTarget("a '%' in the path must start an escape like %2F");
       }
       i += 2;
@@ -142,7 +126,8 @@ Result<TargetUrl> ParseTargetUrl(std::string_view text) {
   TargetUrl url;
   url.scheme = AsciiLower(text.substr(0, sep));
   if (url.scheme != "http" && url.scheme != "https") {
-    return BadTarget("the scheme must be http or https, not \"" + Shown(url.scheme) + "\"");
+    return BadTarget("the scheme must be http or https, not \"" + ShownUntrusted(url.scheme) +
+                     "\"");
   }
   std::string_view rest = text.substr(sep + 3);
   if (rest.find('#') != std::string_view::npos) return BadTarget("no #fragment");

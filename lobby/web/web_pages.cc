@@ -43,11 +43,11 @@ std::string Html(std::string_view title, std::string_view inner) {
   return "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
          "<meta name=\"viewport\" content=\"width=device-width\">"
          "<title>" +
-         HtmlEscape(title) +
+         MarkupEscape(title) +
          "</title><style>body{font-family:system-ui,sans-serif;max-width:40em;margin:4em auto;"
          "padding:0 1em;line-height:1.5}code{background:#eee;padding:.1em .3em}</style>"
          "</head><body><h1>" +
-         HtmlEscape(title) + "</h1>\n" + std::string(inner) + "\n</body></html>\n";
+         MarkupEscape(title) + "</h1>\n" + std::string(inner) + "\n</body></html>\n";
 }
 
 WebAnswer HtmlAnswer(int status, std::string_view title, std::string_view inner) {
@@ -100,7 +100,7 @@ std::string Render(const WebAnswer& a, bool head_only) {
 
 WebAnswer Redirect(std::string location, relay::HttpHeaders set_cookies) {
   WebAnswer a = HtmlAnswer(302, "Redirecting",
-                           "<p><a href=\"" + HtmlEscape(location) + "\">Continue</a></p>");
+                           "<p><a href=\"" + MarkupEscape(location) + "\">Continue</a></p>");
   a.headers.push_back({"Location", std::move(location)});
   for (relay::HttpHeader& c : set_cookies) a.headers.push_back(std::move(c));
   return a;
@@ -113,8 +113,8 @@ WebAnswer SignInPage(int status, std::string_view sign_in, std::string_view note
                           ",\"sign_in\":" + JsonString(sign_in) + "}");
   }
   std::string inner;
-  if (!note.empty()) inner += "<p>" + HtmlEscape(note) + "</p>\n";
-  inner += "<p>This page is private. To sign in, run</p>\n<pre><code>" + HtmlEscape(sign_in) +
+  if (!note.empty()) inner += "<p>" + MarkupEscape(note) + "</p>\n";
+  inner += "<p>This page is private. To sign in, run</p>\n<pre><code>" + MarkupEscape(sign_in) +
            "</code></pre>\n<p>and open the link it prints in this browser. Scripts can send "
            "<code>Authorization: Bearer</code> with an API token instead, or use a share "
            "link.</p>";
@@ -123,14 +123,14 @@ WebAnswer SignInPage(int status, std::string_view sign_in, std::string_view note
 
 WebAnswer SignedInPage(std::string_view who) {
   return HtmlAnswer(200, "warren",
-                    "<p>Signed in as <b>" + HtmlEscape(who) +
+                    "<p>Signed in as <b>" + MarkupEscape(who) +
                         "</b>.</p>\n<form method=\"post\" action=\"/__warren/logout\">"
                         "<button type=\"submit\">Sign out</button></form>");
 }
 
 WebAnswer SignOutPage(std::string_view who) {
   std::string inner = who.empty() ? "<p>You are not signed in.</p>\n"
-                                  : "<p>Signed in as <b>" + HtmlEscape(who) + "</b>.</p>\n";
+                                  : "<p>Signed in as <b>" + MarkupEscape(who) + "</b>.</p>\n";
   inner +=
       "<form method=\"post\" action=\"/__warren/logout\">"
       "<button type=\"submit\">Sign out</button></form>";
@@ -146,7 +146,7 @@ WebAnswer MessagePage(int status, std::string_view title, std::string_view line,
   if (wants == Wants::kJson) {
     return JsonAnswer(status, "{\"error\":" + JsonString(line) + std::string(extra_json) + "}");
   }
-  return HtmlAnswer(status, title, "<p>" + HtmlEscape(line) + "</p>");
+  return HtmlAnswer(status, title, "<p>" + MarkupEscape(line) + "</p>");
 }
 
 WebAnswer NothingListeningPage(std::string_view vm_name, int port, Wants wants) {
@@ -159,37 +159,11 @@ WebAnswer NothingListeningPage(std::string_view vm_name, int port, Wants wants) 
   }
   return HtmlAnswer(
       502, "Nothing is listening on port " + p,
-      "<p>" + HtmlEscape(line) + "</p>\n<p>Start a server in the VM on that port, listening on " +
+      "<p>" + MarkupEscape(line) + "</p>\n<p>Start a server in the VM on that port, listening on " +
           "<code>0.0.0.0</code> or <code>localhost</code>, for example</p>\n<pre><code>ssh " +
-          HtmlEscape(vm_name) + "@HOST " + HtmlEscape(start) +
+          MarkupEscape(vm_name) + "@HOST " + MarkupEscape(start) +
           "</code></pre>\n<p>and check it from inside the VM with <code>curl localhost:" + p +
           "</code>. Then reload this page.</p>");
-}
-
-std::string HtmlEscape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::string JsonString(std::string_view s) {

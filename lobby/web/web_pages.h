@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lobby/base/markup.h"
 #include "lobby/relay/http_head.h"
 
 namespace warren::web {
@@ -43,7 +44,6 @@ WebAnswer MessagePage(int status, std::string_view title, std::string_view line,
 // 502: nothing in the VM answered on `port`.
 WebAnswer NothingListeningPage(std::string_view vm_name, int port, Wants wants);
 
-std::string HtmlEscape(std::string_view s);
 std::string JsonString(std::string_view s);  // a quoted JSON string
 
 }  // namespace warren::web

@@ -107,10 +107,10 @@ TEST(DomainXmlTest, EmptyImageCmdlineStillNamesTheHost) {
   EXPECT_NE(DomainXml(c).find("<cmdline>warren.hostname=web-1</cmdline>"), std::string::npos);
 }
 
-TEST(XmlEscapeTest, EscapesAndDropsWhatXmlCannotCarry) {
-  EXPECT_EQ(XmlEscape("a&b<c>d'e\"f"), "a&amp;b&lt;c&gt;d&apos;e&quot;f");
-  EXPECT_EQ(XmlEscape(std::string("x\x01y\x1fz\tq\n", 9)), "xyz\tq\n");
-  EXPECT_EQ(XmlEscape("plain-text_1.2"), "plain-text_1.2");
+TEST(MarkupEscapeTest, EscapesAndDropsWhatXmlCannotCarry) {
+  EXPECT_EQ(MarkupEscape("a&b<c>d'e\"f"), "a&amp;b&lt;c&gt;d&#39;e&quot;f");
+  EXPECT_EQ(MarkupEscape(std::string("x\x01y\x1fz\tq\n", 9)), "xyz\tq\n");
+  EXPECT_EQ(MarkupEscape("plain-text_1.2"), "plain-text_1.2");
 }
 
 TEST(VmMetadataXmlTest, NamespacedAndEscaped) {
@@ -145,7 +145,7 @@ TEST(StorageXmlTest, PathsAreEscaped) {
   for (const std::string& xml :
        {DiskSnapshotXml(odd), DirPoolXml("p", odd), OverlayVolumeXml("n", 1, odd)}) {
     EXPECT_EQ(xml.find(odd), std::string::npos) << xml;
-    EXPECT_NE(xml.find(XmlEscape(odd)), std::string::npos) << xml;
+    EXPECT_NE(xml.find(MarkupEscape(odd)), std::string::npos) << xml;
   }
 }
 

@@ -126,7 +126,7 @@ TEST(OAuthWeb, FormsAndQueries) {
   EXPECT_EQ(oauth::AppendQuery("http://l/cb", {{"code", "a b"}, {"state", "s&t"}}),
             "http://l/cb?code=a%20b&state=s%26t");
   EXPECT_EQ(oauth::AppendQuery("http://l/cb?x=1", {{"code", "c"}}), "http://l/cb?x=1&code=c");
-  EXPECT_EQ(oauth::HtmlEscape("<b a=\"'&'\">"), "&lt;b a=&quot;&#39;&amp;&#39;&quot;&gt;");
+  EXPECT_EQ(MarkupEscape("<b a=\"'&'\">"), "&lt;b a=&quot;&#39;&amp;&#39;&quot;&gt;");
 }
 
 TEST(OAuthWeb, BaseUrlAndResources) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "lobby/base/env_name.h"
+#include "lobby/base/hex.h"
 
 namespace warren::guest {
 namespace {
@@ -26,13 +27,6 @@ std::optional<int64_t> ParseInt(std::string_view s, int64_t lo, int64_t hi) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || v < lo || v > hi) return std::nullopt;
   return v;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -171,8 +165,9 @@ std::string UnescapeListed(std::string_view field) {
       out.push_back('\\');
       ++i;
     } else if (c == '\\' && i + 3 < field.size() && field[i + 1] == 'x' &&
-               HexValue(field[i + 2]) >= 0 && HexValue(field[i + 3]) >= 0) {
-      out.push_back(static_cast<char>(HexValue(field[i + 2]) * 16 + HexValue(field[i + 3])));
+               HexDigitValue(field[i + 2]) >= 0 && HexDigitValue(field[i + 3]) >= 0) {
+      out.push_back(
+          static_cast<char>(HexDigitValue(field[i + 2]) * 16 + HexDigitValue(field[i + 3])));
       i += 3;
     } else {
       out.push_back(c);
