@@ -17,11 +17,9 @@ read the guest's numbers as an upper bound of the proxy's cost.
 
   sudo WARREN_TEST_IMAGES=/var/lib/warren-test/images python3 tests/bench/integration_proxy.py
 """
-import base64
 import json
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,7 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import int_upstream  # noqa: E402
-from vm_bench import VmBench  # noqa: E402
+from vm_bench import VmBench, b64_file, lat_text  # noqa: E402
 
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200"))
 BIG = int(os.environ.get("BENCH_BIG_MIB", "64")) << 20
@@ -83,22 +81,6 @@ print(json.dumps({"lat": lat}))
 """
 
 
-def b64_file(path, source):
-    return "echo %s | base64 -d > %s" % (base64.b64encode(source.encode()).decode(), path)
-
-
-def lat_text(lat):
-    lat = sorted(lat)
-    return "median %6.2f ms  p90 %6.2f ms" % (statistics.median(lat) * 1e3,
-                                              lat[int(len(lat) * 0.9) - 1] * 1e3)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def guest(bench, command):
     """One guest command (one word for the lobby's tokenizer); returns its stdout."""
     return bench.ssh("ssh", VM, shlex.quote(command))[1]
@@ -109,7 +91,7 @@ def main():
     upstream = int_upstream.Upstream()
     forward = None
     try:
-        server = bench.start()
+        bench.start()
         bench.ssh("integrations", "add", "http-proxy", "--name", "bench", "--target",
                   upstream.url, "--bearer", "bench-" + os.urandom(8).hex())
         secs, _ = bench.ssh("new", "--name", VM, "--image", "debian", "--cpu", "1", "--memory",
@@ -143,23 +125,7 @@ def main():
                                   check=True)
         host = json.loads(host_run.stdout.strip().splitlines()[-1])
 
-        port = free_port()
-        forward = subprocess.Popen(
-            ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-             "-i", bench.key.path, "-o", "UserKnownHostsFile=" + bench.known_hosts,
-             "-o", "StrictHostKeyChecking=yes", "-p", str(server.port), "-N",
-             "-o", "ExitOnForwardFailure=yes", "-L", "127.0.0.1:%d:localhost:8000" % port,
-             VM + "@127.0.0.1"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 30
-        while True:
-            r = subprocess.run(["curl", "-s", "http://127.0.0.1:%d/hello.txt" % port],
-                               capture_output=True, text=True)
-            if "hello-from-vm" in r.stdout:
-                break
-            if time.monotonic() > deadline or forward.poll() is not None:
-                raise RuntimeError("the ssh -L forward never answered")
-            time.sleep(0.3)
+        port, forward = bench.forward(VM, 8000, "/hello.txt", "hello-from-vm")
         fwd = json.loads(subprocess.run(["python3", "-c", LATENCY, "http://127.0.0.1:%d" % port,
                                          str(SAMPLES)], capture_output=True, text=True,
                                         check=True).stdout)

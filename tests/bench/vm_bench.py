@@ -2,8 +2,11 @@
 network) over the images in WARREN_TEST_IMAGES, a key of their own, the server's host key
 pinned, and an OpenSSH `ssh` into the lobby that times each command. close() removes the
 server and every file it made."""
+import base64
 import os
 import shutil
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -13,6 +16,23 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import warren_harness as h  # noqa: E402
 
 IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+
+
+def b64_file(path, source):
+    """A guest shell command writing `source` to `path` (no quoting to get wrong)."""
+    return "echo %s | base64 -d > %s" % (base64.b64encode(source.encode()).decode(), path)
+
+
+def lat_text(lat):
+    lat = sorted(lat)
+    return "median %6.2f ms  p90 %6.2f ms" % (statistics.median(lat) * 1e3,
+                                              lat[int(len(lat) * 0.9) - 1] * 1e3)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class VmBench:
@@ -52,6 +72,28 @@ class VmBench:
         if r.returncode != 0:
             raise RuntimeError("%s: %d %s" % (" ".join(cmd), r.returncode, r.stderr[-400:]))
         return time.monotonic() - t, r.stdout
+
+    def forward(self, vm, guest_port, probe_path, want):
+        """`ssh -L` through warren to `vm`'s localhost:guest_port, once GET probe_path answers
+        with `want`: (the local port, the ssh process, to kill when done)."""
+        port = free_port()
+        proc = subprocess.Popen(
+            ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+             "-i", self.key.path, "-o", "UserKnownHostsFile=" + self.known_hosts,
+             "-o", "StrictHostKeyChecking=yes", "-p", str(self.server.port), "-N",
+             "-o", "ExitOnForwardFailure=yes",
+             "-L", "127.0.0.1:%d:localhost:%d" % (port, guest_port), vm + "@127.0.0.1"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while True:
+            r = subprocess.run(["curl", "-s", "http://127.0.0.1:%d%s" % (port, probe_path)],
+                               capture_output=True, text=True)
+            if want in r.stdout:
+                return port, proc
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("the ssh -L forward never answered")
+            time.sleep(0.3)
 
     def close(self):
         if self.server is not None:

@@ -15,19 +15,18 @@ Ratios are proxy / ssh -L. The target: TTFB within 1.5x of ssh -L, throughput at
 
   sudo WARREN_TEST_IMAGES=/var/lib/warren-test/images python3 tests/bench/web_proxy.py
 """
-import base64
 import json
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration")
-from vm_bench import VmBench  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import web_guest_server  # noqa: E402
+from vm_bench import VmBench, b64_file, lat_text  # noqa: E402
 
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200"))
 BIG = int(os.environ.get("BENCH_BIG_MIB", "200")) << 20
@@ -76,22 +75,6 @@ print(json.dumps({"rps": rps, "mbs": mbs, "bytes": got, "ttfb": ttfb}))
 """
 
 
-def b64_file(path, source):
-    return "echo %s | base64 -d > %s" % (base64.b64encode(source.encode()).decode(), path)
-
-
-def lat_text(lat):
-    lat = sorted(lat)
-    return "median %6.2f ms  p90 %6.2f ms" % (statistics.median(lat) * 1e3,
-                                              lat[int(len(lat) * 0.9) - 1] * 1e3)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def guest(bench, command):
     return bench.ssh("ssh", VM, shlex.quote(command))[1]
 
@@ -110,10 +93,8 @@ def main():
         secs, _ = bench.ssh("new", "--name", VM, "--image", "debian", "--cpu", "1", "--memory",
                             "1G")
         print("new %s (debian): %.1f s" % (VM, secs))
-        with open(os.path.join(HERE, "web_guest_server.py")) as f:
-            guest(bench, b64_file("/tmp/srv.py", f.read()) + " && " +
-                  b64_file("/tmp/client.py", CLIENT) +
-                  " && (setsid python3 /tmp/srv.py 8000 bench >/dev/null 2>&1 </dev/null &)")
+        guest(bench, web_guest_server.start_command(8000, "bench") + " && " +
+              b64_file("/tmp/client.py", CLIENT))
         deadline = time.monotonic() + 60
         while "hello" not in guest(bench, "curl -s http://127.0.0.1:8000/hello.txt || true"):
             if time.monotonic() > deadline:
@@ -124,23 +105,7 @@ def main():
         vhost = "%s.warren.localhost:%d" % (VM, server.web_port)
         proxy = run_client(["127.0.0.1", server.web_port, vhost, token, REQUESTS, BIG, SAMPLES])
 
-        port = free_port()
-        forward = subprocess.Popen(
-            ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-             "-i", bench.key.path, "-o", "UserKnownHostsFile=" + bench.known_hosts,
-             "-o", "StrictHostKeyChecking=yes", "-p", str(server.port), "-N",
-             "-o", "ExitOnForwardFailure=yes", "-L", "127.0.0.1:%d:localhost:8000" % port,
-             VM + "@127.0.0.1"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 30
-        while True:
-            r = subprocess.run(["curl", "-s", "http://127.0.0.1:%d/hello.txt" % port],
-                               capture_output=True, text=True)
-            if "hello" in r.stdout:
-                break
-            if time.monotonic() > deadline or forward.poll() is not None:
-                raise RuntimeError("the ssh -L forward never answered")
-            time.sleep(0.3)
+        port, forward = bench.forward(VM, 8000, "/hello.txt", "hello")
         sshl = run_client(["127.0.0.1", port, "127.0.0.1:%d" % port, "-", REQUESTS, BIG,
                            SAMPLES])
         out = guest(bench, "python3 /tmp/client.py 127.0.0.1 8000 127.0.0.1:8000 - %d 0 %d" %

@@ -134,6 +134,12 @@ class VmTestCase(h.LobbyTestCase):
             cls.server.proc.wait(timeout=10)
         cls.server = cls.start_vm_server()
 
+    @classmethod
+    def run_cls(cls, key, *command, timeout=120):
+        """A lobby command from class set-up (LobbyTestCase.ssh needs an instance)."""
+        return subprocess.run(cls.ssh_args(cls, key, *command), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
     def vm(self, *command, **kwargs):
         kwargs.setdefault("timeout", 300)
         return self.ssh(self.admin, *command, **kwargs)

@@ -30,23 +30,18 @@ import json
 import os
 import socket
 import struct
-import subprocess
 import time
 import unittest
 import urllib.parse
 
 import warren_harness as h
+import web_guest_server
 from test_vm_e2e import IMAGES, VmTestCase, have_image
 from test_vm_isolation import destroy_domains_under
 
 DOMAIN = "warren.localhost"
-HERE = os.path.dirname(os.path.abspath(__file__))
 BIG = 200 << 20
 TINIES = ["web-t%d" % i for i in range(1, 6)]
-
-
-def b64_file(path, source):
-    return "echo %s | base64 -d > %s" % (base64.b64encode(source.encode()).decode(), path)
 
 
 def read_frame(sock, buf):
@@ -109,12 +104,6 @@ class VmWebTest(VmTestCase):
     EGRESS = "none"
 
     @classmethod
-    def run_cls(cls, key, *command, timeout=120):
-        """A lobby command from class set-up (LobbyTestCase.ssh needs an instance)."""
-        return subprocess.run(cls.ssh_args(cls, key, *command), capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
-
-    @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.addClassCleanup(lambda: destroy_domains_under(cls.data))
@@ -128,14 +117,10 @@ class VmWebTest(VmTestCase):
         for name in TINIES:
             cls.lobby_ok_cls("new", "--image", "tiny", "--name", name, "--cpu", "1",
                              "--memory", "256M", timeout=600)
-        with open(os.path.join(HERE, "web_guest_server.py")) as f:
-            server_py = f.read()
         # The debian guest serves the test's pages on its route port and on 3000 (an
         # owner-only port); each tiny one a page of its own with busybox httpd.
-        cls.guest("web-deb", b64_file("/tmp/srv.py", server_py) +
-                  " && (setsid python3 /tmp/srv.py 8000 web-deb >/tmp/srv8000.log 2>&1 "
-                  "</dev/null &) && (setsid python3 /tmp/srv.py 3000 web-deb-3000 "
-                  ">/tmp/srv3000.log 2>&1 </dev/null &)")
+        cls.guest("web-deb", web_guest_server.start_command(8000, "web-deb") + " && " +
+                  web_guest_server.start_command(3000, "web-deb-3000"))
         for name in TINIES:
             cls.guest(name, "mkdir -p /tmp/www && echo 'page of %s' > /tmp/www/index.html && "
                       "(busybox httpd -p 8000 -h /tmp/www &)" % name)

@@ -17,33 +17,22 @@ import json
 import os
 import shutil
 import tempfile
-import subprocess
 import time
 import unittest
 
 import warren_harness as h
+import web_guest_server
 from cdp import Cdp, attach_page, png_pixels
 from test_vm_e2e import IMAGES, VmTestCase, have_image
 from test_vm_isolation import destroy_domains_under
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 VM = "web-br"
 BLUE = (0x15, 0x65, 0xC0)  # the guest page's background (web_guest_server.py)
-
-
-def b64_file(path, source):
-    return "echo %s | base64 -d > %s" % (base64.b64encode(source.encode()).decode(), path)
 
 
 @unittest.skipUnless(have_image("debian"), "needs the debian image in " + IMAGES)
 class VmWebBrowserTest(VmTestCase):
     EGRESS = "none"
-
-    @classmethod
-    def run_cls(cls, key, *command, timeout=120):
-        """A lobby command from class set-up (LobbyTestCase.ssh needs an instance)."""
-        return subprocess.run(cls.ssh_args(cls, key, *command), capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
 
     @classmethod
     def setUpClass(cls):
@@ -52,9 +41,7 @@ class VmWebBrowserTest(VmTestCase):
         r = cls.run_cls(cls.admin, "new", "--image", "debian", "--name", VM, "--cpu", "1",
                     "--memory", "1G", timeout=900)
         assert r.returncode == 0, r.stderr
-        with open(os.path.join(HERE, "web_guest_server.py")) as f:
-            cmd = (b64_file("/tmp/srv.py", f.read()) +
-                   " && (setsid python3 /tmp/srv.py 8000 %s >/tmp/srv.log 2>&1 </dev/null &)" % VM)
+        cmd = web_guest_server.start_command(8000, VM)
         r = cls.run_cls(cls.admin, "ssh", VM, "'%s'" % cmd, timeout=120)
         assert r.returncode == 0, r.stderr
         deadline = time.monotonic() + 60

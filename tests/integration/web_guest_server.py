@@ -21,12 +21,11 @@ import sys
 import time
 import urllib.parse
 
-PORT = int(sys.argv[1])
-NAME = sys.argv[2] if len(sys.argv) > 2 else "vm"
+NAME = "vm"  # set from argv when run
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-PAGE = ("<!doctype html><html><head><title>%s</title></head>"
+PAGE_TEMPLATE = ("<!doctype html><html><head><title>%s</title></head>"
         "<body style='margin:0;background:#1565c0'><h1 id='who' style='color:#fff;"
-        "font:bold 48px sans-serif;padding:40px'>page of %s</h1></body></html>") % (NAME, NAME)
+        "font:bold 48px sans-serif;padding:40px'>page of %s</h1></body></html>")
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -56,7 +55,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         q = urllib.parse.parse_qs(url.query)
         if url.path == "/":
-            self.send_body(PAGE.encode(), "text/html; charset=utf-8")
+            self.send_body((PAGE_TEMPLATE % (NAME, NAME)).encode(), "text/html; charset=utf-8")
         elif url.path == "/hello.txt":
             self.send_body(("hello from %s\n" % NAME).encode())
         elif url.path == "/headers":
@@ -146,5 +145,15 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     request_queue_size = 256
 
 
+def start_command(port, name):
+    """For the host: the guest shell command that writes this server into the guest (as
+    /tmp/srv.py) and starts it in the background on `port`, naming itself `name`."""
+    with open(__file__, "rb") as f:
+        source = base64.b64encode(f.read()).decode()
+    return ("echo %s | base64 -d > /tmp/srv.py && (setsid python3 /tmp/srv.py %d %s "
+            ">/tmp/srv%d.log 2>&1 </dev/null &)" % (source, port, name, port))
+
+
 if __name__ == "__main__":
-    Server(("0.0.0.0", PORT), Handler).serve_forever()
+    NAME = sys.argv[2] if len(sys.argv) > 2 else "vm"
+    Server(("0.0.0.0", int(sys.argv[1])), Handler).serve_forever()
