@@ -132,6 +132,24 @@ function anonymousGet(url) {
   });
 }
 
+// exec, and when the command outlives wait_seconds (a busy guest), wait for its job as an
+// agent would: the whole output and the exit status.
+async function execToEnd(command, extra = {}) {
+  let r = await exec(command, extra);
+  if (r.isError || !r.structuredContent || r.structuredContent.finished !== false) return r;
+  const sc = { ...r.structuredContent };
+  for (let i = 0; i < 20 && !sc.finished; i++) {
+    const w = await client.callTool({ name: "wait", arguments: { job: sc.job, wait_seconds: 30 } },
+                                    undefined, opts);
+    if (w.isError) return w;
+    sc.stdout += w.structuredContent.stdout;
+    sc.stderr += w.structuredContent.stderr;
+    sc.finished = w.structuredContent.finished;
+    sc.exit_code = w.structuredContent.exit_code;
+  }
+  return { ...r, structuredContent: sc };
+}
+
 if (mode === "web") {
   const name = "cat-facts-" + Math.random().toString(36).slice(2, 8);
   const page = "<!doctype html><title>cat facts</title><h1>Cats sleep 16 hours a day</h1>\n";
@@ -147,9 +165,9 @@ if (mode === "web") {
     const unit = ["[Unit]", "Description=cat facts", "[Service]",
                   `WorkingDirectory=${home}/site`, "ExecStart=/usr/bin/python3 -m http.server 8000",
                   "Restart=always", "[Install]", "WantedBy=multi-user.target", ""].join("\n");
-    r = await exec(`ssh ${name} 'sudo tee /etc/systemd/system/catfacts.service >/dev/null && ` +
+    r = await execToEnd(`ssh ${name} 'sudo tee /etc/systemd/system/catfacts.service >/dev/null && ` +
                    `sudo systemctl daemon-reload && sudo systemctl enable --now catfacts && ` +
-                   `for i in $(seq 30); do curl -s -o /dev/null -w "%{http_code}" localhost:8000/ | ` +
+                   `for i in $(seq 120); do curl -s -o /dev/null -w "%{http_code}" localhost:8000/ | ` +
                    `grep -q 200 && echo up && break; sleep 1; done'`, { stdin: unit });
     check(!r.isError && r.structuredContent.stdout.includes("up"), "the unit serves", r);
     step("served", { stdout: r.structuredContent.stdout.trim() });
