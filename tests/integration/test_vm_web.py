@@ -122,8 +122,7 @@ class VmWebTest(VmTestCase):
         cls.guest("web-deb", web_guest_server.start_command(8000, "web-deb") + " && " +
                   web_guest_server.start_command(3000, "web-deb-3000"))
         for name in TINIES:
-            cls.guest(name, "mkdir -p /tmp/www && echo 'page of %s' > /tmp/www/index.html && "
-                      "(busybox httpd -p 8000 -h /tmp/www &)" % name)
+            cls.serve_tiny(name)
         for name, path in [("web-deb", "/hello.txt")] + [(t, "/") for t in TINIES]:
             cls.wait_guest_port(name, path)
         cls.owner_token = cls.token(cls.admin, "owner")
@@ -146,6 +145,13 @@ class VmWebTest(VmTestCase):
     @classmethod
     def guest(cls, name, command):
         return cls.lobby_ok_cls("ssh", name, "'%s'" % command.replace("'", "'\\''"), timeout=120)
+
+    @classmethod
+    def serve_tiny(cls, name):
+        """A page of its own in tiny guest `name`, served by busybox httpd on 8000 (again after
+        a restart: /tmp starts empty)."""
+        cls.guest(name, "mkdir -p /tmp/www && echo 'page of %s' > /tmp/www/index.html && "
+                  "(busybox httpd -p 8000 -h /tmp/www &)" % name)
 
     @classmethod
     def wait_guest_port(cls, name, path):
@@ -380,8 +386,12 @@ class VmWebTest(VmTestCase):
         deb = self.host_session(d, "web-deb", "/headers")
         cookies = dict(deb)
         cookies["theirs"] = "kept"
-        r = self.get("web-deb", "/headers?share=abc&x=1", cookies=cookies,
-                     headers={"Authorization": "Bearer " + self.owner_token})
+        auth = {"Authorization": "Bearer " + self.owner_token}
+        # A share parameter is the proxy's: it sends the visitor on without it.
+        r = self.get("web-deb", "/headers?share=abc&x=1", cookies=cookies, headers=auth)
+        self.assertIn(r.status, (302, 303), r)
+        self.assertEqual(r.header("location"), "/headers?x=1")
+        r = self.get("web-deb", "/headers?x=1", cookies=cookies, headers=auth)
         self.assertEqual(r.status, 200, r)
         seen = json.loads(r.body)
         headers = {k.lower(): v for k, v in seen["headers"]}
@@ -420,7 +430,7 @@ class VmWebTest(VmTestCase):
         self.assertEqual(self.get("web-t2", "/", cookies=t2).status, 200)
         self.lobby_ok("stop", "web-t5")
         self.addCleanup(self.wait_guest_port, "web-t5", "/")
-        self.addCleanup(lambda: self.guest("web-t5", "(busybox httpd -p 8000 -h /tmp/www &)"))
+        self.addCleanup(self.serve_tiny, "web-t5")
         self.addCleanup(self.lobby_ok, "start", "web-t5")
         t5 = self.host_session(d, "web-t5")
         r = self.get("web-t5", "/", cookies=t5)
