@@ -194,8 +194,9 @@ class OpenFilesLimitTest(h.LobbyTestCase):
 
     def test_soft_limit_is_raised_at_start(self):
         soft, _ = resource.prlimit(self.server.proc.pid, resource.RLIMIT_NOFILE)
-        # --http-max-connections (4096) + the metrics listener's 32 + 4096 for the rest.
-        self.assertEqual(soft, min(4096 + 32 + 4096, self.hard))
+        # --http-max-connections (4096) + the metrics listener's 32 + the web listener's 512
+        # and its 8 rejecting + 4096 for the rest.
+        self.assertEqual(soft, min(4096 + 32 + 512 + 8 + 4096, self.hard))
         self.assert_log("open files limit %d (was 1024" % soft)
 
 
