@@ -296,6 +296,20 @@ Status BootstrapAdmin(Store& store, const Clock& clock, const std::string& key_f
   return Status::Ok();
 }
 
+// A --domain or --int-domain: a lowercase DNS name; `example` is shown when it is not one.
+CLI::Validator DomainName(std::string example) {
+  return CLI::Validator(
+      [example](const std::string& d) -> std::string {
+        bool ok = !d.empty() && d.size() <= 200 && d.front() != '.' && d.back() != '.' &&
+                  d.find("..") == std::string::npos;
+        for (char c : d) {
+          ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
+        }
+        return ok ? "" : "a lowercase DNS name (a-z, 0-9, - and dots), e.g. " + example;
+      },
+      "DOMAIN");
+}
+
 // The SSH listener's flags: timeouts before authentication and the admission limits.
 // Integer options that are counts from 1 to `max`, each with its default shown in --help.
 using CountOption = std::tuple<const char*, int*, const char*>;
@@ -744,16 +758,7 @@ int main(int argc, char** argv) {
       ->add_option("--domain", flags.domain,
                    "Domain VMs' pages are served under: http(s)://NAME.DOMAIN[:PORT]/ on --web "
                    "(*.localhost resolves to loopback with no DNS; else point *.DOMAIN here)")
-      ->check(CLI::Validator(
-          [](const std::string& d) -> std::string {
-            bool ok = !d.empty() && d.size() <= 200 && d.front() != '.' && d.back() != '.' &&
-                      d.find("..") == std::string::npos;
-            for (char c : d) {
-              ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
-            }
-            return ok ? "" : "a lowercase DNS name (a-z, 0-9, - and dots), e.g. vms.example.org";
-          },
-          "DOMAIN"))
+      ->check(warren::DomainName("vms.example.org"))
       ->capture_default_str();
   serve
       ->add_option("--web", flags.web,
@@ -776,16 +781,7 @@ int main(int argc, char** argv) {
       ->add_option("--int-domain", flags.int_domain,
                    "Domain under which VMs reach their integrations: http(s)://NAME.DOMAIN/ "
                    "(resolved inside the guest by warren, never by outside DNS)")
-      ->check(CLI::Validator(
-          [](const std::string& d) -> std::string {
-            bool ok = !d.empty() && d.size() <= 200 && d.front() != '.' && d.back() != '.' &&
-                      d.find("..") == std::string::npos;
-            for (char c : d) {
-              ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
-            }
-            return ok ? "" : "a lowercase DNS name (a-z, 0-9, - and dots), e.g. int.example.org";
-          },
-          "DOMAIN"))
+      ->check(warren::DomainName("int.example.org"))
       ->capture_default_str();
   warren::AddCountOptions(
       *serve,

@@ -16,7 +16,7 @@ import urllib.parse
 
 import oauth_flow
 import warren_harness as h
-from cdp import WIDTH, HEIGHT, Cdp, png_pixels
+from cdp import HEIGHT, WIDTH, Cdp, attach_page, png_pixels
 
 class Callback(http.server.BaseHTTPRequestHandler):
     seen = []
@@ -49,14 +49,8 @@ class OAuthPageTest(h.LobbyTestCase):
         profile = tempfile.mkdtemp(prefix="chromium-", dir=self.tmp)
         cdp = Cdp(profile)
         self.addCleanup(cdp.close)
-        target = [t for t in cdp.send("Target.getTargets")["targetInfos"] if t["type"] == "page"][0]
-        session = cdp.send("Target.attachToTarget",
-                           {"targetId": target["targetId"], "flatten": True})["sessionId"]
-        cdp.send("Page.enable", session=session)
         # A phone's viewport (headless windows have a minimum width of their own).
-        cdp.send("Emulation.setDeviceMetricsOverride",
-                 {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": True},
-                 session)
+        session = attach_page(cdp, WIDTH, HEIGHT, mobile=True)
         cdp.send("Page.navigate", {"url": url}, session)
         deadline = time.monotonic() + 30
         code = None
