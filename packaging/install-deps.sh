@@ -32,6 +32,7 @@ TEST_PKGS=(
   chromium     # the OAuth sign-in page rendered headless (tests/integration/test_oauth_page.py)
   ca-certificates  # npm fetches the MCP peers over HTTPS (packaging/install-peers.sh)
   iptables     # the guest endpoint's iptables redirect, run in a namespace (EndpointRedirectTest)
+  iproute2     # ip netns: the namespaces of the isolation and guest-endpoint tests (outside_net.py)
 )
 # npm installs the MCP peers (packaging/install-peers.sh). A machine whose Node.js comes
 # from elsewhere (NodeSource's nodejs bundles npm) cannot take Debian's npm, which needs
