@@ -122,20 +122,15 @@ class NewCommand final : public Command {
     const VmDefaults& d = ctx.services.vm_defaults;
     if (name_opt_->count() > 0 && name_.empty()) WARREN_RETURN_IF_ERROR(CheckVmName(name_));
     WARREN_ASSIGN_OR_RETURN(VmRecord vm, PlanNewVm(ctx, name_));
+    // A sandbox's vCPUs and memory are its size's, and what it reserves.
     WARREN_RETURN_IF_ERROR(PlanSandbox(ctx, vm));
-    vm.cpus = cpu_opt_->count() > 0 ? cpus_ : d.cpus;
-    if (sandbox_) {
-      // Its size is what it reserves.
-    } else if (cpu_opt_->count() == 0 && ctx.services.vms != nullptr) {
-      // The default never asks for more vCPUs than the host has cores (it would be refused).
-      Result<HostCapacity> host = ctx.services.vms->Capacity();
-      if (host.ok() && host->cpu_cores > 0) vm.cpus = std::min(vm.cpus, host->cpu_cores);
-    }
-    vm.egress = d.egress;
-    if (egress_opt_->count() > 0) {
-      WARREN_ASSIGN_OR_RETURN(vm.egress, ParseEgressPolicy("--egress", egress_));
-    }
     if (!sandbox_) {
+      vm.cpus = cpu_opt_->count() > 0 ? cpus_ : d.cpus;
+      if (cpu_opt_->count() == 0 && ctx.services.vms != nullptr) {
+        // The default never asks for more vCPUs than the host has cores (it would be refused).
+        Result<HostCapacity> host = ctx.services.vms->Capacity();
+        if (host.ok() && host->cpu_cores > 0) vm.cpus = std::min(vm.cpus, host->cpu_cores);
+      }
       WARREN_RETURN_IF_ERROR(CheckVmCpus(vm.cpus, d));
       vm.memory_mib = d.memory_mib;
       if (memory_opt_->count() > 0) {
@@ -148,6 +143,10 @@ class NewCommand final : public Command {
       WARREN_ASSIGN_OR_RETURN(vm.disk_gib, ParseDiskGib(disk_));
     }
     WARREN_RETURN_IF_ERROR(CheckVmDiskGib(vm.disk_gib, d));
+    vm.egress = d.egress;
+    if (egress_opt_->count() > 0) {
+      WARREN_ASSIGN_OR_RETURN(vm.egress, ParseEgressPolicy("--egress", egress_));
+    }
     WARREN_ASSIGN_OR_RETURN(vm.tags, ParseTags(tags_));
     WARREN_RETURN_IF_ERROR(SettleNewVmTags(ctx, vm.tags));
     WARREN_RETURN_IF_ERROR(CheckComment(comment_));

@@ -111,7 +111,6 @@ class SshCommand final : public Command {
     bool timed_out = false;
     if (timeout_ms.has_value() && !progress->finished) {
       // Its time is up: kill its process tree, then take what it wrote until it died.
-      timed_out = true;
       if (Status st = guests->Kill(vm.id, progress->job); !st.ok()) {
         LogWarn("killing timed-out command " + LogQuote(name) + ": " + LogQuote(st.ToString()));
       }
@@ -120,9 +119,15 @@ class SshCommand final : public Command {
       Result<GuestProgress> after = guests->Wait(vm.id, progress->job, progress->stdout_offset,
                                                  progress->stderr_offset, rest);
       if (after.ok()) progress = std::move(after);
-      progress->finished = true;
-      progress->exit_code = kTimedOutExitCode;
-      progress->signal = 0;
+      // One that ended on its own just as its time ran out keeps its own status.
+      const bool ended_itself =
+          after.ok() && progress->finished && progress->exit_code.has_value();
+      if (!ended_itself) {
+        timed_out = true;
+        progress->finished = true;
+        progress->exit_code = kTimedOutExitCode;
+        progress->signal = 0;
+      }
     }
     if (!progress->finished) {
       JobRecord job;

@@ -118,10 +118,14 @@ SandboxReservation ReservedBySandboxes(const std::vector<VmRecord>& vms,
 Status CheckSandboxRoom(const HostCapacity& host, const SandboxPolicy& policy,
                         const SandboxReservation& reserved, int cpus, int64_t memory_mib) {
   const double ratio = policy.overcommit > 0 ? policy.overcommit : 1.0;
-  const int64_t cpu_room = static_cast<int64_t>(
-      std::floor(std::max(0, host.cpu_cores - policy.reserve_cpus) * ratio + 1e-9));
-  const int64_t memory_room = static_cast<int64_t>(
-      std::floor(std::max<int64_t>(0, host.memory_mib - policy.reserve_memory_mib) * ratio));
+  // In doubles, clamped, so a host that says "unlimited" (INT64_MAX) cannot overflow.
+  auto room = [ratio](double have) {
+    const double r = std::floor(std::max(0.0, have) * ratio + 1e-9);
+    return r >= 9e15 ? int64_t{9'000'000'000'000'000} : static_cast<int64_t>(r);
+  };
+  const int64_t cpu_room = room(static_cast<double>(host.cpu_cores) - policy.reserve_cpus);
+  const int64_t memory_room =
+      room(static_cast<double>(host.memory_mib) - static_cast<double>(policy.reserve_memory_mib));
   const std::string in_use = " (" + std::to_string(reserved.count) + " sandboxes reserve " +
                              std::to_string(reserved.cpus) + " vCPUs and " +
                              FormatMib(reserved.memory_mib) + " now)";
