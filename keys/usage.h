@@ -55,8 +55,8 @@ struct UsageRow {
   int64_t day = 0;  // days since the Unix epoch, UTC
   std::string vm_id;
   std::string vm_name;  // the name when the row was last written
-  std::string kind;     // "vm" or "sandbox"
-  std::string size;     // a sandbox's size; "" for a VM
+  std::string kind;     // "vm" or "sandbox"; "" in the kOtherVmsId row, which folds both
+  std::string size;     // a sandbox's size; "" for a VM and in the kOtherVmsId row
   UsageAmounts amounts;
 };
 
