@@ -21,6 +21,7 @@ nlohmann::json Codec<UsageRow>::Encode(const UsageRow& row) {
           {"vm_name", row.vm_name},
           {"kind", row.kind},
           {"size", row.size},
+          {"tags", row.tags},
           {"running_ms", row.amounts.running_ms},
           {"vcpu_ms", row.amounts.vcpu_ms},
           {"memory_mib_ms", row.amounts.memory_mib_ms},
@@ -36,6 +37,7 @@ Result<UsageRow> Codec<UsageRow>::Decode(const nlohmann::json& j) {
     row.vm_name = j.value("vm_name", "");
     row.kind = j.value("kind", "vm");
     row.size = j.value("size", "");
+    row.tags = j.value("tags", std::vector<std::string>{});
     row.amounts.running_ms = j.value("running_ms", int64_t{0});
     row.amounts.vcpu_ms = j.value("vcpu_ms", int64_t{0});
     row.amounts.memory_mib_ms = j.value("memory_mib_ms", int64_t{0});
@@ -114,19 +116,21 @@ Status LmdbStoreState::AccrueUsage(lmdb::Txn& txn, const VmRecord& vm, int64_t a
       if (rows >= max_usage_rows_per_user_day) {
         key = UsageKey(vm.owner, day, kOtherVmsId);
         WARREN_ASSIGN_OR_RETURN(row, usage.Get(txn, key));
-        if (!row) row = UsageRow{vm.owner, day, std::string(kOtherVmsId), "", "", "", {}};
+        if (!row) row = UsageRow{vm.owner, day, std::string(kOtherVmsId), "", "", "", {}, {}};
       } else {
-        row = UsageRow{vm.owner, day, vm.id, "", "", "", {}};
+        row = UsageRow{vm.owner, day, vm.id, "", "", "", {}, {}};
       }
     }
     if (row->vm_id == kOtherVmsId) {
       row->vm_name = kOtherVmsName;
       row->kind = "";  // of every kind
       row->size = "";
+      row->tags.clear();
     } else {
       row->vm_name = vm.name;
       row->kind = vm.kind;
       row->size = vm.size;
+      row->tags = vm.tags;
     }
     row->amounts += amounts;
     WARREN_RETURN_IF_ERROR(usage.Put(txn, key, *row));
