@@ -201,7 +201,7 @@ void AbandonVm(CommandContext& ctx, const VmRecord& vm, bool domain_made, const 
       return;
     }
   }
-  Status st = ctx.store().DeleteVm(vm.id);
+  Status st = ctx.store().DeleteVm(vm.id, ctx.services.clock->NowUnixMs());
   if (!st.ok() && st.code() != Code::kNotFound) {
     LogError(std::string(verb) + ": could not delete the record of failed VM " + LogQuote(vm.name) +
              " (" + vm.id + "): " + LogQuote(st.ToString()));
