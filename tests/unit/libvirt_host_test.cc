@@ -23,6 +23,7 @@
 
 #include "tests/unit/real_libvirt_env.h"
 #include "tests/unit/skip_or_fail.h"
+#include "tests/unit/state_recorder.h"
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
 #include "vmhost/image_layout.h"
@@ -487,6 +488,48 @@ TEST_F(TestDriverHostTest, LifecycleAndStates) {
   ASSERT_TRUE(destroyed.ok()) << destroyed.ToString();
   EXPECT_EQ(host_->Inspect("abcd0001").status().code(), Code::kNotFound);
   EXPECT_EQ(host_->Destroy("abcd0001").code(), Code::kNotFound);
+}
+
+// libvirt's own events, through the process's event loop, on the in-process driver: each
+// change once, in order; a domain that is not warren's is not reported.
+TEST_F(TestDriverHostTest, WatchStatesFollowsLibvirtsEvents) {
+  Define("abcd0010", "watched");
+  StateRecorder recorder;
+  ASSERT_TRUE(host_->WatchStates(recorder.Listener()).ok());
+  ASSERT_TRUE(host_->Start("abcd0010").ok());
+  ASSERT_TRUE(host_->Pause("abcd0010").ok());
+  ASSERT_TRUE(host_->Resume("abcd0010").ok());
+  ASSERT_TRUE(host_->Stop("abcd0010").ok());
+  ASSERT_TRUE(host_->Start("abcd0010").ok());
+  ASSERT_TRUE(host_->Destroy("abcd0010").ok());
+  const std::vector<VmState> want = {VmState::kRunning, VmState::kPaused,  VmState::kRunning,
+                                     VmState::kStopped, VmState::kRunning, VmState::kStopped};
+  EXPECT_EQ(Names(recorder.WaitFor("abcd0010", want)), Names(want));
+  // Destroyed while running: stopped, then removed (stopped again).
+  EXPECT_EQ(recorder.WaitForCount("abcd0010", 7), 7u);
+  // The driver's own domain is not ours: its start and stop are not reported (events come
+  // in order, so they would be in before the next VM's).
+  DomainHandle builtin(virDomainLookupByName(conn_, "test"));
+  ASSERT_TRUE(builtin && virDomainCreate(builtin.get()) == 0) << LibvirtError("start").ToString();
+  ASSERT_EQ(virDomainDestroy(builtin.get()), 0);
+  Define("abcd0012", "next");
+  ASSERT_TRUE(host_->Start("abcd0012").ok());
+  EXPECT_EQ(Names(recorder.WaitFor("abcd0012", {VmState::kRunning})), Names({VmState::kRunning}));
+  for (const VmStateEvent& e : recorder.All()) {
+    EXPECT_TRUE(e.id == "abcd0010" || e.id == "abcd0012") << e.id;
+  }
+  ASSERT_TRUE(host_->WatchStates(nullptr).ok());
+  host_.reset();  // stops the watch cleanly with the daemon-less connection still open
+}
+
+// A domain defined after the watch began, by someone else, is reported once it is known to
+// be this host's (its files are in the host's data directory).
+TEST_F(TestDriverHostTest, WatchStatesAdmitsADomainDefinedLater) {
+  StateRecorder recorder;
+  ASSERT_TRUE(host_->WatchStates(recorder.Listener()).ok());
+  Define("abcd0011", "later");
+  ASSERT_TRUE(host_->Start("abcd0011").ok());
+  EXPECT_EQ(Names(recorder.WaitFor("abcd0011", {VmState::kRunning})), Names({VmState::kRunning}));
 }
 
 TEST_F(TestDriverHostTest, ListSeesOnlyWarrenDomains) {
