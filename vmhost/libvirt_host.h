@@ -23,7 +23,9 @@
 // creates or deletes disk files (Create, Copy, Destroy, the collection) also holds the disk
 // chains' lock, taken after the VM locks (a Copy takes both VMs' locks, in id order), so a
 // collection never sees a file half-way to its VM. The connection's and the lock table's
-// own mutexes are leaves: held briefly, never while taking another.
+// own mutexes are leaves: held briefly, never while taking another. WatchStates adds two
+// threads (libvirt_events.h: the process's event loop; the host's VmStateDelivery) and a
+// watch mutex taken before the delivery's and never while it calls the listener.
 #pragma once
 
 #include <chrono>

@@ -65,8 +65,7 @@ Result<std::vector<VmStateEvent>> LibvirtHost::ReportAllStates() {
     own_ids_.insert(vm.id);
     out.push_back({std::move(vm.id), vm.state});
   }
-  LogInfo("vmhost: reported the state of " + std::to_string(out.size()) +
-          " vms after (re)connecting");
+  LogInfo("vmhost: full report: the state of " + std::to_string(out.size()) + " vms");
   return out;
 }
 
