@@ -418,7 +418,9 @@ class TestDriverHostTest : public ::testing::Test {
     if (conn_ != nullptr) virConnectClose(conn_);
   }
   // A shut-off domain shaped like one Create makes.
-  void Define(const std::string& id, const std::string& name) {
+  // `data_dir`: whose files it has (default: the host's).
+  void Define(const std::string& id, const std::string& name, std::string data_dir = "") {
+    if (data_dir.empty()) data_dir = dir_.path();
     DomainConfig c;
     c.id = id;
     c.name = name;
@@ -428,7 +430,7 @@ class TestDriverHostTest : public ::testing::Test {
     c.memory_mib = 512;
     // The host owns a domain whose files are under its data dir; with the devices gone below,
     // the kernel (DATA/images, as in a default install) is what says so.
-    const ImageFiles image = ImageFilesOf(dir_.path() + "/images", "tiny@1");
+    const ImageFiles image = ImageFilesOf(data_dir + "/images", "tiny@1");
     c.kernel = image.kernel;
     c.initrd = image.initrd;
     std::string xml = DomainXml(c);
@@ -527,9 +529,16 @@ TEST_F(TestDriverHostTest, WatchStatesFollowsLibvirtsEvents) {
 TEST_F(TestDriverHostTest, WatchStatesAdmitsADomainDefinedLater) {
   StateRecorder recorder;
   ASSERT_TRUE(host_->WatchStates(recorder.Listener()).ok());
+  // Named like ours, but another warren's (its files in another data directory).
+  TempDir other;
+  Define("abcd0013", "neighbour", other.path());
+  DomainHandle theirs(virDomainLookupByName(conn_, "warren-abcd0013"));
+  ASSERT_TRUE(theirs && virDomainCreate(theirs.get()) == 0) << LibvirtError("start").ToString();
+  ASSERT_EQ(virDomainDestroy(theirs.get()), 0);
   Define("abcd0011", "later");
   ASSERT_TRUE(host_->Start("abcd0011").ok());
   EXPECT_EQ(Names(recorder.WaitFor("abcd0011", {VmState::kRunning})), Names({VmState::kRunning}));
+  for (const VmStateEvent& e : recorder.All()) EXPECT_EQ(e.id, "abcd0011");
 }
 
 TEST_F(TestDriverHostTest, ListSeesOnlyWarrenDomains) {
