@@ -24,23 +24,28 @@ Status LibvirtHost::WatchStates(VmStateListener listener) {
     }
     delivery = delivery_.get();
   }
-  if (listener) {
-    // Registered before this returns: every change from now on is reported.
-    Result<Conn> conn = Connect();
-    Status watching = conn.ok() ? WatchConnection(*conn) : conn.status();
-    if (!watching.ok()) return watching.Annotate("watching vm states");
-    // Known from the start, so a VM removed before its first event is still reported.
-    Result<std::vector<VmInfo>> vms = List();
-    if (vms.ok()) {
-      std::lock_guard lock(own_mu_);
-      for (const VmInfo& vm : *vms) own_ids_.insert(vm.id);
-    } else {
-      LogWarn("vmhost: listing vms to watch: " + vms.status().ToString());
-    }
-  }
   // Not under watch_mu_: this waits for a listener call in progress, which may itself call
-  // into this host.
+  // into this host. Set before registering, so no event of the new registration finds the
+  // delivery without a listener.
+  const bool watching = static_cast<bool>(listener);
   delivery->SetListener(std::move(listener));
+  if (!watching) return Status::Ok();
+  // Known before the first event, so a VM removed before the daemon was asked about it is
+  // still reported (this host's own new VMs are noted as they are defined).
+  Result<std::vector<VmInfo>> vms = List();
+  if (vms.ok()) {
+    std::lock_guard lock(own_mu_);
+    for (const VmInfo& vm : *vms) own_ids_.insert(vm.id);
+  } else {
+    LogWarn("vmhost: listing vms to watch: " + vms.status().ToString());
+  }
+  // Registered before this returns: every change from now on is reported.
+  Result<Conn> conn = Connect();
+  Status registered = conn.ok() ? WatchConnection(*conn) : conn.status();
+  if (!registered.ok()) {
+    delivery->SetListener(nullptr);
+    return registered.Annotate("watching vm states");
+  }
   return Status::Ok();
 }
 
