@@ -153,7 +153,15 @@ void ExecHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> res
   call->command = std::move(parsed->command);
   call->responder = responder;
 
+  // `ssh --timeout` is its own limit, above the deadline: it moves the deadline past it.
+  auto task_id = std::make_shared<std::atomic<uint64_t>>(0);
+  session.extend_deadline = [&runner = runner_, task_id](int64_t ms) {
+    runner.ExtendDeadline(*task_id,
+                          std::chrono::steady_clock::now() + std::chrono::milliseconds(ms));
+  };
+
   CommandTask task;
+  task.id = task_id;
   task.user = session.caller.user;
   task.cancel = session.cancel;
   task.run = [&interpreter = interpreter_, call] {

@@ -10,11 +10,11 @@
 
 #include "bridge/json_api.h"
 #include "lobby/base/error_map.h"
+#include "lobby/commands/command.h"
 #include "lobby/commands/command_runner.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/sandbox_view.h"
 #include "lobby/commands/session.h"
-#include "lobby/commands/command.h"
 
 namespace warren {
 namespace {
@@ -350,7 +350,15 @@ void SandboxHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> 
   call->route = std::move(route).value();
   call->responder = responder;
 
+  // `ssh --timeout` is its own limit, above the deadline: it moves the deadline past it.
+  auto task_id = std::make_shared<std::atomic<uint64_t>>(0);
+  session.extend_deadline = [&runner = runner_, task_id](int64_t ms) {
+    runner.ExtendDeadline(*task_id,
+                          std::chrono::steady_clock::now() + std::chrono::milliseconds(ms));
+  };
+
   CommandTask task;
+  task.id = task_id;
   task.user = session.caller.user;
   task.cancel = session.cancel;
   task.run = [&interpreter = interpreter_, call] {

@@ -53,6 +53,11 @@ struct CommandSession {
   // the REPL or to /exec. Whether the caller may run it at all the interpreter checks
   // first (CommandHint, command.h), so no message points where the caller cannot go.
   std::function<std::optional<std::string>(const std::vector<std::string>& argv)> spell_command;
+  // Set by a surface that answers at a deadline (/exec, REST: CommandRunner's 504): a command
+  // that learns it will run longer than that (`ssh --timeout`, which is its own limit) calls
+  // it with how many ms from now it may take, and the deadline moves to at least that. Unset:
+  // the surface has no deadline to move.
+  std::function<void(int64_t ms)> extend_deadline;
 
   // Set by Interpreter::Execute.
   Status status;
