@@ -93,7 +93,8 @@ def main():
     try:
         server = bench.start(extra_args=["--sandbox-size", SIZE + "=1,512M",
                                          "--sandbox-overcommit", args.overcommit,
-                                         "--exec-rate", "1000", "--exec-burst", "1000"])
+                                         "--exec-rate", "1000", "--exec-burst", "1000",
+                                         "--exec-timeout", "600"])
         token = bench.ssh("ssh-key", "generate-api-key", "--label", "bench")[1].strip()
 
         rest = Rest(server.http_port, token)

@@ -58,7 +58,9 @@ class SandboxApiTest(VmTestCase):
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", "none",
                                       "--guest-reach-timeout", "15",
-                                      "--sandbox-size", SIZE + "=1,512M"])
+                                      "--sandbox-size", SIZE + "=1,512M",
+                                      # A first boot under TCG may outlast the default 120 s.
+                                      "--exec-timeout", "600"])
         cls.addClassCleanup(server.stop)
         server.start(timeout=120)
         cls.pin_host_key(server)
