@@ -814,6 +814,16 @@ TEST_F(McpHandlerTest, FixturesOnlyBehindTheTestFlag) {
   auto msgs = r->Messages();
   ASSERT_EQ(msgs.size(), 4u) << r->body();
   EXPECT_EQ(msgs[2]["params"]["progress"], 100);
+  // The conformance suite runs at /mcp/sandbox too; the curated endpoints never get them.
+  for (const std::string path : {"/mcp/sandbox", "/mcp/claude"}) {
+    id = Init("alice", path);
+    json listed = Rpc(id, "tools/list", json::object(), "alice", path)->Messages()[0];
+    bool fixtures = false;
+    for (auto& t : listed["result"]["tools"]) {
+      fixtures = fixtures || t["name"].get<std::string>().rfind("test_", 0) == 0;
+    }
+    EXPECT_EQ(fixtures, path == "/mcp/sandbox") << path;
+  }
 }
 
 TEST_F(McpHandlerTest, ShutdownCancelsCallsInFlight) {
