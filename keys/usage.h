@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace warren {
 
@@ -55,8 +56,12 @@ struct UsageRow {
   int64_t day = 0;  // days since the Unix epoch, UTC
   std::string vm_id;
   std::string vm_name;  // the name when the row was last written
-  std::string kind;     // "vm" or "sandbox"
-  std::string size;     // a sandbox's size; "" for a VM
+  std::string kind;     // "vm" or "sandbox"; "" in the kOtherVmsId row, which folds both
+  std::string size;     // a sandbox's size; "" for a VM and in the kOtherVmsId row
+  // The VM's tags (sorted) when the row was last written, so a tag-scoped caller can be
+  // shown the rows of VMs that carried its tag, also after they are gone. None in the
+  // kOtherVmsId row: it mixes VMs, and a tag-scoped caller must not see the others' time.
+  std::vector<std::string> tags;
   UsageAmounts amounts;
 };
 

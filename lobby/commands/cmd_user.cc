@@ -65,7 +65,7 @@ class LimitFlags {
   }
 
  private:
-  std::array<std::string, 4> values_;
+  std::array<std::string, kLimitFields.size()> values_;
   bool allow_default_ = false;
 };
 

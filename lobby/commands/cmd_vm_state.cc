@@ -11,6 +11,8 @@
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/login_names.h"
+#include "lobby/commands/sandbox.h"
+#include "lobby/commands/sandbox_room.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_quota.h"
 #include "lobby/commands/vm_view.h"
@@ -41,11 +43,16 @@ class StateCommand final : public Command {
     VmRecord vm = *ctx.vm;
     // Held until the new desired state is recorded: that is what holds the quota.
     std::optional<UserQuotaLock> quota;
+    std::optional<SandboxRoomLock> room;  // a sandbox reserves its size on the host again
     if (t_.holds) {
       quota.emplace(vm.owner);
       VmRecord planned = vm;
       planned.desired_state = t_.then;
       WARREN_RETURN_IF_ERROR(CheckUserQuota(ctx, planned));
+      if (IsSandbox(vm)) {
+        room.emplace();
+        WARREN_RETURN_IF_ERROR(CheckSandboxRoomFor(ctx, planned));
+      }
     }
     if (t_.drops_guest && ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
     Status st = (host->*t_.act)(vm.id);
@@ -57,6 +64,7 @@ class StateCommand final : public Command {
       r.desired_state = t_.then;
       return Status::Ok();
     }));
+    room.reset();
     quota.reset();
     Result<VmInfo> info = host->Inspect(vm.id);
     vm.desired_state = t_.then;

@@ -39,6 +39,11 @@ struct CommandSession {
   // How long `ssh VM CMD` and `wait` stay attached when the command line gives no
   // --wait-seconds (0..45; /exec's "wait_seconds"). Unset: the surface's default.
   std::optional<int> wait_seconds;
+  // A command that sets its own time limit (`ssh --timeout`, up to 10 minutes) calls this
+  // with it before it starts waiting, so a surface with a deadline of its own (/exec's
+  // --exec-timeout, a REST call's) can move it past the command's limit rather than answer
+  // 504 first. Empty: the surface has no deadline to move.
+  std::function<void(int64_t ms)> extend_deadline;
   // The peer is a live byte stream (an SSH channel or the REPL), so a command in a VM may
   // stream its output to out/err as it comes (unless --json) instead of collecting it and
   // returning it in one piece. /exec and MCP leave it off.
@@ -53,11 +58,6 @@ struct CommandSession {
   // the REPL or to /exec. Whether the caller may run it at all the interpreter checks
   // first (CommandHint, command.h), so no message points where the caller cannot go.
   std::function<std::optional<std::string>(const std::vector<std::string>& argv)> spell_command;
-  // Set by a surface that answers at a deadline (/exec, REST: CommandRunner's 504): a command
-  // that learns it will run longer than that (`ssh --timeout`, which is its own limit) calls
-  // it with how many ms from now it may take, and the deadline moves to at least that. Unset:
-  // the surface has no deadline to move.
-  std::function<void(int64_t ms)> extend_deadline;
 
   // Set by Interpreter::Execute.
   Status status;
