@@ -132,7 +132,9 @@ McpHandler::McpHandler(Interpreter& interpreter, CommandRunner& runner, Authenti
   endpoints_.push_back(std::move(full));
   endpoints_.push_back(Endpoint{"/mcp/claude", CuratedTools(interpreter_), curated_text});
   endpoints_.push_back(Endpoint{"/mcp/openai", CuratedTools(interpreter_), curated_text});
-  Endpoint sandbox{"/mcp/sandbox", SandboxTools(interpreter_), SandboxInstructions};
+  Endpoint sandbox{"/mcp/sandbox", SandboxTools(interpreter_), [this](const Caller& c) {
+                     return SandboxInstructions(c, interpreter_.services().sandboxes);
+                   }};
   // The conformance suite runs against this endpoint too; its fixtures come with it.
   if (options_.conformance_fixtures) AddConformanceFixtures(sandbox.tools);
   endpoints_.push_back(std::move(sandbox));

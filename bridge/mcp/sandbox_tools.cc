@@ -135,6 +135,7 @@ json Schema(json properties, std::vector<std::string> required) {
 ToolSet SandboxTools(Interpreter& interpreter) {
   ToolSet tools;
   Interpreter* in = &interpreter;
+  const SandboxPolicy& policy = interpreter.services().sandboxes;
   tools.Add(Tool{
       {{"name", "create_sandbox"},
        {"title", "Create a sandbox"},
@@ -147,8 +148,7 @@ ToolSet SandboxTools(Interpreter& interpreter) {
         Schema({{"size",
                  {{"type", "string"},
                   {"description",
-                   "small (2 vCPU, 4 GiB), medium (4, 8) or large (8, 16), unless this server "
-                   "defines others; default small"}}},
+                   "one of " + SandboxSizesText(policy) + "; default " + policy.default_size}}},
                 {"timeout_minutes",
                  {{"type", "integer"},
                   {"minimum", 1},
@@ -248,7 +248,7 @@ ToolSet SandboxTools(Interpreter& interpreter) {
   return tools;
 }
 
-std::string SandboxInstructions(const Caller& caller) {
+std::string SandboxInstructions(const Caller& caller, const SandboxPolicy& policy) {
   std::string text =
       "warren gives you sandboxes: disposable Linux VMs of your own. create_sandbox makes one "
       "and waits until it runs commands; exec runs one shell command in it as its user " +
@@ -257,10 +257,12 @@ std::string SandboxInstructions(const Caller& caller) {
       "only; extend_sandbox pushes its expiry out; destroy_sandbox ends it at once. "
       "Limits: a sandbox lives timeout_minutes (default 15, at most 1440 = 24 hours) and is "
       "then destroyed with its disk, so call extend_sandbox (at most 24 hours from now) for a "
-      "longer job and destroy_sandbox when done. Sizes are small (2 vCPU, 4 GiB), medium (4, 8) "
-      "and large (8, 16) unless this server defines others; a size the host cannot reserve is "
-      "refused. Each user may have at most 20 sandboxes at once (the default; the operator may "
-      "set another limit); more are refused. exec's timeout_ms is at most 600000 (10 minutes, "
+      "longer job and destroy_sandbox when done. Sizes: " +
+      SandboxSizesText(policy) + " (default " + policy.default_size +
+      "); a sandbox the host has no room to reserve is refused. Each user may have at most " +
+      std::to_string(kDefaultMaxSandboxes) +
+      " sandboxes at once (the default; the operator may set another limit); more are "
+      "refused. exec's timeout_ms is at most 600000 (10 minutes, "
       "default 60000): then the command's processes are killed and timed_out is true. A "
       "non-zero exit_code is a result, not an error.";
   return text + ScopeText(caller, kSandboxToolCommands);

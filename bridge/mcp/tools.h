@@ -25,7 +25,8 @@
 
 namespace warren {
 class Interpreter;
-}
+struct SandboxPolicy;
+}  // namespace warren
 
 namespace warren::mcp {
 
@@ -78,6 +79,7 @@ void AddConformanceFixtures(ToolSet& tools);
 std::string Instructions(const Caller& caller, bool curated);
 // /mcp/sandbox's instructions: the tools, the limits (lifetime, sizes, the per-user
 // concurrency limit, exec's timeout) and, for a limited credential, its scope.
-std::string SandboxInstructions(const Caller& caller);
+// `policy`: the server's sizes (Services::sandboxes).
+std::string SandboxInstructions(const Caller& caller, const SandboxPolicy& policy);
 
 }  // namespace warren::mcp

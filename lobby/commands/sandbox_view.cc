@@ -229,7 +229,9 @@ Result<json> SandboxExtendJson(const json& extend) {
   if (!name.ok()) return name.status();
   Result<json> expires = Expiry(extend);
   if (!expires.ok()) return expires.status();
-  return json{{"id", *name}, {"expires_at", *expires}};
+  json out = {{"id", *name}, {"expires_at", *expires}};
+  if (extend.value("capped", false)) out["capped"] = true;
+  return out;
 }
 
 Result<json> SandboxDestroyJson(const json& rm, std::string_view id) {
@@ -299,9 +301,15 @@ const json& SandboxExecSchema() {
 }
 
 const json& SandboxExtendSchema() {
-  static const json schema = {{"type", "object"},
-                              {"properties", {{"id", {{"type", "string"}}}, {"expires_at", kTime}}},
-                              {"required", {"id", "expires_at"}}};
+  static const json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"expires_at", kTime},
+        {"capped",
+         {{"type", "boolean"},
+          {"description", "true when the extension was cut to 24 hours from now"}}}}},
+      {"required", {"id", "expires_at"}}};
   return schema;
 }
 

@@ -15,13 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "lobby/base/status.h"
+#include "lobby/commands/sandbox.h"
 
 namespace warren {
 
 // The API's published ranges (seed 004). timeout_minutes and additional_minutes: 1 to 24 h,
-// as `new --timeout` and `extend` allow at most; exec's timeout_ms: up to 10 minutes, as
-// `ssh --timeout` allows, 60 s when absent.
-inline constexpr int64_t kMaxSandboxMinutes = 24 * 60;
+// as `new --timeout` and `extend` allow at most (sandbox.h); exec's timeout_ms: up to 10
+// minutes, as `ssh --timeout` allows, 60 s when absent.
+inline constexpr int64_t kMaxSandboxMinutes = kMaxSandboxSeconds / 60;
 inline constexpr int64_t kMaxSandboxExecTimeoutMs = 10 * 60 * 1000;
 inline constexpr int64_t kDefaultSandboxExecTimeoutMs = 60 * 1000;
 
@@ -55,7 +56,8 @@ Result<nlohmann::json> SandboxListJson(const nlohmann::json& ls);
 // the command's data has them, from `ssh` data. A non-zero exit_code is a result, not an
 // error.
 nlohmann::json SandboxExecJson(const nlohmann::json& ssh);
-// {id, expires_at} from `extend` data ({name, expires_at}).
+// {id, expires_at} from `extend` data ({name, expires_at, capped}), with capped: true when
+// the 24 h cap cut the extension.
 Result<nlohmann::json> SandboxExtendJson(const nlohmann::json& extend);
 // {id, status: "destroyed"} from `rm` data ({deleted, failed}) for `id`.
 Result<nlohmann::json> SandboxDestroyJson(const nlohmann::json& rm, std::string_view id);

@@ -9,8 +9,8 @@
 - one sandbox, many surfaces: made over REST, driven over MCP, over `ssh HOST ssh ID …` and
   over `ssh ID@HOST`, each seeing what the others wrote; made over MCP, destroyed over REST.
 
-The server defines a small size (`--sandbox-size test=1,512M`) so sandboxes fit a 2-core
-host. Needs the MCP peers in .peers/ (packaging/install-peers.sh); a missing peer fails.
+The server defines a small size (`--sandbox-size test=1,256M`, the tiny image) so
+sandboxes fit a 2-core host. Needs the MCP peers in .peers/ (packaging/install-peers.sh); a missing peer fails.
 """
 import json
 import os
@@ -46,7 +46,7 @@ def steps_of(r):
     return [json.loads(line)["step"] for line in r.stdout.splitlines() if line.startswith("{")]
 
 
-@unittest.skipUnless(have_image("debian"), "no debian image in " + IMAGES)
+@unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
 class SandboxApiTest(VmTestCase):
     @classmethod
     def setUpClass(cls):
@@ -57,8 +57,10 @@ class SandboxApiTest(VmTestCase):
     def start_vm_server(cls):
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", "none",
-                                      "--guest-reach-timeout", "15",
-                                      "--sandbox-size", SIZE + "=1,512M",
+                                      "--vm-image", "tiny", "--guest-reach-timeout", "15",
+                                      "--sandbox-size", SIZE + "=1,256M",
+                                      # Two one-vCPU sandboxes at once on a 2-core host.
+                                      "--sandbox-overcommit", "4",
                                       # A first boot under TCG may outlast the default 120 s.
                                       "--exec-timeout", "600"])
         cls.addClassCleanup(server.stop)

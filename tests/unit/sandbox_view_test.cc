@@ -137,6 +137,11 @@ TEST(SandboxViewTest, ExtendAndDestroyAnswers) {
   EXPECT_EQ(SandboxExtendJson({{"name", "sbx-1"}, {"expires_at", 1796169540}}).value(),
             (json{{"id", "sbx-1"}, {"expires_at", "2026-12-01T23:59:00Z"}}));
   EXPECT_FALSE(SandboxExtendJson({{"name", "sbx-1"}, {"expires_at", "soon"}}).ok());
+  EXPECT_EQ(
+      SandboxExtendJson({{"name", "sbx-1"}, {"expires_at", 0}, {"capped", true}}).value()["capped"],
+      true);
+  EXPECT_FALSE(SandboxExtendJson({{"name", "sbx-1"}, {"expires_at", 0}, {"capped", false}})
+                   ->contains("capped"));
   json rm = {{"deleted", {"sbx-1"}}, {"failed", json::array()}};
   EXPECT_EQ(SandboxDestroyJson(rm, "sbx-1").value(),
             (json{{"id", "sbx-1"}, {"status", "destroyed"}}));
