@@ -1,4 +1,5 @@
 // LmdbStore's usage metering: table usage (schema version 8), per owner, UTC day and VM.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -98,8 +99,16 @@ Status CheckUsageTime(int64_t at_ms) {
 }  // namespace store_internal
 
 Status LmdbStoreState::AccrueUsage(lmdb::Txn& txn, const VmRecord& vm, int64_t at_ms) {
+  // Time before the retention would be pruned below anyway: leaving it out bounds the days
+  // walked (a VM unmetered for years, a clock that jumped) to the retention.
+  const int64_t oldest_kept = UsageDay(at_ms) - kUsageRetentionDays;
+  VmMeter meter = vm.meter;
+  const int64_t kept_from_ms = oldest_kept * kMsPerDay;
+  if (meter.running_since_ms > 0)
+    meter.running_since_ms = std::max(meter.running_since_ms, kept_from_ms);
+  if (meter.disk_since_ms > 0) meter.disk_since_ms = std::max(meter.disk_since_ms, kept_from_ms);
   std::map<int64_t, UsageAmounts> by_day;
-  AccrueTo(vm.meter, vm.disk_gib, at_ms, by_day);
+  AccrueTo(meter, vm.disk_gib, at_ms, by_day);
   for (const auto& [day, amounts] : by_day) {
     if (amounts.empty()) continue;
     std::optional<UsageRow> row;
@@ -137,7 +146,6 @@ Status LmdbStoreState::AccrueUsage(lmdb::Txn& txn, const VmRecord& vm, int64_t a
   }
 
   // Retention: the owner's rows in day order, up to the first one young enough to keep.
-  const int64_t oldest_kept = UsageDay(at_ms) - kUsageRetentionDays;
   std::vector<std::string> old_keys;
   WARREN_RETURN_IF_ERROR(usage.Scan(txn, store_internal::UserPrefix(vm.owner),
                                     [&](std::string_view k, UsageRow&& r) -> Result<bool> {

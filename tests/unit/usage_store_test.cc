@@ -282,6 +282,19 @@ TEST_F(UsageStoreTest, RowsOlderThanTheRetentionArePruned) {
   EXPECT_EQ(Rows("bob").size(), 1u);  // another owner's rows wait for that owner's metering
 }
 
+// A VM unmetered for years (or a clock that jumped) accrues only the days still kept.
+TEST_F(UsageStoreTest, TimeBeforeTheRetentionIsNotWalked) {
+  ASSERT_TRUE(store_->CreateVm(Vm("aaaaaaaaaaaa", "ancient", "al", kT0)).ok());
+  Meter("aaaaaaaaaaaa", true, kT0);
+  Meter("aaaaaaaaaaaa", false, kT0 + 1000 * kMsPerDay);
+  std::vector<UsageRow> rows = Rows("al");
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kUsageRetentionDays) + 1);
+  EXPECT_EQ(rows.front().day, kDay + 1000 - kUsageRetentionDays);
+  EXPECT_EQ(rows.front().amounts.running_ms, kMsPerDay);
+  EXPECT_EQ(rows.back().day, kDay + 1000);
+  EXPECT_EQ(rows.back().amounts.running_ms, 8 * kHour);
+}
+
 TEST_F(UsageStoreTest, VmsPastTheDailyCapFoldIntoOneRow) {
   Reopen(/*max_rows_per_day=*/2);
   const std::vector<std::string> ids = {"aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc",
