@@ -80,10 +80,11 @@ class SandboxApiTest(VmTestCase):
         args.append("http://127.0.0.1:%d/v1%s" % (self.server.http_port, path))
         r = subprocess.run(args, capture_output=True, text=True, timeout=timeout + 30)
         self.assertEqual(r.returncode, 0, r.stderr)
-        head, _, payload = r.stdout.partition("\r\n\r\n")
+        # Text mode reads "\r\n" as "\n".
+        head, _, payload = r.stdout.replace("\r\n", "\n").partition("\n\n")
         status = int(head.split()[1])
         headers = {}
-        for line in head.split("\r\n")[1:]:
+        for line in head.split("\n")[1:]:
             k, _, v = line.partition(":")
             headers[k.strip().lower()] = v.strip()
         return status, json.loads(payload) if payload.strip() else None, headers
