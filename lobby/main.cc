@@ -36,6 +36,7 @@
 #include "bridge/metrics.h"
 #include "bridge/metrics_handler.h"
 #include "bridge/oauth/oauth_handler.h"
+#include "bridge/sandbox_handler.h"
 
 #include "keys/lmdb_store.h"
 #include "keys/public_key.h"
@@ -626,6 +627,14 @@ int Serve(const ServeFlags& flags) {
       });
   auto exec_handler = std::make_shared<ExecHandler>(interpreter, command_runner, flags.exec);
   http_server.AddHandler(exec_handler);
+  // The REST sandbox API (/v1): /exec's token check and rate figures, the same runner.
+  SandboxHandlerOptions sandbox_api;
+  sandbox_api.rate_per_second = flags.exec.rate_per_second;
+  sandbox_api.burst = flags.exec.burst;
+  sandbox_api.max_body_bytes = flags.exec.max_body_bytes;
+  sandbox_api.timeout_seconds = flags.exec.timeout_seconds;
+  http_server.AddHandler(
+      std::make_shared<SandboxHandler>(interpreter, command_runner, sandbox_api));
   if (Status st = http_server.Start(); !st.ok()) {
     ssh_server.Stop();
     return Fail(st.Annotate("starting HTTP"));

@@ -120,7 +120,10 @@ class UsageCommand final : public Command {
     const Caller& caller = ctx.caller();
     if (all_ && !caller.admin) return PermissionDenied("usage --all is for admins");
     int64_t since_day = 0;
-    if (since_opt_->count() > 0) WARREN_ASSIGN_OR_RETURN(since_day, ParseDay(since_));
+    if (since_opt_->count() > 0) {
+      // Braced: the macro is two statements.
+      WARREN_ASSIGN_OR_RETURN(since_day, ParseDay(since_));
+    }
     const int64_t now_ms = ctx.services.clock->NowUnixMs();
     const std::string& tag = caller.scope.tag;
 
