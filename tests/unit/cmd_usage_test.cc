@@ -31,12 +31,16 @@ class UsageTest : public VmCommandTest {
                     .ok());
   }
 
+  // A command, and its state changes metered before the test moves the clock on (the host
+  // delivers them on a thread of its own).
   void Run(const Caller& caller, std::vector<std::string> argv) {
     Outcome o = Exec(caller, argv);
     ASSERT_TRUE(o.status.ok()) << argv[0] << ": " << o.status.ToString();
+    host_.FlushStateEvents();
   }
 
   nlohmann::json Usage(const Caller& caller, std::vector<std::string> flags = {}) {
+    host_.FlushStateEvents();
     std::vector<std::string> argv = {"usage", "--json"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     Outcome o = Exec(caller, argv);
