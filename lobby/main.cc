@@ -53,9 +53,9 @@
 #include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_quota.h"
+#include "lobby/sandbox_reaper.h"
 #include "lobby/ssh/ssh_server.h"
 #include "lobby/vm_runtime.h"
-#include "lobby/sandbox_reaper.h"
 #include "lobby/web_runtime.h"
 
 #ifndef WARREN_VERSION
@@ -79,8 +79,8 @@ struct ServeFlags {
   std::string int_domain = "int.warren.internal";
   std::string vms = "on";
   std::string vm_image = VmDefaults{}.image;  // what `new` makes without --image
-  std::string vm_egress = "all";             // new VMs' egress policy (lobby/commands/vm_egress.h)
-  std::vector<std::string> vm_egress_allow;  // CIDRs the isolation rules open
+  std::string vm_egress = "all";              // new VMs' egress policy (lobby/commands/vm_egress.h)
+  std::vector<std::string> vm_egress_allow;   // CIDRs the isolation rules open
   // Sandboxes (lobby/commands/sandbox.h): sizes NAME=CPU,MEM added or replaced, the host's
   // own share kept from them, how far they may overcommit it, and the price of a unit.
   std::vector<std::string> sandbox_sizes;
@@ -796,9 +796,10 @@ int main(int argc, char** argv) {
                    "(1: never more than it has)")
       ->check(CLI::Range(0.01, 100.0))
       ->capture_default_str();
-  serve->add_option("--price-unit", flags.price_unit,
-                    "The price of a unit of usage (2 vCPUs and 4 GiB for an hour), shown by "
-                    "usage and GET /v1/usage; unset: units only")
+  serve
+      ->add_option("--price-unit", flags.price_unit,
+                   "The price of a unit of usage (2 vCPUs and 4 GiB for an hour), shown by "
+                   "usage and GET /v1/usage; unset: units only")
       ->check(CLI::Range(0.0, 1e9));
   serve->add_option("--vm-egress-allow", flags.vm_egress_allow,
                     "A range (CIDR, IPv4 or IPv6) VMs with egress all may reach although the "

@@ -123,7 +123,8 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   Status reconciled = Reconcile(*services.store, *rt->host_, rt->guests_.get(), *services.clock);
   if (!reconciled.ok()) LogWarn("reconcile: " + reconciled.ToString());
   // What ran while warren was down is counted up to now; from here the events keep it.
-  if (Status st = rt->meter_->Resync(*rt->host_); !st.ok()) LogWarn("usage meter: " + st.ToString());
+  if (Status st = rt->meter_->Resync(*rt->host_); !st.ok())
+    LogWarn("usage meter: " + st.ToString());
 
   services.images = DirectoryImageCatalog(images_dir);
   services.control_authorized_key = control_key;

@@ -10,8 +10,8 @@ constexpr int64_t kYearMs = 366LL * 24 * 3600 * 1000;
 
 Status Bad(std::string_view flag, std::string_view text) {
   std::string shown(text.substr(0, 32));
-  return InvalidArgument(std::string(flag) + " takes a duration such as 90s, 15m, 2h or 1h30m, not \"" +
-                         shown + "\"");
+  return InvalidArgument(std::string(flag) +
+                         " takes a duration such as 90s, 15m, 2h or 1h30m, not \"" + shown + "\"");
 }
 
 }  // namespace
@@ -57,7 +57,8 @@ std::string FormatDurationMs(int64_t ms) {
   if (ms % 1000 != 0) return std::to_string(ms) + "ms";
   int64_t s = ms / 1000;
   std::string out;
-  constexpr std::pair<int64_t, const char*> kUnits[] = {{86400, "d"}, {3600, "h"}, {60, "m"}, {1, "s"}};
+  constexpr std::pair<int64_t, const char*> kUnits[] = {
+      {86400, "d"}, {3600, "h"}, {60, "m"}, {1, "s"}};
   for (const auto& [size, name] : kUnits) {
     if (s >= size) {
       out += std::to_string(s / size) + name;

@@ -11,10 +11,10 @@
 
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"
+#include "lobby/base/time_format.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/image_catalog.h"
-#include "lobby/base/time_format.h"
 #include "lobby/commands/integration_scope.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/sandbox.h"
@@ -62,8 +62,8 @@ class NewCommand final : public Command {
     app.add_flag("--sandbox", sandbox_,
                  "make a sandbox: a size's vCPUs and memory reserved on the host, and a "
                  "lifetime after which it is destroyed (see above)");
-    size_opt_ = app.add_option("--size", size_, "a sandbox's size (default small)")
-                    ->type_name("SIZE");
+    size_opt_ =
+        app.add_option("--size", size_, "a sandbox's size (default small)")->type_name("SIZE");
     timeout_opt_ = app.add_option("--timeout", timeout_,
                                   "a sandbox's lifetime: 90s, 15m, 2h (default 15m, at most 24h)")
                        ->type_name("DURATION");
@@ -184,8 +184,9 @@ class NewCommand final : public Command {
                              SandboxSizesText(ctx.services.sandboxes) + "), not --cpu or --memory");
     }
     const SandboxPolicy& policy = ctx.services.sandboxes;
-    WARREN_ASSIGN_OR_RETURN(SandboxSize size,
-                            FindSandboxSize(policy, size_opt_->count() > 0 ? size_ : policy.default_size));
+    WARREN_ASSIGN_OR_RETURN(
+        SandboxSize size,
+        FindSandboxSize(policy, size_opt_->count() > 0 ? size_ : policy.default_size));
     int64_t lifetime = kDefaultSandboxSeconds;
     if (timeout_opt_->count() > 0) {
       WARREN_ASSIGN_OR_RETURN(lifetime, ParseSandboxLifetime("--timeout", timeout_));
@@ -262,8 +263,8 @@ void RegisterNewCommand(CommandTable& table) {
       .make = [] { return std::make_unique<NewCommand>(); },
       .live_help =
           [](const Services& services) {
-            return InstalledImagesText(services) + "Sandbox sizes here: " +
-                   SandboxSizesText(services.sandboxes) + ".\n";
+            return InstalledImagesText(services) +
+                   "Sandbox sizes here: " + SandboxSizesText(services.sandboxes) + ".\n";
           },
   });
 }

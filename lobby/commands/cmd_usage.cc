@@ -111,8 +111,8 @@ class UsageCommand final : public Command {
   void DeclareFlags(CLI::App& app) override {
     since_opt_ = app.add_option("--since", since_, "from this UTC day on (default: all kept)")
                      ->type_name("YYYY-MM-DD");
-    vm_opt_ = app.add_option("--vm", vm_, "only this VM (also one removed since)")
-                  ->type_name("NAME");
+    vm_opt_ =
+        app.add_option("--vm", vm_, "only this VM (also one removed since)")->type_name("NAME");
     app.add_flag("--all", all_, "every user's VMs (admins only)");
   }
 
@@ -191,8 +191,8 @@ class UsageCommand final : public Command {
     const double price = ctx.services.sandboxes.price_unit;
     nlohmann::json list = nlohmann::json::array();
     UsageAmounts total;
-    std::vector<std::string> header = {"NAME", "KIND", "RUNNING", "VCPU-H", "MEM-GIB-H",
-                                       "DISK-GIB-H", "UNITS"};
+    std::vector<std::string> header = {"NAME",      "KIND",       "RUNNING", "VCPU-H",
+                                       "MEM-GIB-H", "DISK-GIB-H", "UNITS"};
     if (all_) header.insert(header.begin() + 1, "OWNER");
     if (price > 0) header.push_back("COST");
     TextTable table(header);
@@ -228,13 +228,14 @@ class UsageCommand final : public Command {
     }
 
     CommandResult r;
-    r.data = {{"since", since_opt_->count() > 0 ? nlohmann::json(DayText(since_day))
-                                                : nlohmann::json()},
-              {"until", now_ms / 1000},
-              {"vms", std::move(list)},
-              {"total", Figures(total, price)},
-              {"price_unit", price > 0 ? nlohmann::json(price) : nlohmann::json()}};
-    std::vector<std::string> sum = {"total", "",
+    r.data = {
+        {"since", since_opt_->count() > 0 ? nlohmann::json(DayText(since_day)) : nlohmann::json()},
+        {"until", now_ms / 1000},
+        {"vms", std::move(list)},
+        {"total", Figures(total, price)},
+        {"price_unit", price > 0 ? nlohmann::json(price) : nlohmann::json()}};
+    std::vector<std::string> sum = {"total",
+                                    "",
                                     FormatDurationText(total.running_ms / 1000),
                                     Hours(total.vcpu_ms),
                                     Hours(total.memory_mib_ms / 1024),

@@ -6,10 +6,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lobby/base/time_format.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/sandbox.h"
-#include "lobby/base/time_format.h"
 #include "lobby/commands/text_format.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_view.h"

@@ -46,8 +46,7 @@ class SshCommand final : public Command {
                     ->type_name("N");
     app.add_option("--cwd", cwd_, "run in this directory (default: the VM user's home)")
         ->type_name("DIR");
-    app.add_option("--env", env_, "KEY=VALUE for this command only (repeatable)")
-        ->type_name("K=V");
+    app.add_option("--env", env_, "KEY=VALUE for this command only (repeatable)")->type_name("K=V");
     timeout_opt_ = app.add_option("--timeout", timeout_,
                                   "kill the command (its whole process tree) after this long: "
                                   "500ms, 90s, 10m at most; it is never left running as a job")
@@ -120,8 +119,7 @@ class SshCommand final : public Command {
                                                  progress->stderr_offset, rest);
       if (after.ok()) progress = std::move(after);
       // One that ended on its own just as its time ran out keeps its own status.
-      const bool ended_itself =
-          after.ok() && progress->finished && progress->exit_code.has_value();
+      const bool ended_itself = after.ok() && progress->finished && progress->exit_code.has_value();
       if (!ended_itself) {
         timed_out = true;
         progress->finished = true;

@@ -3,8 +3,8 @@
 #include "lobby/commands/vm_egress.h"
 
 #include <chrono>
-#include <optional>
 #include <cstdio>
+#include <optional>
 
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"

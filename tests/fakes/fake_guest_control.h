@@ -58,7 +58,7 @@ class FakeGuestControl final : public GuestControl {
   std::vector<std::string> commands() const;  // every command Exec'd, in order
   std::string last_stdin() const;
   std::optional<GuestCommand> last_command() const;  // the last Exec's, env and cwd included
-  std::vector<std::string> disconnected() const;  // VM ids, in order
+  std::vector<std::string> disconnected() const;     // VM ids, in order
   // Every raw channel asked for, in order.
   std::vector<GuestChannelRequest> channel_requests() const;
   bool finished(const std::string& job) const;

@@ -96,8 +96,9 @@ TEST_F(SandboxTest, ASandboxThatWouldOvercommitTheHostIsRefusedWithTheFigures) {
   nlohmann::json first = NewSandbox(Alice());  // small: both cores
   Outcome o = Exec(Bob(), {"new", "--sandbox"});
   ASSERT_EQ(o.status.code(), Code::kLimitExceeded) << o.status.ToString();
-  EXPECT_TRUE(Has(o.status.message(), "sandboxes may reserve 2 vCPUs on this host (1 sandboxes "
-                                      "reserve 2 vCPUs"))
+  EXPECT_TRUE(Has(o.status.message(),
+                  "sandboxes may reserve 2 vCPUs on this host (1 sandboxes "
+                  "reserve 2 vCPUs"))
       << o.status.message();
   // Ordinary VMs may still overcommit, as before.
   New(Bob(), {"--name", "bob-vm"});

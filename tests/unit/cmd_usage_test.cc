@@ -24,11 +24,10 @@ class UsageTest : public VmCommandTest {
 
   void Watch() {
     meter_ = std::make_unique<UsageMeter>(*store_, clock_);
-    ASSERT_TRUE(host_
-                    .WatchStates([meter = meter_.get()](const VmStateEvent& e) {
-                      meter->OnStateChange(e);
-                    })
-                    .ok());
+    ASSERT_TRUE(
+        host_
+            .WatchStates([meter = meter_.get()](const VmStateEvent& e) { meter->OnStateChange(e); })
+            .ok());
   }
 
   // A command, and its state changes metered before the test moves the clock on (the host

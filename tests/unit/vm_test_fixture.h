@@ -204,8 +204,8 @@ class VmCommandTest : public ::testing::Test {
   int ready_timeout_ms_ = 2000;
   VmDefaults vm_defaults_;  // what `serve` would set (sizes, egress, users' limits)
   SandboxPolicy sandboxes_;
-  VmSpec last_spec_;        // what `new` last handed to prepare_vm
-  Status prepare_status_;   // what prepare_vm answers
+  VmSpec last_spec_;       // what `new` last handed to prepare_vm
+  Status prepare_status_;  // what prepare_vm answers
   SecretKey integration_key_ = SecretKey::FromBytes(std::string(SecretKey::kKeyBytes, 'i')).value();
   std::unique_ptr<LmdbStore> store_;
   std::unique_ptr<Interpreter> interpreter_;
