@@ -89,6 +89,9 @@ const Transition kResume{"resume", "resumed", DesiredState::kRunning, &VmHost::R
 class RmCommand final : public Command {
  public:
   void DeclareFlags(CLI::App& app) override {
+    app.add_flag("--sandbox", sandboxes_only_,
+                 "remove only sandboxes: an ordinary VM named is refused (the sandbox API's "
+                 "destroy)");
     app.add_option("VM", names_, "the VMs to remove")->required();
   }
 
@@ -101,7 +104,7 @@ class RmCommand final : public Command {
     std::set<std::string> seen;
     for (const std::string& name : names_) {
       if (!seen.insert(name).second) continue;
-      Status st = Remove(ctx, name);
+      Status st = Remove(ctx, name, sandboxes_only_);
       if (st.ok()) {
         deleted.push_back(name);
         text += "removed " + name + "\n";
@@ -128,10 +131,15 @@ class RmCommand final : public Command {
   }
 
  private:
-  static Status Remove(CommandContext& ctx, const std::string& name) {
+  static Status Remove(CommandContext& ctx, const std::string& name, bool sandboxes_only) {
     WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, name));
+    if (sandboxes_only && !IsSandbox(vm)) {
+      return NotFound("no sandbox named \"" + vm.name + "\": it is a VM (rm without --sandbox)");
+    }
     return RemoveVm(ctx.services, vm);
   }
+
+  bool sandboxes_only_ = false;
 
   std::vector<std::string> names_;
 };

@@ -176,7 +176,7 @@ std::vector<std::string> SandboxStatArgv(std::string_view id) {
   return {"stat", "--", std::string(id)};
 }
 std::vector<std::string> SandboxDestroyArgv(std::string_view id) {
-  return {"rm", "--", std::string(id)};
+  return {"rm", "--sandbox", "--", std::string(id)};
 }
 std::vector<std::string> SandboxListArgv() { return {"ls", "--sandbox"}; }
 

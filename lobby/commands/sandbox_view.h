@@ -38,7 +38,7 @@ Result<std::vector<std::string>> SandboxExecArgv(std::string_view id, const nloh
 // {additional_minutes} → extend --minutes=N -- ID
 Result<std::vector<std::string>> SandboxExtendArgv(std::string_view id, const nlohmann::json& body,
                                                    std::string_view id_field = "");
-// stat -- ID, rm -- ID, ls --sandbox.
+// stat -- ID, rm --sandbox -- ID (an ordinary VM is not the API's to destroy), ls --sandbox.
 std::vector<std::string> SandboxStatArgv(std::string_view id);
 std::vector<std::string> SandboxDestroyArgv(std::string_view id);
 std::vector<std::string> SandboxListArgv();

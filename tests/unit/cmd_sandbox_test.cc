@@ -152,6 +152,17 @@ TEST_F(SandboxTest, LsSandboxListsOnlySandboxesWithTheirExpiry) {
   EXPECT_TRUE(Has(stat.out, "sandbox:  small, expires in 15m")) << stat.out;
 }
 
+TEST_F(SandboxTest, RmSandboxRemovesOnlySandboxes) {
+  NewSandbox(Alice(), {"--name=sbx1"});
+  New(Alice(), {"--name", "plain-vm"});
+  Outcome o = Exec(Alice(), {"rm", "--sandbox", "plain-vm"});
+  EXPECT_EQ(o.status.code(), Code::kNotFound);
+  EXPECT_TRUE(Has(o.status.message(), "no sandbox named \"plain-vm\"")) << o.status.message();
+  EXPECT_TRUE(store_->GetVmByName("plain-vm").ok());
+  EXPECT_TRUE(Exec(Alice(), {"rm", "--sandbox", "sbx1"}).status.ok());
+  EXPECT_FALSE(store_->GetVmByName("sbx1").ok());
+}
+
 TEST_F(SandboxTest, ASandboxKeepsItsSize) {
   NewSandbox(Alice(), {"--name=sbx1"});
   Outcome o = Exec(Alice(), {"resize", "sbx1", "--cpu", "4"});

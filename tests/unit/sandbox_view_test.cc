@@ -74,7 +74,7 @@ TEST(SandboxViewTest, ExtendStatDestroyAndList) {
   EXPECT_FALSE(SandboxExtendArgv("sbx-1", {{"additional_minutes", -5}}).ok());
   EXPECT_FALSE(SandboxExtendArgv("sbx-1", {{"additional_minutes", 5}, {"x", 1}}).ok());
   EXPECT_EQ(SandboxStatArgv("sbx-1"), (Argv{"stat", "--", "sbx-1"}));
-  EXPECT_EQ(SandboxDestroyArgv("sbx-1"), (Argv{"rm", "--", "sbx-1"}));
+  EXPECT_EQ(SandboxDestroyArgv("sbx-1"), (Argv{"rm", "--sandbox", "--", "sbx-1"}));
   EXPECT_EQ(SandboxListArgv(), (Argv{"ls", "--sandbox"}));
 }
 
