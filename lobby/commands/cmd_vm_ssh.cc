@@ -46,7 +46,10 @@ class SshCommand final : public Command {
                     ->type_name("N");
     app.add_option("--cwd", cwd_, "run in this directory (default: the VM user's home)")
         ->type_name("DIR");
-    app.add_option("--env", env_, "KEY=VALUE for this command only (repeatable)")->type_name("K=V");
+    // One value per --env, so the VM name after it is not taken for another.
+    app.add_option("--env", env_, "KEY=VALUE for this command only (repeatable)")
+        ->type_name("K=V")
+        ->allow_extra_args(false);
     timeout_opt_ = app.add_option("--timeout", timeout_,
                                   "kill the command (its whole process tree) after this long: "
                                   "500ms, 90s, 10m at most; it is never left running as a job")

@@ -227,6 +227,12 @@ TEST_F(SandboxTest, SshCwdAndEnvApplyToThatCommand) {
   EXPECT_EQ(last->cwd, "/tmp");
   EXPECT_EQ(last->env,
             (std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", "two"}}));
+  // One value per --env: the words after it are the VM and its command.
+  Outcome one = Exec(Alice("exec"), {"ssh", "--env", "C=3", "sbx1", "env"});
+  ASSERT_TRUE(one.status.ok()) << one.status.ToString();
+  EXPECT_EQ(guests_.last_command()->command, "env");
+  EXPECT_EQ(guests_.last_command()->env,
+            (std::vector<std::pair<std::string, std::string>>{{"C", "3"}}));
   EXPECT_EQ(Exec(Alice(), {"ssh", "--env", "1A=x", "sbx1", "true"}).status.code(),
             Code::kInvalidArgument);
   EXPECT_EQ(Exec(Alice(), {"ssh", "--cwd", "a\nb", "sbx1", "true"}).status.code(),
