@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bridge/json_api.h"
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
 #include "lobby/commands/command_runner.h"
@@ -37,22 +38,6 @@ bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
     if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
   }
   return true;
-}
-
-// The bearer token of `req`, or Unauthenticated.
-Result<std::string> BearerToken(const HttpRequest& req) {
-  std::string_view auth = Trim(req.Header("authorization"));
-  if (auth.empty()) {
-    return Unauthenticated(
-        "missing API token: send \"Authorization: Bearer TOKEN\" (mint one with ssh HOST "
-        "ssh-key generate-api-key --label NAME)");
-  }
-  if (!StartsWithNoCase(auth, "bearer ")) {
-    return Unauthenticated("the Authorization header must be \"Bearer TOKEN\"");
-  }
-  std::string_view token = Trim(auth.substr(7));
-  if (token.empty()) return Unauthenticated("the bearer token is empty");
-  return std::string(token);
 }
 
 Result<ExecRequest> ParseBody(const HttpRequest& req) {
@@ -91,18 +76,6 @@ Result<ExecRequest> ParseBody(const HttpRequest& req) {
     out.wait_seconds = static_cast<int>(wait->get<int64_t>());
   }
   return out;
-}
-
-void RespondStatus(HttpResponder& responder, const Status& st) {
-  HttpHeaders headers;
-  if (st.code() == Code::kUnauthenticated) {
-    headers.emplace_back("WWW-Authenticate", "Bearer realm=\"warren\"");
-  } else if (st.code() == Code::kLimitExceeded) {
-    headers.emplace_back("Retry-After", "1");
-  } else if (st.code() == Code::kMethodNotAllowed) {
-    headers.emplace_back("Allow", "POST");
-  }
-  RespondJsonError(responder, HttpStatusFor(st.code()), st.message(), std::move(headers));
 }
 
 // One request's command session and what it produced, shared by the runner's thread that
@@ -180,7 +153,15 @@ void ExecHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> res
   call->command = std::move(parsed->command);
   call->responder = responder;
 
+  // `ssh --timeout` is its own limit, above the deadline: it moves the deadline past it.
+  auto task_id = std::make_shared<std::atomic<uint64_t>>(0);
+  session.extend_deadline = [&runner = runner_, task_id](int64_t ms) {
+    runner.ExtendDeadline(*task_id,
+                          std::chrono::steady_clock::now() + std::chrono::milliseconds(ms));
+  };
+
   CommandTask task;
+  task.id = task_id;
   task.user = session.caller.user;
   task.cancel = session.cancel;
   task.run = [&interpreter = interpreter_, call] {

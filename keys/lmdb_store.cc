@@ -30,6 +30,7 @@ constexpr std::pair<const char*, std::optional<int64_t> UserLimits::*> kLimitFie
     {"max_cpus", &UserLimits::max_cpus},
     {"max_memory_mib", &UserLimits::max_memory_mib},
     {"max_disk_gib", &UserLimits::max_disk_gib},
+    {"max_sandboxes", &UserLimits::max_sandboxes},
 };
 
 }  // namespace
@@ -106,7 +107,7 @@ Result<SshKey> Codec<SshKey>::Decode(const nlohmann::json& j) {
 
 namespace {
 
-// Named databases the environment may hold: the 23 of schema 7 and room for more.
+// Named databases the environment may hold: the 24 of schema 8 and room for more.
 constexpr unsigned kMaxTables = 32;
 constexpr const char kSchemaVersionKey[] = "schema_version";
 
@@ -136,6 +137,7 @@ constexpr UpgradeStep kUpgrades[] = {
     {6, "vms: egress \"full\" is now \"all\"", &store_internal::RenameFullEgress},
     {7, "create tables vm_shares, share_links, web_magic_links, web_sessions, web_tickets",
      &store_internal::CreateWebTables},
+    {8, "create table usage", &store_internal::CreateUsageTables},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,
@@ -163,9 +165,11 @@ bool IsAlnum(char c) { return IsLower(c) || IsDigit(c) || (c >= 'A' && c <= 'Z')
 using store_internal::ValidateKeyName;
 
 Status ValidateUserLimits(const UserLimits& limits) {
-  for (const std::optional<int64_t>* v :
-       {&limits.max_vms, &limits.max_cpus, &limits.max_memory_mib, &limits.max_disk_gib}) {
-    if (*v && **v < kNoLimit) return InvalidArgument("a user limit is a count, a size or none");
+  for (const auto& [field, member] : lmdb::kLimitFields) {
+    const std::optional<int64_t>& v = limits.*member;
+    if (v && *v < kNoLimit) {
+      return InvalidArgument(std::string("user limit ") + field + " is a count, a size or none");
+    }
   }
   return Status::Ok();
 }
@@ -381,6 +385,8 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
   WARREN_RETURN_IF_ERROR(store_internal::OpenOAuthTables(*state, txn));
   WARREN_RETURN_IF_ERROR(store_internal::OpenIntegrationTables(*state, txn));
   WARREN_RETURN_IF_ERROR(store_internal::OpenWebTables(*state, txn));
+  WARREN_RETURN_IF_ERROR(store_internal::OpenUsageTables(*state, txn));
+  state->max_usage_rows_per_user_day = options.max_usage_rows_per_user_day;
   // Table handles opened in this transaction become usable by others once it commits.
   WARREN_RETURN_IF_ERROR(txn.Commit().Annotate("opening store in " + dir));
   return std::unique_ptr<LmdbStore>(new LmdbStore(std::move(state)));

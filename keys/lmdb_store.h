@@ -3,13 +3,14 @@
 // all or nothing), durable commits (sync on). Thread-safe: readers run concurrently with
 // each other and with the one writer LMDB admits at a time.
 //
-// Layout (schema version 7):
-//   meta       "schema_version" -> 7
+// Layout (schema version 8):
+//   meta       "schema_version" -> 8
 //   users      name -> User JSON (its "limits" object came later; absent: server defaults)
 //   keys       fingerprint -> SshKey JSON
 //   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
 //   vms        id -> VmRecord JSON                              (since version 2;
-//              egress "full" renamed "all" in version 5)
+//              egress "full" renamed "all" in version 5; kind, size, expires_at and
+//              meter added in version 8, absent: a VM with no marks)
 //   vm_names   name -> id      (index: server-wide name uniqueness, lookup by name)
 //   jobs       vm_id NUL job -> JobRecord JSON   (a VM's jobs are one prefix scan)
 //   token_labels       id -> TokenLabel JSON                    (since version 3)
@@ -26,6 +27,8 @@
 //   web_magic_links  magic-link token hash -> MagicLink JSON
 //   web_sessions     session id hash -> BrowserSession JSON
 //   web_tickets      host ticket hash -> HostTicket JSON
+//   usage   owner NUL day NUL vm id -> UsageRow JSON  (since version 8; day is 12 zero-padded
+//           decimal digits, so one owner's rows are one prefix in day order)
 #pragma once
 
 #include <cstddef>
@@ -45,12 +48,15 @@ class LmdbStore final : public Store, public OAuthStore {
  public:
   // The newest schema this binary reads and writes. Opening an older store upgrades it in
   // one transaction; a newer one is refused.
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   struct Options {
     // Upper bound of the database file; LMDB reserves address space, not disk. Writes past
     // it fail with LimitExceeded.
     size_t map_size_bytes = size_t{1} << 30;
+    // Usage rows one owner's VMs may make in one UTC day before the rest fold into the
+    // "(other VMs)" row (keys/usage.h); smaller in tests.
+    size_t max_usage_rows_per_user_day = kMaxUsageRowsPerUserDay;
   };
 
   // Opens the store in `dir`, creating the directory (mode 0700) and the store when
@@ -94,7 +100,10 @@ class LmdbStore final : public Store, public OAuthStore {
   Result<std::vector<VmRecord>> ListVms() override;
   Status UpdateVm(std::string_view id, const std::function<Status(VmRecord&)>& change) override;
   Status RenameVm(std::string_view id, std::string_view new_name) override;
-  Status DeleteVm(std::string_view id) override;
+  Status DeleteVm(std::string_view id, int64_t at_ms) override;
+
+  Status MeterVm(std::string_view id, bool running, int64_t at_ms) override;
+  Result<std::vector<UsageRow>> ListUsage(std::string_view owner, int64_t since_day) override;
 
   Status PutJob(const JobRecord& job) override;
   Result<JobRecord> GetJob(std::string_view vm_id, std::string_view job) override;

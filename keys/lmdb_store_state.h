@@ -54,6 +54,12 @@ struct Codec<JobRecord> {
 };
 
 template <>
+struct Codec<UsageRow> {
+  static nlohmann::json Encode(const UsageRow& row);
+  static Result<UsageRow> Decode(const nlohmann::json& j);
+};
+
+template <>
 struct Codec<TokenLabel> {
   static nlohmann::json Encode(const TokenLabel& label);
   static Result<TokenLabel> Decode(const nlohmann::json& j);
@@ -91,6 +97,12 @@ Status CreateIntegrationTables(lmdb::Txn& txn);
 Status RenameFullEgress(lmdb::Txn& txn);
 // Creates the web tables: shares, share links, browser sign-ins (schema version 7).
 Status CreateWebTables(lmdb::Txn& txn);
+// Creates the usage table (schema version 8).
+Status CreateUsageTables(lmdb::Txn& txn);
+
+// InvalidArgument unless `at_ms` is a Unix ms time after 1970 and before the year 10000:
+// accrual walks the days between marks, so a wild time must not reach it.
+Status CheckUsageTime(int64_t at_ms);
 
 // The index key of a per-user name (key names, label names): user NUL name.
 std::string NameIndexKey(std::string_view user, std::string_view name);
@@ -111,6 +123,8 @@ Status OpenOAuthTables(LmdbStoreState& s, lmdb::Txn& txn);
 Status OpenIntegrationTables(LmdbStoreState& s, lmdb::Txn& txn);
 // Opens the web tables' handles into `s` (lmdb_store_web.cc).
 Status OpenWebTables(LmdbStoreState& s, lmdb::Txn& txn);
+// Opens the usage table's handle into `s` (lmdb_store_usage.cc).
+Status OpenUsageTables(LmdbStoreState& s, lmdb::Txn& txn);
 }  // namespace store_internal
 
 struct LmdbStoreState {
@@ -140,6 +154,9 @@ struct LmdbStoreState {
   lmdb::JsonTable web_magic_links;  // token hash -> MagicLink
   lmdb::JsonTable web_sessions;     // session id hash -> BrowserSession
   lmdb::JsonTable web_tickets;      // ticket hash -> HostTicket
+  // Usage (keys/usage.h), encoded in lmdb_store_usage.cc.
+  lmdb::Table<UsageRow> usage;  // owner NUL day (12 digits) NUL vm id -> UsageRow
+  size_t max_usage_rows_per_user_day = kMaxUsageRowsPerUserDay;
 
   ~LmdbStoreState();
 
@@ -158,6 +175,10 @@ struct LmdbStoreState {
   // Removes the user's sign-in records and drops them from every VM's share users
   // (DeleteUser).
   Status DeleteUserWeb(lmdb::Txn& txn, std::string_view user);
+  // Accrues `vm`'s usage from its meter's marks up to `at_ms` into its owner's rows (folding
+  // past the per-day cap) and prunes that owner's rows older than the retention; the caller
+  // moves the marks (MeterVm, DeleteVm).
+  Status AccrueUsage(lmdb::Txn& txn, const VmRecord& vm, int64_t at_ms);
   // The key `fingerprint` if it belongs to `user`, else NotFound.
   Result<SshKey> OwnedKey(lmdb::Txn& txn, std::string_view user, std::string_view fingerprint);
 };

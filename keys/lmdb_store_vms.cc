@@ -70,7 +70,15 @@ nlohmann::json Codec<VmRecord>::Encode(const VmRecord& vm) {
           {"egress", vm.egress},
           {"created_at", vm.created_at},
           {"desired_state", DesiredStateName(vm.desired_state)},
-          {"phase", VmPhaseName(vm.phase)}};
+          {"phase", VmPhaseName(vm.phase)},
+          {"kind", vm.kind},
+          {"size", vm.size},
+          {"expires_at", vm.expires_at},
+          {"meter",
+           {{"running_since_ms", vm.meter.running_since_ms},
+            {"running_cpus", vm.meter.running_cpus},
+            {"running_memory_mib", vm.meter.running_memory_mib},
+            {"disk_since_ms", vm.meter.disk_since_ms}}}};
 }
 
 Result<VmRecord> Codec<VmRecord>::Decode(const nlohmann::json& j) {
@@ -95,6 +103,16 @@ Result<VmRecord> Codec<VmRecord>::Decode(const nlohmann::json& j) {
     WARREN_ASSIGN_OR_RETURN(vm.desired_state,
                             ParseDesiredState(j.value("desired_state", "running")));
     WARREN_ASSIGN_OR_RETURN(vm.phase, ParsePhase(j.value("phase", "ready")));
+    // Since schema 8; older records are VMs with no marks (metering starts at their first).
+    vm.kind = j.value("kind", "vm");
+    vm.size = j.value("size", "");
+    vm.expires_at = j.value("expires_at", int64_t{0});
+    if (auto it = j.find("meter"); it != j.end()) {
+      vm.meter.running_since_ms = it->value("running_since_ms", int64_t{0});
+      vm.meter.running_cpus = it->value("running_cpus", 0);
+      vm.meter.running_memory_mib = it->value("running_memory_mib", int64_t{0});
+      vm.meter.disk_since_ms = it->value("disk_since_ms", int64_t{0});
+    }
     return vm;
   } catch (const nlohmann::json::exception& e) {
     return Internal(e.what());
@@ -165,6 +183,10 @@ namespace {
 
 using store_internal::Shown;
 
+// A sandbox size's name is the operator's (serve --sandbox-size NAME=...); the store only
+// bounds it.
+constexpr size_t kMaxSizeNameBytes = 64;
+
 // The jobs table key: vm_id NUL job. Both parts are validated, so neither holds NUL.
 std::string JobKey(std::string_view vm_id, std::string_view job) {
   std::string k(vm_id);
@@ -188,6 +210,21 @@ Status ValidateVmRecord(const VmRecord& vm) {
   if (!std::is_sorted(vm.tags.begin(), vm.tags.end()) ||
       std::adjacent_find(vm.tags.begin(), vm.tags.end()) != vm.tags.end()) {
     return InvalidArgument("VM " + vm.name + ": tags must be sorted and unique");
+  }
+  if (vm.kind != "vm" && vm.kind != "sandbox") {
+    return InvalidArgument("VM " + vm.name + ": kind must be \"vm\" or \"sandbox\", not \"" +
+                           Shown(vm.kind) + "\"");
+  }
+  if (vm.kind == "vm" && (!vm.size.empty() || vm.expires_at != 0)) {
+    return InvalidArgument("VM " + vm.name + ": only a sandbox has a size and an expiry");
+  }
+  if (vm.size.size() > kMaxSizeNameBytes || vm.expires_at < 0) {
+    return InvalidArgument("VM " + vm.name + ": size name too long or expiry before 1970");
+  }
+  const VmMeter& m = vm.meter;
+  if (m.running_since_ms < 0 || m.running_cpus < 0 || m.running_memory_mib < 0 ||
+      m.disk_since_ms < 0) {
+    return InvalidArgument("VM " + vm.name + ": usage marks are never negative");
   }
   return Status::Ok();
 }
@@ -264,6 +301,9 @@ Status LmdbStore::UpdateVm(std::string_view id, const std::function<Status(VmRec
   WARREN_ASSIGN_OR_RETURN(VmRecord vm, ExistingVm(*s_, txn, id));
   VmRecord updated = vm;
   WARREN_RETURN_IF_ERROR(change(updated));
+  // Only MeterVm and DeleteVm move the meter, each accruing up to the mark it moves: a
+  // meter set here would skip or double-count time.
+  updated.meter = vm.meter;
   if (updated.id != vm.id || updated.name != vm.name || updated.owner != vm.owner) {
     return InvalidArgument("UpdateVm may not change a VM's id, name or owner");
   }
@@ -285,9 +325,12 @@ Status LmdbStore::RenameVm(std::string_view id, std::string_view new_name) {
   return txn.Commit();
 }
 
-Status LmdbStore::DeleteVm(std::string_view id) {
+Status LmdbStore::DeleteVm(std::string_view id, int64_t at_ms) {
+  WARREN_RETURN_IF_ERROR(store_internal::CheckUsageTime(at_ms));
   WARREN_ASSIGN_OR_RETURN(lmdb::Txn txn, lmdb::Txn::BeginWrite(s_->env.get()));
   WARREN_ASSIGN_OR_RETURN(VmRecord vm, ExistingVm(*s_, txn, id));
+  // Its usage to the end, in this transaction: the rows outlive the record.
+  WARREN_RETURN_IF_ERROR(s_->AccrueUsage(txn, vm, at_ms));
   WARREN_RETURN_IF_ERROR(s_->vms.Delete(txn, vm.id).status());
   // Only this VM's own index entry: never another VM's that took the name.
   WARREN_ASSIGN_OR_RETURN(std::optional<std::string> named, s_->vm_names.Get(txn, vm.name));

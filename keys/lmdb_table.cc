@@ -156,7 +156,14 @@ Result<bool> JsonTable::Delete(Txn& txn, std::string_view key) const {
 }
 
 Status JsonTable::Scan(Txn& txn, std::string_view prefix, const JsonVisitor& visit) const {
-  if (!prefix.empty() && !UsableKey(txn, prefix)) return Status::Ok();  // no key that long
+  return ScanFrom(txn, prefix, prefix, visit);
+}
+
+Status JsonTable::ScanFrom(Txn& txn, std::string_view prefix, std::string_view from,
+                           const JsonVisitor& visit) const {
+  if (!from.starts_with(prefix))
+    return Internal("a scan of " + name_ + " starts outside its prefix");
+  if (!from.empty() && !UsableKey(txn, from)) return Status::Ok();  // no key that long
   struct CursorClose {
     void operator()(MDB_cursor* c) const { mdb_cursor_close(c); }
   };
@@ -167,10 +174,10 @@ Status JsonTable::Scan(Txn& txn, std::string_view prefix, const JsonVisitor& vis
   // frees write-transaction cursors itself when the transaction ends).
   std::unique_ptr<MDB_cursor, CursorClose> cursor(raw);
 
-  MDB_val k = Val(prefix);
+  MDB_val k = Val(from);
   MDB_val v;
-  rc = prefix.empty() ? mdb_cursor_get(cursor.get(), &k, &v, MDB_FIRST)
-                      : mdb_cursor_get(cursor.get(), &k, &v, MDB_SET_RANGE);
+  rc = from.empty() ? mdb_cursor_get(cursor.get(), &k, &v, MDB_FIRST)
+                    : mdb_cursor_get(cursor.get(), &k, &v, MDB_SET_RANGE);
   while (rc == 0) {
     std::string_view key = View(k);
     if (!key.starts_with(prefix)) break;

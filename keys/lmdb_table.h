@@ -79,6 +79,10 @@ class JsonTable {
   // Visits the records whose keys start with `prefix`, in key (bytewise) order. `visit`
   // must not write to this table (that would move the cursor under it).
   Status Scan(Txn& txn, std::string_view prefix, const JsonVisitor& visit) const;
+  // The same from the first key at or after `from` (which starts with `prefix`): a range
+  // within a prefix, such as one owner's records from some day on.
+  Status ScanFrom(Txn& txn, std::string_view prefix, std::string_view from,
+                  const JsonVisitor& visit) const;
 
  private:
   JsonTable(MDB_dbi dbi, std::string name) : dbi_(dbi), name_(std::move(name)) {}
@@ -126,6 +130,14 @@ class Table {
       WARREN_ASSIGN_OR_RETURN(T value, Decode(key, j));
       return visit(key, std::move(value));
     });
+  }
+  Status ScanFrom(Txn& txn, std::string_view prefix, std::string_view from,
+                  const Visitor& visit) const {
+    return raw_.ScanFrom(txn, prefix, from,
+                         [&](std::string_view key, nlohmann::json&& j) -> Result<bool> {
+                           WARREN_ASSIGN_OR_RETURN(T value, Decode(key, j));
+                           return visit(key, std::move(value));
+                         });
   }
 
  private:

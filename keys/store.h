@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "keys/scope.h"
+#include "keys/usage.h"
 #include "keys/web_share.h"
 #include "lobby/base/status.h"
 
@@ -30,6 +31,7 @@ struct UserLimits {
   std::optional<int64_t> max_cpus;
   std::optional<int64_t> max_memory_mib;
   std::optional<int64_t> max_disk_gib;
+  std::optional<int64_t> max_sandboxes;  // sandboxes that exist at once (any state)
 };
 
 struct User {
@@ -106,6 +108,15 @@ struct VmRecord {
   int64_t created_at = 0;
   DesiredState desired_state = DesiredState::kRunning;
   VmPhase phase = VmPhase::kCreating;
+  // "vm", or "sandbox": a VM with a size from the server's table, reserved capacity and a
+  // lifetime (lobby/commands/sandbox.h).
+  std::string kind = "vm";
+  std::string size;        // a sandbox's size name ("small"); "" for a VM
+  int64_t expires_at = 0;  // Unix seconds a sandbox is destroyed at; 0 for a VM
+  // Where its usage accrual stands (keys/usage.h). CreateVm stores it as given (its
+  // disk_since_ms is the creation); afterwards only MeterVm and DeleteVm move it: UpdateVm
+  // keeps the stored meter whatever `change` does to it.
+  VmMeter meter;
 };
 
 // A command in a VM that outlived the call that started it (`ssh VM CMD` past its
@@ -214,8 +225,22 @@ class Store {
   // Conflict if `new_name` is taken; NotFound for an unknown id.
   virtual Status RenameVm(std::string_view id, std::string_view new_name) = 0;
   // Removes the VM, its name, all of its jobs and its share settings and links, and drops its
-  // "vm:ID" attachment from every integration. NotFound for an unknown id.
-  virtual Status DeleteVm(std::string_view id) = 0;
+  // "vm:ID" attachment from every integration; first, in the same transaction, accrues its
+  // usage up to `at_ms` (as MeterVm with running = false), so its rows outlive it. NotFound
+  // for an unknown id.
+  virtual Status DeleteVm(std::string_view id, int64_t at_ms) = 0;
+
+  // ---- Usage (keys/usage.h), per owner, UTC day and VM.
+  // One transaction: accrues the VM's usage from its meter's marks up to `at_ms` into its
+  // owner's day rows (named, kinded and sized as the record is now), then marks it running
+  // (with the record's vCPUs and memory) or not (MarkedAt), and prunes that owner's rows
+  // older than the retention. Called on every state transition the hypervisor reports and by
+  // reconcile. NotFound for an unknown VM.
+  virtual Status MeterVm(std::string_view id, bool running, int64_t at_ms) = 0;
+  // Rows of `owner` (every owner when empty) from UTC day `since_day` on, sorted by owner,
+  // day and VM id. What accrues since each live VM's marks is not in them: add AccrueTo of
+  // its record's meter.
+  virtual Result<std::vector<UsageRow>> ListUsage(std::string_view owner, int64_t since_day) = 0;
 
   // ---- Jobs, keyed by (vm_id, job).
   // Inserts or replaces. NotFound if the VM does not exist.

@@ -36,6 +36,7 @@
 #include "bridge/metrics.h"
 #include "bridge/metrics_handler.h"
 #include "bridge/oauth/oauth_handler.h"
+#include "bridge/sandbox_handler.h"
 
 #include "keys/lmdb_store.h"
 #include "keys/public_key.h"
@@ -52,6 +53,7 @@
 #include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_quota.h"
+#include "lobby/sandbox_reaper.h"
 #include "lobby/ssh/ssh_server.h"
 #include "lobby/vm_runtime.h"
 #include "lobby/web_runtime.h"
@@ -76,8 +78,16 @@ struct ServeFlags {
   web::WebServerOptions web_limits;
   std::string int_domain = "int.warren.internal";
   std::string vms = "on";
-  std::string vm_egress = "all";             // new VMs' egress policy (lobby/commands/vm_egress.h)
-  std::vector<std::string> vm_egress_allow;  // CIDRs the isolation rules open
+  std::string vm_image = VmDefaults{}.image;  // what `new` makes without --image
+  std::string vm_egress = "all";              // new VMs' egress policy (lobby/commands/vm_egress.h)
+  std::vector<std::string> vm_egress_allow;   // CIDRs the isolation rules open
+  // Sandboxes (lobby/commands/sandbox.h): sizes NAME=CPU,MEM added or replaced, the host's
+  // own share kept from them, how far they may overcommit it, and the price of a unit.
+  std::vector<std::string> sandbox_sizes;
+  int reserve_cpu = 0;
+  std::string reserve_memory = "0";
+  double sandbox_overcommit = 1.0;
+  double price_unit = 0;
   VmRuntimeOptions vm;
   mcp::McpOptions mcp;
   // HTTPS on the --http listener when both are given.
@@ -104,9 +114,9 @@ struct ServeFlags {
   std::string metrics = "127.0.0.1:9464";
   // The log (stderr) goes to this file, mode 0640, when given.
   std::string log_file;
-  // --user-max-vms, -cpu, -memory, -disk (vm_quota.h's kLimitFields order); empty keeps
+  // --user-max-vms, -cpu, -memory, -disk, -sandboxes (vm_quota.h's kLimitFields order); empty keeps
   // VmDefaults' own.
-  std::array<std::string, 4> user_limits;
+  std::array<std::string, kLimitFields.size()> user_limits;
 
   static int SecondsOf(std::chrono::milliseconds d) {
     return static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
@@ -387,10 +397,14 @@ void AddCommandLimitFlags(CLI::App& serve, ServeFlags& flags) {
 void AddUserLimitFlags(CLI::App& serve, ServeFlags& flags) {
   const UserLimits built_in = VmDefaults{}.user_limits;
   const char* what[] = {"VMs", "vCPUs of running VMs", "memory of running VMs (a size)",
-                        "disk of all VMs (a size)"};
+                        "disk of all VMs (a size)", "sandboxes at once"};
+  static_assert(std::size(what) == kLimitFields.size());
   for (size_t i = 0; i < kLimitFields.size(); ++i) {
     const LimitField& f = kLimitFields[i];
-    serve.add_option(std::string("--user-") + (f.flag + 2), flags.user_limits[i],
+    std::string names = std::string("--user-") + (f.flag + 2);
+    // The and seed's own name for it, too.
+    if (f.kind == LimitKind::kSandboxes) names += "," + std::string(f.flag);
+    serve.add_option(names, flags.user_limits[i],
                      std::string("What each user may have at most: ") + what[i] +
                          "; N, 0 or none; `user set` overrides it per user (default " +
                          FormatUserLimit(f.kind, *(built_in.*f.limit)) + ")");
@@ -483,6 +497,7 @@ int Serve(const ServeFlags& flags) {
   Result<std::string> egress = ParseEgressPolicy("--vm-egress", flags.vm_egress);
   if (!egress.ok()) return Fail(egress.status());
   services.vm_defaults.egress = *egress;
+  services.vm_defaults.image = flags.vm_image;  // resolved (and checked) by each `new`
   std::vector<Cidr> egress_allow;
   for (const std::string& range : flags.vm_egress_allow) {
     Result<Cidr> cidr = ParseCidr(range);
@@ -497,6 +512,18 @@ int Serve(const ServeFlags& flags) {
     if (!limit.ok()) return Fail(limit.status());
     services.vm_defaults.user_limits.*f.limit = *limit;
   }
+  for (const std::string& text : flags.sandbox_sizes) {
+    Result<SandboxSize> size = ParseSandboxSize(text);
+    if (!size.ok()) return Fail(size.status());
+    PutSandboxSize(services.sandboxes, std::move(size).value());
+  }
+  services.sandboxes.reserve_cpus = flags.reserve_cpu;
+  Result<int64_t> reserve_memory =
+      flags.reserve_memory == "0" ? Result<int64_t>(0) : ParseMemoryMib(flags.reserve_memory);
+  if (!reserve_memory.ok()) return Fail(reserve_memory.status().Annotate("--reserve-memory"));
+  services.sandboxes.reserve_memory_mib = *reserve_memory;
+  services.sandboxes.overcommit = flags.sandbox_overcommit;
+  services.sandboxes.price_unit = flags.price_unit;
   Metrics metrics;
   metrics.DeclareHistogram("warren_command_duration_seconds",
                            "lobby command latency by command path, every surface",
@@ -525,6 +552,9 @@ int Serve(const ServeFlags& flags) {
       vm_runtime = std::move(started).value();
     }
   }
+  // Sandboxes end at their expiry, checked every second (reconcile took those already due).
+  std::unique_ptr<SandboxReaper> sandbox_reaper;
+  if (vm_runtime) sandbox_reaper = std::make_unique<SandboxReaper>(services);
   Interpreter interpreter(services);
   // Runs /exec's and MCP's commands: a bounded pool shared fairly between users.
   CommandRunner command_runner(flags.commands);
@@ -597,6 +627,14 @@ int Serve(const ServeFlags& flags) {
       });
   auto exec_handler = std::make_shared<ExecHandler>(interpreter, command_runner, flags.exec);
   http_server.AddHandler(exec_handler);
+  // The REST sandbox API (/v1): /exec's token check and rate figures, the same runner.
+  SandboxHandlerOptions sandbox_api;
+  sandbox_api.rate_per_second = flags.exec.rate_per_second;
+  sandbox_api.burst = flags.exec.burst;
+  sandbox_api.max_body_bytes = flags.exec.max_body_bytes;
+  sandbox_api.timeout_seconds = flags.exec.timeout_seconds;
+  http_server.AddHandler(
+      std::make_shared<SandboxHandler>(interpreter, command_runner, sandbox_api));
   if (Status st = http_server.Start(); !st.ok()) {
     ssh_server.Stop();
     return Fail(st.Annotate("starting HTTP"));
@@ -730,11 +768,39 @@ int main(int argc, char** argv) {
   serve->add_option("--accel", flags.vm.accel, "Guest accelerator: kvm or tcg (default: probe)")
       ->check(CLI::IsMember({"", "kvm", "tcg"}));
   serve
+      ->add_option("--vm-image", flags.vm_image,
+                   "The image `new` makes VMs and sandboxes from without --image: NAME or "
+                   "NAME@VERSION")
+      ->capture_default_str();
+  serve
       ->add_option("--vm-egress", flags.vm_egress,
                    "What new VMs may reach unless `new --egress` says: all (outbound NAT, "
                    "never this host nor private ranges), integrations or none (no network "
                    "device); full is an old name of all")
       ->capture_default_str();  // checked by ParseEgressPolicy, the names' one home
+  serve->add_option("--sandbox-size", flags.sandbox_sizes,
+                    "A sandbox size NAME=CPU,MEMORY (e.g. test=1,512M), added or replacing one "
+                    "of small=2,4G medium=4,8G large=8,16G (repeatable)");
+  serve
+      ->add_option("--reserve-cpu", flags.reserve_cpu,
+                   "vCPUs of this host kept for itself: sandboxes reserve from the rest")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  serve
+      ->add_option("--reserve-memory", flags.reserve_memory,
+                   "Memory of this host kept for itself (a size): sandboxes reserve from the rest")
+      ->capture_default_str();
+  serve
+      ->add_option("--sandbox-overcommit", flags.sandbox_overcommit,
+                   "How many times this host's vCPUs and memory sandboxes may reserve in all "
+                   "(1: never more than it has)")
+      ->check(CLI::Range(0.01, 100.0))
+      ->capture_default_str();
+  serve
+      ->add_option("--price-unit", flags.price_unit,
+                   "The price of a unit of usage (2 vCPUs and 4 GiB for an hour), shown by "
+                   "usage and GET /v1/usage; unset: units only")
+      ->check(CLI::Range(0.0, 1e9));
   serve->add_option("--vm-egress-allow", flags.vm_egress_allow,
                     "A range (CIDR, IPv4 or IPv6) VMs with egress all may reach although the "
                     "host's isolation rules close it, e.g. a private network (repeatable). The "

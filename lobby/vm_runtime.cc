@@ -6,11 +6,15 @@
 #include "lobby/base/log.h"
 #include "lobby/commands/image_catalog.h"
 #include "lobby/commands/reconcile.h"
+#include "lobby/commands/sandbox_expiry.h"
 #include "vmhost/guest/control_key.h"
 
 namespace warren {
 
 VmRuntime::~VmRuntime() {
+  if (host_ && meter_) {
+    if (Status st = host_->WatchStates(nullptr); !st.ok()) LogWarn("usage meter: " + st.ToString());
+  }
   // The watcher calls the guests and the guests call the proxy's sink: in that order.
   if (integrations_) integrations_->Stop();
   guests_.reset();
@@ -69,6 +73,10 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   host_options.data_dir = options.data_dir;
   host_options.images_dir = images_dir;
   WARREN_ASSIGN_OR_RETURN(rt->host_, StartLibvirtHost(host_options, options.accel));
+  // Before anything starts or stops a VM, so no transition goes unmetered.
+  rt->meter_ = std::make_unique<UsageMeter>(*services.store, *services.clock);
+  WARREN_RETURN_IF_ERROR(rt->host_->WatchStates(
+      [meter = rt->meter_.get()](const VmStateEvent& e) { meter->OnStateChange(e); }));
   // Before reconcile starts any VM. This acts on every QEMU of the host that runs as the
   // same user, warren's or not.
   Result<std::unique_ptr<EgressFirewall>> firewall = InstallFirewall(options, *rt->host_);
@@ -104,12 +112,20 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   WARREN_ASSIGN_OR_RETURN(rt->guests_, guest::SshGuestControl::Create(guest_options));
   rt->integrations_->Start(rt->guests_.get(), rt->host_.get());
 
+  services.vms = rt->host_.get();
+  services.guests = rt->guests_.get();
+  // Sandboxes whose time ran out while warren was down go first: reconcile must not start
+  // them again.
+  for (const std::string& name : ExpireSandboxes(services, services.clock->NowUnix())) {
+    LogInfo("reconcile: sandbox " + LogQuote(name) + " expired while warren was down; removed");
+  }
   // Reconcile logs what it did; a failed action is reported, not fatal: the lobby serves.
   Status reconciled = Reconcile(*services.store, *rt->host_, rt->guests_.get(), *services.clock);
   if (!reconciled.ok()) LogWarn("reconcile: " + reconciled.ToString());
+  // What ran while warren was down is counted up to now; from here the events keep it.
+  if (Status st = rt->meter_->Resync(*rt->host_); !st.ok())
+    LogWarn("usage meter: " + st.ToString());
 
-  services.vms = rt->host_.get();
-  services.guests = rt->guests_.get();
   services.images = DirectoryImageCatalog(images_dir);
   services.control_authorized_key = control_key;
   LogInfo("vms on " + host_options.uri + ", images in " + images_dir);

@@ -9,6 +9,7 @@
 
 #include "lobby/base/status.h"
 #include "lobby/commands/interpreter.h"
+#include "lobby/commands/usage_meter.h"
 #include "lobby/integration_runtime.h"
 #include "vmhost/egress_firewall.h"
 #include "vmhost/guest/ssh_guest_control.h"
@@ -36,8 +37,10 @@ class VmRuntime {
  public:
   // Starts libvirt (probing the accelerator, launching the daemons when none runs), installs
   // the host's isolation rules for QEMU's user (egress_firewall.h) before any VM starts,
-  // makes the control key, opens guest control, reconciles the store with what libvirt
-  // reports, and fills `services` (vms, guests, images, control key). On failure `*fatal`
+  // makes the control key, opens guest control, meters VMs' usage from the host's state
+  // changes (usage_meter.h), removes sandboxes that expired while warren was down,
+  // reconciles the store with what libvirt reports, and fills `services` (vms, guests,
+  // images, control key). On failure `*fatal`
   // says whether serve must stop — the isolation rules could not be installed, and VMs must
   // not run without them — rather than serve a lobby without VMs.
   static Result<std::unique_ptr<VmRuntime>> Start(const VmRuntimeOptions& options,
@@ -51,6 +54,8 @@ class VmRuntime {
  private:
   VmRuntime() = default;
   std::unique_ptr<LibvirtHost> host_;
+  // Told of every state change of the host's VMs (VmHost::WatchStates) until the end.
+  std::unique_ptr<UsageMeter> meter_;
   std::unique_ptr<guest::SshGuestControl> guests_;
   std::unique_ptr<EgressFirewall> firewall_;
   // Made before guests_ (which calls its sink) and torn down around it: see ~VmRuntime.

@@ -41,10 +41,11 @@ MODULES = {
         rule="keys never includes vmhost, bridge, or lobby above base"),
     "vmhost-api": dict(
         paths=["vmhost/vm_host.h", "vmhost/vm_host.cc", "vmhost/guest_control.h",
-               "vmhost/image_layout.h", "vmhost/image_layout.cc"],
+               "vmhost/image_layout.h", "vmhost/image_layout.cc",
+               "vmhost/vm_state_delivery.h", "vmhost/vm_state_delivery.cc"],
         target="warren_vmhost", may_include=["base"],
-        rule="the vmhost interfaces (VmHost, GuestControl) and the image layout include only "
-             "lobby/base"),
+        rule="the vmhost interfaces (VmHost, GuestControl), the image layout and the state "
+             "delivery every host shares include only lobby/base"),
     "vmhost": dict(
         paths=["vmhost/"], target="warren_libvirt", may_include=["base", "vmhost-api"],
         rule="vmhost never includes keys, lobby above base, or bridge"),

@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "vmhost/libvirt_events.h"
+
 namespace warren {
 namespace {
 
@@ -63,12 +65,21 @@ Status LibvirtError(std::string_view what) {
 
 Result<ConnectHandle> OpenLibvirt(const std::string& uri) {
   SilenceLibvirtErrors();
+  // Before the open: only then does the connection get events (libvirt_events.h).
+  StartLibvirtEventLoop();
   ConnectHandle conn(virConnectOpen(uri.c_str()));
   if (!conn) {
     Status st = LibvirtError("connecting to " + uri);
     // A failed open is always "the hypervisor is not reachable" to our callers.
     return Unavailable(st.message());
   }
+  // A daemon that stops answering (hung, or a remote host whose link dropped without a
+  // word) closes the connection after about 30 s instead of never: the close callback then
+  // makes WatchStates reconnect and report every state, and later calls reopen. libvirtd
+  // answers pings on its own event loop thread, so a long API call (a capability probe
+  // stalling a start ~48 s, libvirtd_launcher.h) does not trip it. Drivers without a
+  // daemon (test:///) refuse keepalive: nothing to watch there.
+  if (virConnectSetKeepAlive(conn.get(), 5, 6) < 0) virResetLastError();
   return conn;
 }
 

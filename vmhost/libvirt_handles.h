@@ -50,7 +50,8 @@ Status LibvirtError(std::string_view what);
 // The same mapping for a given error code, for tests.
 Code LibvirtErrorCode(int vir_error_number);
 
-// Opens `uri`. Unavailable when no daemon answers.
+// Opens `uri`, after starting the process's libvirt event loop (libvirt_events.h), with
+// keepalive where the driver has a daemon to ping. Unavailable when no daemon answers.
 Result<ConnectHandle> OpenLibvirt(const std::string& uri);
 
 // Every domain whose name is `prefix` followed by something (a host's VMs, or a test's).

@@ -309,7 +309,19 @@ LibvirtHost::LibvirtHost(LibvirtHostOptions options, ConnectHandle conn)
   conn_ = Conn(std::move(conn));
 }
 
-LibvirtHost::~LibvirtHost() = default;
+LibvirtHost::~LibvirtHost() {
+  // The watch goes first, in this order: the sink passes nothing on any more, the delivery
+  // thread (which may be reconnecting through this host) ends, then the callbacks go.
+  std::unique_ptr<VmStateDelivery> delivery;
+  {
+    std::lock_guard lock(watch_mu_);
+    if (sink_) sink_->Detach();
+    delivery = std::move(delivery_);
+  }
+  delivery.reset();
+  std::lock_guard lock(watch_mu_);
+  registration_.reset();
+}
 
 std::string LibvirtHost::DomainName(std::string_view id) const {
   return options_.domain_prefix + std::string(id);
@@ -798,6 +810,7 @@ Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
   config.qemu_user = qemu;
   std::string xml = DomainXml(config);
 
+  NoteOwnDomain(spec.id);  // its events may arrive after a quick removal
   // Shared with the undo step, which may run after this scope's handles are gone.
   DomainHandle defined(virDomainDefineXML(conn.get(), xml.c_str()));
   if (!defined) return LibvirtError("defining vm " + spec.id);
@@ -859,6 +872,7 @@ Status LibvirtHost::Stop(std::string_view id) {
   if (state == VmState::kStopped) return WrongState("stop", state);
   if (!IsActive(dom)) {  // crashed: its QEMU is already gone; it stays down now
     if (virDomainSetAutostart(dom, 0) < 0) return LibvirtError("stopping a crashed vm");
+    ReportState(id, VmState::kStopped);  // a change to us, none to libvirt: no event
     return Status::Ok();
   }
   if (state == VmState::kPaused && virDomainResume(dom) < 0) {
@@ -1111,14 +1125,8 @@ Result<std::vector<VmInfo>> LibvirtHost::List() {
     // Another warren on the same libvirtd (its own data directory) names its domains the
     // same way: only domains whose files live in this data directory are this host's, so
     // reconcile never takes a neighbour's VMs for orphans.
-    LibvirtString xml(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
-    if (!xml) {
-      virResetLastError();
-      continue;  // undefined while we listed
-    }
-    Result<DomainDefinition> def = DomainDefinition::Parse(xml.get());
-    if (!def.ok()) return def.status();
-    if (!def->MentionsPathUnder(options_.data_dir)) continue;
+    WARREN_ASSIGN_OR_RETURN(const bool ours, HoldsDomain(dom.get()));
+    if (!ours) continue;
     const std::string_view name = virDomainGetName(dom.get());
     Result<VmInfo> info = InfoOf(dom.get(), name.substr(options_.domain_prefix.size()));
     // A VM destroyed while we listed is simply not there any more.
@@ -1128,6 +1136,16 @@ Result<std::vector<VmInfo>> LibvirtHost::List() {
   }
   std::sort(out.begin(), out.end(), [](const VmInfo& a, const VmInfo& b) { return a.id < b.id; });
   return out;
+}
+
+Result<bool> LibvirtHost::HoldsDomain(virDomainPtr dom) {
+  LibvirtString xml(virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE));
+  if (!xml) {
+    virResetLastError();
+    return false;  // undefined meanwhile
+  }
+  WARREN_ASSIGN_OR_RETURN(DomainDefinition def, DomainDefinition::Parse(xml.get()));
+  return def.MentionsPathUnder(options_.data_dir);
 }
 
 Result<std::string> LibvirtHost::Console(std::string_view id, int max_lines) {

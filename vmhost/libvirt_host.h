@@ -23,7 +23,9 @@
 // creates or deletes disk files (Create, Copy, Destroy, the collection) also holds the disk
 // chains' lock, taken after the VM locks (a Copy takes both VMs' locks, in id order), so a
 // collection never sees a file half-way to its VM. The connection's and the lock table's
-// own mutexes are leaves: held briefly, never while taking another.
+// own mutexes are leaves: held briefly, never while taking another. WatchStates adds two
+// threads (libvirt_events.h: the process's event loop; the host's VmStateDelivery) and a
+// watch mutex taken before the delivery's and never while it calls the listener.
 #pragma once
 
 #include <chrono>
@@ -31,13 +33,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "vmhost/disk_chains.h"
 #include "vmhost/kvm_probe.h"
+#include "vmhost/libvirt_events.h"
 #include "vmhost/libvirt_handles.h"
 #include "vmhost/vm_host.h"
+#include "vmhost/vm_state_delivery.h"
 
 namespace warren {
 
@@ -90,6 +95,13 @@ class LibvirtHost final : public VmHost {
   // Live and persistent: a hot-plug onto the spare pcie-root-port every domain has, or the
   // link set down (QEMU passes nothing more at once) and then an unplug.
   Result<bool> SetNetwork(std::string_view id, Egress egress) override;
+  // libvirt's lifecycle events on the host's connection (libvirt_events.h), filtered to
+  // this host's domains and handed over by a VmStateDelivery: its own thread, a bounded
+  // queue. Registered before this returns (Unavailable when the daemon cannot be reached);
+  // when the connection closes, its close callback makes the delivery thread reconnect
+  // (retrying), register again and report every VM's state. Stop of a crashed VM, which
+  // libvirt sees as no change (the domain was down already), is reported by the host itself.
+  Status WatchStates(VmStateListener listener) override;
 
   // Every running domain of the connection, warren's or not (egress_firewall.h: the
   // isolation rules stay while any QEMU of the host runs).
@@ -160,6 +172,23 @@ class LibvirtHost final : public VmHost {
                         const std::string& disk, const QemuUser& files_user, Rollback& rollback);
   // Graceful shutdown bounded by stop_timeout, then a hard power-off.
   Status ShutDown(virDomainPtr dom);
+  // Whether a domain with this host's prefix is this host's: its files are in the data
+  // directory (another warren on the same daemon names its domains alike). False when its
+  // definition cannot be read (undefined meanwhile).
+  Result<bool> HoldsDomain(virDomainPtr dom);
+
+  // WatchStates (libvirt_host_watch.cc).
+  // Registers for events on `conn` unless registered there already.
+  Status WatchConnection(const Conn& conn);
+  // The delivery's full report: connects (again), registers there, lists every VM.
+  Result<std::vector<VmStateEvent>> ReportAllStates();
+  // Whether an event's VM is this host's (delivery thread; the daemon is asked once per VM).
+  bool AdmitEvent(const VmStateEvent& event);
+  // Marks `id` as this host's before its domain is defined, so its events are admitted
+  // without asking the daemon (which may have removed it again by then).
+  void NoteOwnDomain(std::string_view id);
+  // Reports a change libvirt has no event for (a crashed VM stopped).
+  void ReportState(std::string_view id, VmState state);
 
   const LibvirtHostOptions options_;
   std::mutex conn_mu_;
@@ -169,6 +198,14 @@ class LibvirtHost final : public VmHost {
   std::mutex locks_mu_;
   std::map<std::string, std::weak_ptr<std::mutex>, std::less<>> locks_;
   DiskChains chains_;
+  // WatchStates. watch_mu_ guards the three below and is never held while the delivery
+  // calls out or waits; the delivery and sink exist from the first WatchStates on.
+  std::mutex watch_mu_;
+  std::unique_ptr<VmStateDelivery> delivery_;
+  std::shared_ptr<LifecycleSink> sink_;
+  std::unique_ptr<LifecycleRegistration> registration_;
+  std::mutex own_mu_;                           // a leaf
+  std::set<std::string, std::less<>> own_ids_;  // known to be this host's (AdmitEvent)
 };
 
 // warren's startup in one call: decides kvm or TCG (ProbeAccel with a kernel from the

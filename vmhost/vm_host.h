@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -112,6 +113,15 @@ struct ResizeOutcome {
   bool disk_grown = false;  // the disk device grew; a running guest's file system has not yet
 };
 
+// A VM's state changed, as the hypervisor reports it when it happens: a start, pause,
+// resume, stop, crash, removal — whoever caused it (warren, the guest powering off, QEMU
+// dying). `state` is the VM's state after the change (kStopped also when it was removed).
+struct VmStateEvent {
+  std::string id;  // warren's id (the domain "warren-<id>")
+  VmState state = VmState::kStopped;
+};
+using VmStateListener = std::function<void(const VmStateEvent&)>;
+
 class VmHost {
  public:
   virtual ~VmHost() = default;
@@ -169,6 +179,14 @@ class VmHost {
   virtual Result<std::vector<VmInfo>> List() = 0;
   // The last `max_lines` lines of the VM's console log.
   virtual Result<std::string> Console(std::string_view id, int max_lines) = 0;
+
+  // From now on, calls `listener` for every state change of this host's VMs, on a thread of
+  // the host's own, one event at a time and in the order they happened (one listener; a later
+  // call replaces it, an empty one stops the calls). Usage metering rests on it, so no change
+  // may go unreported: when the host loses its connection to the hypervisor and regains it,
+  // it reports every VM's current state once (a change may have happened meanwhile). Only
+  // warren's own domains are reported. The listener must not block for long.
+  virtual Status WatchStates(VmStateListener listener) = 0;
 };
 
 // Checks a VmSpec before any host work: id charset and length, cpus 1..64,

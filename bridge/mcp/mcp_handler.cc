@@ -125,11 +125,19 @@ McpHandler::McpHandler(Interpreter& interpreter, CommandRunner& runner, Authenti
       options_(std::move(options)),
       sessions_(options_.max_sessions, options_.max_sessions_per_user,
                 options_.session_idle_limit) {
-  Endpoint full{"/mcp", false, FullTools(interpreter_)};
+  auto full_text = [](const Caller& c) { return Instructions(c, /*curated=*/false); };
+  auto curated_text = [](const Caller& c) { return Instructions(c, /*curated=*/true); };
+  Endpoint full{"/mcp", FullTools(interpreter_), full_text};
   if (options_.conformance_fixtures) AddConformanceFixtures(full.tools);
   endpoints_.push_back(std::move(full));
-  endpoints_.push_back(Endpoint{"/mcp/claude", true, CuratedTools(interpreter_)});
-  endpoints_.push_back(Endpoint{"/mcp/openai", true, CuratedTools(interpreter_)});
+  endpoints_.push_back(Endpoint{"/mcp/claude", CuratedTools(interpreter_), curated_text});
+  endpoints_.push_back(Endpoint{"/mcp/openai", CuratedTools(interpreter_), curated_text});
+  Endpoint sandbox{"/mcp/sandbox", SandboxTools(interpreter_), [this](const Caller& c) {
+                     return SandboxInstructions(c, interpreter_.services().sandboxes);
+                   }};
+  // The conformance suite runs against this endpoint too; its fixtures come with it.
+  if (options_.conformance_fixtures) AddConformanceFixtures(sandbox.tools);
+  endpoints_.push_back(std::move(sandbox));
 }
 
 McpHandler::~McpHandler() {
@@ -259,7 +267,7 @@ void McpHandler::Post(const Endpoint& endpoint, HttpRequest request,
         {"capabilities", capabilities},
         {"serverInfo",
          {{"name", "warren"}, {"title", "warren"}, {"version", options_.server_version}}},
-        {"instructions", Instructions(caller, endpoint.curated)}};
+        {"instructions", endpoint.instructions(caller)}};
     return RespondJson(*responder, 200, ResultReply(m.id, std::move(result)),
                        {{"Mcp-Session-Id", session->id}});
   }

@@ -1,6 +1,7 @@
 // McpHandler: the MCP endpoints over Streamable HTTP (protocol 2025-11-25, also 2025-06-18),
 // mounted on HttpServer through the HttpHandler seam. /mcp serves exec, exec_read_only and
-// wait; /mcp/claude and /mcp/openai the curated tools (tools.h). It enforces the
+// wait; /mcp/claude and /mcp/openai the curated tools; /mcp/sandbox the sandbox API's four
+// (tools.h). It enforces the
 // transport's rules: Origin checked (loopback or configured origins; otherwise 403), a
 // bearer token on every request (401 without), sessions (Mcp-Session-Id from initialize;
 // unknown -> 404, missing -> 400, DELETE ends one), MCP-Protocol-Version (unsupported ->
@@ -93,8 +94,9 @@ class McpHandler final : public HttpHandler {
  private:
   struct Endpoint {
     std::string path;
-    bool curated = false;
     ToolSet tools;
+    // The initialize result's instructions for a caller of this endpoint.
+    std::function<std::string(const Caller&)> instructions;
   };
   const Endpoint* FindEndpoint(std::string_view path) const;
   bool OriginAllowed(std::string_view origin) const;

@@ -1,12 +1,9 @@
 #include "bridge/mcp/tools.h"
 
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
-#include <thread>
 
 #include "bridge/mcp/jsonrpc.h"
+#include "bridge/mcp/tool_parts.h"
 #include "lobby/commands/command.h"
 #include "lobby/commands/guest_output.h"
 #include "lobby/commands/interpreter.h"
@@ -43,12 +40,6 @@ constexpr std::pair<std::string_view, std::string_view> kCuratedToolCommands[] =
     {"run_vm_command", "ssh"},
     {"get_cli_help", "help"},
 };
-
-json TextContent(std::string text) { return {{"type", "text"}, {"text", std::move(text)}}; }
-
-json ErrorResult(std::string message) {
-  return {{"content", json::array({TextContent(std::move(message))})}, {"isError", true}};
-}
 
 // Tool arguments, checked against what the schema promises. A bad argument is the caller's
 // mistake: it comes back as a tool error the model can read and fix.
@@ -98,49 +89,6 @@ class Args {
  private:
   const json& args_;
   std::string error_;
-};
-
-// Sends notifications/progress every interval while a command runs, from its own thread.
-class ProgressTicker {
- public:
-  explicit ProgressTicker(ToolCall& call) : call_(call) {
-    if (call_.progress_token.is_null() || !call_.notify) return;
-    thread_ = std::thread([this] { Loop(); });
-  }
-  ~ProgressTicker() {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void Loop() {
-    const auto start = std::chrono::steady_clock::now();
-    int ticks = 0;
-    std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(call_.progress_interval_ms),
-                         [this] { return done_; })) {
-      ++ticks;
-      auto secs =
-          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start)
-              .count();
-      lock.unlock();
-      call_.notify(Notification("notifications/progress",
-                                {{"progressToken", call_.progress_token},
-                                 {"progress", ticks},
-                                 {"message", "running for " + std::to_string(secs) + " s"}}));
-      lock.lock();
-    }
-  }
-
-  ToolCall& call_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
 };
 
 std::string JoinOutput(std::string a, const std::string& b) {
@@ -222,8 +170,6 @@ json ToolResult(const CommandSession& session, const std::string& err) {
 // How each endpoint's caller runs a command line, for the hints in results and messages
 // (CommandSession::spell_command): the words of that endpoint's own tools.
 using Speller = std::function<std::optional<std::string>(const std::vector<std::string>&)>;
-
-std::string Quoted(const std::string& s) { return DumpJson(json(s), -1); }
 
 // /mcp: `wait` has a tool of its own; everything else is a line for exec.
 std::optional<std::string> SpellForFullTools(const std::vector<std::string>& argv) {
@@ -326,15 +272,6 @@ const json kAnyObjectSchema = {
      "for lobby commands their --json output (a list comes as {items: [...]}); for help "
      "{text}"},
     {"additionalProperties", true}};
-
-json Annotations(std::string title, bool read_only, bool destructive, bool idempotent,
-                 bool open_world) {
-  json a = {{"title", std::move(title)}, {"readOnlyHint", read_only}};
-  if (!read_only) a["destructiveHint"] = destructive;
-  a["idempotentHint"] = idempotent;
-  a["openWorldHint"] = open_world;
-  return a;
-}
 
 }  // namespace
 
@@ -545,7 +482,6 @@ constexpr std::string_view kWebText =
     "a systemd unit with Restart=always keeps a server running across reboots and copies.";
 
 std::string Instructions(const Caller& caller, bool curated) {
-  const Scope& s = caller.scope;
   std::string text;
   if (curated) {
     text =
@@ -573,28 +509,7 @@ std::string Instructions(const Caller& caller, bool curated) {
         "help) and refuses ssh. " +
         std::string(kWebText);
   }
-  if (s.Unrestricted()) return text;
-  std::string noun = caller.token_label_id.empty() ? "This key" : "This token";
-  text += "\n\n" + noun + " is limited.";
-  if (!s.tag.empty()) {
-    text += " It sees only VMs tagged \"" + s.tag +
-            "\": any other VM is \"not found\" to it, and VMs it creates get that tag.";
-  }
-  if (!s.cmds.empty() && curated) {
-    // This endpoint's tools, each one command: name the tools, not commands it cannot type.
-    std::string list;
-    for (const auto& [tool, command] : kCuratedToolCommands) {
-      if (command != "help" && !s.AllowsCommand(command)) continue;
-      list += (list.empty() ? "" : ", ") + std::string(tool);
-    }
-    text += " Of these tools it may use only: " + list + ".";
-  } else if (!s.cmds.empty()) {
-    std::string list;
-    for (const std::string& c : s.cmds) list += (list.empty() ? "" : ", ") + c;
-    text += " It may run only these commands (and help): " + list + ".";
-  }
-  if (s.expires_at != 0) text += " It expires at " + FormatTime(s.expires_at) + ".";
-  return text;
+  return text + ScopeText(caller, curated ? ToolCommands(kCuratedToolCommands) : ToolCommands());
 }
 
 }  // namespace warren::mcp

@@ -4,7 +4,8 @@
 // and read-only checks, same audit line, surface "mcp"); the result is read as data from
 // the session. The full endpoint (/mcp) has exec, exec_read_only and wait;
 // the curated ones (/mcp/claude, /mcp/openai) have list_vms, create_vm, run_vm_command and
-// get_cli_help. Conformance fixture tools exist only when asked for (a test-only flag).
+// get_cli_help; /mcp/sandbox has the four tools of the sandbox API. Conformance fixture tools exist
+// only when asked for (a test-only flag).
 //
 // A ToolSet is built once and read-only afterwards; calls may run concurrently on any
 // threads (each on its own), as the interpreter allows.
@@ -24,7 +25,8 @@
 
 namespace warren {
 class Interpreter;
-}
+struct SandboxPolicy;
+}  // namespace warren
 
 namespace warren::mcp {
 
@@ -65,6 +67,9 @@ class ToolSet {
 ToolSet FullTools(Interpreter& interpreter);
 // /mcp/claude and /mcp/openai: list_vms, create_vm, run_vm_command, get_cli_help.
 ToolSet CuratedTools(Interpreter& interpreter);
+// /mcp/sandbox (sandbox_tools.cc): create_sandbox, exec, extend_sandbox, destroy_sandbox,
+// the sandbox API of seed 004 with lobby/commands/sandbox_view.h's shapes.
+ToolSet SandboxTools(Interpreter& interpreter);
 // The MCP conformance suite's fixture tools (test_simple_text, test_error_handling,
 // test_tool_with_progress, …). Test-only: `warren serve --mcp-conformance-fixtures`.
 void AddConformanceFixtures(ToolSet& tools);
@@ -72,5 +77,9 @@ void AddConformanceFixtures(ToolSet& tools);
 // The `instructions` of the initialize result: how the tools work and, for a limited
 // credential, its tag, commands and expiry, so an agent does not waste turns on the rest.
 std::string Instructions(const Caller& caller, bool curated);
+// /mcp/sandbox's instructions: the tools, the limits (lifetime, sizes, the per-user
+// concurrency limit, exec's timeout) and, for a limited credential, its scope.
+// `policy`: the server's sizes (Services::sandboxes).
+std::string SandboxInstructions(const Caller& caller, const SandboxPolicy& policy);
 
 }  // namespace warren::mcp

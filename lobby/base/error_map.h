@@ -24,4 +24,13 @@ inline int ExitStatusFor(Code code) { return MappingFor(code).exit_status; }
 inline int HttpStatusFor(Code code) { return MappingFor(code).http_status; }
 inline int JsonRpcCodeFor(Code code) { return MappingFor(code).jsonrpc_code; }
 
+// The HTTP success statuses. kOk is 200, except for a request that made a resource (REST
+// POST /v1/sandboxes), which answers 201 Created when it succeeds; every other outcome is
+// HttpStatusFor's. The only place an HTTP surface gets a success status from.
+enum class HttpSuccess { kOk, kCreated };
+inline constexpr int kHttpCreated = 201;
+inline int HttpStatusFor(Code code, HttpSuccess success) {
+  return code == Code::kOk && success == HttpSuccess::kCreated ? kHttpCreated : HttpStatusFor(code);
+}
+
 }  // namespace warren

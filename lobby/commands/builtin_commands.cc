@@ -16,8 +16,10 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterEgressCommand(table);
   RegisterVmStateCommands(table);
   RegisterVmMetaCommands(table);
+  RegisterExtendCommand(table);
   RegisterVmSshCommand(table);
   RegisterJobCommands(table);
+  RegisterUsageCommand(table);
   RegisterIntegrationCommands(table);
   RegisterShareCommands(table);
   RegisterBrowserCommand(table);

@@ -23,6 +23,8 @@ void RegisterEgressCommand(CommandTable& table);     // egress
 void RegisterVmListCommands(CommandTable& table);    // ls, stat, console
 void RegisterVmStateCommands(CommandTable& table);   // rm, rename, start|stop|restart|pause|resume
 void RegisterVmMetaCommands(CommandTable& table);    // tag, comment
+void RegisterExtendCommand(CommandTable& table);     // extend
+void RegisterUsageCommand(CommandTable& table);      // usage
 void RegisterVmSshCommand(CommandTable& table);      // ssh
 void RegisterJobCommands(CommandTable& table);       // wait, kill, jobs
 // integrations add|list|show|remove|rename|attach|detach

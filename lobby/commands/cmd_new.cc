@@ -11,10 +11,13 @@
 
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"
+#include "lobby/base/time_format.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/image_catalog.h"
 #include "lobby/commands/integration_scope.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/sandbox.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_egress.h"
@@ -56,6 +59,14 @@ class NewCommand final : public Command {
     app.add_option("--integration", integrations_,
                    "attach this integration to the VM (repeatable; see integrations list)")
         ->type_name("NAME");
+    app.add_flag("--sandbox", sandbox_,
+                 "make a sandbox: a size's vCPUs and memory reserved on the host, and a "
+                 "lifetime after which it is destroyed (see above)");
+    size_opt_ =
+        app.add_option("--size", size_, "a sandbox's size (default small)")->type_name("SIZE");
+    timeout_opt_ = app.add_option("--timeout", timeout_,
+                                  "a sandbox's lifetime: 90s, 15m, 2h (default 15m, at most 24h)")
+                       ->type_name("DURATION");
     egress_opt_ = app.add_option("--egress", egress_,
                                  "what the VM may reach (default: the server's, all unless "
                                  "set otherwise; see above)")
@@ -98,6 +109,10 @@ class NewCommand final : public Command {
     if (!integrations_.empty()) r.data["integrations"] = integrations_;
     r.text =
         "Ready in " + took + "\n" + VmSshCommand(info, vm.name) + "\n" + VmUrlLine(info, vm.name);
+    if (IsSandbox(vm)) {
+      r.text += "sandbox " + vm.size + ", destroyed at " + FormatTime(vm.expires_at) +
+                " unless extended (extend " + vm.name + " --minutes N)\n";
+    }
     return r;
   }
 
@@ -107,27 +122,31 @@ class NewCommand final : public Command {
     const VmDefaults& d = ctx.services.vm_defaults;
     if (name_opt_->count() > 0 && name_.empty()) WARREN_RETURN_IF_ERROR(CheckVmName(name_));
     WARREN_ASSIGN_OR_RETURN(VmRecord vm, PlanNewVm(ctx, name_));
-    vm.cpus = cpu_opt_->count() > 0 ? cpus_ : d.cpus;
-    if (cpu_opt_->count() == 0 && ctx.services.vms != nullptr) {
-      // The default never asks for more vCPUs than the host has cores (it would be refused).
-      Result<HostCapacity> host = ctx.services.vms->Capacity();
-      if (host.ok() && host->cpu_cores > 0) vm.cpus = std::min(vm.cpus, host->cpu_cores);
+    // A sandbox's vCPUs and memory are its size's, and what it reserves.
+    WARREN_RETURN_IF_ERROR(PlanSandbox(ctx, vm));
+    if (!sandbox_) {
+      vm.cpus = cpu_opt_->count() > 0 ? cpus_ : d.cpus;
+      if (cpu_opt_->count() == 0 && ctx.services.vms != nullptr) {
+        // The default never asks for more vCPUs than the host has cores (it would be refused).
+        Result<HostCapacity> host = ctx.services.vms->Capacity();
+        if (host.ok() && host->cpu_cores > 0) vm.cpus = std::min(vm.cpus, host->cpu_cores);
+      }
+      WARREN_RETURN_IF_ERROR(CheckVmCpus(vm.cpus, d));
+      vm.memory_mib = d.memory_mib;
+      if (memory_opt_->count() > 0) {
+        WARREN_ASSIGN_OR_RETURN(vm.memory_mib, ParseMemoryMib(memory_));
+      }
+      WARREN_RETURN_IF_ERROR(CheckVmMemoryMib(vm.memory_mib, d));
     }
-    vm.egress = d.egress;
-    if (egress_opt_->count() > 0) {
-      WARREN_ASSIGN_OR_RETURN(vm.egress, ParseEgressPolicy("--egress", egress_));
-    }
-    WARREN_RETURN_IF_ERROR(CheckVmCpus(vm.cpus, d));
-    vm.memory_mib = d.memory_mib;
-    if (memory_opt_->count() > 0) {
-      WARREN_ASSIGN_OR_RETURN(vm.memory_mib, ParseMemoryMib(memory_));
-    }
-    WARREN_RETURN_IF_ERROR(CheckVmMemoryMib(vm.memory_mib, d));
     vm.disk_gib = d.disk_gib;
     if (disk_opt_->count() > 0) {
       WARREN_ASSIGN_OR_RETURN(vm.disk_gib, ParseDiskGib(disk_));
     }
     WARREN_RETURN_IF_ERROR(CheckVmDiskGib(vm.disk_gib, d));
+    vm.egress = d.egress;
+    if (egress_opt_->count() > 0) {
+      WARREN_ASSIGN_OR_RETURN(vm.egress, ParseEgressPolicy("--egress", egress_));
+    }
     WARREN_ASSIGN_OR_RETURN(vm.tags, ParseTags(tags_));
     WARREN_RETURN_IF_ERROR(SettleNewVmTags(ctx, vm.tags));
     WARREN_RETURN_IF_ERROR(CheckComment(comment_));
@@ -149,6 +168,35 @@ class NewCommand final : public Command {
     // Last: it may wait on stdin.
     WARREN_RETURN_IF_ERROR(ReadSetupScript(ctx));
     return vm;
+  }
+
+  // --sandbox's size and lifetime; the flags that only sandboxes take are refused without
+  // it, and a sandbox's vCPUs and memory come from its size alone.
+  Status PlanSandbox(CommandContext& ctx, VmRecord& vm) {
+    if (!sandbox_) {
+      if (size_opt_->count() > 0 || timeout_opt_->count() > 0) {
+        return InvalidArgument("--size and --timeout are for sandboxes: add --sandbox");
+      }
+      return Status::Ok();
+    }
+    if (cpu_opt_->count() > 0 || memory_opt_->count() > 0) {
+      return InvalidArgument("a sandbox's vCPUs and memory come from its --size (" +
+                             SandboxSizesText(ctx.services.sandboxes) + "), not --cpu or --memory");
+    }
+    const SandboxPolicy& policy = ctx.services.sandboxes;
+    WARREN_ASSIGN_OR_RETURN(
+        SandboxSize size,
+        FindSandboxSize(policy, size_opt_->count() > 0 ? size_ : policy.default_size));
+    int64_t lifetime = kDefaultSandboxSeconds;
+    if (timeout_opt_->count() > 0) {
+      WARREN_ASSIGN_OR_RETURN(lifetime, ParseSandboxLifetime("--timeout", timeout_));
+    }
+    vm.kind = std::string(kSandboxKind);
+    vm.size = size.name;
+    vm.cpus = size.cpus;
+    vm.memory_mib = size.memory_mib;
+    vm.expires_at = ctx.now + lifetime;
+    return Status::Ok();
   }
 
   Status ReadSetupScript(CommandContext& ctx) {
@@ -173,7 +221,8 @@ class NewCommand final : public Command {
     return Status::Ok();
   }
 
-  std::string name_, image_, memory_, disk_, comment_, setup_script_, egress_;
+  std::string name_, image_, memory_, disk_, comment_, setup_script_, egress_, size_, timeout_;
+  bool sandbox_ = false;
   std::string setup_script_text_;
   int cpus_ = 0;
   std::vector<std::string> tags_, env_;
@@ -184,6 +233,8 @@ class NewCommand final : public Command {
   CLI::Option* memory_opt_ = nullptr;
   CLI::Option* disk_opt_ = nullptr;
   CLI::Option* egress_opt_ = nullptr;
+  CLI::Option* size_opt_ = nullptr;
+  CLI::Option* timeout_opt_ = nullptr;
 };
 
 }  // namespace
@@ -202,10 +253,19 @@ void RegisterNewCommand(CommandTable& table) {
           "server; root, dev, lobby and users' names are kept for logins (ssh NAME@HOST "
           "reaches the lobby, ssh vm+NAME@HOST a VM). Without --name one is made up. "
           "--setup-script reads the script from "
-          "your stdin (/dev/stdin): the server cannot open files on your machine.\n" +
+          "your stdin (/dev/stdin): the server cannot open files on your machine.\n"
+          "--sandbox makes a sandbox: a VM of a --size whose vCPUs and memory are reserved on "
+          "the host (a new sandbox that would overcommit it is refused), which is destroyed, "
+          "disk and all, when its --timeout runs out (default 15m, at most 24h; `extend` gives "
+          "it more). Without --name it is called sbx-xxxxxxxx. Each user may have 20 "
+          "sandboxes at once unless an admin says otherwise.\n" +
           std::string(kEgressPolicyHelp),
       .make = [] { return std::make_unique<NewCommand>(); },
-      .live_help = InstalledImagesText,
+      .live_help =
+          [](const Services& services) {
+            return InstalledImagesText(services) +
+                   "Sandbox sizes here: " + SandboxSizesText(services.sandboxes) + ".\n";
+          },
   });
 }
 

@@ -36,7 +36,10 @@ class LimitFlags {
     const std::string also = allow_default ? ", or default (the server's)" : "";
     const char* help[] = {"how many VMs they may have", "how many vCPUs their running VMs may have",
                           "how much memory their running VMs may have (e.g. 32G)",
-                          "how much disk all their VMs may have (e.g. 500G, 1T)"};
+                          "how much disk all their VMs may have (e.g. 500G, 1T)",
+                          "how many sandboxes they may have at once"};
+    // One description per limit: a missing one read past the array.
+    static_assert(sizeof(help) / sizeof(help[0]) == std::tuple_size_v<decltype(kLimitFields)>);
     for (size_t i = 0; i < kLimitFields.size(); ++i) {
       app.add_option(kLimitFields[i].flag, values_[i],
                      std::string(help[i]) + ": N, 0 or none" + also)
@@ -65,7 +68,7 @@ class LimitFlags {
   }
 
  private:
-  std::array<std::string, 4> values_;
+  std::array<std::string, kLimitFields.size()> values_;
   bool allow_default_ = false;
 };
 

@@ -6,8 +6,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lobby/base/time_format.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
+#include "lobby/commands/sandbox.h"
 #include "lobby/commands/text_format.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_view.h"
@@ -35,10 +37,18 @@ std::string JoinTags(const std::vector<std::string>& tags) {
   return out;
 }
 
+// When a sandbox goes: "in 14m", "now"; "-" for a VM.
+std::string ExpiresText(const VmRecord& vm, int64_t now) {
+  if (!IsSandbox(vm)) return "-";
+  if (vm.expires_at <= now) return "now";
+  return "in " + FormatDuration(vm.expires_at - now);
+}
+
 class LsCommand final : public Command {
  public:
   void DeclareFlags(CLI::App& app) override {
     app.add_flag("-l,--long", long_, "also cpu, memory, disk, egress, image, created and comment");
+    app.add_flag("--sandbox", sandboxes_only_, "only sandboxes (new --sandbox)");
     app.add_option("PATTERN", patterns_, "a name glob (web-*) or a tag; any may match");
   }
 
@@ -48,6 +58,9 @@ class LsCommand final : public Command {
     const ServerInfo& info = ctx.services.info;
     nlohmann::json list = nlohmann::json::array();
     std::vector<std::string> header = {"NAME", "STATE", "SSH", "TAGS"};
+    const bool any_sandbox =
+        std::any_of(vms.begin(), vms.end(), [](const VmRecord& vm) { return IsSandbox(vm); });
+    if (any_sandbox) header.push_back("EXPIRES");
     if (long_) {
       for (const char* h : {"CPU", "MEM", "DISK", "EGRESS", "IMAGE", "CREATED", "COMMENT"}) {
         header.push_back(h);
@@ -56,11 +69,12 @@ class LsCommand final : public Command {
     TextTable table(header);
     size_t shown = 0;
     for (const VmRecord& vm : vms) {
-      if (!Matches(vm, patterns_)) continue;
+      if (!Matches(vm, patterns_) || (sandboxes_only_ && !IsSandbox(vm))) continue;
       const std::string state = VmStateText(vm, host.Find(vm.id));
       list.push_back(VmJson(vm, state, info));
       std::vector<std::string> row = {vm.name, state, VmSshCommand(info, vm.name),
                                       JoinTags(vm.tags)};
+      if (any_sandbox) row.push_back(ExpiresText(vm, ctx.now));
       if (long_) {
         row.push_back(std::to_string(vm.cpus));
         row.push_back(FormatMib(vm.memory_mib));
@@ -79,6 +93,8 @@ class LsCommand final : public Command {
       r.text = table.Render();
     } else if (!patterns_.empty()) {
       r.text = "no VMs match\n";
+    } else if (sandboxes_only_) {
+      r.text = "no sandboxes; make one with: new --sandbox\n";
     } else {
       r.text = "no VMs yet; make one with: new\n";
     }
@@ -87,6 +103,7 @@ class LsCommand final : public Command {
 
  private:
   bool long_ = false;
+  bool sandboxes_only_ = false;
   std::vector<std::string> patterns_;
 };
 
@@ -126,6 +143,10 @@ class StatCommand final : public Command {
         "disk:     " + r.data["disk_gib"].dump() + " GiB\n" + "egress:   " + vm.egress + "\n" +
         "image:    " + vm.image + "\n" + "created:  " + FormatTime(vm.created_at) + "\n" +
         "ssh:      " + VmSshCommand(ctx.services.info, vm.name) + "\n";
+    if (IsSandbox(vm)) {
+      r.text += "sandbox:  " + vm.size + ", expires " + ExpiresText(vm, ctx.now) + " (" +
+                FormatTime(vm.expires_at) + ")\n";
+    }
     if (!vm.tags.empty()) r.text += "tags:     " + JoinTags(vm.tags) + "\n";
     if (!vm.comment.empty()) r.text += "comment:  " + vm.comment + "\n";
     return r;

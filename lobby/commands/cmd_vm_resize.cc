@@ -10,6 +10,7 @@
 #include "lobby/base/log.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
+#include "lobby/commands/sandbox.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_flags.h"
@@ -47,6 +48,12 @@ class ResizeCommand final : public Command {
   Result<CommandResult> Run(CommandContext& ctx) override {
     VmHost* host = ctx.services.vms;
     const VmDefaults& d = ctx.services.vm_defaults;
+    if (IsSandbox(*ctx.vm) && (cpu_opt_->count() > 0 || memory_opt_->count() > 0)) {
+      // What it reserves on the host is its size; a bigger one is another sandbox.
+      return InvalidArgument(ctx.vm->name + " is a sandbox of size " + ctx.vm->size +
+                             ": its vCPUs and memory stay as they are (make one of another size "
+                             "with new --sandbox --size); only --disk grows");
+    }
     ResizeSpec spec;
     if (cpu_opt_->count() > 0) {
       WARREN_RETURN_IF_ERROR(CheckVmCpus(cpus_, d));

@@ -11,6 +11,8 @@
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/login_names.h"
+#include "lobby/commands/sandbox.h"
+#include "lobby/commands/sandbox_room.h"
 #include "lobby/commands/vm_access.h"
 #include "lobby/commands/vm_quota.h"
 #include "lobby/commands/vm_view.h"
@@ -41,11 +43,16 @@ class StateCommand final : public Command {
     VmRecord vm = *ctx.vm;
     // Held until the new desired state is recorded: that is what holds the quota.
     std::optional<UserQuotaLock> quota;
+    std::optional<SandboxRoomLock> room;  // a sandbox reserves its size on the host again
     if (t_.holds) {
       quota.emplace(vm.owner);
       VmRecord planned = vm;
       planned.desired_state = t_.then;
       WARREN_RETURN_IF_ERROR(CheckUserQuota(ctx, planned));
+      if (IsSandbox(vm)) {
+        room.emplace();
+        WARREN_RETURN_IF_ERROR(CheckSandboxRoomFor(ctx, planned));
+      }
     }
     if (t_.drops_guest && ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
     Status st = (host->*t_.act)(vm.id);
@@ -57,6 +64,7 @@ class StateCommand final : public Command {
       r.desired_state = t_.then;
       return Status::Ok();
     }));
+    room.reset();
     quota.reset();
     Result<VmInfo> info = host->Inspect(vm.id);
     vm.desired_state = t_.then;
@@ -81,6 +89,9 @@ const Transition kResume{"resume", "resumed", DesiredState::kRunning, &VmHost::R
 class RmCommand final : public Command {
  public:
   void DeclareFlags(CLI::App& app) override {
+    app.add_flag("--sandbox", sandboxes_only_,
+                 "remove only sandboxes: an ordinary VM named is refused (the sandbox API's "
+                 "destroy)");
     app.add_option("VM", names_, "the VMs to remove")->required();
   }
 
@@ -93,7 +104,7 @@ class RmCommand final : public Command {
     std::set<std::string> seen;
     for (const std::string& name : names_) {
       if (!seen.insert(name).second) continue;
-      Status st = Remove(ctx, name);
+      Status st = Remove(ctx, name, sandboxes_only_);
       if (st.ok()) {
         deleted.push_back(name);
         text += "removed " + name + "\n";
@@ -120,10 +131,15 @@ class RmCommand final : public Command {
   }
 
  private:
-  static Status Remove(CommandContext& ctx, const std::string& name) {
+  static Status Remove(CommandContext& ctx, const std::string& name, bool sandboxes_only) {
     WARREN_ASSIGN_OR_RETURN(VmRecord vm, FindVisibleVm(ctx, name));
+    if (sandboxes_only && !IsSandbox(vm)) {
+      return NotFound("no sandbox named \"" + vm.name + "\": it is a VM (rm without --sandbox)");
+    }
     return RemoveVm(ctx.services, vm);
   }
+
+  bool sandboxes_only_ = false;
 
   std::vector<std::string> names_;
 };

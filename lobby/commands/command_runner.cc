@@ -68,6 +68,7 @@ Status CommandRunner::Submit(CommandTask task) {
     timer_cv_.notify_all();
   }
   pending_.emplace(id, std::move(pending));
+  if (task.id != nullptr) task.id->store(id);
   User& user = users_[task.user];
   Entry entry{id, task.user, std::move(task.run)};
   if (runs_now) {
@@ -220,6 +221,16 @@ bool CommandRunner::Stop(std::chrono::milliseconds timeout) {
     return true;
   }
   return done_cv_.wait_for(lock, timeout, done);
+}
+
+void CommandRunner::ExtendDeadline(uint64_t id, std::chrono::steady_clock::time_point at) {
+  std::lock_guard lock(mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end() || it->second.deadline == deadlines_.end()) return;
+  if (at <= it->second.deadline->first) return;
+  deadlines_.erase(it->second.deadline);
+  it->second.deadline = deadlines_.emplace(at, id);
+  timer_cv_.notify_all();
 }
 
 CommandRunner::Load CommandRunner::load() const {

@@ -12,16 +12,19 @@
 // queued still runs, and the interpreter ends it at once ("cancelled before it started").
 // An optional deadline calls `on_deadline` once, on the runner's timer thread, when the
 // task has not finished by then (queued time included): /exec answers 504 there and lets
-// the command go on.
+// the command go on. A command that learns it needs longer (`ssh --timeout`) moves its
+// task's deadline later through ExtendDeadline, by the id Submit hands out.
 //
 // Threads: workers are started on demand up to `threads` and leave after a while idle, plus
 // one timer thread; so the number of threads is set by configuration, never by clients.
 // Thread-safe: Submit and Stop from any thread. Tasks and on_deadline must not call Stop.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <list>
@@ -52,6 +55,9 @@ struct CommandTask {
   // When set: `on_deadline` runs once on the timer thread if `run` has not returned by then.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::function<void()> on_deadline;
+  // When set, Submit stores the task's id here before the task can run: what
+  // ExtendDeadline takes (CommandSession::extend_deadline).
+  std::shared_ptr<std::atomic<uint64_t>> id;
 };
 
 class CommandRunner {
@@ -71,6 +77,11 @@ class CommandRunner {
   // every accepted task to return. False when some still run then (a command ignored
   // cancellation): the caller must not destroy what those tasks use. Idempotent.
   bool Stop(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  // Moves task `id`'s deadline to `at` when that is later; nothing when the task has no
+  // deadline, has finished, or its deadline already fired. From any thread, the task's own
+  // included.
+  void ExtendDeadline(uint64_t id, std::chrono::steady_clock::time_point at);
 
   const CommandRunnerOptions& options() const { return options_; }
 

@@ -27,6 +27,9 @@ class GuestOutput {
   GuestOutput(CommandContext& ctx, std::optional<int> wait_seconds);
 
   bool streaming() const { return streaming_; }
+  // The command's own time limit (`ssh --timeout`): stay attached this long whatever the
+  // surface's default, and the caller kills it if it still runs then.
+  void SetTimeoutMs(int ms) { wait_ms_ = ms; }
   // Sinks, cancel and deadline for GuestControl::Exec/Wait; with_stdin passes the
   // session's stdin to the command.
   GuestStreams Streams(bool with_stdin);

@@ -11,6 +11,7 @@
 #include "keys/token.h"
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/audit_line.h"
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command.h"
 #include "lobby/commands/command_table.h"
@@ -265,13 +266,13 @@ void Finish(const Services& services, CommandSession& session, bool json,
 
   const auto elapsed = std::chrono::steady_clock::now() - start;
   auto dur_ms = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
-  std::string line = "audit cmd=" + LogQuote(audit.path);
-  if (!audit.vm.empty()) line += " vm=" + LogQuote(audit.vm);
-  line +=
-      " caller=" + LogQuote(session.caller.credential) + " user=" + LogQuote(session.caller.user) +
-      " surface=" + LogQuote(session.caller.surface) +
-      " code=" + std::string(CodeName(session.status.code())) + " dur_ms=" + std::to_string(dur_ms);
-  LogInfo(line);
+  WriteAuditLine({.path = audit.path,
+                  .vm = audit.vm,
+                  .credential = session.caller.credential,
+                  .user = session.caller.user,
+                  .surface = session.caller.surface,
+                  .code = session.status.code(),
+                  .dur_ms = dur_ms});
   if (services.on_command) {
     services.on_command(CommandEvent{audit.path, session.caller.surface, session.status.code(),
                                      std::chrono::duration<double>(elapsed).count()});

@@ -17,6 +17,7 @@
 #include "lobby/base/clock.h"
 #include "lobby/base/status.h"
 #include "lobby/commands/caller.h"
+#include "lobby/commands/sandbox.h"
 #include "lobby/commands/session.h"
 
 namespace warren {
@@ -67,7 +68,7 @@ struct VmDefaults {
   // What each user's VMs may hold unless the user's record says otherwise (vm_quota.h):
   // 10 VMs, 16 vCPUs and 64 GiB running, 1 TiB of disk (by default one user may hold what
   // one largest VM may have). Each set; kNoLimit for none. serve --user-max-*.
-  UserLimits user_limits = {10, 16, 64 * 1024, 1024};
+  UserLimits user_limits = {10, 16, 64 * 1024, 1024, kDefaultMaxSandboxes};
 };
 
 // One installed guest image, as its image.json describes it.
@@ -124,6 +125,8 @@ struct Services {
   VmHost* vms = nullptr;
   GuestControl* guests = nullptr;
   VmDefaults vm_defaults;
+  // Sandboxes' sizes, the host's room for them and the price of usage (sandbox.h).
+  SandboxPolicy sandboxes;
   // When `resolve` is empty, an image name is taken as given ("debian" stays "debian").
   ImageCatalog images;
   // The OpenSSH public key line of warren's own control key, seeded into every new VM as

@@ -68,7 +68,7 @@ class Reconciler {
         return Fail("destroying the domain of unfinished VM " + vm.name, st);
       }
     }
-    Status st = store_.DeleteVm(vm.id);
+    Status st = store_.DeleteVm(vm.id, now_ * 1000);
     if (!st.ok() && st.code() != Code::kNotFound) {
       return Fail("deleting the record of unfinished VM " + vm.name, st);
     }

@@ -11,6 +11,8 @@
 //   - disk layers no VM's chain uses (a `cp` or `new` cut short, a finished flattening):
 //     deleted by the host, after the domains above are settled. A `cp` cut short is just a
 //     "creating" record like an unfinished `new`; its source keeps its new overlay.
+// Sandboxes whose lifetime ran out while warren was down are removed just before it
+// (ExpireSandboxes, sandbox_expiry.h, called by the binary), so none is started again.
 // Must run before the interpreter serves commands: a `new` in flight would look like a
 // crashed one. Not thread-safe with itself; the store and host it uses are.
 #pragma once

@@ -39,6 +39,11 @@ struct CommandSession {
   // How long `ssh VM CMD` and `wait` stay attached when the command line gives no
   // --wait-seconds (0..45; /exec's "wait_seconds"). Unset: the surface's default.
   std::optional<int> wait_seconds;
+  // A command that sets its own time limit (`ssh --timeout`, up to 10 minutes) calls this
+  // with it before it starts waiting, so a surface with a deadline of its own (/exec's
+  // --exec-timeout, a REST call's) can move it past the command's limit rather than answer
+  // 504 first. Empty: the surface has no deadline to move.
+  std::function<void(int64_t ms)> extend_deadline;
   // The peer is a live byte stream (an SSH channel or the REPL), so a command in a VM may
   // stream its output to out/err as it comes (unless --json) instead of collecting it and
   // returning it in one piece. /exec and MCP leave it off.

@@ -120,7 +120,7 @@ Status RemoveVm(Services& services, const VmRecord& vm) {
   Status st = services.vms->Destroy(vm.id);
   // A domain already gone ("missing") is what removing it wanted anyway.
   if (!st.ok() && st.code() != Code::kNotFound) return st.Annotate("removing " + vm.name);
-  st = services.store->DeleteVm(vm.id);
+  st = services.store->DeleteVm(vm.id, services.clock->NowUnixMs());
   if (!st.ok() && st.code() != Code::kNotFound) {
     LogError("removing " + LogQuote(vm.name) +
              ": its domain is destroyed but its record "

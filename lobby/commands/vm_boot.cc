@@ -4,10 +4,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"
+#include "lobby/commands/interpreter.h"
 #include "lobby/commands/login_names.h"
+#include "lobby/commands/sandbox.h"
+#include "lobby/commands/sandbox_room.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_quota.h"
 #include "vmhost/guest_control.h"
@@ -49,6 +53,8 @@ Result<VmRecord> PlanNewVm(const CommandContext& ctx, const std::string& name) {
   VmRecord vm;
   vm.owner = ctx.caller().user;
   vm.created_at = ctx.now;
+  // Its disk is metered from now (keys/usage.h); running time from when the host says so.
+  vm.meter.disk_since_ms = ctx.services.clock->NowUnixMs();
   vm.desired_state = DesiredState::kRunning;
   vm.phase = VmPhase::kCreating;
   if (!name.empty()) {
@@ -116,13 +122,19 @@ Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRe
 }
 
 Status RecordNewVm(CommandContext& ctx, VmRecord& vm) {
-  // The record is what holds the owner's quota: checked and written under their lock.
+  // The record is what holds the owner's quota (and a sandbox's reservation of the host):
+  // checked and written under their locks.
   UserQuotaLock quota(vm.owner);
   WARREN_RETURN_IF_ERROR(CheckUserQuota(ctx, vm));
+  std::optional<SandboxRoomLock> room;
+  if (IsSandbox(vm)) {
+    room.emplace();
+    WARREN_RETURN_IF_ERROR(CheckSandboxRoomFor(ctx, vm));
+  }
   const bool generated = vm.name.empty();
   for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
     if (generated) {
-      vm.name = NewVmName();
+      vm.name = IsSandbox(vm) ? NewSandboxName() : NewVmName();
       if (IsReservedLoginName(ctx.store(), vm.name)) continue;
     }
     vm.id = NewVmId();
@@ -189,7 +201,7 @@ void AbandonVm(CommandContext& ctx, const VmRecord& vm, bool domain_made, const 
       return;
     }
   }
-  Status st = ctx.store().DeleteVm(vm.id);
+  Status st = ctx.store().DeleteVm(vm.id, ctx.services.clock->NowUnixMs());
   if (!st.ok() && st.code() != Code::kNotFound) {
     LogError(std::string(verb) + ": could not delete the record of failed VM " + LogQuote(vm.name) +
              " (" + vm.id + "): " + LogQuote(st.ToString()));

@@ -26,7 +26,7 @@ Result<int64_t> ParseMemoryMib(std::string_view text);
 Result<int64_t> ParseDiskGib(std::string_view text);
 
 // What a user limit counts (keys/store.h UserLimits), for parsing and showing one.
-enum class LimitKind { kVms, kCpus, kMemoryMib, kDiskGib };
+enum class LimitKind { kVms, kCpus, kMemoryMib, kDiskGib, kSandboxes };
 // A limit as `user add|set --max-*` and `serve --user-max-*` take it: "none" (kNoLimit), "0"
 // (none allowed), or a count (VMs, vCPUs) or size (memory as ParseMemoryMib, disk as
 // ParseDiskGib). InvalidArgument naming `flag`.

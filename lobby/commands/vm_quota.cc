@@ -4,10 +4,11 @@
 #include <vector>
 
 #include "lobby/commands/interpreter.h"
+#include "lobby/commands/sandbox.h"
 
 namespace warren {
 
-const std::array<LimitField, 4> kLimitFields = {{
+const std::array<LimitField, 5> kLimitFields = {{
     {LimitKind::kVms, "vms", "--max-vms", &UserLimits::max_vms, &VmHolding::vms,
      "have at most %s VMs"},
     {LimitKind::kCpus, "cpus", "--max-cpu", &UserLimits::max_cpus, &VmHolding::cpus,
@@ -16,6 +17,8 @@ const std::array<LimitField, 4> kLimitFields = {{
      &VmHolding::memory_mib, "run at most %s of memory"},
     {LimitKind::kDiskGib, "disk_gib", "--max-disk", &UserLimits::max_disk_gib, &VmHolding::disk_gib,
      "have at most %s of disk"},
+    {LimitKind::kSandboxes, "sandboxes", "--max-sandboxes", &UserLimits::max_sandboxes,
+     &VmHolding::sandboxes, "have at most %s sandboxes at once"},
 }};
 
 namespace {
@@ -54,6 +57,7 @@ VmHolding HoldingOf(const VmRecord& vm) {
   VmHolding h;
   h.vms = 1;
   h.disk_gib = vm.disk_gib;
+  h.sandboxes = IsSandbox(vm) ? 1 : 0;
   if (vm.desired_state != DesiredState::kStopped) {
     h.cpus = vm.cpus;
     h.memory_mib = vm.memory_mib;

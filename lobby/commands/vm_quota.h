@@ -1,5 +1,6 @@
 // Per-user limits on what a user's VMs hold: the one home of the rule and of its counting.
-// Every VM a user owns counts toward their VM count and holds its whole disk; a VM meant to
+// Every VM a user owns counts toward their VM count and holds its whole disk (and a sandbox
+// toward their sandboxes, stopped or not: the concurrency limit); a VM meant to
 // run (desired running or paused, also while `new` or `cp` makes it) holds its vCPUs and
 // memory too, a stopped one does not, so `start` is checked like `new`. The limits are the
 // user's own (keys/store.h UserLimits), else the server's (VmDefaults::user_limits). Only
@@ -29,6 +30,7 @@ struct VmHolding {
   int64_t cpus = 0;
   int64_t memory_mib = 0;
   int64_t disk_gib = 0;
+  int64_t sandboxes = 0;  // 1 for a sandbox, whatever its state
 };
 VmHolding HoldingOf(const VmRecord& vm);
 
@@ -41,7 +43,7 @@ struct LimitField {
   int64_t VmHolding::*held;
   const char* rule;  // "run at most %s vCPUs", %s the limit as FormatUserLimit shows it
 };
-extern const std::array<LimitField, 4> kLimitFields;
+extern const std::array<LimitField, 5> kLimitFields;
 
 // The user's own limits where set, the server's elsewhere: every field set.
 UserLimits EffectiveLimits(const UserLimits& own, const UserLimits& server);

@@ -71,6 +71,9 @@ nlohmann::json VmJson(const VmRecord& vm, std::string_view state, const ServerIn
           {"env_keys", std::move(env_keys)},
           {"egress", vm.egress},
           {"created_at", vm.created_at},
+          {"kind", vm.kind},
+          {"size", vm.size.empty() ? nlohmann::json() : nlohmann::json(vm.size)},
+          {"expires_at", vm.expires_at == 0 ? nlohmann::json() : nlohmann::json(vm.expires_at)},
           {"ssh", VmSshCommand(info, vm.name)},
           {"url", WebUrlJson(VmUrl(info, vm.name))}};
 }

@@ -48,8 +48,9 @@ class HostView {
 };
 
 // {"name","id","state","desired_state","owner","image","cpus","memory_mib","disk_gib",
-//  "tags","comment","env_keys","egress","created_at","ssh","url"}; "url" is null with no web
-// listener. Never env values: they may be secrets.
+//  "tags","comment","env_keys","egress","created_at","kind","size","expires_at","ssh","url"};
+// "kind" is "vm" or "sandbox", "size" and "expires_at" (Unix seconds) are null for a VM;
+// "url" is null with no web listener. Never env values: they may be secrets.
 nlohmann::json VmJson(const VmRecord& vm, std::string_view state, const ServerInfo& info);
 
 // "2 GiB", "512 MiB", "1.5 GiB".

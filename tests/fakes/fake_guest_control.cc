@@ -140,6 +140,7 @@ Result<GuestProgress> FakeGuestControl::Exec(std::string_view vm_id, const Guest
   }
   std::unique_lock lock(mu_);
   commands_.push_back(command.command);
+  last_command_ = command;
   if (!reachable_) return Unavailable("fake guest " + std::string(vm_id) + " is not reachable");
   if (unreachable_for_ > 0) {
     --unreachable_for_;
@@ -297,6 +298,11 @@ std::vector<std::string> FakeGuestControl::commands() const {
 std::string FakeGuestControl::last_stdin() const {
   std::lock_guard lock(mu_);
   return last_stdin_;
+}
+
+std::optional<GuestCommand> FakeGuestControl::last_command() const {
+  std::lock_guard lock(mu_);
+  return last_command_;
 }
 
 std::vector<std::string> FakeGuestControl::disconnected() const {

@@ -57,7 +57,8 @@ class FakeGuestControl final : public GuestControl {
   // ---- Inspection.
   std::vector<std::string> commands() const;  // every command Exec'd, in order
   std::string last_stdin() const;
-  std::vector<std::string> disconnected() const;  // VM ids, in order
+  std::optional<GuestCommand> last_command() const;  // the last Exec's, env and cwd included
+  std::vector<std::string> disconnected() const;     // VM ids, in order
   // Every raw channel asked for, in order.
   std::vector<GuestChannelRequest> channel_requests() const;
   bool finished(const std::string& job) const;
@@ -96,6 +97,7 @@ class FakeGuestControl final : public GuestControl {
   int killed_ = 0;
   std::vector<std::string> commands_;
   std::string last_stdin_;
+  std::optional<GuestCommand> last_command_;
   std::vector<std::string> disconnected_;
   std::vector<GuestChannelRequest> channel_requests_;
 };

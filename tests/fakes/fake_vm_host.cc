@@ -10,6 +10,57 @@ std::optional<Status> FakeVmHost::TakeFailure() {
   return f;
 }
 
+void FakeVmHost::Emit(std::string_view id, VmState state) {
+  if (delivery_) delivery_->Push({std::string(id), state});
+}
+
+VmStateDelivery* FakeVmHost::Delivery() {
+  std::lock_guard lock(mu_);
+  return delivery_.get();
+}
+
+Status FakeVmHost::WatchStates(VmStateListener listener) {
+  VmStateDelivery* delivery = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (!delivery_) {
+      if (!listener) return Status::Ok();
+      delivery_ = std::make_unique<VmStateDelivery>(
+          [this](const std::atomic<bool>&) -> Result<std::vector<VmStateEvent>> {
+            WARREN_ASSIGN_OR_RETURN(std::vector<VmInfo> vms, List());
+            std::vector<VmStateEvent> all;
+            for (const VmInfo& vm : vms) all.push_back({vm.id, vm.state});
+            return all;
+          });
+    }
+    delivery = delivery_.get();
+  }
+  delivery->SetListener(std::move(listener));  // not under mu_: it waits for the listener
+  return Status::Ok();
+}
+
+Status FakeVmHost::SimulateOutOfBand(std::string_view id, VmState state) {
+  std::lock_guard lock(mu_);
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return NotFound("no vm " + std::string(id));
+  VmInfo& info = it->second.info;
+  if (state == VmState::kRunning && info.state != VmState::kPaused) {
+    info.started_at = clock_.NowUnix();
+  }
+  if (state == VmState::kStopped || state == VmState::kCrashed) info.started_at = 0;
+  info.state = state;
+  Emit(id, state);
+  return Status::Ok();
+}
+
+void FakeVmHost::SimulateReconnect() {
+  if (VmStateDelivery* d = Delivery()) d->Resync();
+}
+
+void FakeVmHost::FlushStateEvents() {
+  if (VmStateDelivery* d = Delivery()) d->Flush();
+}
+
 void FakeVmHost::FailNext(Status status) {
   std::lock_guard lock(mu_);
   fail_next_ = std::move(status);
@@ -81,6 +132,7 @@ Status FakeVmHost::Create(const VmSpec& spec) {
   Vm vm = Booted(spec, spec.image, spec.disk_gib, /*disk_layers=*/1);
   vm.console = "fake boot of " + spec.image + "\nlogin:\n";
   vms_.emplace(spec.id, std::move(vm));
+  Emit(spec.id, VmState::kRunning);
   return Status::Ok();
 }
 
@@ -100,7 +152,12 @@ Status FakeVmHost::Transition(std::string_view id, std::initializer_list<VmState
     WARREN_RETURN_IF_ERROR(CheckRoom({it->second.config_cpus, it->second.config_memory_mib, 0})
                                .Annotate("starting vm " + std::string(id)));
   }
+  // What libvirt reports on the real host: a restart is a stop and a start; a paused VM is
+  // resumed before it is stopped (a paused guest cannot hear the power button).
+  if (std::string_view(verb) == "restart") Emit(id, VmState::kStopped);
+  if (to == VmState::kStopped && info.state == VmState::kPaused) Emit(id, VmState::kRunning);
   info.state = to;
+  Emit(id, to);
   if (boots) {
     info.started_at = clock_.NowUnix();
     it->second.console += "fake boot\n";
@@ -136,6 +193,7 @@ Status FakeVmHost::Destroy(std::string_view id) {
   auto it = vms_.find(id);
   if (it == vms_.end()) return NotFound("no vm " + std::string(id));
   vms_.erase(it);
+  Emit(id, VmState::kStopped);  // removed
   return Status::Ok();
 }
 
@@ -178,6 +236,7 @@ Status FakeVmHost::Copy(std::string_view source_id, const VmSpec& spec) {
   Vm vm = Booted(spec, s.image, s.disk_gib, copy_layers > kMaxDiskLayers ? 1 : copy_layers);
   vm.console = "fake boot of a copy of " + std::string(source_id) + "\nlogin:\n";
   vms_.emplace(spec.id, std::move(vm));
+  Emit(spec.id, VmState::kRunning);
   return Status::Ok();
 }
 

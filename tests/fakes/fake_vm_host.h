@@ -1,16 +1,21 @@
 // FakeVmHost: an in-memory VmHost for tests of everything above vmhost. It keeps the same
 // state machine as the real host (the contract test runs against both) and can be told to
-// fail the next operation. Thread-safe.
+// fail the next operation. WatchStates delivers as LibvirtHost does (VmStateDelivery: its
+// own thread, in order); FlushStateEvents waits for it, and a test can change a VM's state
+// behind warren's back or have the host report every state as after a reconnect.
+// Thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include "lobby/base/clock.h"
 #include "vmhost/vm_host.h"
+#include "vmhost/vm_state_delivery.h"
 
 namespace warren {
 
@@ -36,6 +41,7 @@ class FakeVmHost final : public VmHost {
   Result<int> RemoveUnusedDisks() override;
   // Sets the spec's egress (SpecOf shows it); live when the VM runs or is paused.
   Result<bool> SetNetwork(std::string_view id, Egress egress) override;
+  Status WatchStates(VmStateListener listener) override;
 
   // The next mutating call fails with `status` and changes nothing.
   void FailNext(Status status);
@@ -47,6 +53,15 @@ class FakeVmHost final : public VmHost {
   void SetHostCores(int cores);
   // The spec of the last Create or Copy of `id` (seed identity included), for tests.
   std::optional<VmSpec> SpecOf(std::string_view id);
+
+  // What the hypervisor does without warren: the guest powers off (kStopped), QEMU dies
+  // (kCrashed), something pauses or resumes it. Reported to the WatchStates listener.
+  // NotFound for an unknown id.
+  Status SimulateOutOfBand(std::string_view id, VmState state);
+  // What a reconnect to the hypervisor ends with: every VM's current state, reported once.
+  void SimulateReconnect();
+  // Waits until every state change so far has reached the listener.
+  void FlushStateEvents();
 
  private:
   struct Vm {
@@ -67,6 +82,11 @@ class FakeVmHost final : public VmHost {
   Status Transition(std::string_view id, std::initializer_list<VmState> from, VmState to,
                     const char* verb);
   std::optional<Status> TakeFailure();
+  // Queues a state change for the listener, if one watches. Call with mu_ held (the queue
+  // never blocks), so changes are queued in the order they happen.
+  void Emit(std::string_view id, VmState state);
+  // The delivery, once WatchStates made it (under mu_); it outlives every other member.
+  VmStateDelivery* Delivery();
 
   const Clock& clock_;
   std::mutex mu_;
@@ -75,6 +95,8 @@ class FakeVmHost final : public VmHost {
   int64_t limit_memory_mib_ = INT64_MAX;
   int64_t limit_disk_gib_ = INT64_MAX;
   int cores_ = 64;
+  // Last: destroyed first, its thread stopped while what its full report reads still exists.
+  std::unique_ptr<VmStateDelivery> delivery_;
 };
 
 }  // namespace warren

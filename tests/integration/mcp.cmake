@@ -15,3 +15,8 @@ warren_mcp_test(mcp_transport test_mcp_transport.py 180)
 warren_mcp_test(mcp_peers test_mcp_peers.py 900)
 warren_mcp_test(mcp_vm test_mcp_vm.py 1200)
 set_tests_properties(mcp_vm PROPERTIES RUN_SERIAL TRUE LABELS "integration;mcp;vm")
+
+# The sandbox API (seed 004) on real guests: /mcp/sandbox with the SDK client, REST /v1 with
+# curl, one sandbox over every surface (a test size from --sandbox-size fits 2 cores).
+warren_mcp_test(sandbox_api test_sandbox_api.py 1800)
+set_tests_properties(sandbox_api PROPERTIES RUN_SERIAL TRUE LABELS "integration;mcp;vm")

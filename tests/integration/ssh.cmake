@@ -96,3 +96,13 @@ set_tests_properties(vm_web_browser PROPERTIES
   TIMEOUT 1200
   RUN_SERIAL TRUE
   LABELS "integration;vm;web;browser")
+
+# Sandboxes on real guests: seed 002 over SSH and /exec, the host's room, expiry (also while
+# warren was down), usage against the wall clock, tag scope, and 20 at once then the 21st.
+add_test(NAME vm_sandboxes
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_sandboxes.py)
+set_tests_properties(vm_sandboxes PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 1800
+  RUN_SERIAL TRUE
+  LABELS "integration;vm;sandbox")

@@ -2,12 +2,15 @@
 """warren's /mcp driven by MCP peers nobody on this team wrote, on a lobby without VMs:
 
 - the official MCP TypeScript SDK client (@modelcontextprotocol/sdk): connect with a bearer
-  token, list tools, call exec;
-- MCP Inspector's CLI with --strict: tools/list (schema portability) and a tools/call;
+  token, list tools, call exec; at /mcp/sandbox, the four tools, their annotations, the
+  instructions and a tool error (the sandbox flows with guests are test_sandbox_api.py);
+- MCP Inspector's CLI with --strict: tools/list (schema portability) on every endpoint,
+  /mcp/sandbox included, and a tools/call;
 - the MCP conformance suite (@modelcontextprotocol/conformance) against a server started
   with the test-only --mcp-conformance-fixtures flag, behind a small loopback proxy that adds
-  the bearer header (the suite sends none); tests/integration/mcp_conformance_expected.yaml
-  lists only scenarios for features warren does not offer.
+  the bearer header (the suite sends none), at /mcp and at /mcp/sandbox;
+  tests/integration/mcp_conformance_expected.yaml lists only scenarios for features warren
+  does not offer.
 
 The peers come from .peers/ (packaging/install-peers.sh, pinned versions); a missing peer
 fails the test with that instruction. The VM part of the SDK flow is test_mcp_vm.py.
@@ -119,9 +122,16 @@ class McpPeersTest(h.LobbyTestCase):
         self.assert_log("cmd=whoami caller=token:")
         self.assert_log("surface=mcp code=ok")
 
+    def test_sdk_client_at_the_sandbox_endpoint(self):
+        from test_sandbox_api import sandbox_sdk_client, steps_of
+        url = "http://127.0.0.1:%d/mcp/sandbox" % self.server.http_port
+        r = sandbox_sdk_client(url, self.token(), "tools", timeout=120)
+        self.assertEqual(r.returncode, 0, "SDK client:\n%s\n%s" % (r.stdout, r.stderr))
+        self.assertEqual(steps_of(r), ["connected", "tools", "error", "done"])
+
     def test_inspector_strict_tools_list_and_call(self):
         header = "Authorization: Bearer " + self.token()
-        for path in ("/mcp", "/mcp/claude", "/mcp/openai"):
+        for path in ("/mcp", "/mcp/claude", "/mcp/openai", "/mcp/sandbox"):
             url = "http://127.0.0.1:%d%s" % (self.server.http_port, path)
             r = run_peer(["mcp-inspector", "--cli", url, "--transport", "http", "--method",
                           "tools/list", "--strict", "--header", header], timeout=120)
@@ -154,13 +164,17 @@ class McpConformanceTest(h.LobbyTestCase):
         # The suite's DNS-rebinding check wants "localhost" in the URL.
         proxy = AuthProxy(self.server.http_port, token)
         self.addCleanup(proxy.close)
-        out = os.path.join(self.tmp, "conformance-results")
-        r = run_peer(["conformance", "server", "--url", "http://localhost:%d/mcp" % proxy.port,
-                      "-o", out, "--expected-failures",
-                      os.path.join(HERE, "mcp_conformance_expected.yaml")], timeout=600)
-        self.assertEqual(r.returncode, 0, "conformance:\n%s\n%s"
-                         % (r.stdout[-8000:], r.stderr[-3000:]))
-        self.assertIn("Baseline check passed", r.stdout)
+        # /mcp/sandbox carries the fixtures too under the test-only flag, so the suite checks
+        # its transport and tools/call path as it does /mcp's.
+        for path in ("/mcp", "/mcp/sandbox"):
+            out = os.path.join(self.tmp, "conformance-results" + path.replace("/", "-"))
+            r = run_peer(["conformance", "server", "--url",
+                          "http://localhost:%d%s" % (proxy.port, path), "-o", out,
+                          "--expected-failures",
+                          os.path.join(HERE, "mcp_conformance_expected.yaml")], timeout=600)
+            self.assertEqual(r.returncode, 0, "conformance at %s:\n%s\n%s"
+                             % (path, r.stdout[-8000:], r.stderr[-3000:]))
+            self.assertIn("Baseline check passed", r.stdout)
 
 
 if __name__ == "__main__":

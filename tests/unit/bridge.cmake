@@ -1,6 +1,7 @@
 # The HTTP listener, and POST /exec (rendering and admission) over the real interpreter with FakeVmHost and
-# FakeGuestControl (exec_handler_test).
-add_executable(bridge_test unit/http_server_test.cc unit/exec_handler_test.cc)
+# FakeGuestControl (exec_handler_test), and REST /v1 likewise (sandbox_handler_test).
+add_executable(bridge_test unit/http_server_test.cc unit/exec_handler_test.cc
+  unit/sandbox_handler_test.cc)
 target_link_libraries(bridge_test PRIVATE
   warren_bridge warren_keys warren_test_fakes warren_test_guest_fake GTest::gtest_main)
 gtest_discover_tests(bridge_test DISCOVERY_MODE PRE_TEST)

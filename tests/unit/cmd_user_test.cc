@@ -100,7 +100,9 @@ TEST_F(UserCommandTest, LimitsAtAddSetAndLs) {
 
   o = Exec(root, {"user", "set", "bob", "--max-cpu", "4", "--max-vms", "default"});
   ASSERT_TRUE(o.status.ok()) << o.err;
-  EXPECT_EQ(o.out, "bob: max-vms 10 (server's), max-cpu 4, max-memory 8 GiB, max-disk none\n");
+  EXPECT_EQ(o.out,
+            "bob: max-vms 10 (server's), max-cpu 4, max-memory 8 GiB, max-disk none, max-sandboxes "
+            "20 (server's)\n");
   bob = store_->GetUser("bob");
   EXPECT_FALSE(bob->limits.max_vms.has_value());
   EXPECT_EQ(bob->limits.max_cpus, 4);

@@ -172,6 +172,37 @@ TEST(CommandRunnerTest, ADeadlineFiresOnceWhileTheTaskRunsAndNeverAfter) {
   EXPECT_EQ(fired.load(), 1);
 }
 
+// A task that learns it needs longer (ssh --timeout) moves its own deadline later, by the
+// id Submit stored before it ran; never earlier.
+TEST(CommandRunnerTest, ATaskMovesItsDeadlineLaterFromItsOwnThread) {
+  CommandRunner runner;
+  Gate gate;
+  std::atomic<int> fired{0};
+  auto id = std::make_shared<std::atomic<uint64_t>>(0);
+  std::atomic<bool> moved{false};
+  CommandTask slow = Task("alice", [&] {
+    const auto now = std::chrono::steady_clock::now();
+    runner.ExtendDeadline(*id, now + 10ms);  // earlier than its deadline: no effect
+    runner.ExtendDeadline(*id, now + 400ms);
+    moved = true;
+    gate.Wait();
+  });
+  slow.id = id;
+  slow.deadline = std::chrono::steady_clock::now() + 100ms;
+  slow.on_deadline = [&] { ++fired; };
+  ASSERT_TRUE(runner.Submit(std::move(slow)).ok());
+  EXPECT_NE(id->load(), 0u);
+  for (int i = 0; i < 200 && !moved; ++i) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(fired.load(), 0) << "fired at the old deadline";
+  for (int i = 0; i < 200 && fired.load() == 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(fired.load(), 1);
+  runner.ExtendDeadline(*id, std::chrono::steady_clock::now() + 1s);  // fired: nothing
+  gate.Open();
+  EXPECT_TRUE(runner.Stop());
+  EXPECT_EQ(fired.load(), 1);
+}
+
 TEST(CommandRunnerTest, StopCancelsRunningAndQueuedTasksAndRunsEachOnce) {
   CommandRunnerOptions o;
   o.threads = 2;

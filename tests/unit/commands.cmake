@@ -33,7 +33,11 @@ add_executable(commands_test
   unit/reconcile_test.cc
   unit/vm_login_test.cc
   unit/command_runner_test.cc
-  unit/live_sessions_test.cc)
+  unit/live_sessions_test.cc
+  unit/sandbox_test.cc
+  unit/cmd_sandbox_test.cc
+  unit/cmd_usage_test.cc
+  unit/sandbox_view_test.cc)
 target_link_libraries(commands_test PRIVATE
   warren_commands warren_keys warren_test_fakes warren_test_guest_fake GTest::gtest_main)
 gtest_discover_tests(commands_test DISCOVERY_MODE PRE_TEST)

@@ -23,6 +23,8 @@
 namespace warren {
 namespace {
 
+constexpr int64_t kDeleteAtMs = 1'700'000'000'000;  // when the tests remove VMs
+
 constexpr const char kBearer[] = "sk_live_PLAINTEXTBEARER123";
 constexpr const char kHeaderValue[] = "hv-PLAINTEXTHEADER456";
 
@@ -366,7 +368,7 @@ TEST_F(IntegrationStoreTest, AttachmentsNameTheOwnersVmsAndGoWithThem) {
   ASSERT_TRUE(store_->RenameVm("aaaaaaaaaaaa", "web-renamed").ok());
   EXPECT_EQ(store_->GetIntegration("alice", "y")->attachments,
             std::vector<std::string>{"vm:aaaaaaaaaaaa"});
-  ASSERT_TRUE(store_->DeleteVm("aaaaaaaaaaaa").ok());
+  ASSERT_TRUE(store_->DeleteVm("aaaaaaaaaaaa", kDeleteAtMs).ok());
   EXPECT_EQ(store_->GetIntegration("alice", "x")->attachments,
             (std::vector<std::string>{"all", "tag:ci", "vm:cccccccccccc"}));
   EXPECT_TRUE(store_->GetIntegration("alice", "y")->attachments.empty());
@@ -397,7 +399,7 @@ TEST_F(IntegrationStoreTest, AnAttachRacingTheVmsRemovalLeavesNoOrphan) {
       });
       EXPECT_TRUE(st.ok() || st.code() == Code::kNotFound) << st.ToString();
     });
-    ASSERT_TRUE(store_->DeleteVm(id).ok());
+    ASSERT_TRUE(store_->DeleteVm(id, kDeleteAtMs).ok());
     attach.join();
     EXPECT_TRUE(store_->GetIntegration("alice", "x")->attachments.empty()) << round;
   }
@@ -428,7 +430,7 @@ TEST_F(IntegrationStoreTest, UpgradesAVersionFourStore) {
   Reopen();
   EXPECT_TRUE(store_->GetVm("aaaaaaaaaaaa").ok());  // schema 4's data intact
   EXPECT_TRUE(store_->CreateIntegration(Integration("alice", "x", {"vm:aaaaaaaaaaaa"})).ok());
-  EXPECT_TRUE(store_->DeleteVm("aaaaaaaaaaaa").ok());
+  EXPECT_TRUE(store_->DeleteVm("aaaaaaaaaaaa", kDeleteAtMs).ok());
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 
 #include "tests/unit/real_libvirt_env.h"
 #include "tests/unit/skip_or_fail.h"
+#include "tests/unit/state_recorder.h"
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
 #include "vmhost/image_layout.h"
@@ -417,7 +418,9 @@ class TestDriverHostTest : public ::testing::Test {
     if (conn_ != nullptr) virConnectClose(conn_);
   }
   // A shut-off domain shaped like one Create makes.
-  void Define(const std::string& id, const std::string& name) {
+  // `data_dir`: whose files it has (default: the host's).
+  void Define(const std::string& id, const std::string& name, std::string data_dir = "") {
+    if (data_dir.empty()) data_dir = dir_.path();
     DomainConfig c;
     c.id = id;
     c.name = name;
@@ -427,7 +430,7 @@ class TestDriverHostTest : public ::testing::Test {
     c.memory_mib = 512;
     // The host owns a domain whose files are under its data dir; with the devices gone below,
     // the kernel (DATA/images, as in a default install) is what says so.
-    const ImageFiles image = ImageFilesOf(dir_.path() + "/images", "tiny@1");
+    const ImageFiles image = ImageFilesOf(data_dir + "/images", "tiny@1");
     c.kernel = image.kernel;
     c.initrd = image.initrd;
     std::string xml = DomainXml(c);
@@ -487,6 +490,55 @@ TEST_F(TestDriverHostTest, LifecycleAndStates) {
   ASSERT_TRUE(destroyed.ok()) << destroyed.ToString();
   EXPECT_EQ(host_->Inspect("abcd0001").status().code(), Code::kNotFound);
   EXPECT_EQ(host_->Destroy("abcd0001").code(), Code::kNotFound);
+}
+
+// libvirt's own events, through the process's event loop, on the in-process driver: each
+// change once, in order; a domain that is not warren's is not reported.
+TEST_F(TestDriverHostTest, WatchStatesFollowsLibvirtsEvents) {
+  Define("abcd0010", "watched");
+  StateRecorder recorder;
+  ASSERT_TRUE(host_->WatchStates(recorder.Listener()).ok());
+  ASSERT_TRUE(host_->Start("abcd0010").ok());
+  ASSERT_TRUE(host_->Pause("abcd0010").ok());
+  ASSERT_TRUE(host_->Resume("abcd0010").ok());
+  ASSERT_TRUE(host_->Stop("abcd0010").ok());
+  ASSERT_TRUE(host_->Start("abcd0010").ok());
+  ASSERT_TRUE(host_->Destroy("abcd0010").ok());
+  const std::vector<VmState> want = {VmState::kRunning, VmState::kPaused,  VmState::kRunning,
+                                     VmState::kStopped, VmState::kRunning, VmState::kStopped};
+  EXPECT_EQ(Names(recorder.WaitFor("abcd0010", want)), Names(want));
+  // Destroyed while running: stopped, then removed (stopped again).
+  EXPECT_EQ(recorder.WaitForCount("abcd0010", 7), 7u);
+  // The driver's own domain is not ours: its start and stop are not reported (events come
+  // in order, so they would be in before the next VM's).
+  DomainHandle builtin(virDomainLookupByName(conn_, "test"));
+  ASSERT_TRUE(builtin && virDomainCreate(builtin.get()) == 0) << LibvirtError("start").ToString();
+  ASSERT_EQ(virDomainDestroy(builtin.get()), 0);
+  Define("abcd0012", "next");
+  ASSERT_TRUE(host_->Start("abcd0012").ok());
+  EXPECT_EQ(Names(recorder.WaitFor("abcd0012", {VmState::kRunning})), Names({VmState::kRunning}));
+  for (const VmStateEvent& e : recorder.All()) {
+    EXPECT_TRUE(e.id == "abcd0010" || e.id == "abcd0012") << e.id;
+  }
+  ASSERT_TRUE(host_->WatchStates(nullptr).ok());
+  host_.reset();  // stops the watch cleanly with the daemon-less connection still open
+}
+
+// A domain defined after the watch began, by someone else, is reported once it is known to
+// be this host's (its files are in the host's data directory).
+TEST_F(TestDriverHostTest, WatchStatesAdmitsADomainDefinedLater) {
+  StateRecorder recorder;
+  ASSERT_TRUE(host_->WatchStates(recorder.Listener()).ok());
+  // Named like ours, but another warren's (its files in another data directory).
+  TempDir other;
+  Define("abcd0013", "neighbour", other.path());
+  DomainHandle theirs(virDomainLookupByName(conn_, "warren-abcd0013"));
+  ASSERT_TRUE(theirs && virDomainCreate(theirs.get()) == 0) << LibvirtError("start").ToString();
+  ASSERT_EQ(virDomainDestroy(theirs.get()), 0);
+  Define("abcd0011", "later");
+  ASSERT_TRUE(host_->Start("abcd0011").ok());
+  EXPECT_EQ(Names(recorder.WaitFor("abcd0011", {VmState::kRunning})), Names({VmState::kRunning}));
+  for (const VmStateEvent& e : recorder.All()) EXPECT_EQ(e.id, "abcd0011");
 }
 
 TEST_F(TestDriverHostTest, ListSeesOnlyWarrenDomains) {

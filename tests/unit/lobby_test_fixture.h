@@ -109,7 +109,15 @@ class FaultyStore final : public Store {
   Status RenameVm(std::string_view id, std::string_view n) override {
     return real_->RenameVm(id, n);
   }
-  Status DeleteVm(std::string_view id) override { return real_->DeleteVm(id); }
+  Status DeleteVm(std::string_view id, int64_t at_ms) override {
+    return real_->DeleteVm(id, at_ms);
+  }
+  Status MeterVm(std::string_view id, bool running, int64_t at_ms) override {
+    return real_->MeterVm(id, running, at_ms);
+  }
+  Result<std::vector<UsageRow>> ListUsage(std::string_view owner, int64_t since_day) override {
+    return real_->ListUsage(owner, since_day);
+  }
   Status PutJob(const JobRecord& j) override { return real_->PutJob(j); }
   Result<JobRecord> GetJob(std::string_view vm, std::string_view j) override {
     return real_->GetJob(vm, j);

@@ -814,6 +814,16 @@ TEST_F(McpHandlerTest, FixturesOnlyBehindTheTestFlag) {
   auto msgs = r->Messages();
   ASSERT_EQ(msgs.size(), 4u) << r->body();
   EXPECT_EQ(msgs[2]["params"]["progress"], 100);
+  // The conformance suite runs at /mcp/sandbox too; the curated endpoints never get them.
+  for (const std::string path : {"/mcp/sandbox", "/mcp/claude"}) {
+    id = Init("alice", path);
+    json listed = Rpc(id, "tools/list", json::object(), "alice", path)->Messages()[0];
+    bool fixtures = false;
+    for (auto& t : listed["result"]["tools"]) {
+      fixtures = fixtures || t["name"].get<std::string>().rfind("test_", 0) == 0;
+    }
+    EXPECT_EQ(fixtures, path == "/mcp/sandbox") << path;
+  }
 }
 
 TEST_F(McpHandlerTest, ShutdownCancelsCallsInFlight) {
@@ -907,6 +917,140 @@ TEST_F(McpHandlerTest, RemovingTheCredentialEndsItsCallsInFlight) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
   EXPECT_EQ(guests_.killed(), 1);
   EXPECT_EQ(Rpc(id, "ping", json::object(), "alice-exp")->status(), 401);
+}
+
+// ---- /mcp/sandbox -----------------------------------------------------------------------
+
+// Exactly the four tools of seed 004, each with its result schema and annotations.
+TEST_F(McpHandlerTest, SandboxEndpointHasExactlyTheFourTools) {
+  std::string id = Init("alice", "/mcp/sandbox");
+  json tools = Rpc(id, "tools/list", json::object(), "alice", "/mcp/sandbox")
+                   ->Messages()[0]["result"]["tools"];
+  std::map<std::string, json> by_name;
+  for (auto& t : tools) by_name[t["name"]] = t;
+  ASSERT_EQ(tools.size(), 4u) << tools.dump();
+  for (const char* name : {"create_sandbox", "exec", "extend_sandbox", "destroy_sandbox"}) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+    const json& t = by_name[name];
+    EXPECT_TRUE(t.contains("outputSchema")) << name;
+    EXPECT_TRUE(t["annotations"].contains("title")) << name;
+    EXPECT_FALSE(t["annotations"]["readOnlyHint"].get<bool>()) << name;
+    EXPECT_EQ(t["inputSchema"]["additionalProperties"], false) << name;
+  }
+  EXPECT_EQ(by_name["create_sandbox"]["inputSchema"]["properties"].size(), 2u);
+  EXPECT_FALSE(by_name["create_sandbox"]["inputSchema"].contains("required"));
+  EXPECT_EQ(by_name["create_sandbox"]["inputSchema"]["properties"]["timeout_minutes"]["maximum"],
+            1440);
+  EXPECT_EQ(by_name["exec"]["inputSchema"]["required"], json({"sandbox_id", "command"}));
+  EXPECT_EQ(by_name["exec"]["inputSchema"]["properties"]["timeout_ms"]["maximum"], 600000);
+  EXPECT_EQ(by_name["exec"]["inputSchema"]["properties"]["env"]["additionalProperties"]["type"],
+            "string");
+  EXPECT_EQ(by_name["extend_sandbox"]["inputSchema"]["required"],
+            json({"sandbox_id", "additional_minutes"}));
+  EXPECT_EQ(by_name["destroy_sandbox"]["inputSchema"]["required"], json({"sandbox_id"}));
+  EXPECT_TRUE(by_name["destroy_sandbox"]["annotations"]["destructiveHint"].get<bool>());
+  EXPECT_TRUE(by_name["exec"]["annotations"]["openWorldHint"].get<bool>());
+  EXPECT_FALSE(by_name["extend_sandbox"]["annotations"]["destructiveHint"].get<bool>());
+  EXPECT_EQ(by_name["exec"]["outputSchema"]["required"],
+            json({"stdout", "stderr", "exit_code", "duration_ms", "truncated"}));
+  // A session belongs to its endpoint.
+  EXPECT_EQ(Rpc(id, "tools/list", json::object())->status(), 404);
+}
+
+// The instructions state the limits and, for a limited credential, its scope in tool names.
+TEST_F(McpHandlerTest, SandboxInstructionsStateTheLimitsAndTheScope) {
+  Init("alice", "/mcp/sandbox");
+  std::string text = last_init_["result"]["instructions"];
+  for (const char* part :
+       {"default 15", "1440 = 24 hours", "extend_sandbox", "at most 20 sandboxes", "small",
+        "medium", "large", "600000", "as its user dev (home /home/dev), who has passwordless sudo",
+        "not an error"}) {
+    EXPECT_NE(text.find(part), std::string::npos) << part << ": " << text;
+  }
+  EXPECT_EQ(text.find("limited"), std::string::npos) << text;
+  Init("alice-ci", "/mcp/sandbox");
+  text = last_init_["result"]["instructions"];
+  EXPECT_NE(text.find("only VMs tagged \"ci\""), std::string::npos) << text;
+
+  Scope ls_only;
+  ls_only.cmds = {"ls"};
+  ASSERT_TRUE(store_->AddKey(vmtest::KeyRecord(kLsOnlyKey, "alice", "ls-only", ls_only)).ok());
+  std::string id = Init("alice-ls", "/mcp/sandbox");
+  text = last_init_["result"]["instructions"];
+  EXPECT_NE(text.find("Of these tools it may use only: none."), std::string::npos) << text;
+  json r = Call(id, "create_sandbox", json::object(), "alice-ls", "/mcp/sandbox");
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_EQ(Text(r), "error: this key may not use create_sandbox here") << r.dump();
+}
+
+TEST_F(McpHandlerTest, SandboxToolsCheckTheirArguments) {
+  std::string id = Init("alice", "/mcp/sandbox");
+  const std::pair<std::string, json> cases[] = {
+      {"create_sandbox", {{"name", "mine"}}},
+      {"create_sandbox", {{"timeout_minutes", 0}}},
+      {"create_sandbox", {{"size", 2}}},
+      {"exec", {{"command", "true"}}},
+      {"exec", {{"sandbox_id", "sbx-1"}}},
+      {"exec", {{"sandbox_id", 7}, {"command", "true"}}},
+      {"exec", {{"sandbox_id", "sbx-1"}, {"command", "true"}, {"env", {{"A", 1}}}}},
+      {"exec", {{"sandbox_id", "sbx-1"}, {"command", "true"}, {"timeout_ms", 600001}}},
+      {"exec", {{"sandbox_id", "sbx-1"}, {"command", "true"}, {"stdin", "x"}}},
+      {"extend_sandbox", {{"sandbox_id", "sbx-1"}}},
+      {"extend_sandbox", {{"sandbox_id", "sbx-1"}, {"additional_minutes", 1441}}},
+      {"destroy_sandbox", json::object()},
+      {"destroy_sandbox", {{"sandbox_id", "sbx-1"}, {"force", true}}},
+  };
+  for (const auto& [tool, args] : cases) {
+    json r = Call(id, tool, args, "alice", "/mcp/sandbox");
+    EXPECT_TRUE(r.value("isError", false)) << tool << " " << args.dump() << ": " << r.dump();
+    EXPECT_TRUE(Text(r).starts_with("error: ")) << r.dump();
+    EXPECT_FALSE(r.contains("structuredContent")) << r.dump();
+  }
+}
+
+// Seed 004's transcript: create, exec (a failing test run is a result, not an error), extend,
+// destroy — with hints that name only this endpoint's tools.
+TEST_F(McpHandlerTest, SandboxToolsEndToEnd) {
+  const std::string path = "/mcp/sandbox";
+  std::string id = Init("alice", path);
+  json made =
+      Call(id, "create_sandbox", {{"size", "small"}, {"timeout_minutes", 30}}, "alice", path);
+  ASSERT_FALSE(made["isError"].get<bool>()) << made.dump();
+  json sbx = made["structuredContent"];
+  const std::string sid = sbx.value("id", "");
+  EXPECT_TRUE(sid.starts_with("sbx-")) << sbx.dump();
+  EXPECT_EQ(sbx["status"], "running");
+  EXPECT_EQ(sbx["size"], "small");
+  EXPECT_EQ(sbx["expires_at"], "2023-11-14T22:43:20Z");
+  EXPECT_EQ(json::parse(Text(made)), sbx);
+
+  guests_.SetScript("npm test 2>&1 | tail -n 40", {"2 failing\n", "", 1});
+  json ran = Call(id, "exec",
+                  {{"sandbox_id", sid},
+                   {"command", "npm test 2>&1 | tail -n 40"},
+                   {"timeout_ms", 180000},
+                   {"cwd", "/home/dev/widget"},
+                   {"env", {{"NODE_ENV", "test"}}}},
+                  "alice", path);
+  EXPECT_FALSE(ran["isError"].get<bool>()) << ran.dump();
+  EXPECT_EQ(ran["structuredContent"]["exit_code"], 1);
+  EXPECT_EQ(ran["structuredContent"]["stdout"], "2 failing\n");
+  EXPECT_EQ(ran["structuredContent"]["truncated"], false);
+
+  json extended =
+      Call(id, "extend_sandbox", {{"sandbox_id", sid}, {"additional_minutes", 20}}, "alice", path);
+  EXPECT_FALSE(extended["isError"].get<bool>()) << extended.dump();
+  EXPECT_EQ(extended["structuredContent"],
+            (json{{"id", sid}, {"expires_at", "2023-11-14T23:03:20Z"}}));
+
+  json gone = Call(id, "destroy_sandbox", {{"sandbox_id", sid}}, "alice", path);
+  EXPECT_FALSE(gone["isError"].get<bool>()) << gone.dump();
+  EXPECT_EQ(gone["structuredContent"], (json{{"id", sid}, {"status", "destroyed"}}));
+
+  json again = Call(id, "exec", {{"sandbox_id", sid}, {"command", "true"}}, "alice", path);
+  EXPECT_TRUE(again["isError"].get<bool>());
+  const std::regex other("\\b(exec_read_only|wait|kill|run_vm_command|list_vms|ssh|rm)\\b");
+  EXPECT_FALSE(std::regex_search(Text(again), other)) << Text(again);
 }
 
 }  // namespace

@@ -3,17 +3,26 @@
 // QEMU (TCG here) with the tiny guest image, or skips saying what is missing (fails under CI).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include <filesystem>
 
 #include "tests/fakes/fake_vm_host.h"
 #include "tests/unit/real_libvirt_env.h"
 #include "tests/unit/skip_or_fail.h"
+#include "tests/unit/state_recorder.h"
+#include "vmhost/libvirt_handles.h"
 #include "vmhost/libvirt_host.h"
+#include "vmhost/subprocess.h"
 #include "vmhost/vm_host.h"
 
 namespace warren {
@@ -24,6 +33,10 @@ struct HostCase {
   // Null host plus a reason: this implementation cannot run here.
   std::function<std::unique_ptr<VmHost>(std::string* skip_reason)> make;
   std::function<std::string()> image;  // an image the host can boot
+  // What happens to a VM without warren: it is powered off (virsh destroy).
+  std::function<Status(VmHost& host, const std::string& id)> power_off_behind_back;
+  // The host's connection to the hypervisor is cut (it has to reconnect).
+  std::function<Status(VmHost& host)> cut_connection;
 };
 
 // Test names and failure messages show the implementation's name, not the struct's bytes.
@@ -39,13 +52,102 @@ class VmHostContractTest : public ::testing::TestWithParam<HostCase> {
   }
   // Nothing a test made outlives it, also when it failed half-way.
   void TearDown() override {
-    if (host_) DestroyEveryVm(*host_);
+    if (!host_) return;
+    (void)host_->WatchStates(nullptr);
+    DestroyEveryVm(*host_);
   }
   VmSpec Spec(std::string id) { return TinyVmSpec(std::move(id), image_); }
   VmState StateOf(const std::string& id) { return host_->Inspect(id)->state; }
+  StateRecorder recorder_;  // before host_: outlives the host's calls into it
   std::unique_ptr<VmHost> host_;
   std::string image_;
 };
+
+using S = VmState;
+
+// Every change warren makes is reported, in order, on the host's own thread.
+TEST_P(VmHostContractTest, WatchStatesReportsEveryChangeInOrder) {
+  ASSERT_TRUE(host_->WatchStates(recorder_.Listener()).ok());
+  const std::string id = "aaaa0050";
+  ASSERT_TRUE(host_->Create(Spec(id)).ok());
+  EXPECT_EQ(Names(recorder_.WaitFor(id, {S::kRunning})), Names({S::kRunning}));
+  ASSERT_TRUE(host_->Pause(id).ok());
+  ASSERT_TRUE(host_->Resume(id).ok());
+  std::vector<VmState> want = {S::kRunning, S::kPaused, S::kRunning};
+  EXPECT_EQ(Names(recorder_.WaitFor(id, want)), Names(want));
+  ASSERT_TRUE(host_->Restart(id).ok());  // a power cycle: stopped, then running again
+  want.insert(want.end(), {S::kStopped, S::kRunning});
+  EXPECT_EQ(Names(recorder_.WaitFor(id, want)), Names(want));
+  ASSERT_TRUE(host_->Stop(id).ok());
+  ASSERT_TRUE(host_->Start(id).ok());
+  want.insert(want.end(), {S::kStopped, S::kRunning});
+  EXPECT_EQ(Names(recorder_.WaitFor(id, want)), Names(want));
+  ASSERT_TRUE(host_->Destroy(id).ok());  // removed: stopped
+  want.push_back(S::kStopped);
+  EXPECT_EQ(Names(recorder_.WaitFor(id, want)), Names(want));
+  // A refused change changes nothing and reports nothing.
+  const std::string other = "aaaa0051";
+  ASSERT_TRUE(host_->Create(Spec(other)).ok());
+  EXPECT_EQ(host_->Resume(other).code(), Code::kConflict);
+  ASSERT_TRUE(host_->Stop(other).ok());
+  EXPECT_EQ(Names(recorder_.WaitFor(other, {S::kRunning, S::kStopped})),
+            Names({S::kRunning, S::kStopped}));
+  ASSERT_TRUE(host_->Destroy(other).ok());  // a stopped VM removed: stopped still
+  recorder_.WaitForCount(other, 3);
+  EXPECT_EQ(recorder_.All().back().id, other);
+  EXPECT_EQ(recorder_.All().back().state, S::kStopped);
+  // The host's own domains only.
+  for (const VmStateEvent& e : recorder_.All()) {
+    EXPECT_TRUE(e.id == id || e.id == other) << e.id;
+  }
+}
+
+TEST_P(VmHostContractTest, WatchStatesReportsTheCopyRunning) {
+  ASSERT_TRUE(host_->Create(Spec("aaaa0052")).ok());
+  ASSERT_TRUE(host_->WatchStates(recorder_.Listener()).ok());
+  ASSERT_TRUE(host_->Copy("aaaa0052", Spec("aaaa0053")).ok());
+  EXPECT_EQ(Names(recorder_.WaitFor("aaaa0053", {S::kRunning})), Names({S::kRunning}));
+  // The source ran on throughout: if anything is said of it, it ends running.
+  std::vector<VmState> source = recorder_.StatesOf("aaaa0052");
+  if (!source.empty()) EXPECT_EQ(source.back(), S::kRunning) << Names(source);
+  // A later listener replaces the first; an empty one stops the calls.
+  StateRecorder second;
+  ASSERT_TRUE(host_->WatchStates(second.Listener()).ok());
+  ASSERT_TRUE(host_->Pause("aaaa0053").ok());
+  EXPECT_EQ(Names(second.WaitFor("aaaa0053", {S::kPaused})), Names({S::kPaused}));
+  ASSERT_TRUE(host_->WatchStates(nullptr).ok());
+  ASSERT_TRUE(host_->Resume("aaaa0053").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(Names(second.StatesOf("aaaa0053")), Names({S::kPaused}));
+  EXPECT_EQ(Names(recorder_.StatesOf("aaaa0053")), Names({S::kRunning}));
+}
+
+// A change warren did not make (the guest powered off, QEMU killed) is reported too.
+TEST_P(VmHostContractTest, WatchStatesReportsAChangeBehindWarrensBack) {
+  ASSERT_TRUE(host_->Create(Spec("aaaa0054")).ok());
+  ASSERT_TRUE(host_->WatchStates(recorder_.Listener()).ok());
+  Status off = GetParam().power_off_behind_back(*host_, "aaaa0054");
+  ASSERT_TRUE(off.ok()) << off.ToString();
+  EXPECT_EQ(Names(recorder_.WaitFor("aaaa0054", {S::kStopped})), Names({S::kStopped}));
+  EXPECT_EQ(StateOf("aaaa0054"), S::kStopped);
+}
+
+// After the connection to the hypervisor is lost and regained, every VM's state is reported
+// once (a change may have gone unseen meanwhile), and later changes still are.
+TEST_P(VmHostContractTest, WatchStatesReportsEveryStateAfterAReconnect) {
+  ASSERT_TRUE(host_->Create(Spec("aaaa0055")).ok());
+  ASSERT_TRUE(host_->Create(Spec("aaaa0056")).ok());
+  ASSERT_TRUE(host_->Pause("aaaa0056").ok());
+  ASSERT_TRUE(host_->WatchStates(recorder_.Listener()).ok());
+  Status cut = GetParam().cut_connection(*host_);
+  ASSERT_TRUE(cut.ok()) << cut.ToString();
+  EXPECT_EQ(Names(recorder_.WaitFor("aaaa0055", {S::kRunning})), Names({S::kRunning}));
+  EXPECT_EQ(Names(recorder_.WaitFor("aaaa0056", {S::kPaused})), Names({S::kPaused}));
+  EXPECT_EQ(recorder_.All().size(), 2u);  // once each
+  ASSERT_TRUE(host_->Resume("aaaa0056").ok());
+  EXPECT_EQ(Names(recorder_.WaitFor("aaaa0056", {S::kPaused, S::kRunning})),
+            Names({S::kPaused, S::kRunning}));
+}
 
 // Capacity names the host's cores and counts what a new VM holds from the moment it exists
 // (its whole disk, its memory while it runs), before its guest touched any of it.
@@ -301,7 +403,65 @@ TEST_P(VmHostContractTest, SetNetworkPlugsAndUnplugsTheDevice) {
 
 HostCase FakeCase() {
   return {"Fake", [](std::string*) { return std::unique_ptr<VmHost>(new FakeVmHost()); },
-          [] { return std::string("tiny@1"); }};
+          [] { return std::string("tiny@1"); },
+          [](VmHost& host, const std::string& id) {
+            return static_cast<FakeVmHost&>(host).SimulateOutOfBand(id, VmState::kStopped);
+          },
+          [](VmHost& host) {
+            static_cast<FakeVmHost&>(host).SimulateReconnect();
+            return Status::Ok();
+          }};
+}
+
+// virsh destroy, on a connection of our own.
+Status PowerOffWithLibvirt(const std::string& id) {
+  const RealLibvirtEnv& env = GetRealLibvirtEnv();
+  WARREN_ASSIGN_OR_RETURN(ConnectHandle conn, OpenLibvirt(env.uri));
+  DomainHandle dom(virDomainLookupByName(conn.get(), (env.prefix + id).c_str()));
+  if (!dom) return LibvirtError("looking up " + id);
+  if (virDomainDestroy(dom.get()) < 0) return LibvirtError("destroying " + id);
+  return Status::Ok();
+}
+
+// Has libvirtd drop every connection of this process (virt-admin client-disconnect), as a
+// daemon restart would, without restarting it under other tests' VMs.
+Status CutOurLibvirtConnections() {
+  ProcessOptions o;
+  o.timeout = std::chrono::milliseconds(20000);
+  Result<ProcessResult> list = RunProcess({"virt-admin", "srv-clients-list", "libvirtd"}, o);
+  if (!list.ok()) return list.status();
+  if (list->exit_code != 0) return Unavailable("virt-admin srv-clients-list: " + list->output);
+  std::istringstream lines(list->output);
+  std::string line;
+  int cut = 0;
+  const std::string our_pid = std::to_string(getpid());
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string client;
+    if (!(words >> client) || client.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    Result<ProcessResult> info = RunProcess({"virt-admin", "client-info", "libvirtd", client}, o);
+    if (!info.ok() || info->exit_code != 0) continue;  // gone meanwhile
+    std::istringstream fields(info->output);
+    std::string field;
+    bool ours = false;
+    while (std::getline(fields, field)) {
+      if (field.rfind("unix_process_id", 0) != 0) continue;
+      const size_t colon = field.find(':');
+      std::string pid = colon == std::string::npos ? "" : field.substr(colon + 1);
+      pid.erase(0, pid.find_first_not_of(' '));
+      ours = pid == our_pid;
+    }
+    if (!ours) continue;
+    Result<ProcessResult> done =
+        RunProcess({"virt-admin", "client-disconnect", "libvirtd", client}, o);
+    if (!done.ok()) return done.status();
+    if (done->exit_code != 0) return Internal("virt-admin client-disconnect: " + done->output);
+    ++cut;
+  }
+  if (cut == 0) return NotFound("libvirtd lists no connection of this process");
+  return Status::Ok();
 }
 
 HostCase LibvirtCase() {
@@ -314,7 +474,9 @@ HostCase LibvirtCase() {
             }
             return std::make_unique<LibvirtHost>(env.HostOptions());
           },
-          [] { return GetRealLibvirtEnv().image; }};
+          [] { return GetRealLibvirtEnv().image; },
+          [](VmHost&, const std::string& id) { return PowerOffWithLibvirt(id); },
+          [](VmHost&) { return CutOurLibvirtConnections(); }};
 }
 
 INSTANTIATE_TEST_SUITE_P(All, VmHostContractTest, ::testing::Values(FakeCase(), LibvirtCase()),

@@ -17,6 +17,8 @@
 namespace warren {
 namespace {
 
+constexpr int64_t kDeleteAtMs = 1'700'000'000'000;  // when the tests remove VMs
+
 class VmStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -221,12 +223,12 @@ TEST_F(VmStoreTest, JobsAreKeptPerVmAndDeletedWithIt) {
   ASSERT_TRUE(store_->DeleteJob("aaaaaaaaaaaa", "0000000b").ok());
   EXPECT_EQ(store_->DeleteJob("aaaaaaaaaaaa", "0000000b").code(), Code::kNotFound);
 
-  ASSERT_TRUE(store_->DeleteVm("aaaaaaaaaaaa").ok());
+  ASSERT_TRUE(store_->DeleteVm("aaaaaaaaaaaa", kDeleteAtMs).ok());
   EXPECT_EQ(store_->GetVm("aaaaaaaaaaaa").status().code(), Code::kNotFound);
   EXPECT_EQ(store_->GetVmByName("web-one").status().code(), Code::kNotFound);
   EXPECT_TRUE(store_->ListJobs("aaaaaaaaaaaa")->empty());
   EXPECT_EQ(store_->ListJobs("")->size(), 1u);  // the other VM's job stays
-  EXPECT_EQ(store_->DeleteVm("aaaaaaaaaaaa").code(), Code::kNotFound);
+  EXPECT_EQ(store_->DeleteVm("aaaaaaaaaaaa", kDeleteAtMs).code(), Code::kNotFound);
 }
 
 TEST_F(VmStoreTest, VmsAndJobsSurviveAReopen) {

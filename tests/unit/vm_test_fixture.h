@@ -131,6 +131,7 @@ class VmCommandTest : public ::testing::Test {
     s.control_authorized_key = "ssh-ed25519 AAAAcontrol warren-control";
     s.ready_timeout_ms = ready_timeout_ms_;
     s.vm_defaults = vm_defaults_;
+    s.sandboxes = sandboxes_;
     s.integration_key = &integration_key_;
     s.prepare_vm = [this](VmSpec& spec) {
       last_spec_ = spec;
@@ -202,8 +203,9 @@ class VmCommandTest : public ::testing::Test {
   FakeGuestControl guests_;
   int ready_timeout_ms_ = 2000;
   VmDefaults vm_defaults_;  // what `serve` would set (sizes, egress, users' limits)
-  VmSpec last_spec_;        // what `new` last handed to prepare_vm
-  Status prepare_status_;   // what prepare_vm answers
+  SandboxPolicy sandboxes_;
+  VmSpec last_spec_;       // what `new` last handed to prepare_vm
+  Status prepare_status_;  // what prepare_vm answers
   SecretKey integration_key_ = SecretKey::FromBytes(std::string(SecretKey::kKeyBytes, 'i')).value();
   std::unique_ptr<LmdbStore> store_;
   std::unique_ptr<Interpreter> interpreter_;

@@ -28,6 +28,7 @@ gtest_discover_tests(egress_firewall_test DISCOVERY_MODE PRE_TEST)
 # libvirtd answers or can be started. Serial: real guests share 2 cores.
 add_executable(vmhost_test
   unit/vm_host_contract_test.cc
+  unit/vm_state_events_test.cc
   unit/image_layout_test.cc
   unit/libvirt_host_test.cc)
 target_compile_definitions(vmhost_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

@@ -23,6 +23,8 @@
 namespace warren {
 namespace {
 
+constexpr int64_t kDeleteAtMs = 1'700'000'000'000;  // when the tests remove VMs
+
 constexpr int64_t kNow = 1'700'000'000;
 
 class WebStoreTest : public ::testing::Test {
@@ -199,7 +201,7 @@ TEST_F(WebStoreTest, RenameKeepsSharesAndDeleteRemovesThem) {
                   .ok());
   ASSERT_TRUE(store_->RenameVm("aaaaaaaaaaaa", "web-two").ok());
   EXPECT_TRUE(store_->GetVmShare("aaaaaaaaaaaa")->is_public);
-  ASSERT_TRUE(store_->DeleteVm("aaaaaaaaaaaa").ok());
+  ASSERT_TRUE(store_->DeleteVm("aaaaaaaaaaaa", kDeleteAtMs).ok());
   EXPECT_EQ(store_->FindShareLink(HashSecret("secret-a")).status().code(), Code::kNotFound);
   // A VM made later with the same id (ids are never reused; the store does not rely on it)
   // starts private.
