@@ -778,9 +778,10 @@ int main(int argc, char** argv) {
                    "never this host nor private ranges), integrations or none (no network "
                    "device); full is an old name of all")
       ->capture_default_str();  // checked by ParseEgressPolicy, the names' one home
-  serve->add_option("--sandbox-size", flags.sandbox_sizes,
-                    "A sandbox size NAME=CPU,MEMORY (e.g. test=1,512M), added or replacing one "
-                    "of small=2,4G medium=4,8G large=8,16G (repeatable)");
+  serve->add_option(
+      "--sandbox-size", flags.sandbox_sizes,
+      "A sandbox size NAME=CPU,MEMORY[,DISK] (e.g. test=1,512M,2G), added or replacing one "
+      "of small=2,4G medium=4,8G large=8,16G (repeatable)");
   serve
       ->add_option("--reserve-cpu", flags.reserve_cpu,
                    "vCPUs of this host kept for itself: sandboxes reserve from the rest")

@@ -138,7 +138,7 @@ class NewCommand final : public Command {
       }
       WARREN_RETURN_IF_ERROR(CheckVmMemoryMib(vm.memory_mib, d));
     }
-    vm.disk_gib = d.disk_gib;
+    vm.disk_gib = sandbox_disk_gib_ > 0 ? sandbox_disk_gib_ : d.disk_gib;
     if (disk_opt_->count() > 0) {
       WARREN_ASSIGN_OR_RETURN(vm.disk_gib, ParseDiskGib(disk_));
     }
@@ -195,6 +195,7 @@ class NewCommand final : public Command {
     vm.size = size.name;
     vm.cpus = size.cpus;
     vm.memory_mib = size.memory_mib;
+    sandbox_disk_gib_ = size.disk_gib;
     vm.expires_at = ctx.now + lifetime;
     return Status::Ok();
   }
@@ -223,6 +224,7 @@ class NewCommand final : public Command {
 
   std::string name_, image_, memory_, disk_, comment_, setup_script_, egress_, size_, timeout_;
   bool sandbox_ = false;
+  int64_t sandbox_disk_gib_ = 0;  // its size's disk, when the size has one
   std::string setup_script_text_;
   int cpus_ = 0;
   std::vector<std::string> tags_, env_;

@@ -41,7 +41,7 @@ Result<SandboxSize> ParseSandboxSize(std::string_view text) {
   const size_t eq = text.find('=');
   const size_t comma = text.find(',', eq == std::string_view::npos ? 0 : eq);
   if (eq == std::string_view::npos || comma == std::string_view::npos) {
-    return InvalidArgument("--sandbox-size takes NAME=CPU,MEMORY, such as test=1,512M");
+    return InvalidArgument("--sandbox-size takes NAME=CPU,MEMORY[,DISK], such as test=1,512M,2G");
   }
   SandboxSize size;
   size.name = std::string(text.substr(0, eq));
@@ -58,7 +58,14 @@ Result<SandboxSize> ParseSandboxSize(std::string_view text) {
   if (size.cpus < 1 || size.cpus > 64) {
     return InvalidArgument("--sandbox-size " + size.name + ": the vCPUs are a number, 1 to 64");
   }
-  WARREN_ASSIGN_OR_RETURN(size.memory_mib, ParseMemoryMib(text.substr(comma + 1)));
+  std::string_view memory = text.substr(comma + 1);
+  if (const size_t disk = memory.find(','); disk != std::string_view::npos) {
+    WARREN_ASSIGN_OR_RETURN(size.disk_gib, ParseDiskGib(memory.substr(disk + 1)));
+    if (size.disk_gib < 1)
+      return InvalidArgument("--sandbox-size " + size.name + ": at least 1 GiB of disk");
+    memory = memory.substr(0, disk);
+  }
+  WARREN_ASSIGN_OR_RETURN(size.memory_mib, ParseMemoryMib(memory));
   if (size.memory_mib < 128) {
     return InvalidArgument("--sandbox-size " + size.name + ": at least 128 MiB of memory");
   }

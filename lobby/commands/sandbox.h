@@ -27,6 +27,7 @@ struct SandboxSize {
   std::string name;  // a DNS-label-like word: ^[a-z][a-z0-9-]{0,31}$
   int cpus = 0;
   int64_t memory_mib = 0;
+  int64_t disk_gib = 0;  // 0: the server's default disk (new --disk overrides either)
 };
 
 // What a server's sandboxes are (serve --sandbox-size, --reserve-cpu, --reserve-memory,
@@ -47,7 +48,8 @@ struct SandboxPolicy {
 
 // The size called `name`; InvalidArgument listing the sizes there are.
 Result<SandboxSize> FindSandboxSize(const SandboxPolicy& policy, std::string_view name);
-// "NAME=CPU,MEM" as serve --sandbox-size takes it ("test=1,512M"); memory as ParseMemoryMib.
+// "NAME=CPU,MEM[,DISK]" as serve --sandbox-size takes it ("test=1,512M,2G"); memory as
+// ParseMemoryMib, disk as ParseDiskGib.
 Result<SandboxSize> ParseSandboxSize(std::string_view text);
 // Adds or replaces a size in the table.
 void PutSandboxSize(SandboxPolicy& policy, SandboxSize size);

@@ -68,7 +68,7 @@ def main():
     bench = vm_bench.VmBench()
     made = []
     try:
-        server = bench.start(["--vm-image", "tiny", "--sandbox-size", "test=1,256M",
+        server = bench.start(["--vm-image", "tiny", "--sandbox-size", "test=1,256M,1G",
                               "--sandbox-overcommit", str(max(1, args.many / 2)),
                               "--user-max-vms", "none", "--user-max-cpu", "none",
                               "--user-max-memory", "none"])

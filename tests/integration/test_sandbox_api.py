@@ -9,7 +9,7 @@
 - one sandbox, many surfaces: made over REST, driven over MCP, over `ssh HOST ssh ID …` and
   over `ssh ID@HOST`, each seeing what the others wrote; made over MCP, destroyed over REST.
 
-The server defines a small size (`--sandbox-size test=1,256M`, the tiny image) so
+The server defines a small size (`--sandbox-size test=1,256M,1G`, the tiny image) so
 sandboxes fit a 2-core host. Needs the MCP peers in .peers/ (packaging/install-peers.sh); a missing peer fails.
 """
 import json
@@ -58,7 +58,7 @@ class SandboxApiTest(VmTestCase):
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", "none",
                                       "--vm-image", "tiny", "--guest-reach-timeout", "15",
-                                      "--sandbox-size", SIZE + "=1,256M",
+                                      "--sandbox-size", SIZE + "=1,256M,1G",
                                       # Two one-vCPU sandboxes at once on a 2-core host.
                                       "--sandbox-overcommit", "4",
                                       # A first boot under TCG may outlast the default 120 s.

@@ -20,7 +20,7 @@ import warren_harness as h
 from test_http_exec import ExecTestCase
 from test_vm_e2e import IMAGES, VmTestCase, domains, have_image
 
-SIZE_TEST = "test=1,256M"
+SIZE_TEST = "test=1,256M,1G"  # a small disk too: 20 of them fit the host's disk admission
 
 
 class SandboxCase(VmTestCase, ExecTestCase):
@@ -148,7 +148,7 @@ class SandboxSeedTest(SandboxCase):
         ids = {n: self.vm_id(n) for n in ("sbx-exp-a", "sbx-exp-b")}
         expires = self.ssh_json(self.admin, "stat", "sbx-exp-b")["expires_at"]
         # extend works, and is capped at a day.
-        r = self.ssh_json(self.admin, "extend", "sbx-exp-a", "--minutes", "2000")
+        r = self.ssh_json(self.admin, "extend", "sbx-exp-a", "--minutes", "1440")
         self.assertTrue(r["capped"])
         self.ssh_json(self.admin, "extend", "sbx-exp-a", "--minutes", "1")  # not capped now
         # warren goes down before b's time and comes back after it: b goes at start-up.

@@ -15,7 +15,7 @@ class SandboxTest : public VmCommandTest {
   void SetUp() override {
     VmCommandTest::SetUp();
     vm_defaults_.user_limits = {kNoLimit, kNoLimit, kNoLimit, kNoLimit, 20};
-    PutSandboxSize(sandboxes_, *ParseSandboxSize("test=1,512M"));
+    PutSandboxSize(sandboxes_, *ParseSandboxSize("test=1,512M,2G"));
     MakeInterpreter();
   }
 
@@ -43,6 +43,8 @@ TEST_F(SandboxTest, NewSandboxHasASizeALifetimeAndAnSbxName) {
   EXPECT_EQ(t["name"], "sbx1");
   EXPECT_EQ(t["cpus"], 1);
   EXPECT_EQ(t["memory_mib"], 512);
+  EXPECT_EQ(t["disk_gib"], 2);   // the size's own disk
+  EXPECT_EQ(j["disk_gib"], 10);  // small has none: the server's default
   EXPECT_EQ(t["expires_at"], kStart + 7200);
 
   // An ordinary VM says what it is too.

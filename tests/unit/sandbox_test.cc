@@ -29,6 +29,13 @@ TEST(SandboxSizeTest, ParsesTheServeFlag) {
   EXPECT_EQ(s->cpus, 1);
   EXPECT_EQ(s->memory_mib, 512);
   EXPECT_EQ(ParseSandboxSize("big=16,32G")->memory_mib, 32768);
+  EXPECT_EQ(ParseSandboxSize("big=16,32G")->disk_gib, 0);
+  Result<SandboxSize> disk = ParseSandboxSize("test=1,256M,2G");
+  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+  EXPECT_EQ(disk->memory_mib, 256);
+  EXPECT_EQ(disk->disk_gib, 2);
+  EXPECT_FALSE(ParseSandboxSize("test=1,256M,0").ok());
+  EXPECT_FALSE(ParseSandboxSize("test=1,256M,lots").ok());
   for (const char* bad : {"test", "test=1", "=1,512M", "Test=1,512M", "t=0,512M", "t=65,1G",
                           "t=x,1G", "t=1,64M", "t=1,lots"}) {
     EXPECT_FALSE(ParseSandboxSize(bad).ok()) << bad;
