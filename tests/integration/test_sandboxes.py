@@ -159,7 +159,7 @@ class SandboxSeedTest(SandboxCase):
         self.assertFalse([d for d in domains() if d.endswith(ids["sbx-exp-b"])], domains())
         self.assertFalse(os.path.exists(os.path.join(self.data, "vms", ids["sbx-exp-b"])))
         self.assert_log('expired while warren was down')
-        self.assert_log('audit cmd="expire" vm="sbx-exp-b"')
+        self.assert_log('audit cmd=expire vm=sbx-exp-b caller=warren')
         # a was extended past that: still there. A sandbox whose time runs out while warren
         # is up goes within a couple of seconds.
         self.assertFalse(self.gone("sbx-exp-a"))
@@ -170,7 +170,7 @@ class SandboxSeedTest(SandboxCase):
         while not self.gone("sbx-exp-c"):
             self.assertLess(time.time(), deadline, "sbx-exp-c outlived its expiry by 10 s")
             time.sleep(0.5)
-        self.assert_log('audit cmd="expire" vm="sbx-exp-c" caller="warren"')
+        self.assert_log('audit cmd=expire vm=sbx-exp-c caller=warren')
 
 
 @unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
