@@ -1,6 +1,5 @@
 #include "bridge/exec_handler.h"
 
-#include <cctype>
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -9,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bridge/json_api.h"
+#include "lobby/base/ascii.h"
 #include "lobby/base/error_map.h"
 #include "lobby/base/log.h"
 #include "lobby/commands/command_runner.h"
@@ -26,24 +26,11 @@ struct ExecRequest {
   std::optional<int> wait_seconds;
 };
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
-  }
-  return true;
-}
-
 Result<ExecRequest> ParseBody(const HttpRequest& req) {
-  std::string_view body = Trim(req.body);
-  const bool json = StartsWithNoCase(Trim(req.Header("content-type")), "application/json") ||
-                    (!body.empty() && body.front() == '{');
+  std::string_view body = TrimAsciiSpace(req.body);
+  const bool json =
+      StartsWithIgnoreCase(TrimAsciiSpace(req.Header("content-type")), "application/json") ||
+      (!body.empty() && body.front() == '{');
   ExecRequest out;
   if (!json) {
     if (body.empty()) {
@@ -59,7 +46,7 @@ Result<ExecRequest> ParseBody(const HttpRequest& req) {
   if (!j.is_object()) return InvalidArgument("the JSON body must be an object {\"command\": …}");
   auto command = j.find("command");
   if (command == j.end() || !command->is_string() ||
-      Trim(command->get_ref<const std::string&>()).empty()) {
+      TrimAsciiSpace(command->get_ref<const std::string&>()).empty()) {
     return InvalidArgument("the JSON body needs \"command\": a non-empty string");
   }
   out.command = command->get<std::string>();
@@ -153,15 +140,9 @@ void ExecHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> res
   call->command = std::move(parsed->command);
   call->responder = responder;
 
-  // `ssh --timeout` is its own limit, above the deadline: it moves the deadline past it.
-  auto task_id = std::make_shared<std::atomic<uint64_t>>(0);
-  session.extend_deadline = [&runner = runner_, task_id](int64_t ms) {
-    runner.ExtendDeadline(*task_id,
-                          std::chrono::steady_clock::now() + std::chrono::milliseconds(ms));
-  };
-
   CommandTask task;
-  task.id = task_id;
+  // `ssh --timeout` is its own limit, above the deadline: it moves the deadline past it.
+  session.extend_deadline = runner_.DeadlineExtender(task);
   task.user = session.caller.user;
   task.cancel = session.cancel;
   task.run = [&interpreter = interpreter_, call] {

@@ -350,15 +350,9 @@ void SandboxHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> 
   call->route = std::move(route).value();
   call->responder = responder;
 
-  // `ssh --timeout` is its own limit, above the deadline: it moves the deadline past it.
-  auto task_id = std::make_shared<std::atomic<uint64_t>>(0);
-  session.extend_deadline = [&runner = runner_, task_id](int64_t ms) {
-    runner.ExtendDeadline(*task_id,
-                          std::chrono::steady_clock::now() + std::chrono::milliseconds(ms));
-  };
-
   CommandTask task;
-  task.id = task_id;
+  // `ssh --timeout` is its own limit, above the deadline: it moves the deadline past it.
+  session.extend_deadline = runner_.DeadlineExtender(task);
   task.user = session.caller.user;
   task.cancel = session.cancel;
   task.run = [&interpreter = interpreter_, call] {

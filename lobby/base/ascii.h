@@ -33,6 +33,19 @@ inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+// `s` without leading and trailing ASCII whitespace (space, \t, \n, \v, \f, \r).
+inline std::string_view TrimAsciiSpace(std::string_view s) {
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Whether `s` starts with `prefix`, ASCII case ignored.
+inline bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && EqualsIgnoreCase(s.substr(0, prefix.size()), prefix);
+}
+
 // Untrusted text cut to 64 bytes ("…" after), control bytes shown as '?', for a message that
 // quotes what was given. Never for a secret.
 inline std::string ShownUntrusted(std::string_view s) {

@@ -223,6 +223,13 @@ bool CommandRunner::Stop(std::chrono::milliseconds timeout) {
   return done_cv_.wait_for(lock, timeout, done);
 }
 
+std::function<void(int64_t ms)> CommandRunner::DeadlineExtender(CommandTask& task) {
+  task.id = std::make_shared<std::atomic<uint64_t>>(0);
+  return [this, id = task.id](int64_t ms) {
+    ExtendDeadline(*id, std::chrono::steady_clock::now() + std::chrono::milliseconds(ms));
+  };
+}
+
 void CommandRunner::ExtendDeadline(uint64_t id, std::chrono::steady_clock::time_point at) {
   std::lock_guard lock(mu_);
   auto it = pending_.find(id);

@@ -82,6 +82,10 @@ class CommandRunner {
   // deadline, has finished, or its deadline already fired. From any thread, the task's own
   // included.
   void ExtendDeadline(uint64_t id, std::chrono::steady_clock::time_point at);
+  // What a surface puts in CommandSession::extend_deadline for `task` (before Submit): gives
+  // the task an id slot and returns a function that moves its deadline to that many ms from
+  // the moment it is called.
+  std::function<void(int64_t ms)> DeadlineExtender(CommandTask& task);
 
   const CommandRunnerOptions& options() const { return options_; }
 

@@ -1,5 +1,7 @@
 #include "lobby/commands/usage_meter.h"
 
+#include <set>
+#include <string>
 #include <vector>
 
 #include "lobby/base/log.h"
@@ -16,13 +18,13 @@ void UsageMeter::OnStateChange(const VmStateEvent& event) {
 Status UsageMeter::Resync(VmHost& host) {
   WARREN_ASSIGN_OR_RETURN(std::vector<VmRecord> vms, store_.ListVms());
   WARREN_ASSIGN_OR_RETURN(std::vector<VmInfo> domains, host.List());
+  std::set<std::string, std::less<>> running;
+  for (const VmInfo& d : domains) {
+    if (d.state == VmState::kRunning) running.insert(d.id);
+  }
   Status first = Status::Ok();
   for (const VmRecord& vm : vms) {
-    bool running = false;
-    for (const VmInfo& d : domains) {
-      if (d.id == vm.id) running = d.state == VmState::kRunning;
-    }
-    Status st = store_.MeterVm(vm.id, running, clock_.NowUnixMs());
+    Status st = store_.MeterVm(vm.id, running.contains(vm.id), clock_.NowUnixMs());
     if (!st.ok() && st.code() != Code::kNotFound && first.ok()) {
       first = st.Annotate("metering " + vm.name);
     }

@@ -173,21 +173,21 @@ TEST(CommandRunnerTest, ADeadlineFiresOnceWhileTheTaskRunsAndNeverAfter) {
 }
 
 // A task that learns it needs longer (ssh --timeout) moves its own deadline later, by the
-// id Submit stored before it ran; never earlier.
+// id Submit stored before it ran (the extender a surface hands its session); never earlier.
 TEST(CommandRunnerTest, ATaskMovesItsDeadlineLaterFromItsOwnThread) {
   CommandRunner runner;
   Gate gate;
   std::atomic<int> fired{0};
-  auto id = std::make_shared<std::atomic<uint64_t>>(0);
   std::atomic<bool> moved{false};
+  std::function<void(int64_t)> extend;  // what a surface puts in CommandSession
   CommandTask slow = Task("alice", [&] {
-    const auto now = std::chrono::steady_clock::now();
-    runner.ExtendDeadline(*id, now + 10ms);  // earlier than its deadline: no effect
-    runner.ExtendDeadline(*id, now + 400ms);
+    extend(10);  // earlier than its deadline: no effect
+    extend(400);
     moved = true;
     gate.Wait();
   });
-  slow.id = id;
+  extend = runner.DeadlineExtender(slow);
+  std::shared_ptr<std::atomic<uint64_t>> id = slow.id;
   slow.deadline = std::chrono::steady_clock::now() + 100ms;
   slow.on_deadline = [&] { ++fired; };
   ASSERT_TRUE(runner.Submit(std::move(slow)).ok());

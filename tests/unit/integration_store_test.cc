@@ -3,7 +3,6 @@
 // dir — sealed secrets that never reach the database file in plaintext, per-owner names,
 // attachments that never outlive their VM or user, a reopen, and the upgrade from schema 4.
 #include <gtest/gtest.h>
-#include <lmdb.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -19,6 +18,7 @@
 #include "keys/lmdb_store.h"
 #include "keys/secret_box.h"
 #include "keys/token.h"
+#include "tests/unit/store_rollback.h"
 
 namespace warren {
 namespace {
@@ -408,24 +408,7 @@ TEST_F(IntegrationStoreTest, AnAttachRacingTheVmsRemovalLeavesNoOrphan) {
 // A store as schema version 4 left it (no integration tables) gains them on open.
 TEST_F(IntegrationStoreTest, UpgradesAVersionFourStore) {
   store_.reset();
-  MDB_env* env = nullptr;
-  ASSERT_EQ(mdb_env_create(&env), 0);
-  ASSERT_EQ(mdb_env_set_maxdbs(env, 32), 0);
-  ASSERT_EQ(mdb_env_open(env, dir_.c_str(), 0, 0600), 0);
-  MDB_txn* txn = nullptr;
-  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
-  MDB_dbi dbi;
-  for (const char* name : {"integrations", "integration_names"}) {
-    ASSERT_EQ(mdb_dbi_open(txn, name, 0, &dbi), 0) << name;
-    ASSERT_EQ(mdb_drop(txn, dbi, 1), 0);
-  }
-  ASSERT_EQ(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
-  std::string key = "schema_version", value = "4";
-  MDB_val k{key.size(), key.data()};
-  MDB_val v{value.size(), value.data()};
-  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-  ASSERT_EQ(mdb_txn_commit(txn), 0);
-  mdb_env_close(env);
+  ASSERT_NO_FATAL_FAILURE(RollBackStore(dir_, 4, {"integrations", "integration_names"}));
 
   Reopen();
   EXPECT_TRUE(store_->GetVm("aaaaaaaaaaaa").ok());  // schema 4's data intact

@@ -3,7 +3,6 @@
 // the retention prune, the fold past the per-day cap, ListUsage's order and ranges, the
 // sandbox fields and limit on the records, and the upgrade from schema 7.
 #include <gtest/gtest.h>
-#include <lmdb.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -12,6 +11,7 @@
 
 #include "keys/lmdb_store.h"
 #include "keys/usage.h"
+#include "tests/unit/store_rollback.h"
 
 namespace warren {
 namespace {
@@ -397,32 +397,13 @@ TEST_F(UsageStoreTest, RecordsWithBadSandboxFieldsAreRefused) {
 TEST_F(UsageStoreTest, UpgradesAVersionSevenStore) {
   ASSERT_TRUE(store_->CreateVm(Vm("aaaaaaaaaaaa", "web")).ok());
   store_.reset();
-  MDB_env* env = nullptr;
-  ASSERT_EQ(mdb_env_create(&env), 0);
-  ASSERT_EQ(mdb_env_set_maxdbs(env, 32), 0);
-  ASSERT_EQ(mdb_env_open(env, dir_.c_str(), 0, 0600), 0);
-  MDB_txn* txn = nullptr;
-  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
-  MDB_dbi dbi;
-  ASSERT_EQ(mdb_dbi_open(txn, "usage", 0, &dbi), 0);
-  ASSERT_EQ(mdb_drop(txn, dbi, 1), 0);
-  // The record as schema 7 wrote it.
-  ASSERT_EQ(mdb_dbi_open(txn, "vms", 0, &dbi), 0);
-  std::string id = "aaaaaaaaaaaa";
-  std::string old_record =
-      R"({"id":"aaaaaaaaaaaa","name":"web","owner":"alice","image":"debian@1","cpus":2,)"
-      R"("memory_mib":4096,"disk_gib":10,"tags":[],"comment":"","env":[],"egress":"all",)"
-      R"("created_at":100,"desired_state":"running","phase":"ready"})";
-  MDB_val k{id.size(), id.data()};
-  MDB_val v{old_record.size(), old_record.data()};
-  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-  ASSERT_EQ(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
-  std::string key = "schema_version", value = "7";
-  k = MDB_val{key.size(), key.data()};
-  v = MDB_val{value.size(), value.data()};
-  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-  ASSERT_EQ(mdb_txn_commit(txn), 0);
-  mdb_env_close(env);
+  // No usage table, and the record as schema 7 wrote it.
+  ASSERT_NO_FATAL_FAILURE(RollBackStore(
+      dir_, 7, {"usage"},
+      {{"vms", "aaaaaaaaaaaa",
+        R"({"id":"aaaaaaaaaaaa","name":"web","owner":"alice","image":"debian@1","cpus":2,)"
+        R"("memory_mib":4096,"disk_gib":10,"tags":[],"comment":"","env":[],"egress":"all",)"
+        R"("created_at":100,"desired_state":"running","phase":"ready"})"}}));
 
   Reopen();
   Result<VmRecord> vm = store_->GetVm("aaaaaaaaaaaa");

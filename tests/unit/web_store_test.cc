@@ -3,7 +3,6 @@
 // index, magic links and host tickets used once (also under a race), host-bound sessions,
 // expiry and pruning, per-user limits, and persistence across a reopen.
 #include <gtest/gtest.h>
-#include <lmdb.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -19,6 +18,7 @@
 #include "keys/lmdb_store.h"
 #include "keys/oauth.h"
 #include "keys/web_share.h"
+#include "tests/unit/store_rollback.h"
 
 namespace warren {
 namespace {
@@ -394,25 +394,9 @@ TEST_F(WebStoreTest, OnlyHashesAreStored) {
 // A store as schema version 6 left it (no web tables) gains them on open, its data intact.
 TEST_F(WebStoreTest, UpgradesAVersionSixStore) {
   store_.reset();
-  MDB_env* env = nullptr;
-  ASSERT_EQ(mdb_env_create(&env), 0);
-  ASSERT_EQ(mdb_env_set_maxdbs(env, 32), 0);
-  ASSERT_EQ(mdb_env_open(env, (root_ + "/data").c_str(), 0, 0600), 0);
-  MDB_txn* txn = nullptr;
-  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
-  MDB_dbi dbi;
-  for (const char* name :
-       {"vm_shares", "share_links", "web_magic_links", "web_sessions", "web_tickets"}) {
-    ASSERT_EQ(mdb_dbi_open(txn, name, 0, &dbi), 0) << name;
-    ASSERT_EQ(mdb_drop(txn, dbi, 1), 0);
-  }
-  ASSERT_EQ(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
-  std::string key = "schema_version", value = "6";
-  MDB_val k{key.size(), key.data()};
-  MDB_val v{value.size(), value.data()};
-  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-  ASSERT_EQ(mdb_txn_commit(txn), 0);
-  mdb_env_close(env);
+  ASSERT_NO_FATAL_FAILURE(RollBackStore(
+      root_ + "/data", 6,
+      {"vm_shares", "share_links", "web_magic_links", "web_sessions", "web_tickets"}));
 
   Reopen();
   EXPECT_TRUE(store_->GetVm("aaaaaaaaaaaa").ok());
