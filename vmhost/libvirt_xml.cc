@@ -4,10 +4,12 @@
 #include <libxml/tree.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <utility>
 
 #include "lobby/base/unique_handle.h"
@@ -90,6 +92,52 @@ void Remove(xmlNode* node) {
   xmlFreeNode(node);
 }
 
+// A new element `name` right after `prev`, indented as `prev` is (libvirt reads any layout,
+// but the written XML stays readable).
+xmlNode* AddElementAfter(xmlNode* prev, const char* name) {
+  xmlNode* node = xmlNewDocNode(prev->doc, nullptr, X(name), nullptr);
+  xmlAddNextSibling(prev, node);
+  if (prev->prev != nullptr && xmlIsBlankNode(prev->prev)) {
+    xmlAddPrevSibling(node, xmlNewDocText(prev->doc, prev->prev->content));
+  }
+  return node;
+}
+
+// A new element `name` as the first element child of `parent`, indented as that child is.
+xmlNode* AddFirstElement(xmlNode* parent, const char* name) {
+  xmlNode* first = parent->children;
+  while (first != nullptr && first->type != XML_ELEMENT_NODE) first = first->next;
+  xmlNode* node = xmlNewDocNode(parent->doc, nullptr, X(name), nullptr);
+  if (first == nullptr) {
+    xmlAddChild(parent, node);
+    return node;
+  }
+  xmlAddPrevSibling(first, node);
+  if (node->prev != nullptr && xmlIsBlankNode(node->prev)) {
+    xmlAddNextSibling(node, xmlNewDocText(parent->doc, node->prev->content));
+  }
+  return node;
+}
+
+// The element of the root's identity block (<name>, <uuid>, <genid>, <title>) that a new
+// <title> or <metadata> goes after: the last of `after` present.
+xmlNode* LastOf(xmlNode* root, std::initializer_list<std::string_view> after) {
+  xmlNode* last = nullptr;
+  for (std::string_view name : after) {
+    if (xmlNode* n = Child(root, name)) last = n;
+  }
+  return last;
+}
+
+bool IsMac(std::string_view mac) {
+  if (mac.size() != 17) return false;
+  for (size_t i = 0; i < mac.size(); ++i) {
+    const char c = mac[i];
+    if (i % 3 == 2 ? c != ':' : !std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
 bool ParseInt64(std::string_view text, int64_t* out) {
   const std::string s(text);
   if (s.empty()) return false;
@@ -151,6 +199,24 @@ xmlNode* DiskOf(const xmlDoc* doc, std::string_view dev) {
     if (Attribute(Child(disk, "target"), "dev") == dev) return disk;
   }
   return nullptr;
+}
+
+// The <channel type='unix'> of the control connection (kControlChannelName).
+xmlNode* ControlChannelOf(const xmlDoc* doc) {
+  xmlNode* devices = Descend(xmlDocGetRootElement(const_cast<xmlDoc*>(doc)), {"devices"});
+  for (xmlNode* channel : Children(devices, "channel")) {
+    if (Attribute(channel, "type") == "unix" &&
+        Attribute(Child(channel, "target"), "name") == kControlChannelName) {
+      return channel;
+    }
+  }
+  return nullptr;
+}
+
+// Whether `node` is an element in the namespace whose URI is `ns`.
+bool InNamespace(const xmlNode* node, std::string_view ns) {
+  return node->type == XML_ELEMENT_NODE && node->ns != nullptr && node->ns->href != nullptr &&
+         std::string_view(reinterpret_cast<const char*>(node->ns->href)) == ns;
 }
 
 bool InsideDir(std::string_view value, std::string_view dir) {
@@ -246,6 +312,39 @@ std::vector<std::string> DomainDefinition::InterfaceXmls(std::string_view type) 
   return out;
 }
 
+std::string DomainDefinition::Name() const {
+  return Text(Child(xmlDocGetRootElement(doc_.get()), "name"));
+}
+
+std::string DomainDefinition::Uuid() const {
+  return Text(Child(xmlDocGetRootElement(doc_.get()), "uuid"));
+}
+
+std::string DomainDefinition::Title() const {
+  return Text(Child(xmlDocGetRootElement(doc_.get()), "title"));
+}
+
+std::string DomainDefinition::ConsoleLog() const {
+  const xmlNode* devices = Child(xmlDocGetRootElement(doc_.get()), "devices");
+  return Attribute(Child(Child(devices, "serial"), "log"), "file");
+}
+
+std::string DomainDefinition::ControlSocket() const {
+  xmlNode* channel = ControlChannelOf(doc_.get());
+  return channel != nullptr ? Attribute(Child(channel, "source"), "path") : "";
+}
+
+std::string DomainDefinition::MetadataXml(std::string_view ns) const {
+  xmlNode* metadata = Child(xmlDocGetRootElement(doc_.get()), "metadata");
+  for (xmlNode* c = metadata != nullptr ? metadata->children : nullptr; c != nullptr; c = c->next) {
+    if (!InNamespace(c, ns)) continue;
+    XmlBuffer buf(xmlBufferCreate());
+    if (!buf || xmlNodeDump(buf.get(), doc_.get(), c, 0, 0) < 0) return "";
+    return reinterpret_cast<const char*>(xmlBufferContent(buf.get()));
+  }
+  return "";
+}
+
 Status DomainDefinition::SetDiskSource(std::string_view target_dev, std::string_view path) {
   xmlNode* disk = DiskOf(doc_.get(), target_dev);
   xmlNode* source = Child(disk, "source");
@@ -294,6 +393,149 @@ bool DomainDefinition::SetCmdlineHostname(std::string_view hostname) {
   text.replace(at, end - at, hostname);
   SetText(cmdline, text);
   return true;
+}
+
+Status DomainDefinition::SetName(std::string_view name) {
+  xmlNode* node = Child(xmlDocGetRootElement(doc_.get()), "name");
+  if (node == nullptr) return Internal("the domain definition has no <name>");
+  SetText(node, name);
+  return Status::Ok();
+}
+
+Status DomainDefinition::SetUuid(std::string_view uuid) {
+  xmlNode* node = Child(xmlDocGetRootElement(doc_.get()), "uuid");
+  if (node == nullptr) return Internal("the domain definition has no <uuid>");
+  SetText(node, uuid);
+  return Status::Ok();
+}
+
+void DomainDefinition::SetTitle(std::string_view title) {
+  xmlNode* root = xmlDocGetRootElement(doc_.get());
+  xmlNode* node = Child(root, "title");
+  if (node == nullptr) {
+    xmlNode* after = LastOf(root, {"name", "uuid", "genid"});
+    node = after != nullptr ? AddElementAfter(after, "title") : AddFirstElement(root, "title");
+  }
+  SetText(node, title);
+}
+
+bool DomainDefinition::SetGenid(std::string_view uuid) {
+  xmlNode* node = Child(xmlDocGetRootElement(doc_.get()), "genid");
+  if (node == nullptr) return false;
+  SetText(node, uuid);
+  return true;
+}
+
+bool DomainDefinition::RemoveMetadata(std::string_view ns) {
+  bool removed = false;
+  xmlNode* metadata = Child(xmlDocGetRootElement(doc_.get()), "metadata");
+  for (xmlNode* c = metadata != nullptr ? metadata->children : nullptr; c != nullptr;) {
+    xmlNode* next = c->next;
+    if (InNamespace(c, ns)) {
+      Remove(c);
+      removed = true;
+    }
+    c = next;
+  }
+  return removed;
+}
+
+Status DomainDefinition::SetVmMetadata(std::string_view id, std::string_view name,
+                                       std::string_view image) {
+  RemoveMetadata(kWarrenVmNamespace);
+  xmlNode* root = xmlDocGetRootElement(doc_.get());
+  xmlNode* metadata = Child(root, "metadata");
+  if (metadata == nullptr) {
+    xmlNode* after = LastOf(root, {"name", "uuid", "genid", "title", "description"});
+    metadata =
+        after != nullptr ? AddElementAfter(after, "metadata") : AddFirstElement(root, "metadata");
+  }
+  // One step deeper than </metadata> is indented, when it is.
+  xmlNode* tail = metadata->last;
+  std::string indent;
+  if (tail != nullptr && xmlIsBlankNode(tail)) {
+    XmlString text(xmlNodeGetContent(tail));
+    indent = text ? reinterpret_cast<const char*>(text.get()) : "";
+    indent += "  ";
+  }
+  std::string element;
+  std::istringstream lines(VmMetadataXml(id, name, image));
+  for (std::string line; std::getline(lines, line);) {
+    if (!element.empty()) element += indent.empty() ? "\n" : indent;
+    element += line;
+  }
+  // Parsed on its own and copied in, so the element carries its own namespace declaration
+  // whatever prefixes the definition already uses.
+  WARREN_ASSIGN_OR_RETURN(XmlDoc parsed, ParseXml(element, "vm", "vm metadata"));
+  xmlNode* copy = xmlDocCopyNode(xmlDocGetRootElement(parsed.get()), doc_.get(), 1);
+  if (copy == nullptr) return Internal("copying the vm metadata element failed");
+  if (indent.empty()) {
+    xmlAddChild(metadata, copy);
+  } else {
+    xmlAddPrevSibling(tail, copy);
+    xmlAddPrevSibling(copy, xmlNewDocText(doc_.get(), X(indent.c_str())));
+  }
+  return Status::Ok();
+}
+
+Status DomainDefinition::SetConsoleLog(std::string_view path) {
+  const std::string value(path);
+  bool found = false;
+  xmlNode* devices = Child(xmlDocGetRootElement(doc_.get()), "devices");
+  for (const char* kind : {"serial", "console"}) {
+    // libvirt writes the serial's <log> into the console that mirrors it, too.
+    for (xmlNode* dev : Children(devices, kind)) {
+      xmlNode* log = Child(dev, "log");
+      if (log == nullptr) continue;
+      xmlSetProp(log, X("file"), X(value.c_str()));
+      found = true;
+    }
+  }
+  if (!found) return NotFound("the vm has no console log");
+  return Status::Ok();
+}
+
+Status DomainDefinition::SetControlSocket(std::string_view path) {
+  xmlNode* channel = ControlChannelOf(doc_.get());
+  if (channel == nullptr) {
+    return NotFound("the vm has no " + std::string(kControlChannelName) + " channel");
+  }
+  xmlNode* source = Child(channel, "source");
+  if (source == nullptr) {
+    source = AddFirstElement(channel, "source");
+    xmlSetProp(source, X("mode"), X("bind"));
+  }
+  const std::string value(path);
+  xmlSetProp(source, X("path"), X(value.c_str()));
+  return Status::Ok();
+}
+
+std::vector<std::string> DomainDefinition::InterfaceMacs() const {
+  std::vector<std::string> macs;
+  const xmlNode* devices = Child(xmlDocGetRootElement(doc_.get()), "devices");
+  for (const xmlNode* nic : Children(devices, "interface")) {
+    macs.push_back(Attribute(Child(nic, "mac"), "address"));
+  }
+  return macs;
+}
+
+Status DomainDefinition::SetInterfaceMacs(const std::vector<std::string>& macs) {
+  const std::vector<xmlNode*> nics =
+      Children(Child(xmlDocGetRootElement(doc_.get()), "devices"), "interface");
+  if (nics.size() != macs.size()) {
+    return InvalidArgument(std::to_string(macs.size()) + " MAC addresses for " +
+                           std::to_string(nics.size()) + " network interfaces");
+  }
+  for (const std::string& mac : macs) {
+    if (!IsMac(mac)) return InvalidArgument("not a MAC address: " + mac);
+  }
+  for (size_t i = 0; i < nics.size(); ++i) {
+    xmlNode* node = Child(nics[i], "mac");
+    // libvirt writes <mac> first in an <interface>.
+    if (node == nullptr) node = AddFirstElement(nics[i], "mac");
+    xmlSetProp(node, X("address"), X(macs[i].c_str()));
+  }
+  return Status::Ok();
 }
 
 std::string DomainDefinition::ToXml() const {

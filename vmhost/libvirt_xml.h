@@ -48,6 +48,17 @@ class DomainDefinition {
   bool MentionsPathUnder(std::string_view dir) const;
   // Each <devices><interface type=`type`> element as XML, in order: what a detach names.
   std::vector<std::string> InterfaceXmls(std::string_view type) const;
+  // <name>, <uuid>, <title>; empty when absent.
+  std::string Name() const;
+  std::string Uuid() const;
+  std::string Title() const;
+  // The <log file=…> of the first <serial>; empty when it has none.
+  std::string ConsoleLog() const;
+  // The <source path=…> of the kControlChannelName channel; empty when there is none.
+  std::string ControlSocket() const;
+  // The first child of <metadata> in namespace `ns` as XML, as virDomainGetMetadata would
+  // hand it back (ParseVmMetadata reads warren's); empty when there is none.
+  std::string MetadataXml(std::string_view ns) const;
 
   // Points disk `target_dev` at `path` and drops the <backingStore> libvirt recorded for the
   // old file: libvirt honours a recorded chain over the image's own header, so a stale one
@@ -61,6 +72,40 @@ class DomainDefinition {
   // The value of warren.hostname= in <os><cmdline> (where the guest learns its name). False,
   // and nothing changed, when the command line carries none.
   bool SetCmdlineHostname(std::string_view hostname);
+
+  // The edits that make a saved template's live definition (save_image.h: the XML in the
+  // save file's header) into another domain's, for a restore: libvirt restores whatever
+  // identity and paths that XML names, so a clone's must all be its own. The disks are
+  // SetDiskSource's ("vda": the clone's overlay; "vdb": its seed).
+  //
+  // <name>. Internal when the definition has none (libvirt always writes one).
+  Status SetName(std::string_view name);
+  // <uuid>. Internal when the definition has none (libvirt always writes one).
+  Status SetUuid(std::string_view uuid);
+  // <title>, replaced, or added after <uuid> (and <genid>) when there is none.
+  void SetTitle(std::string_view title);
+  // The text of <genid> when there is one: false, and nothing changed, when there is none.
+  // Never removed or added: <genid> is QEMU's vmgenid device, so either would change the
+  // machine the memory stream belongs to. (A restore draws a new one anyway.)
+  bool SetGenid(std::string_view uuid);
+  // Removes every child of <metadata> in namespace `ns` (a namespace URI): true when one
+  // went. The live definition of a template carries its run (kWarrenRunNamespace), which is
+  // not the clone's.
+  bool RemoveMetadata(std::string_view ns);
+  // warren's <metadata> child (kWarrenVmNamespace) becomes VmMetadataXml(id, name, image),
+  // replacing the one there (adding <metadata> after <title> or <uuid> when absent).
+  Status SetVmMetadata(std::string_view id, std::string_view name, std::string_view image);
+  // The <log file=…> of the serial console (each <serial> and <console> with a <log>).
+  // NotFound when none has one.
+  Status SetConsoleLog(std::string_view path);
+  // The <source path=…> of the <channel type='unix'> whose target is kControlChannelName.
+  // NotFound when there is no such channel.
+  Status SetControlSocket(std::string_view path);
+  // The <mac address=…> of each <devices><interface>, in order ("" for one without).
+  std::vector<std::string> InterfaceMacs() const;
+  // Gives the i-th <interface> `macs[i]`, replacing its <mac> or adding one. InvalidArgument,
+  // and nothing changed, when the counts differ or an address is no "xx:xx:xx:xx:xx:xx".
+  Status SetInterfaceMacs(const std::vector<std::string>& macs);
 
   // The definition as XML again, for virDomainDefineXML.
   std::string ToXml() const;

@@ -162,6 +162,142 @@ TEST(DomainDefinitionTest, RefusesWhatIsNoDomain) {
   }
 }
 
+// A clone restored from a saved template (vmhost/save_image.h) starts from the XML in the
+// save file's header: domain_saved.xml is that XML from a real `virsh save` of a tiny VM.
+constexpr char kTemplateVm[] = "/var/lib/warren-test/savecap/vms/5a7e0c1d2b3f";
+constexpr char kTemplateTop[] = "/var/lib/warren-test/savecap/disks/5a7e0c1d2b3f-top.qcow2";
+constexpr char kCloneVm[] = "/var/lib/warren-test/savecap/vms/6b8f1d2e3a4c";
+
+TEST(CloneDefinitionTest, ReadsTheSavedTemplate) {
+  PARSE_GOLDEN(def, "libvirt/domain_saved.xml");
+  EXPECT_EQ(def.Name(), "warren-5a7e0c1d2b3f");
+  EXPECT_EQ(def.Uuid(), "143f2320-c633-43f0-b8a4-07c52903477e");
+  EXPECT_EQ(def.Title(), "template-tiny");
+  EXPECT_EQ(def.ConsoleLog(), std::string(kTemplateVm) + "/console.log");
+  EXPECT_EQ(def.ControlSocket(), std::string(kTemplateVm) + "/control.sock");
+  EXPECT_EQ(def.DiskSource("vda"), kTemplateTop);
+  EXPECT_EQ(def.InterfaceMacs(), std::vector<std::string>{"52:54:00:f3:9f:97"});
+  Result<VmMetadata> vm = ParseVmMetadata(def.MetadataXml(kWarrenVmNamespace));
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  EXPECT_EQ(vm->id, "5a7e0c1d2b3f");
+  EXPECT_EQ(vm->name, "template-tiny");
+  EXPECT_EQ(def.MetadataXml(kWarrenRunNamespace), "");
+  EXPECT_TRUE(def.MentionsPathUnder(kTemplateVm));
+}
+
+TEST(CloneDefinitionTest, EveryIdentityAndPathBecomesTheClones) {
+  PARSE_GOLDEN(def, "libvirt/domain_saved.xml");
+  const std::string uuid = "8656b1c5-67f7-407f-ae31-45155235a522";
+  const std::string vm = kCloneVm;
+  const std::string top = "/var/lib/warren-test/savecap/disks/6b8f1d2e3a4c-top.qcow2";
+  ASSERT_TRUE(def.SetName("warren-6b8f1d2e3a4c").ok());
+  ASSERT_TRUE(def.SetUuid(uuid).ok());
+  def.SetTitle("clone-one");
+  EXPECT_FALSE(def.SetGenid("0f0e0d0c-0b0a-0908-0706-050403020100"));  // the template has none
+  ASSERT_TRUE(def.SetVmMetadata("6b8f1d2e3a4c", "clone-one", "tiny@20261202").ok());
+  ASSERT_TRUE(def.SetConsoleLog(vm + "/console.log").ok());
+  ASSERT_TRUE(def.SetControlSocket(vm + "/control.sock").ok());
+  ASSERT_TRUE(def.SetDiskSource("vda", top).ok());
+  ASSERT_TRUE(def.SetDiskSource("vdb", vm + "/seed.img").ok());
+  ASSERT_TRUE(def.SetInterfaceMacs({"52:54:00:6b:8f:1d"}).ok());
+  // The guest booted long ago, but the clone's next cold boot reads this.
+  ASSERT_TRUE(def.SetCmdlineHostname("clone-one"));
+  const std::string xml = def.ToXml();
+  ExpectGolden("libvirt/domain_saved_cloned.xml", xml);
+
+  // Read back from the text, as libvirt will.
+  Result<DomainDefinition> back = DomainDefinition::Parse(xml);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->Name(), "warren-6b8f1d2e3a4c");
+  EXPECT_EQ(back->Uuid(), uuid);
+  EXPECT_EQ(back->Title(), "clone-one");
+  Result<VmMetadata> meta = ParseVmMetadata(back->MetadataXml(kWarrenVmNamespace));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  EXPECT_EQ(meta->id, "6b8f1d2e3a4c");
+  EXPECT_EQ(meta->name, "clone-one");
+  EXPECT_EQ(meta->image, "tiny@20261202");
+  EXPECT_EQ(back->ConsoleLog(), vm + "/console.log");
+  EXPECT_EQ(back->ControlSocket(), vm + "/control.sock");
+  EXPECT_EQ(back->DiskSource("vda"), top);
+  EXPECT_EQ(back->DiskSource("vdb"), vm + "/seed.img");
+  EXPECT_TRUE(back->DiskBackingChain("vdb").empty());
+  EXPECT_EQ(back->InterfaceMacs(), std::vector<std::string>{"52:54:00:6b:8f:1d"});
+  // Nothing of the template's is left: no file of its (the console's <log> included), no id.
+  EXPECT_FALSE(back->MentionsPathUnder(kTemplateVm));
+  EXPECT_TRUE(back->MentionsPathUnder(kCloneVm));
+  EXPECT_EQ(xml.find(kTemplateTop), std::string::npos);
+  EXPECT_EQ(xml.find("5a7e0c1d2b3f"), std::string::npos);
+  EXPECT_EQ(xml.find("143f2320-c633-43f0-b8a4-07c52903477e"), std::string::npos);
+  EXPECT_EQ(xml.find("52:54:00:f3:9f:97"), std::string::npos);
+  EXPECT_EQ(xml.find("template-tiny"), std::string::npos);
+  // The machine is the template's: what the memory stream was saved from.
+  EXPECT_EQ(back->Vcpus(), 1);
+  EXPECT_EQ(back->MemoryMib(), 256);
+  EXPECT_FALSE(back->DacRelabels());
+  EXPECT_EQ(back->InterfaceXmls("user").size(), 1u);
+}
+
+TEST(CloneDefinitionTest, MetadataOfOtherNamespacesStays) {
+  PARSE_GOLDEN(def, "libvirt/domain_live_after_copy.xml");
+  EXPECT_EQ(*ParseRunStartedAt(def.MetadataXml(kWarrenRunNamespace)), 1764590400);
+  ASSERT_TRUE(def.SetVmMetadata("abc", "x&y<z>", "tiny@1").ok());
+  Result<VmMetadata> vm = ParseVmMetadata(def.MetadataXml(kWarrenVmNamespace));
+  ASSERT_TRUE(vm.ok());
+  EXPECT_EQ(vm->id, "abc");
+  EXPECT_EQ(vm->name, "x&y<z>");
+  EXPECT_EQ(*ParseRunStartedAt(def.MetadataXml(kWarrenRunNamespace)), 1764590400);
+  // The template's run is not the clone's.
+  EXPECT_TRUE(def.RemoveMetadata(kWarrenRunNamespace));
+  EXPECT_FALSE(def.RemoveMetadata(kWarrenRunNamespace));
+  Result<DomainDefinition> back = DomainDefinition::Parse(def.ToXml());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->MetadataXml(kWarrenRunNamespace), "");
+  EXPECT_EQ(ParseVmMetadata(back->MetadataXml(kWarrenVmNamespace))->name, "x&y<z>");
+}
+
+TEST(CloneDefinitionTest, WhatADefinitionLacks) {
+  Result<DomainDefinition> bare = DomainDefinition::Parse(
+      "<domain>\n  <memory>1024</memory>\n  <devices>\n    <interface type='user'>\n      "
+      "<model type='virtio'/>\n    </interface>\n  </devices>\n</domain>");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->SetName("n").code(), Code::kInternal);
+  EXPECT_EQ(bare->SetUuid("u").code(), Code::kInternal);
+  EXPECT_EQ(bare->SetConsoleLog("/l").code(), Code::kNotFound);
+  EXPECT_EQ(bare->SetControlSocket("/s").code(), Code::kNotFound);
+  EXPECT_FALSE(bare->RemoveMetadata(kWarrenVmNamespace));
+  // Added where libvirt keeps them: <title> and <metadata> ahead of the rest.
+  bare->SetTitle("t<&>'\"");
+  ASSERT_TRUE(bare->SetVmMetadata("i", "n", "img").ok());
+  // An interface without <mac> gets one; the counts must match, the addresses be MACs.
+  EXPECT_EQ(bare->InterfaceMacs(), std::vector<std::string>{""});
+  EXPECT_EQ(bare->SetInterfaceMacs({}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(bare->SetInterfaceMacs({"52:54:00:00:00:0g"}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(bare->SetInterfaceMacs({"52:54:00:00:00:0"}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(bare->InterfaceMacs(), std::vector<std::string>{""});
+  ASSERT_TRUE(bare->SetInterfaceMacs({"52:54:00:AB:cd:01"}).ok());
+  const std::string xml = bare->ToXml();
+  Result<DomainDefinition> back = DomainDefinition::Parse(xml);
+  ASSERT_TRUE(back.ok()) << xml;
+  EXPECT_EQ(back->Title(), "t<&>'\"");
+  EXPECT_EQ(ParseVmMetadata(back->MetadataXml(kWarrenVmNamespace))->image, "img");
+  EXPECT_EQ(back->InterfaceMacs(), std::vector<std::string>{"52:54:00:AB:cd:01"});
+  EXPECT_EQ(back->MemoryMib(), 1);
+  EXPECT_LT(xml.find("<title>"), xml.find("<metadata>"));
+  EXPECT_LT(xml.find("<metadata>"), xml.find("<memory>"));
+  EXPECT_LT(xml.find("<mac "), xml.find("<model "));
+
+  // With a <genid>, only its value changes.
+  Result<DomainDefinition> gen = DomainDefinition::Parse(
+      "<domain><name>a</name><uuid>u</uuid><genid>43dc0cf8-809b-4adb-9bea-a9abb5f3d90d</genid>"
+      "<title>old</title></domain>");
+  ASSERT_TRUE(gen.ok());
+  EXPECT_TRUE(gen->SetGenid("0f0e0d0c-0b0a-0908-0706-050403020100"));
+  gen->SetTitle("new");
+  EXPECT_EQ(gen->ToXml(),
+            "<domain><name>a</name><uuid>u</uuid><genid>0f0e0d0c-0b0a-0908-0706-050403020100"
+            "</genid><title>new</title></domain>\n");
+}
+
 TEST(StorageXmlReaderTest, VolumesAndPools) {
   EXPECT_EQ(*VolumeBackingPath(ReadGolden("libvirt/volume_overlay.xml")),
             Disk("0a1b2c3d4e5f-1a2b3c4d.qcow2"));

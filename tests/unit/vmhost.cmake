@@ -16,6 +16,13 @@ target_compile_definitions(vmhost_xml_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SO
 target_link_libraries(vmhost_xml_test PRIVATE warren_libvirt GTest::gtest_main)
 gtest_discover_tests(vmhost_xml_test DISCOVERY_MODE PRE_TEST)
 
+# libvirt's save image header (save_image.h): synthetic images through pipes and files, and
+# the header of a real save (tests/golden/libvirt/save_header_tiny.bin). No daemon.
+add_executable(save_image_test unit/save_image_test.cc)
+target_compile_definitions(save_image_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+target_link_libraries(save_image_test PRIVATE warren_libvirt GTest::gtest_main)
+gtest_discover_tests(save_image_test DISCOVERY_MODE PRE_TEST)
+
 # The host isolation rules: the ruleset text (a golden), parsing, and nft's errors through
 # a stand-in program (no rule touches the host).
 add_executable(egress_firewall_test unit/egress_firewall_test.cc)
