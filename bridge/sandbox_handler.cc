@@ -363,11 +363,22 @@ void SandboxHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> 
   };
   const int seconds = planned->deadline_seconds;
   task.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  task.on_deadline = [call, seconds] {
+  task.on_deadline = [call, seconds, created = SandboxCreateId(call->session.argv)] {
     if (!call->Claim()) return;
-    RespondStatus(*call->responder,
-                  Timeout("the request is still running after " + std::to_string(seconds) +
-                          " s; it was not stopped (GET /v1/sandboxes shows how it ends)"));
+    if (!created.empty()) {
+      // A create outlived the deadline (boots queue behind each other on a busy host): the
+      // sandbox's id, so the client can follow it rather than make another.
+      const std::string where = "/v1/sandboxes/" + created;
+      RespondJsonError(*call->responder, HttpStatusFor(Code::kTimeout),
+                       "sandbox " + created + " is still being created after " +
+                           std::to_string(seconds) + " s; it was not stopped (GET " + where +
+                           " shows when it runs)",
+                       {{"Location", where}});
+    } else {
+      RespondStatus(*call->responder,
+                    Timeout("the request is still running after " + std::to_string(seconds) +
+                            " s; it was not stopped (GET /v1/sandboxes shows how it ends)"));
+    }
     call->responder.reset();
   };
   if (Status st = runner_.Submit(std::move(task)); !st.ok()) RespondStatus(*responder, st);

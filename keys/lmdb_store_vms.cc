@@ -74,6 +74,8 @@ nlohmann::json Codec<VmRecord>::Encode(const VmRecord& vm) {
           {"kind", vm.kind},
           {"size", vm.size},
           {"expires_at", vm.expires_at},
+          {"made", vm.made},
+          {"made_ms", vm.made_ms},
           {"meter",
            {{"running_since_ms", vm.meter.running_since_ms},
             {"running_cpus", vm.meter.running_cpus},
@@ -107,6 +109,9 @@ Result<VmRecord> Codec<VmRecord>::Decode(const nlohmann::json& j) {
     vm.kind = j.value("kind", "vm");
     vm.size = j.value("size", "");
     vm.expires_at = j.value("expires_at", int64_t{0});
+    // Records written before these fields were all booted; how long it took is unknown.
+    vm.made = j.value("made", "boot");
+    vm.made_ms = j.value("made_ms", int64_t{0});
     if (auto it = j.find("meter"); it != j.end()) {
       vm.meter.running_since_ms = it->value("running_since_ms", int64_t{0});
       vm.meter.running_cpus = it->value("running_cpus", 0);
@@ -220,6 +225,11 @@ Status ValidateVmRecord(const VmRecord& vm) {
   }
   if (vm.size.size() > kMaxSizeNameBytes || vm.expires_at < 0) {
     return InvalidArgument("VM " + vm.name + ": size name too long or expiry before 1970");
+  }
+  if (std::find(std::begin(kVmMadeHow), std::end(kVmMadeHow), vm.made) == std::end(kVmMadeHow) ||
+      vm.made_ms < 0) {
+    return InvalidArgument("VM " + vm.name + ": made must be boot, template, copy or live-copy, " +
+                           "in a time that is never negative");
   }
   const VmMeter& m = vm.meter;
   if (m.running_since_ms < 0 || m.running_cpus < 0 || m.running_memory_mib < 0 ||

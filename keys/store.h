@@ -113,11 +113,19 @@ struct VmRecord {
   std::string kind = "vm";
   std::string size;        // a sandbox's size name ("small"); "" for a VM
   int64_t expires_at = 0;  // Unix seconds a sandbox is destroyed at; 0 for a VM
+  // How it was made and how long that took, for operators and benchmarks (stat --json):
+  // kVmMadeHow below; made_ms from the request to the guest answering.
+  std::string made = "boot";
+  int64_t made_ms = 0;
   // Where its usage accrual stands (keys/usage.h). CreateVm stores it as given (its
   // disk_since_ms is the creation); afterwards only MeterVm and DeleteVm move it: UpdateVm
   // keeps the stored meter whatever `change` does to it.
   VmMeter meter;
 };
+
+// What VmRecord::made may say: booted from its image, restored from a saved template under its
+// own identity, copied from another VM (cp) with its disk, or with its memory too (cp --live).
+inline constexpr const char* kVmMadeHow[] = {"boot", "template", "copy", "live-copy"};
 
 // A command in a VM that outlived the call that started it (`ssh VM CMD` past its
 // wait). The guest's runner holds the process and its output; this record holds who may

@@ -55,6 +55,8 @@
 #include "lobby/commands/vm_quota.h"
 #include "lobby/sandbox_reaper.h"
 #include "lobby/ssh/ssh_server.h"
+#include "lobby/template_keeper.h"
+#include "vmhost/guest/runner_install.h"
 #include "lobby/vm_runtime.h"
 #include "lobby/web_runtime.h"
 
@@ -79,6 +81,7 @@ struct ServeFlags {
   std::string int_domain = "int.warren.internal";
   std::string vms = "on";
   std::string vm_image = VmDefaults{}.image;  // what `new` makes without --image
+  std::string vm_templates = "default";       // lobby/template_keeper.h
   std::string vm_egress = "all";              // new VMs' egress policy (lobby/commands/vm_egress.h)
   std::vector<std::string> vm_egress_allow;   // CIDRs the isolation rules open
   // Sandboxes (lobby/commands/sandbox.h): sizes NAME=CPU,MEM added or replaced, the host's
@@ -555,6 +558,14 @@ int Serve(const ServeFlags& flags) {
   // Sandboxes end at their expiry, checked every second (reconcile took those already due).
   std::unique_ptr<SandboxReaper> sandbox_reaper;
   if (vm_runtime) sandbox_reaper = std::make_unique<SandboxReaper>(services);
+  // `new` restores VMs of the default shape from a template the keeper saves and keeps current.
+  std::unique_ptr<TemplateKeeper> template_keeper;
+  if (vm_runtime && flags.vm_templates != "none") {
+    services.restore_templates = true;
+    TemplateKeeperOptions keeper;
+    keeper.tag = guest::RunnerVersion();
+    template_keeper = std::make_unique<TemplateKeeper>(services, keeper);
+  }
   Interpreter interpreter(services);
   // Runs /exec's and MCP's commands: a bounded pool shared fairly between users.
   CommandRunner command_runner(flags.commands);
@@ -771,6 +782,13 @@ int main(int argc, char** argv) {
       ->add_option("--vm-image", flags.vm_image,
                    "The image `new` makes VMs and sandboxes from without --image: NAME or "
                    "NAME@VERSION")
+      ->capture_default_str();
+  serve
+      ->add_option("--vm-templates", flags.vm_templates,
+                   "default: keep a saved, booted template of the VMs `new` makes by default "
+                   "(the default image, shape and egress) and restore new VMs from it rather "
+                   "than boot them; none: always boot")
+      ->check(CLI::IsMember({"default", "none"}))
       ->capture_default_str();
   serve
       ->add_option("--vm-egress", flags.vm_egress,

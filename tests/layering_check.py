@@ -42,10 +42,12 @@ MODULES = {
     "vmhost-api": dict(
         paths=["vmhost/vm_host.h", "vmhost/vm_host.cc", "vmhost/guest_control.h",
                "vmhost/image_layout.h", "vmhost/image_layout.cc",
-               "vmhost/vm_state_delivery.h", "vmhost/vm_state_delivery.cc"],
+               "vmhost/vm_state_delivery.h", "vmhost/vm_state_delivery.cc",
+               "vmhost/guest/identity.h", "vmhost/guest/identity.cc"],
         target="warren_vmhost", may_include=["base"],
-        rule="the vmhost interfaces (VmHost, GuestControl), the image layout and the state "
-             "delivery every host shares include only lobby/base"),
+        rule="the vmhost interfaces (VmHost, GuestControl), the image layout, the state "
+             "delivery every host shares and a restored clone's identity (pure over "
+             "GuestControl) include only lobby/base"),
     "vmhost": dict(
         paths=["vmhost/"], target="warren_libvirt", may_include=["base", "vmhost-api"],
         rule="vmhost never includes keys, lobby above base, or bridge"),

@@ -104,6 +104,15 @@ Result<std::vector<std::string>> DiskChains::InUse(virConnectPtr conn) {
     WARREN_ASSIGN_OR_RETURN(std::vector<std::string> chain, ChainOf(conn, *top));
     used.insert(used.end(), chain.begin(), chain.end());
   }
+  if (options_.pinned_tops) {
+    for (const std::string& top : options_.pinned_tops()) {
+      std::error_code ec;
+      // A base deleted by hand protects nothing (and its template cannot restore).
+      if (!Under(top, options_.disks_dir) || !fs::exists(top, ec)) continue;
+      WARREN_ASSIGN_OR_RETURN(std::vector<std::string> chain, ChainOf(conn, top));
+      used.insert(used.end(), chain.begin(), chain.end());
+    }
+  }
   return used;
 }
 

@@ -15,6 +15,7 @@
 // way round. Reading (TopOf, ChainOf, InUse) needs no Lock.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -31,6 +32,10 @@ struct DiskChainsOptions {
   // The host's domain prefix: only domains with it count as users of a layer, and the
   // pool's name starts with it.
   std::string domain_prefix;
+  // Tops of chains that are in use without a domain: the bases of saved templates
+  // (libvirt_host.h), each kept, with what lies below it, like a VM's disk. Called by InUse,
+  // with the caller's Lock held; may be empty.
+  std::function<std::vector<std::string>()> pinned_tops;
 };
 
 class DiskChains {
@@ -57,7 +62,7 @@ class DiskChains {
   Result<std::vector<std::string>> ChainOf(virConnectPtr conn, const std::string& top);
   // How many of `chain`'s files are the VM's layers rather than its image.
   int LayersOf(const std::vector<std::string>& chain) const;
-  // Every file some domain of this host's prefix reaches through its chain.
+  // Every file some domain of this host's prefix, or a pinned top, reaches through its chain.
   Result<std::vector<std::string>> InUse(virConnectPtr conn);
 
   // A fresh qcow2 "<owner>-<random>.qcow2" of `capacity_bytes` over `backing`, creating the

@@ -102,13 +102,15 @@ std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes, const Q
   return VolumeXml(name, capacity_bytes, "raw", "", owner);
 }
 
-std::string NetworkInterfaceXml() {
+std::string NetworkInterfaceXml(std::string_view mac) {
   // User-mode networking: outbound NAT from inside QEMU (slirp), no bridge, no root on the
   // host; QEMU's sockets carry the guest's connections, which is what lets the host's
   // isolation rules (egress_firewall.h) match them by QEMU's user.
-  return "    <interface type='user'>\n"
-         "      <model type='virtio'/>\n"
-         "    </interface>\n";
+  std::string x = "    <interface type='user'>\n";
+  if (!mac.empty()) x += "      <mac address='" + Attr(mac) + "'/>\n";
+  x += "      <model type='virtio'/>\n";
+  x += "    </interface>\n";
+  return x;
 }
 
 std::string DomainXml(const DomainConfig& c) {
@@ -147,7 +149,11 @@ std::string DomainXml(const DomainConfig& c) {
   x << "    <cmdline>" << MarkupEscape(cmdline) << "</cmdline>\n";
   x << "  </os>\n";
   // ACPI is what makes a graceful Stop (the power button) reach the guest.
-  x << "  <features>\n    <acpi/>\n  </features>\n";
+  x << "  <features>\n    <acpi/>\n";
+  if (!c.kvm) {
+    x << "    <tcg>\n      <tb-cache unit='MiB'>" << kTcgTbCacheMib << "</tb-cache>\n    </tcg>\n";
+  }
+  x << "  </features>\n";
   // Under TCG libvirt's default CPU model is the portable one; with KVM give the guest the
   // host's CPU so it runs at full speed.
   if (c.kvm) x << "  <cpu mode='host-passthrough' check='none'/>\n";
@@ -168,7 +174,7 @@ std::string DomainXml(const DomainConfig& c) {
   x << "      <target dev='vdb' bus='virtio'/>\n";
   x << "      <readonly/>\n";
   x << "    </disk>\n";
-  if (c.egress == Egress::kAll) x << NetworkInterfaceXml();
+  if (c.egress == Egress::kAll) x << NetworkInterfaceXml(c.mac);
   // A pty serial keeps a live console available (virDomainOpenConsole) while virtlogd
   // appends everything to the log file, rotating it so it stays bounded.
   x << "    <serial type='pty'>\n";

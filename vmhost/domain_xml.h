@@ -39,6 +39,12 @@ inline constexpr int kEmulatorQuotaPercent = 20;
 // <cputune><shares> of a domain with `cpus` vCPUs (also what a resize sets).
 int CpuSharesFor(int cpus);
 
+// The translation-block cache of every TCG domain, in MiB (<features><tcg><tb-cache>).
+// QEMU 7.2 sizes it at 1 GiB by default, and translated code is most of an idle TCG VM's RSS;
+// 128 MiB keeps a booted Debian guest near 430 MB with no slower boot (tests/bench/vm_new.py
+// measures it: RSS with and without the cap).
+inline constexpr int kTcgTbCacheMib = 128;
+
 // The user and group QEMU runs as, as libvirt's DAC driver names them ("+UID:+GID", from the
 // daemon's capabilities). When known, warren gives every per-VM file to this user itself and
 // tells libvirt not to relabel anything of the domain: libvirt's per-domain relabelling of
@@ -70,6 +76,9 @@ struct DomainConfig {
   std::string console_log;     // the serial console, appended across boots
   std::string control_socket;  // host end of the warren.control virtio-serial port
   Egress egress = Egress::kAll;
+  // The NIC's MAC (52:54:00:xx:xx:xx) when the caller fixes it (a clone restored from a
+  // template must keep the one it runs with); empty: libvirt picks one.
+  std::string mac;
   // Known: QEMU runs as this user with relabel='no' (see QemuUser), so every file above must
   // be readable (disk: writable) by it already.
   QemuUser qemu_user;
@@ -78,8 +87,8 @@ struct DomainConfig {
 // The full domain definition.
 std::string DomainXml(const DomainConfig& config);
 // The network device of a VM with egress kAll (a <devices> child, as DomainXml writes it and
-// as a hot-plug attaches it).
-std::string NetworkInterfaceXml();
+// as a hot-plug attaches it), with MAC `mac` when one is given.
+std::string NetworkInterfaceXml(std::string_view mac = "");
 
 // The <warren:vm> metadata element, with its namespace, as the domain definition holds it.
 std::string VmMetadataXml(std::string_view id, std::string_view name, std::string_view image);

@@ -195,6 +195,11 @@ class GuestControl {
   virtual Result<std::vector<GuestJob>> Jobs(std::string_view vm_id) = 0;
   // Drops the VM's control connection (the VM stopped, restarted or is being removed).
   virtual void Disconnect(std::string_view vm_id) = 0;
+  // From now on the VM's control connection accepts only the guest host key
+  // `public_key_line` ("ssh-ed25519 AAAA…"): a VM restored from a template has just taken its
+  // own key in place of the template's, with which its open connection was made (that
+  // connection stays). InvalidArgument for a line that is no public key.
+  virtual Status RepinHostKey(std::string_view vm_id, std::string_view public_key_line) = 0;
   // Opens a raw channel into VM `vm_id` (connecting first if needed) and returns at once:
   // the pipe reports when the guest answered. Unlike Exec, nothing runs under the runner:
   // closing a session channel ends the session the way sshd ends it (a terminal's hangup,

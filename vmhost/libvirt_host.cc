@@ -18,6 +18,7 @@
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
 #include "vmhost/image_layout.h"
+#include "vmhost/libvirt_domain_ops.h"
 #include "vmhost/libvirt_xml.h"
 #include "vmhost/libvirtd_launcher.h"
 #include "vmhost/random_names.h"
@@ -29,6 +30,20 @@ namespace warren {
 namespace {
 
 namespace fs = std::filesystem;
+
+using libvirt_ops::InactiveDefinition;
+using libvirt_ops::IsActive;
+using libvirt_ops::Metadata;
+using libvirt_ops::NewLayer;
+using libvirt_ops::NewLayerUndoneOnRollback;
+using libvirt_ops::RecordStart;
+using libvirt_ops::Redefine;
+using libvirt_ops::RequireState;
+using libvirt_ops::StateOf;
+using libvirt_ops::Undefine;
+using libvirt_ops::VdaCapacity;
+using libvirt_ops::VmMetadataOf;
+using libvirt_ops::WrongState;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 // Console reads look at most this far back: virtlogd rotates the log at 2 MiB anyway, and
@@ -49,118 +64,6 @@ std::string LastLines(std::string_view log, int max_lines, bool cut_at_start) {
     pos = nl == std::string_view::npos ? 0 : nl + 1;
   }
   return std::string(log.substr(pos));
-}
-
-Result<VmState> StateOf(virDomainPtr dom) {
-  int state = 0;
-  int reason = 0;
-  if (virDomainGetState(dom, &state, &reason, 0) < 0) return LibvirtError("reading vm state");
-  switch (state) {
-    case VIR_DOMAIN_RUNNING:
-    case VIR_DOMAIN_BLOCKED:
-    case VIR_DOMAIN_SHUTDOWN:  // shutting down, still running
-      return VmState::kRunning;
-    case VIR_DOMAIN_PAUSED:
-    case VIR_DOMAIN_PMSUSPENDED:
-      return VmState::kPaused;
-    case VIR_DOMAIN_CRASHED:
-      return VmState::kCrashed;
-    case VIR_DOMAIN_SHUTOFF: {
-      if (reason != VIR_DOMAIN_SHUTOFF_CRASHED) return VmState::kStopped;
-      // libvirt remembers the crash until the next start; a Stop since (autostart cleared)
-      // means the user has seen it, and the VM is simply stopped.
-      int autostart = 1;
-      if (virDomainGetAutostart(dom, &autostart) < 0) virResetLastError();
-      return autostart == 0 ? VmState::kStopped : VmState::kCrashed;
-    }
-    default:
-      return VmState::kStopped;
-  }
-}
-
-Status WrongState(std::string_view verb, VmState state) {
-  return Conflict("cannot " + std::string(verb) + " a " + std::string(VmStateName(state)) + " vm");
-}
-
-// Metadata libvirt holds for a domain; empty when the element is absent.
-std::string Metadata(virDomainPtr dom, std::string_view ns, unsigned int flags) {
-  LibvirtString m(
-      virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, std::string(ns).c_str(), flags));
-  if (!m) {
-    virResetLastError();
-    return "";
-  }
-  return m.get();
-}
-
-// warren's <vm> metadata of a domain; empty fields when it has none (not made by warren)
-// or libvirt's copy does not parse.
-VmMetadata VmMetadataOf(virDomainPtr dom) {
-  Result<VmMetadata> m = ParseVmMetadata(Metadata(dom, kWarrenVmNamespace, 0));
-  return m.ok() ? std::move(m).value() : VmMetadata{};
-}
-
-// The domain's definition as libvirt keeps it for the next boot, parsed.
-Result<DomainDefinition> InactiveDefinition(virDomainPtr dom, std::string_view id) {
-  LibvirtString xml(virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE));
-  if (!xml) return LibvirtError("reading the definition of vm " + std::string(id));
-  return DomainDefinition::Parse(xml.get());
-}
-
-// Makes `def` the domain's persistent definition (what the next boot gets).
-Status Redefine(virConnectPtr conn, const DomainDefinition& def, std::string_view id) {
-  const std::string xml = def.ToXml();
-  DomainHandle redefined(virDomainDefineXML(conn, xml.c_str()));
-  if (!redefined) return LibvirtError("redefining vm " + std::string(id));
-  return Status::Ok();
-}
-
-bool IsActive(virDomainPtr dom) { return virDomainIsActive(dom) == 1; }
-
-// Forgets a domain with everything libvirt keeps beside it. Drivers that do not know a
-// flag (the test driver, older daemons) reject it, so fall back to fewer.
-Status Undefine(virDomainPtr dom, std::string_view id) {
-  const unsigned int all = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
-                           VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
-                           VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA | VIR_DOMAIN_UNDEFINE_NVRAM;
-  for (unsigned int flags : {all, 0u}) {
-    if (virDomainUndefineFlags(dom, flags) == 0) return Status::Ok();
-    virErrorPtr err = virGetLastError();
-    bool unsupported =
-        err != nullptr && (err->code == VIR_ERR_INVALID_ARG || err->code == VIR_ERR_NO_SUPPORT);
-    if (!unsupported || flags == 0) break;
-  }
-  return LibvirtError("undefining vm " + std::string(id));
-}
-
-// Recorded in the live definition only: it vanishes with the QEMU process, so a stopped
-// VM cannot show a stale start time, and survives a warren restart while it runs.
-void RecordStart(virDomainPtr dom, int64_t started_at) {
-  const std::string run = RunMetadataElement(started_at);
-  if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, run.c_str(),
-                           std::string(kWarrenRunPrefix).c_str(),
-                           std::string(kWarrenRunNamespace).c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
-    LogWarn(LibvirtError("recording the start time").ToString());
-  }
-}
-
-// The size of the VM's disk as its guest sees it.
-Result<uint64_t> VdaCapacity(virDomainPtr dom, std::string_view id) {
-  virDomainBlockInfo bi{};
-  if (virDomainGetBlockInfo(dom, "vda", &bi, 0) < 0) {
-    return LibvirtError("sizing the disk of vm " + std::string(id));
-  }
-  return bi.capacity;
-}
-
-// Conflict unless the VM is in one of `allowed` (the states `verb` applies to).
-Status RequireState(virDomainPtr dom, std::initializer_list<VmState> allowed,
-                    std::string_view verb) {
-  WARREN_ASSIGN_OR_RETURN(VmState state, StateOf(dom));
-  if (std::find(allowed.begin(), allowed.end(), state) == allowed.end()) {
-    return WrongState(verb, state);
-  }
-  return Status::Ok();
 }
 
 // The user the daemon runs QEMU as for our domain type; unknown when it names none (then
@@ -221,86 +124,13 @@ void SetCpuShares(virDomainPtr dom, int cpus, std::string_view id) {
   }
 }
 
-// A fresh ed25519 host key (private key file, .pub line) made with ssh-keygen in `tmp_dir`.
-Result<std::pair<std::string, std::string>> NewHostKey(const std::string& tmp_dir) {
-  std::error_code ec;
-  fs::create_directories(tmp_dir, ec);
-  const std::string path = (fs::path(tmp_dir) / ("hostkey-" + RandomHex(12))).string();
-  auto cleanup = [&] {
-    fs::remove(path, ec);
-    fs::remove(path + ".pub", ec);
-  };
-  Result<ProcessResult> r =
-      RunProcess({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "warren-vm", "-f", path});
-  if (!r.ok() || r->exit_code != 0) {
-    cleanup();
-    return Internal("making an ssh host key for a vm failed" +
-                    (r.ok() ? ": " + r->output : ": " + r.status().ToString()));
-  }
-  auto slurp = [](const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  std::pair<std::string, std::string> key{slurp(path), slurp(path + ".pub")};
-  cleanup();
-  if (key.first.empty() || key.second.empty()) return Internal("reading a new ssh host key");
-  return key;
-}
-
 }  // namespace
 
-// Undo steps for a multi-step operation, run newest first unless the operation committed.
-class Rollback {
- public:
-  ~Rollback() {
-    if (committed_) return;
-    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) (*it)();
-  }
-  void Add(std::function<void()> step) { steps_.push_back(std::move(step)); }
-  void Commit() { committed_ = true; }
-
- private:
-  std::vector<std::function<void()>> steps_;
-  bool committed_ = false;
-};
-
-namespace {
-
-// A disk layer made by a Create or Copy, shared with the undo step that deletes it.
-struct NewLayer {
-  std::shared_ptr<virStorageVol> vol;
-  std::string path;
-};
-
-// A new overlay over `backing` whose deletion is the rollback's undo step (`what` names the
-// operation in the log), unless `*kept` is true by then.
-Result<NewLayer> NewLayerUndoneOnRollback(DiskChains& chains, const DiskChains::Lock& lock,
-                                          virConnectPtr conn, std::string_view owner,
-                                          const std::string& backing, uint64_t capacity_bytes,
-                                          const QemuUser& qemu_user, std::string_view what,
-                                          Rollback& rollback,
-                                          std::shared_ptr<const bool> kept = nullptr) {
-  WARREN_ASSIGN_OR_RETURN(StorageVolHandle made,
-                          chains.NewOverlay(lock, conn, owner, backing, capacity_bytes, qemu_user));
-  NewLayer layer;
-  layer.vol = std::shared_ptr<virStorageVol>(std::move(made));
-  rollback.Add(
-      [vol = layer.vol, kept, context = "cleaning up after a failed " + std::string(what)] {
-        if ((kept == nullptr || !*kept) && virStorageVolDelete(vol.get(), 0) < 0) {
-          LogWarn(context + ": " + LibvirtError("deleting a disk").ToString());
-        }
-      });
-  LibvirtString path(virStorageVolGetPath(layer.vol.get()));
-  if (!path) return LibvirtError("reading volume paths");
-  layer.path = path.get();
-  return layer;
-}
-
-}  // namespace
 
 LibvirtHost::LibvirtHost(LibvirtHostOptions options)
     : options_(std::move(options)),
-      chains_({DisksDir(), options_.images_dir, options_.domain_prefix}) {
+      chains_({DisksDir(), options_.images_dir, options_.domain_prefix,
+               [this] { return TemplateBases(); }}) {
   SilenceLibvirtErrors();
 }
 
@@ -721,6 +551,8 @@ void LibvirtHost::UndoNewVmFiles(const Conn& conn, std::string_view id, std::str
 Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn, const DiskChains::Lock& disks) {
   std::error_code ec;
   if (!fs::exists(chains_.dir(), ec)) return 0;  // no VM ever had a disk here
+  // Templates cut short (a crash mid-save) first: their bases then go with the rest.
+  RemoveTemplateLeftovers();
   WARREN_ASSIGN_OR_RETURN(int removed, chains_.RemoveUnused(disks, conn.get()));
   // Directories of VMs that are gone: what a crash left, or a pre-DATA/disks disk a copy
   // needed until now.
@@ -753,11 +585,8 @@ Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn, const DiskCha
   return removed;
 }
 
-Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
-                                   const std::string& image_ref, const std::string& disk,
-                                   const QemuUser& qemu, Rollback& rollback) {
-  WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, image_ref));
-  if (qemu.known()) WARREN_RETURN_IF_ERROR(LetQemuReadImage(image));
+Result<std::string> LibvirtHost::MakeSeed(const Conn& conn, const VmSpec& spec,
+                                          const QemuUser& qemu) {
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn, spec.id, /*build=*/true));
   SeedContents seed;
   seed.hostname = spec.name.empty() ? spec.id : spec.name;
@@ -789,11 +618,16 @@ Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
   }
   LibvirtString seed_path(virStorageVolGetPath(seed_vol.get()));
   if (!seed_path) return LibvirtError("reading volume paths");
+  return std::string(seed_path.get());
+}
 
+DomainConfig LibvirtHost::ConfigFor(const VmSpec& spec, const GuestImage& image,
+                                    const std::string& disk, const std::string& seed,
+                                    const QemuUser& qemu) const {
   DomainConfig config;
   config.id = spec.id;
   config.prefix = options_.domain_prefix;
-  config.name = seed.hostname;
+  config.name = spec.name.empty() ? spec.id : spec.name;
   config.uuid = NewUuid();
   config.image = image.ref;
   config.kvm = options_.accel == Accel::kKvm;
@@ -803,12 +637,21 @@ Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
   config.initrd = image.initrd;
   config.cmdline = image.cmdline;
   config.disk = disk;
-  config.seed = seed_path.get();
+  config.seed = seed;
   config.console_log = (fs::path(VmDir(spec.id)) / "console.log").string();
   config.control_socket = (fs::path(VmDir(spec.id)) / "control.sock").string();
   config.egress = spec.egress;
   config.qemu_user = qemu;
-  std::string xml = DomainXml(config);
+  return config;
+}
+
+Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
+                                   const std::string& image_ref, const std::string& disk,
+                                   const QemuUser& qemu, Rollback& rollback) {
+  WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, image_ref));
+  if (qemu.known()) WARREN_RETURN_IF_ERROR(LetQemuReadImage(image));
+  WARREN_ASSIGN_OR_RETURN(std::string seed, MakeSeed(conn, spec, qemu));
+  std::string xml = DomainXml(ConfigFor(spec, image, disk, seed, qemu));
 
   NoteOwnDomain(spec.id);  // its events may arrive after a quick removal
   // Shared with the undo step, which may run after this scope's handles are gone.
@@ -1034,7 +877,7 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   copy.image = image;
   if (copy.ssh_host_key.empty()) {
     // The disk carries the source's host key: the copy gets its own, through its seed.
-    WARREN_ASSIGN_OR_RETURN(auto key, NewHostKey((fs::path(options_.data_dir) / "tmp").string()));
+    WARREN_ASSIGN_OR_RETURN(auto key, NewSshHostKey((fs::path(options_.data_dir) / "tmp").string()));
     copy.ssh_host_key = std::move(key.first);
     copy.ssh_host_key_pub = std::move(key.second);
   }

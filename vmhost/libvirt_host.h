@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "vmhost/disk_chains.h"
+#include "vmhost/guest_image.h"
 #include "vmhost/kvm_probe.h"
 #include "vmhost/libvirt_events.h"
 #include "vmhost/libvirt_handles.h"
@@ -102,6 +103,22 @@ class LibvirtHost final : public VmHost {
   // (retrying), register again and report every VM's state. Stop of a crashed VM, which
   // libvirt sees as no change (the domain was down already), is reported by the host itself.
   Status WatchStates(VmStateListener listener) override;
+  // Templates (libvirt_host_templates.cc), one per shape, in DATA/templates/<VmShapeKey>/:
+  //   memory.save    libvirt's save image of the VM (root's; the header's XML is rewritten
+  //                  for each clone, never the file: save_image.h)
+  //   template.json  shape, tag, when saved, and the base: the VM's disk top at the save,
+  //                  left in DATA/disks read-only and kept by DiskChains (pinned) like a layer
+  // A template is written under DATA/templates/.new-*, then renamed into place (replacing an
+  // older one, moved to .old-* and deleted); dot-directories are what a crash left and go
+  // at the next collection. A clone's disk is an overlay on the base; its domain is the saved
+  // XML with its own name, UUID, title, metadata, disk, seed, console log, control socket and
+  // MAC, fed to virDomainRestoreFlags through a FIFO in DATA/tmp; its persistent definition
+  // (the next boot) is DomainXml's, as Create writes it. The chains' lock is held throughout
+  // a save or restore, after the VM's lock.
+  Status SaveTemplate(std::string_view id, std::string_view tag) override;
+  Result<std::vector<TemplateInfo>> Templates() override;
+  Status RemoveTemplate(const VmShape& shape) override;
+  Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) override;
 
   // Every running domain of the connection, warren's or not (egress_firewall.h: the
   // isolation rules stay while any QEMU of the host runs).
@@ -165,6 +182,11 @@ class LibvirtHost final : public VmHost {
   // no VM uses any more. Logs what it cannot undo.
   void UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what,
                       const DiskChains::Lock& disks);
+  // Builds the VM's seed volume (its identity: seed_image.h) in its pool; returns its path.
+  Result<std::string> MakeSeed(const Conn& conn, const VmSpec& spec, const QemuUser& qemu);
+  // The domain definition of `spec` over `disk` and `seed`, with a fresh UUID.
+  DomainConfig ConfigFor(const VmSpec& spec, const GuestImage& image, const std::string& disk,
+                         const std::string& seed, const QemuUser& qemu) const;
   // Builds the seed, defines the domain over `disk` and starts it; undo steps go to
   // `rollback`. Its files are `files_user`'s and libvirt relabels none, unless that user is
   // unknown (then libvirt relabels as by default).
@@ -176,6 +198,14 @@ class LibvirtHost final : public VmHost {
   // directory (another warren on the same daemon names its domains alike). False when its
   // definition cannot be read (undefined meanwhile).
   Result<bool> HoldsDomain(virDomainPtr dom);
+
+  // Templates (libvirt_host_templates.cc).
+  std::string TemplatesDir() const;
+  // The bases of the templates in place (DiskChains' pinned tops).
+  std::vector<std::string> TemplateBases() const;
+  // Deletes what a save, removal or restore cut short left (DATA/templates/.new-*, .old-*,
+  // DATA/tmp/restore-*.fifo). Call with the chains' lock held.
+  void RemoveTemplateLeftovers();
 
   // WatchStates (libvirt_host_watch.cc).
   // Registers for events on `conn` unless registered there already.

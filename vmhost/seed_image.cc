@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "vmhost/random_names.h"
 #include "vmhost/subprocess.h"
 
 namespace warren {
@@ -108,6 +109,31 @@ Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& 
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (bytes.size() != mib * 1024 * 1024) return Internal("reading back the seed image");
   return bytes;
+}
+
+Result<std::pair<std::string, std::string>> NewSshHostKey(const std::string& tmp_dir) {
+  std::error_code ec;
+  fs::create_directories(tmp_dir, ec);
+  const std::string path = (fs::path(tmp_dir) / ("hostkey-" + RandomHex(12))).string();
+  auto cleanup = [&] {
+    fs::remove(path, ec);
+    fs::remove(path + ".pub", ec);
+  };
+  Result<ProcessResult> r =
+      RunProcess({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "warren-vm", "-f", path});
+  if (!r.ok() || r->exit_code != 0) {
+    cleanup();
+    return Internal("making an ssh host key for a vm failed" +
+                    (r.ok() ? ": " + r->output : ": " + r.status().ToString()));
+  }
+  auto slurp = [](const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::pair<std::string, std::string> key{slurp(path), slurp(path + ".pub")};
+  cleanup();
+  if (key.first.empty() || key.second.empty()) return Internal("reading a new ssh host key");
+  return key;
 }
 
 }  // namespace warren

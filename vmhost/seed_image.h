@@ -34,4 +34,8 @@ struct SeedContents {
 Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& scratch_dir,
                                    const std::string& mkfs = "mkfs.ext4");
 
+// A fresh ed25519 host key for a VM's seed: (private key file, .pub line), made with
+// ssh-keygen in `tmp_dir` and read back; no file is left there.
+Result<std::pair<std::string, std::string>> NewSshHostKey(const std::string& tmp_dir);
+
 }  // namespace warren

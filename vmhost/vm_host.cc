@@ -33,6 +33,21 @@ std::string_view EgressName(Egress egress) {
   return "unknown";
 }
 
+VmShape ShapeOf(const VmSpec& spec) {
+  return {spec.image, spec.cpus, spec.memory_mib, spec.disk_gib, spec.egress};
+}
+
+std::string VmShapeKey(const VmShape& shape) {
+  std::string key;
+  for (char c : shape.image) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '.' || c == '-' || c == '_' || c == '@';
+    key += plain ? c : '_';
+  }
+  return key + "-" + std::to_string(shape.cpus) + "c-" + std::to_string(shape.memory_mib) + "m-" +
+         std::to_string(shape.disk_gib) + "g-" + std::string(EgressName(shape.egress));
+}
+
 Status ValidateVmName(std::string_view name) { return CheckVmName(name); }
 
 Status ValidateResizeSpec(const ResizeSpec& spec) {

@@ -122,6 +122,39 @@ struct VmStateEvent {
 };
 using VmStateListener = std::function<void(const VmStateEvent&)>;
 
+// ---- Templates: a VM booted once and saved with its memory, restored instead of booted ----
+
+// What fixes a template's devices, so that a VM restored from it is the VM a spec asks for.
+struct VmShape {
+  std::string image;  // "NAME@VERSION"
+  int cpus = 0;
+  int64_t memory_mib = 0;
+  int64_t disk_gib = 0;
+  Egress egress = Egress::kAll;
+  bool operator==(const VmShape&) const = default;
+};
+VmShape ShapeOf(const VmSpec& spec);
+// "tiny@20261202-1c-256m-1g-none": a file name (the image's name and version are [a-z0-9._-]).
+std::string VmShapeKey(const VmShape& shape);
+
+struct TemplateInfo {
+  VmShape shape;
+  std::string tag;       // the maker's own mark (warren: its guest runner's version)
+  int64_t saved_at = 0;  // Unix seconds
+  int64_t bytes = 0;     // the saved memory's size on disk
+};
+
+// What CreateFromTemplate made. The guest runs with the template's identity inside (hostname,
+// host key, machine-id, RNG state, MAC, a clock stopped at the save) until the caller applies
+// the VM's own from its seed (GuestControl::ApplyIdentity); the MAC is the NIC's new one.
+struct RestoredVm {
+  std::string mac;  // "" when the VM has no NIC
+  // The guest's new SSH host key (.pub line) in its seed: the spec's, or one the host made
+  // when the spec had none. Once applied, the guest answers with it (re-pin it).
+  std::string host_key_pub;
+  int64_t restore_ms = 0;
+};
+
 class VmHost {
  public:
   virtual ~VmHost() = default;
@@ -179,6 +212,24 @@ class VmHost {
   virtual Result<std::vector<VmInfo>> List() = 0;
   // The last `max_lines` lines of the VM's console log.
   virtual Result<std::string> Console(std::string_view id, int max_lines) = 0;
+
+  // Saves running VM `id` as the template of its shape, marked `tag`, and removes the VM: its
+  // memory goes to the template's save file and its disk becomes the template's read-only base.
+  // The caller has let the guest settle and dropped its control connection (a connection open
+  // at the save is lost in every clone). Replaces an older template of the same shape, whose
+  // base stays while VMs stand on it. NotFound, Conflict unless it runs; on failure the VM is
+  // removed all the same and no template is half-made.
+  virtual Status SaveTemplate(std::string_view id, std::string_view tag) = 0;
+  // The templates this host holds, one per shape.
+  virtual Result<std::vector<TemplateInfo>> Templates() = 0;
+  // Removes the template of `shape`; its base stays while VMs stand on it. NotFound.
+  virtual Status RemoveTemplate(const VmShape& shape) = 0;
+  // As Create, but restored, running, from the template of the spec's shape instead of
+  // booted: the VM gets its own id, name, disk (an overlay on the template's base), seed, files
+  // and MAC. NotFound when there is no such template; Unavailable when it cannot be restored
+  // (a save file this host cannot read, a restore libvirt refuses: boot instead); room as
+  // Create. On failure nothing is left behind.
+  virtual Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) = 0;
 
   // From now on, calls `listener` for every state change of this host's VMs, on a thread of
   // the host's own, one event at a time and in the order they happened (one listener; a later

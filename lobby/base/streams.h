@@ -80,6 +80,12 @@ class StringSink final : public OutputSink {
   std::string data_;
 };
 
+// An OutputSink that drops everything (a command run for its exit status alone).
+class DiscardSink final : public OutputSink {
+ public:
+  void Write(std::string_view) override {}
+};
+
 // Reads all of `in` up to `limit` bytes; TooLarge beyond it.
 Result<std::string> ReadAll(InputStream& in, size_t limit);
 

@@ -92,12 +92,15 @@ class NewCommand final : public Command {
     Progress(ctx, "creating " + vm.name + " (" + vm.image + ", " + std::to_string(vm.cpus) +
                       " vCPU, " + FormatMib(vm.memory_mib) + " memory, " +
                       std::to_string(vm.disk_gib) + " GiB disk)…");
-    if (Status st = host->Create(spec); !st.ok()) {
+    RestoredVm restored;
+    if (Status st = MakeVmOnHost(ctx, *host, spec, vm, &restored); !st.ok()) {
       AbandonVm(ctx, vm, /*domain_made=*/false, "new");
       return st.Annotate("creating " + vm.name);
     }
-    Progress(ctx, "booting…");
-    WARREN_RETURN_IF_ERROR(FinishNewVm(ctx, *host, *guests, vm, "new"));
+    const bool from_template = vm.made == "template";
+    Progress(ctx, from_template ? "restored from a template…" : "booting…");
+    WARREN_RETURN_IF_ERROR(FinishNewVm(ctx, *host, *guests, vm, "new", start,
+                                       from_template ? &restored : nullptr));
 
     const std::string took = SecondsText(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -106,6 +109,7 @@ class NewCommand final : public Command {
     r.data = VmJson(vm, "running", info);
     r.data["ready_seconds"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.data["made"] = vm.made;
     if (!integrations_.empty()) r.data["integrations"] = integrations_;
     r.text =
         "Ready in " + took + "\n" + VmSshCommand(info, vm.name) + "\n" + VmUrlLine(info, vm.name);

@@ -29,11 +29,6 @@ namespace {
 // How long the source's guest may take to flush its page cache.
 constexpr int kSyncTimeoutMs = 30'000;
 
-class DiscardSink final : public OutputSink {
- public:
-  void Write(std::string_view) override {}
-};
-
 // How long a failed sync waits to see whether `rm` of the source caused it.
 constexpr std::chrono::milliseconds kRemovalSettle{5'000};
 
@@ -102,7 +97,8 @@ class CopyCommand final : public Command {
     }
     const double fork_seconds = SecondsSince(fork_start);
     Progress(ctx, "booting " + vm.name + "…");
-    WARREN_RETURN_IF_ERROR(FinishNewVm(ctx, *host, *guests, vm, "cp"));
+    vm.made = "copy";
+    WARREN_RETURN_IF_ERROR(FinishNewVm(ctx, *host, *guests, vm, "cp", start));
 
     const ServerInfo& info = ctx.services.info;
     const double total = SecondsSince(start);

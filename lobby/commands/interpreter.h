@@ -134,6 +134,9 @@ struct Services {
   std::string control_authorized_key;
   // How long `new` waits for a fresh guest to run a command before giving up on it.
   int ready_timeout_ms = 180'000;
+  // Whether `new` restores a VM from the host's saved template of its shape when there is
+  // one (VmHost::CreateFromTemplate), rather than booting it (serve --vm-templates).
+  bool restore_templates = false;
   // Optional: completes a VmSpec just before `new` creates it with what the command layer
   // does not know (e.g. a pinned SSH host key the guest control connection will expect).
   // Called without locks; an error aborts the creation.

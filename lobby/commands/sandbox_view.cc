@@ -136,11 +136,19 @@ Result<std::vector<std::string>> SandboxCreateArgv(const json& body) {
   auto size = f.String("size", false);
   auto minutes = f.Integer("timeout_minutes", false, 1, kMaxSandboxMinutes);
   if (!f.error().ok()) return f.error();
-  std::vector<std::string> argv = {"new", "--sandbox"};
+  // Named here, not by `new`: a create that outlives the surface's deadline (a burst of
+  // boots) is answered before `new` prints its name, and the caller must still learn it.
+  std::vector<std::string> argv = {"new", "--sandbox", "--name=" + NewSandboxName()};
   // NAME=VALUE in one word, so a value is never read as a flag of its own.
   if (size) argv.push_back("--size=" + *size);
   if (minutes) argv.push_back("--timeout=" + std::to_string(*minutes) + "m");
   return argv;
+}
+
+std::string SandboxCreateId(const std::vector<std::string>& argv) {
+  if (argv.size() < 3 || argv[0] != "new" || argv[1] != "--sandbox") return "";
+  constexpr std::string_view kName = "--name=";
+  return argv[2].starts_with(kName) ? argv[2].substr(kName.size()) : "";
 }
 
 Result<std::vector<std::string>> SandboxExecArgv(std::string_view id, const json& body,

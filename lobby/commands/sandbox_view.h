@@ -28,8 +28,11 @@ inline constexpr int64_t kDefaultSandboxExecTimeoutMs = 60 * 1000;
 
 // Requests → argv. `body` is the request's JSON object (REST body or MCP arguments); an
 // InvalidArgument names the field and what it must be.
-// {size?, timeout_minutes?} → new --sandbox [--size=S] [--timeout=Nm]
+// {size?, timeout_minutes?} → new --sandbox --name=sbx-xxxxxxxx [--size=S] [--timeout=Nm]
+// (a fresh NewSandboxName: the id is known before the sandbox exists; see SandboxCreateId)
 Result<std::vector<std::string>> SandboxCreateArgv(const nlohmann::json& body);
+// The id a create argv names (its --name=), "" for any other argv.
+std::string SandboxCreateId(const std::vector<std::string>& argv);
 // {command, timeout_ms?, cwd?, env?} → ssh --timeout=Nms [--cwd=D] [--env=K=V]… -- ID CMD.
 // `id_field` is what the request calls the sandbox ("sandbox_id" over MCP; "" for REST,
 // where it is in the path): that field is taken as the id and allowed in `body`.

@@ -2,6 +2,7 @@
 
 #include "lobby/commands/vm_egress.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "lobby/commands/sandbox_room.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_quota.h"
+#include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
 
@@ -23,11 +25,6 @@ namespace {
 constexpr int kReadyPollMs = 250;
 constexpr int kConsoleLinesOnFailure = 20;
 constexpr int kNameAttempts = 20;
-
-class DiscardSink final : public OutputSink {
- public:
-  void Write(std::string_view) override {}
-};
 
 std::string ConsoleTail(VmHost& host, const VmRecord& vm) {
   Result<std::string> console = host.Console(vm.id, kConsoleLinesOnFailure);
@@ -101,14 +98,78 @@ Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const
   return Status::Ok();
 }
 
+Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRecord& vm,
+                    RestoredVm* restored) {
+  if (ctx.services.restore_templates) {
+    Result<RestoredVm> r = host.CreateFromTemplate(spec);
+    if (r.ok()) {
+      *restored = std::move(r).value();
+      vm.made = "template";
+      return Status::Ok();
+    }
+    const Code code = r.status().code();
+    if (code == Code::kLimitExceeded || code == Code::kInvalidArgument ||
+        code == Code::kConflict || code == Code::kCancelled) {
+      return r.status();
+    }
+    if (code != Code::kNotFound) {
+      // A template that cannot be restored is removed, so the server makes it again (the
+      // template keeper) rather than every `new` trying it first.
+      LogWarn("new: booting instead of restoring the template of " + VmShapeKey(ShapeOf(spec)) +
+              ": " + r.status().ToString() + "; the template is removed");
+      Status removed = host.RemoveTemplate(ShapeOf(spec));
+      if (!removed.ok() && removed.code() != Code::kNotFound) {
+        LogWarn("new: removing the template of " + VmShapeKey(ShapeOf(spec)) + ": " +
+                removed.ToString());
+      }
+    }
+  }
+  vm.made = "boot";
+  return host.Create(spec);
+}
+
+// Makes a VM restored from a template its own inside (hostname, host key, machine-id, RNG,
+// MAC and clock from its seed and the host: vmhost/guest/identity.h), then takes only its
+// new host key from here on.
+Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const VmRecord& vm,
+                             const RestoredVm& restored) {
+  WARREN_ASSIGN_OR_RETURN(GuestIdentity identity, NewGuestIdentity(!restored.mac.empty()));
+  if (!restored.mac.empty()) identity.mac = restored.mac;
+  identity.hostname = vm.name;
+  const auto left = std::chrono::milliseconds(ctx.services.ready_timeout_ms);
+  Result<GuestIdentityReport> report = ApplyGuestIdentity(guests, vm.id, identity, left);
+  if (!report.ok()) {
+    return report.status().Annotate("giving " + vm.name + " its identity");
+  }
+  if (!restored.host_key_pub.empty()) {
+    WARREN_RETURN_IF_ERROR(guests.RepinHostKey(vm.id, restored.host_key_pub));
+  }
+  LogDebug("new: vm " + vm.name + " took its identity in " + std::to_string(report->total_ms) +
+           " ms (guest " + std::to_string(report->work_ms) + " ms, clock stepped " +
+           std::to_string(report->clock_step_ms) + " ms)");
+  return Status::Ok();
+}
+
 Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
-                   const char* verb) {
+                   const char* verb, std::chrono::steady_clock::time_point started,
+                   const RestoredVm* restored) {
   if (Status st = AwaitGuestReady(ctx, host, guests, vm); !st.ok()) {
     AbandonVm(ctx, vm, /*domain_made=*/true, verb);
     return st;
   }
-  Status ready = ctx.store().UpdateVm(vm.id, [](VmRecord& r) {
+  if (restored != nullptr) {
+    if (Status st = ApplyRestoredIdentity(ctx, guests, vm, *restored); !st.ok()) {
+      AbandonVm(ctx, vm, /*domain_made=*/true, verb);
+      return st;
+    }
+  }
+  vm.made_ms = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::steady_clock::now() - started)
+                                        .count());
+  Status ready = ctx.store().UpdateVm(vm.id, [&vm](VmRecord& r) {
     r.phase = VmPhase::kReady;
+    r.made = vm.made;
+    r.made_ms = vm.made_ms;
     return Status::Ok();
   });
   if (!ready.ok()) {

@@ -4,6 +4,7 @@
 // and undo everything when a step fails. Stateless functions; thread-safe.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "keys/store.h"
@@ -32,10 +33,22 @@ VmSpec NewVmSpec(const CommandContext& ctx, const VmRecord& vm);
 // A failure of prepare_vm deletes the record again. `verb` ("new", "cp") is for logs.
 Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const char* verb);
 
-// The tail once the host made and booted the VM: AwaitGuestReady, then phase "ready" in
-// the store and in `vm`. Any failure undoes the VM (AbandonVm, domain included).
+// Makes `vm`'s domain on the host: restored from the host's template of its shape when
+// services.restore_templates and there is one (vm.made "template", `*restored` filled),
+// else booted (vm.made "boot"). A template that cannot be restored (Unavailable: a save file
+// this host cannot read, a restore libvirt refuses) is logged and removed (the template
+// keeper makes it again) and the VM booted instead; the host's room is the same either way
+// (its refusal is returned).
+Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRecord& vm,
+                    RestoredVm* restored);
+
+// The tail once the host made and started the VM: AwaitGuestReady; for a VM restored from a
+// template (`restored` non-null), its own identity applied in the guest and its host key
+// re-pinned; then phase "ready" in the store and in `vm`, with how it was made (vm.made) and
+// the time since `started` (made_ms). Any failure undoes the VM (AbandonVm, domain included).
 Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
-                   const char* verb);
+                   const char* verb, std::chrono::steady_clock::time_point started,
+                   const RestoredVm* restored = nullptr);
 
 // Writes `vm` (phase creating) with a fresh id, making up a free name when vm.name is empty,
 // if its owner's limits allow one more such VM (vm_quota.h; LimitExceeded otherwise).

@@ -1,56 +1,118 @@
 #!/usr/bin/python3
-"""new -> first command latency through the SSH lobby, for the tiny and the default image.
+"""new -> first command latency through the SSH lobby, for the tiny and the default image:
+restored from a saved template against booted, in one run.
 
-Starts its own `warren serve` (VMs on, guests without network) over the images in
-WARREN_TEST_IMAGES, then for each image runs `new` and the first `ssh VM true` N times and
-prints the median of each phase, plus each image's time relative to tiny's in the same run.
-Also times `ssh VM true` on the warm control connection against the lobby's own `whoami`
-(the SSH-to-warren floor that every `ssh VM …` pays). Usage: tests/bench/vm_new.py [--runs N]
+For each image it starts its own `warren serve` (VMs on, guests without network, that image
+as the default, `--vm-templates default`), waits until the server has saved the template of
+its default shape, then runs N times each: `new` of the default shape (restored from the
+template) and `new --disk 11` (another shape: booted), each followed by the first
+`ssh VM true`, and prints the medians and the template's time relative to the boot's. It also
+reports the RSS of each idle VM's QEMU (template-restored and booted) and, for the default
+image, how many such idle VMs fit in 20 GiB. Also times `ssh VM true` on the warm control
+connection against the lobby's own `whoami` (the SSH-to-warren floor every `ssh VM …`
+pays). Usage: tests/bench/vm_new.py [--runs N] [--images tiny,debian]
 """
 import argparse
+import glob
+import json
+import os
 import statistics
+import time
 
 import vm_bench
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--warm", type=int, default=30, help="ssh VM true repetitions")
-    args = ap.parse_args()
+def qemu_rss_mib(data_dir, vm_id):
+    """The resident memory of the QEMU running VM `vm_id` (its command line names the VM's
+    directory), in MiB; None when it is not found."""
+    needle = os.path.join(data_dir, "vms", vm_id)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().decode("utf-8", "replace")
+            if "qemu-system" not in cmd or needle not in cmd:
+                continue
+            with open("/proc/%s/status" % pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) / 1024.0
+        except OSError:
+            continue
+    return None
 
+
+def bench_image(image, runs, warm_runs):
     bench = vm_bench.VmBench()
     try:
-        bench.start()
+        bench.start(["--vm-image", image, "--vm-templates", "default"])
 
         def ssh(*cmd):
             return bench.ssh(*cmd)[0]
 
-        results = {}
-        for image, mem in (("tiny", "512M"), ("debian", "1G")):
-            news, firsts = [], []
-            for i in range(args.runs):
-                name = "bench-%s-%d" % (image, i)
-                news.append(ssh("new", "--image", image, "--name", name, "--cpu", "1",
-                                "--memory", mem))
-                firsts.append(ssh("ssh", name, "true"))
-                if image == "tiny" and i == 0:
-                    warm = [ssh("ssh", name, "true") for _ in range(args.warm)]
-                    floor = [ssh("whoami") for _ in range(args.warm)]
-                ssh("rm", name)
-            results[image] = (statistics.median(news), statistics.median(firsts))
+        def stat(name):
+            return json.loads(bench.ssh("stat", name, "--json")[1])
 
-        print("new -> first command, median of %d, TCG, 1 vCPU, 2 cores" % args.runs)
-        base = sum(results["tiny"])
-        for image, (new, first) in results.items():
-            total = new + first
-            print("  %-7s new %6.2fs  first ssh %5.2fs  total %6.2fs  (%.2fx tiny)"
-                  % (image, new, first, total, total / base))
-        w, f = statistics.median(warm), statistics.median(floor)
-        print("ssh VM true on the warm control connection: median %.0f ms over %d; "
-              "lobby whoami %.0f ms; ratio %.2f" % (w * 1000, args.warm, f * 1000, w / f))
+        t0 = time.monotonic()
+        while not glob.glob(os.path.join(bench.data, "templates", "*", "template.json")):
+            if time.monotonic() - t0 > 900:
+                raise RuntimeError("no template of %s after 900 s" % image)
+            time.sleep(1)
+        template_ready = time.monotonic() - t0
+        out = {"template_ready": template_ready}
+        for how, extra in (("template", ()), ("boot", ("--disk", "11"))):
+            news, firsts, rss = [], [], []
+            for i in range(runs):
+                name = "bench-%s-%s-%d" % (image, how, i)
+                news.append(ssh("new", "--name", name, *extra))
+                firsts.append(ssh("ssh", name, "true"))
+                made = stat(name)
+                if made["made"] != how:
+                    raise RuntimeError("%s was made by %s, not %s" % (name, made["made"], how))
+                if i == 0:
+                    time.sleep(10)  # idle: what a parked VM holds
+                    rss.append(qemu_rss_mib(bench.data, made["id"]))
+                    if how == "template" and warm_runs:
+                        out["warm"] = [ssh("ssh", name, "true") for _ in range(warm_runs)]
+                        out["floor"] = [ssh("whoami") for _ in range(warm_runs)]
+                ssh("rm", name)
+            out[how] = (statistics.median(news), statistics.median(firsts), rss[0])
+        return out
     finally:
         bench.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--warm", type=int, default=30, help="ssh VM true repetitions")
+    ap.add_argument("--images", default="tiny,debian")
+    args = ap.parse_args()
+
+    results = {}
+    for n, image in enumerate(args.images.split(",")):
+        results[image] = bench_image(image, args.runs, args.warm if n == 0 else 0)
+
+    print("new -> first command, median of %d, TCG, 2 cores, default shape (2 vCPU, 2 GiB)"
+          % args.runs)
+    for image, r in results.items():
+        bt = sum(r["boot"][:2])
+        print("  %-7s template saved %.0f s after start" % (image, r["template_ready"]))
+        for how in ("template", "boot"):
+            new, first, rss = r[how]
+            total = new + first
+            print("  %-7s %-8s new %6.2fs  first ssh %5.2fs  total %6.2fs  (%.2fx boot)  "
+                  "idle RSS %s MiB" % (image, how, new, first, total, total / bt,
+                                       "%.0f" % rss if rss else "?"))
+        rss = r["template"][2]
+        if rss:
+            print("  %-7s idle VMs in 20 GiB: %d" % (image, int(20 * 1024 // rss)))
+    for r in results.values():
+        if "warm" in r:
+            w, f = statistics.median(r["warm"]), statistics.median(r["floor"])
+            print("ssh VM true on the warm control connection: median %.0f ms over %d; "
+                  "lobby whoami %.0f ms; ratio %.2f" % (w * 1000, len(r["warm"]), f * 1000, w / f))
 
 
 if __name__ == "__main__":

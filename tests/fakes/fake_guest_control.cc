@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 
+#include "vmhost/guest/identity.h"
+
 namespace warren {
 namespace {
 
@@ -76,6 +78,80 @@ class EchoPipe final : public GuestPipe {
   bool closed_ = false;
 };
 
+// The runner's `identity` verb as the guest plays it (runner/identity.c): the request's
+// records up to `end`, then `clock?`, then, once the clock line came, one report line and
+// exit 0. Runs on the caller's writes; no thread.
+class IdentityPipe final : public GuestPipe {
+ public:
+  IdentityPipe(std::function<void()> notify, std::string hostname, std::function<void()> done)
+      : notify_(std::move(notify)), hostname_(std::move(hostname)), done_(std::move(done)) {}
+  bool opening() override { return false; }
+  Status status() override { return Status::Ok(); }
+  size_t Write(std::string_view bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_.append(bytes);
+      size_t nl;
+      while ((nl = in_.find('\n')) != std::string::npos) {
+        const std::string line = in_.substr(0, nl);
+        in_.erase(0, nl + 1);
+        if (line.rfind("mac ", 0) == 0) mac_ = line.substr(4);
+        if (line == "end") out_ += "clock?\n";
+        if (line.rfind("clock ", 0) == 0 && !ended_) {
+          out_ += "identity ok hostname=" + hostname_ +
+                  " machine-id=0123456789abcdef0123456789abcdef mac=" + mac_ +
+                  " setup=none clock-step-ms=1 clock-rtt-us=100 work-ms=1\n";
+          ended_ = true;
+        }
+      }
+    }
+    Notify();
+    return bytes.size();
+  }
+  void CloseInput() override {}
+  void Resize(const GuestTerminal&) override {}
+  void Signal(std::string_view) override {}
+  bool PeekOutput(bool is_stderr, size_t max, std::string* bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (is_stderr || out_.empty()) return false;
+    bytes->assign(out_, 0, std::min(max, out_.size()));
+    return true;
+  }
+  void ConsumeOutput(bool is_stderr, size_t n) override {
+    bool finished = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!is_stderr) out_.erase(0, n);
+      finished = ended_ && out_.empty() && !reported_;
+      if (finished) reported_ = true;
+    }
+    if (finished && done_) done_();
+    if (finished) Notify();
+  }
+  End end() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    End e;
+    e.output_eof = ended_ && out_.empty();
+    e.closed = e.output_eof;
+    if (e.closed) e.exit_status = 0;
+    return e;
+  }
+  void Close() override {}
+
+ private:
+  void Notify() {
+    if (notify_) notify_();
+  }
+  const std::function<void()> notify_;
+  const std::string hostname_;
+  const std::function<void()> done_;
+  std::mutex mu_;
+  std::string in_, out_;
+  std::string mac_ = "-";
+  bool ended_ = false;
+  bool reported_ = false;
+};
+
 }  // namespace
 
 Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_view vm_id,
@@ -86,7 +162,31 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
     channel_requests_.push_back(request);
     if (!reachable_) return Unavailable("VM " + std::string(vm_id) + " is not reachable");
   }
+  if (request.kind == GuestChannelRequest::Kind::kExec &&
+      request.command == kGuestIdentityCommand) {
+    std::string hostname;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hostname = hostname_of_ ? hostname_of_(vm_id) : std::string(vm_id);
+    }
+    return std::shared_ptr<GuestPipe>(std::make_shared<IdentityPipe>(
+        std::move(notify), hostname,
+        [this, applied = identities_, id = std::string(vm_id)] {
+          std::lock_guard<std::mutex> lock(mu_);
+          applied->push_back(id);
+        }));
+  }
   return std::shared_ptr<GuestPipe>(std::make_shared<EchoPipe>(std::move(notify)));
+}
+
+void FakeGuestControl::SetHostnames(std::function<std::string(std::string_view)> hostname_of) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hostname_of_ = std::move(hostname_of);
+}
+
+std::vector<std::string> FakeGuestControl::identities_applied() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return *identities_;
 }
 
 std::vector<GuestChannelRequest> FakeGuestControl::channel_requests() const {
@@ -246,6 +346,19 @@ void FakeGuestControl::Disconnect(std::string_view vm_id) {
     disconnected_.emplace_back(vm_id);
   }
   changed_.notify_all();
+}
+
+Status FakeGuestControl::RepinHostKey(std::string_view vm_id, std::string_view public_key_line) {
+  if (!public_key_line.starts_with("ssh-")) return InvalidArgument("not an ssh public key line");
+  std::lock_guard lock(mu_);
+  pinned_[std::string(vm_id)] = std::string(public_key_line);
+  return Status::Ok();
+}
+
+std::string FakeGuestControl::PinnedHostKey(std::string_view vm_id) {
+  std::lock_guard lock(mu_);
+  auto it = pinned_.find(vm_id);
+  return it == pinned_.end() ? "" : it->second;
 }
 
 void FakeGuestControl::SetScript(const std::string& command, Script script) {

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
+#include <memory>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -35,8 +37,14 @@ class FakeGuestControl final : public GuestControl {
   Status Kill(std::string_view vm_id, std::string_view job) override;
   Result<std::vector<GuestJob>> Jobs(std::string_view vm_id) override;
   void Disconnect(std::string_view vm_id) override;
+  // Records the key (PinnedHostKey shows it).
+  Status RepinHostKey(std::string_view vm_id, std::string_view public_key_line) override;
+  std::string PinnedHostKey(std::string_view vm_id);
   // A raw channel that opens at once and echoes its input back on stdout (like `cat`); EOF
-  // on its input ends it with exit status 0. Unavailable while unreachable.
+  // on its input ends it with exit status 0. Unavailable while unreachable. The runner's
+  // `identity` command (vmhost/guest/identity.h) is played instead: it reads the request,
+  // asks `clock?`, and reports the hostname SetHostnames gives and the MAC it was asked for
+  // (IdentitiesApplied counts them).
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override;
@@ -54,6 +62,9 @@ class FakeGuestControl final : public GuestControl {
   // Forgets a job, as the runner does when its output expires or its VM restarted.
   void Forget(const std::string& job);
 
+  // The hostname a VM's guest reports (the VM's name, as its seed says).
+  void SetHostnames(std::function<std::string(std::string_view vm_id)> hostname_of);
+
   // ---- Inspection.
   std::vector<std::string> commands() const;  // every command Exec'd, in order
   std::string last_stdin() const;
@@ -62,6 +73,8 @@ class FakeGuestControl final : public GuestControl {
   // Every raw channel asked for, in order.
   std::vector<GuestChannelRequest> channel_requests() const;
   bool finished(const std::string& job) const;
+  // VM ids whose guest played `identity` to its end, in order.
+  std::vector<std::string> identities_applied() const;
   int killed() const;  // jobs ended by Kill or cancellation
   // The id the next job will get: jobs are numbered 00000001, 00000002...
   std::string next_job() const;
@@ -90,6 +103,7 @@ class FakeGuestControl final : public GuestControl {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, Script> scripts_;
+  std::map<std::string, std::string, std::less<>> pinned_;
   std::map<std::string, Job> jobs_;
   bool reachable_ = true;
   int unreachable_for_ = 0;
@@ -100,6 +114,9 @@ class FakeGuestControl final : public GuestControl {
   std::optional<GuestCommand> last_command_;
   std::vector<std::string> disconnected_;
   std::vector<GuestChannelRequest> channel_requests_;
+  std::function<std::string(std::string_view)> hostname_of_;
+  std::shared_ptr<std::vector<std::string>> identities_ =
+      std::make_shared<std::vector<std::string>>();
 };
 
 }  // namespace warren

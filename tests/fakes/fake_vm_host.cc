@@ -1,6 +1,8 @@
 #include "tests/fakes/fake_vm_host.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <thread>
 
 namespace warren {
 
@@ -123,8 +125,15 @@ FakeVmHost::Vm FakeVmHost::Booted(const VmSpec& spec, const std::string& image, 
   return vm;
 }
 
+void FakeVmHost::SetCreateDelay(std::chrono::milliseconds delay) {
+  create_delay_ms_ = delay.count();
+}
+
 Status FakeVmHost::Create(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  if (int64_t ms = create_delay_ms_.load(); ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  }
   std::lock_guard lock(mu_);
   if (auto f = TakeFailure()) return *f;
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
@@ -195,6 +204,76 @@ Status FakeVmHost::Destroy(std::string_view id) {
   vms_.erase(it);
   Emit(id, VmState::kStopped);  // removed
   return Status::Ok();
+}
+
+Status FakeVmHost::SaveTemplate(std::string_view id, std::string_view tag) {
+  std::lock_guard lock(mu_);
+  if (auto f = TakeFailure()) return *f;
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return NotFound("no vm " + std::string(id));
+  if (it->second.info.state != VmState::kRunning) {
+    return Conflict("cannot save a " + std::string(VmStateName(it->second.info.state)) +
+                    " vm as a template");
+  }
+  TemplateInfo t;
+  t.shape = ShapeOf(it->second.spec);
+  t.shape.image = it->second.info.image;
+  t.tag = std::string(tag);
+  t.saved_at = clock_.NowUnix();
+  t.bytes = it->second.spec.memory_mib * 1024 * 1024 / 4;
+  templates_[VmShapeKey(t.shape)] = t;
+  vms_.erase(it);
+  Emit(id, VmState::kStopped);  // removed
+  return Status::Ok();
+}
+
+Result<std::vector<TemplateInfo>> FakeVmHost::Templates() {
+  std::lock_guard lock(mu_);
+  std::vector<TemplateInfo> out;
+  for (const auto& [key, t] : templates_) out.push_back(t);
+  return out;
+}
+
+Status FakeVmHost::RemoveTemplate(const VmShape& shape) {
+  std::lock_guard lock(mu_);
+  if (auto f = TakeFailure()) return *f;
+  if (templates_.erase(VmShapeKey(shape)) == 0) {
+    return NotFound("no template of shape " + VmShapeKey(shape));
+  }
+  return Status::Ok();
+}
+
+Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  std::lock_guard lock(mu_);
+  if (auto f = TakeFailure()) return *f;
+  if (!templates_.count(VmShapeKey(ShapeOf(spec)))) {
+    return NotFound("no template of shape " + VmShapeKey(ShapeOf(spec)));
+  }
+  if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
+  WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, spec.disk_gib}));
+  Vm vm = Booted(spec, spec.image, spec.disk_gib, /*disk_layers=*/1);
+  vm.console = "";  // a restored guest prints nothing until it is asked to
+  vms_.emplace(spec.id, std::move(vm));
+  restored_.insert(spec.id);
+  Emit(spec.id, VmState::kRunning);
+  RestoredVm r;
+  if (spec.egress == Egress::kAll) {
+    char mac[32];
+    std::snprintf(mac, sizeof mac, "52:54:00:00:%02x:%02x", (++macs_made_ >> 8) & 0xff,
+                  macs_made_ & 0xff);
+    r.mac = mac;
+  }
+  r.host_key_pub = spec.ssh_host_key_pub.empty()
+                       ? "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOf" + spec.id + " warren-vm"
+                       : spec.ssh_host_key_pub;
+  r.restore_ms = 1;
+  return r;
+}
+
+bool FakeVmHost::WasRestored(std::string_view id) {
+  std::lock_guard lock(mu_);
+  return restored_.count(id) > 0;
 }
 
 Status FakeVmHost::Rename(std::string_view id, std::string_view name) {

@@ -6,11 +6,14 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "lobby/base/clock.h"
@@ -42,6 +45,15 @@ class FakeVmHost final : public VmHost {
   // Sets the spec's egress (SpecOf shows it); live when the VM runs or is paused.
   Result<bool> SetNetwork(std::string_view id, Egress egress) override;
   Status WatchStates(VmStateListener listener) override;
+  // Templates as the real host keeps them, in memory: a saved VM's shape and tag; a clone
+  // gets a fresh MAC when it has a NIC. The VM (or clone) of a template is made "from_template"
+  // (WasRestored).
+  Status SaveTemplate(std::string_view id, std::string_view tag) override;
+  Result<std::vector<TemplateInfo>> Templates() override;
+  Status RemoveTemplate(const VmShape& shape) override;
+  Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) override;
+  // Whether `id` was made by CreateFromTemplate.
+  bool WasRestored(std::string_view id);
 
   // The next mutating call fails with `status` and changes nothing.
   void FailNext(Status status);
@@ -51,6 +63,9 @@ class FakeVmHost final : public VmHost {
   void SetHostLimits(int64_t memory_mib, int64_t disk_gib);
   // The host's CPU cores (default 64): no VM may have more vCPUs.
   void SetHostCores(int cores);
+  // Each Create takes this long (a boot on a busy host) before it looks at anything, holding no
+  // lock meanwhile. Default: none.
+  void SetCreateDelay(std::chrono::milliseconds delay);
   // The spec of the last Create or Copy of `id` (seed identity included), for tests.
   std::optional<VmSpec> SpecOf(std::string_view id);
 
@@ -92,9 +107,13 @@ class FakeVmHost final : public VmHost {
   std::mutex mu_;
   std::map<std::string, Vm, std::less<>> vms_;
   std::optional<Status> fail_next_;
+  std::map<std::string, TemplateInfo> templates_;  // by VmShapeKey
+  std::set<std::string, std::less<>> restored_;
+  int macs_made_ = 0;
   int64_t limit_memory_mib_ = INT64_MAX;
   int64_t limit_disk_gib_ = INT64_MAX;
   int cores_ = 64;
+  std::atomic<int64_t> create_delay_ms_{0};
   // Last: destroyed first, its thread stopped while what its full report reads still exists.
   std::unique_ptr<VmStateDelivery> delivery_;
 };

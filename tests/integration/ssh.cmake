@@ -106,3 +106,14 @@ set_tests_properties(vm_sandboxes PROPERTIES
   TIMEOUT 1800
   RUN_SERIAL TRUE
   LABELS "integration;vm;sandbox")
+
+# `new` restored from a saved template (tiny): two clones differ in hostname, host key, MAC and
+# random numbers, their clocks agree with the host's, a restart keeps the identity, and a
+# damaged template is removed and `new` boots instead.
+add_test(NAME vm_templates
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_templates.py)
+set_tests_properties(vm_templates PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 900
+  RUN_SERIAL TRUE
+  LABELS "integration;vm;templates")

@@ -176,7 +176,9 @@ class SandboxSeedTest(SandboxCase):
 @unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
 class SandboxLimitTest(SandboxCase):
     # Room for 20 one-vCPU sandboxes on 2 cores, so the per-user limit is what stops the 21st.
-    EXTRA = ["--sandbox-overcommit", "10"]
+    # Twenty boots at once on 2 cores take minutes: /exec answers 504 after 30 s (well inside
+    # curl's 60) and each `new` goes on.
+    EXTRA = ["--sandbox-overcommit", "10", "--exec-timeout", "30"]
 
     def test_twenty_at_once_then_the_21st_is_refused(self):
         token = self.mint(self.admin, "--label=twenty")

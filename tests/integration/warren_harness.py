@@ -123,6 +123,10 @@ class Server:
         own_metrics = "--metrics" in self.extra_args
         if not own_metrics:
             args += ["--metrics", "127.0.0.1:0"]
+        # VMs boot unless the test asks for templates (test_vm_templates.py): a template costs
+        # a boot and a save at every server start, which most tests would pay for nothing.
+        if "--vms" not in self.extra_args and "--vm-templates" not in self.extra_args:
+            args += ["--vm-templates", "none"]
         # And the web listener (VMs' pages), unless the test says (e.g. `--web off`).
         own_web = "--web" in self.extra_args
         if not own_web:

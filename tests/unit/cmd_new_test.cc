@@ -19,6 +19,68 @@ using nlohmann::json;
 
 // --- new ---------------------------------------------------------------------------------
 
+// A template of the shape `new` makes by default (debian, 2 vCPU, 2 GiB, 10 GiB, a NIC).
+void SaveDefaultTemplate(FakeVmHost& host) {
+  VmSpec spec;
+  spec.id = "tplaaaabbbbcccc";
+  spec.image = "debian@20261129";
+  spec.cpus = 2;
+  spec.memory_mib = 2048;
+  spec.disk_gib = 10;
+  spec.egress = Egress::kAll;
+  ASSERT_TRUE(host.Create(spec).ok());
+  ASSERT_TRUE(host.SaveTemplate(spec.id, "runner-1").ok());
+}
+
+TEST_F(VmCommandTest, NewRestoresAVmOfATemplatesShapeAndGivesItItsOwnIdentity) {
+  restore_templates_ = true;
+  MakeInterpreter();
+  SaveDefaultTemplate(host_);
+  Outcome o = Exec(Alice(), {"new", "--name", "web-one"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_TRUE(Has(o.err, "restored from a template")) << o.err;
+  VmRecord vm = store_->GetVmByName("web-one").value();
+  EXPECT_EQ(vm.phase, VmPhase::kReady);
+  EXPECT_EQ(vm.made, "template");
+  EXPECT_GE(vm.made_ms, 1);
+  EXPECT_TRUE(host_.WasRestored(vm.id));
+  // Its identity applied in the guest, and its own host key pinned from then on.
+  EXPECT_EQ(guests_.identities_applied(), std::vector<std::string>{vm.id});
+  EXPECT_TRUE(guests_.PinnedHostKey(vm.id).starts_with("ssh-ed25519 ")) << vm.id;
+  json stat = Exec(Alice(), {"stat", "web-one", "--json"}).Json();
+  EXPECT_EQ(stat["made"], "template");
+  EXPECT_EQ(stat["made_ms"], vm.made_ms);
+
+  // Another shape boots, as does every VM when the server restores none.
+  ASSERT_TRUE(Exec(Alice(), {"new", "--name", "web-two", "--disk", "20"}).status.ok());
+  VmRecord two = store_->GetVmByName("web-two").value();
+  EXPECT_EQ(two.made, "boot");
+  EXPECT_FALSE(host_.WasRestored(two.id));
+  restore_templates_ = false;
+  MakeInterpreter();
+  ASSERT_TRUE(Exec(Alice(), {"new", "--name", "web-three"}).status.ok());
+  EXPECT_EQ(store_->GetVmByName("web-three")->made, "boot");
+  EXPECT_EQ(guests_.identities_applied().size(), 1u);
+}
+
+TEST_F(VmCommandTest, NewBootsWhenATemplateCannotBeRestoredAndRemovesIt) {
+  restore_templates_ = true;
+  MakeInterpreter();
+  SaveDefaultTemplate(host_);
+  host_.FailNext(Unavailable("the save image has another magic"));  // the restore
+  Outcome o = Exec(Alice(), {"new", "--name", "web-one"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_TRUE(Has(o.err, "booting")) << o.err;
+  EXPECT_EQ(store_->GetVmByName("web-one")->made, "boot");
+  EXPECT_TRUE(host_.Templates()->empty());
+  // The host's room is the host's room either way: no boot behind a refused restore.
+  SaveDefaultTemplate(host_);
+  host_.SetHostLimits(1024, 1000);
+  Outcome full = Exec(Alice(), {"new", "--name", "web-two"});
+  EXPECT_EQ(full.status.code(), Code::kLimitExceeded) << full.err;
+  EXPECT_FALSE(store_->GetVmByName("web-two").ok());
+}
+
 TEST_F(VmCommandTest, NewWithDefaultsIsReadyAndPrintsHowToReachIt) {
   Outcome o = Exec(Alice(), {"new", "--name", "web-one"});
   ASSERT_TRUE(o.status.ok()) << o.err;

@@ -53,7 +53,10 @@ TEST_F(VmCopyTest, CpMakesUpANameAndCanDropTags) {
   EXPECT_TRUE(j["copy_seconds"].is_number());
   EXPECT_TRUE(j["tags"].empty());
   EXPECT_TRUE(o.err.empty()) << o.err;  // --json: no progress lines
-  EXPECT_TRUE(store_->GetVmByName(j["name"].get<std::string>()).ok());
+  Result<VmRecord> copy = store_->GetVmByName(j["name"].get<std::string>());
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(copy->made, "copy");  // stat --json says how a VM was made
+  EXPECT_GE(copy->made_ms, 1);
 }
 
 TEST_F(VmCopyTest, CpOntoAnExistingNameIsAConflict) {

@@ -101,6 +101,30 @@ TEST(DomainXmlTest, AKnownQemuUserMeansNoRelabelling) {
   EXPECT_EQ(DomainXml(c).find("<seclabel"), std::string::npos);
 }
 
+// TCG's translated code is bounded (domain_xml.h kTcgTbCacheMib); KVM has none to bound.
+TEST(DomainXmlTest, TcgDomainsGetABoundedTranslationCache) {
+  const std::string tcg = DomainXml(Typical());
+  EXPECT_NE(tcg.find("<features>\n    <acpi/>\n    <tcg>\n      <tb-cache unit='MiB'>128</tb-cache>"),
+            std::string::npos)
+      << tcg;
+  DomainConfig kvm = Typical();
+  kvm.kvm = true;
+  EXPECT_EQ(DomainXml(kvm).find("<tcg>"), std::string::npos);
+}
+
+// A fixed MAC (a clone keeps the one it was restored with) goes into the NIC; none without
+// a NIC.
+TEST(DomainXmlTest, AFixedMacIsTheNics) {
+  DomainConfig c = Typical();
+  c.mac = "52:54:00:12:34:56";
+  EXPECT_NE(DomainXml(c).find("<interface type='user'>\n      <mac address='52:54:00:12:34:56'/>"),
+            std::string::npos)
+      << DomainXml(c);
+  EXPECT_EQ(DomainXml(Typical()).find("<mac "), std::string::npos);
+  c.egress = Egress::kNone;
+  EXPECT_EQ(DomainXml(c).find("<mac "), std::string::npos);
+}
+
 TEST(DomainXmlTest, EmptyImageCmdlineStillNamesTheHost) {
   DomainConfig c = Typical();
   c.cmdline = "";

@@ -165,8 +165,13 @@ VmSpec TinyVmSpec(std::string id, std::string image) {
 
 void DestroyEveryVm(VmHost& host) {
   Result<std::vector<VmInfo>> vms = host.List();
-  if (!vms.ok()) return;
-  for (const VmInfo& vm : *vms) (void)host.Destroy(vm.id);
+  if (vms.ok()) {
+    for (const VmInfo& vm : *vms) (void)host.Destroy(vm.id);
+  }
+  Result<std::vector<TemplateInfo>> templates = host.Templates();
+  if (templates.ok()) {
+    for (const TemplateInfo& t : *templates) (void)host.RemoveTemplate(t.shape);
+  }
 }
 
 }  // namespace warren

@@ -46,8 +46,8 @@ const RealLibvirtEnv& GetRealLibvirtEnv();
 // tests boot, on any VmHost.
 VmSpec TinyVmSpec(std::string id, std::string image);
 
-// Destroys every VM `host` lists, ignoring failures: a test's teardown, so nothing it made
-// outlives it, also when it failed half-way.
+// Destroys every VM `host` lists and removes every template it holds, ignoring failures: a
+// test's teardown, so nothing it made outlives it, also when it failed half-way.
 void DestroyEveryVm(VmHost& host);
 
 }  // namespace warren

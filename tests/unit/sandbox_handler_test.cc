@@ -4,7 +4,7 @@
 // every body field and query parameter checked (400), a token's --cmds applying as on every
 // surface (403), and the sandbox lifecycle end to end: create (201), list, get, exec (a
 // non-zero exit is a 200 result; cwd, env and timeout_ms reach `ssh`), extend, destroy,
-// usage.
+// usage; a create slower than the deadline answered 504 with its sandbox's id.
 #include "bridge/sandbox_handler.h"
 
 #include <chrono>
@@ -221,6 +221,31 @@ TEST_F(SandboxHandlerTest, TheLifecycleEndToEnd) {
   EXPECT_EQ(gone.body, (json{{"id", id}, {"status", "destroyed"}}));
   EXPECT_EQ(Send("GET", "/v1/sandboxes/" + id).status, 404);
   EXPECT_EQ(Send("DELETE", "/v1/sandboxes/" + id).status, 404);
+}
+
+TEST_F(SandboxHandlerTest, ACreateThatOutlivesTheDeadlineNamesItsSandbox) {
+  handler_.reset();
+  SandboxHandlerOptions options;
+  options.timeout_seconds = 1;
+  handler_ = std::make_unique<SandboxHandler>(*interpreter_, runner_, options);
+  host_.SetCreateDelay(2500ms);
+  Answer late = Post("/v1/sandboxes", json::object());
+  ASSERT_EQ(late.status, 504) << late.body.dump();
+  const std::string where = late.header("Location");
+  ASSERT_TRUE(where.starts_with("/v1/sandboxes/sbx-")) << where;
+  const std::string id = where.substr(std::string("/v1/sandboxes/").size());
+  EXPECT_NE(late.body.value("error", "").find("sandbox " + id + " is still being created"),
+            std::string::npos)
+      << late.body.dump();
+  // It was not stopped: it comes up under the id the client was given.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  Answer got;
+  do {
+    std::this_thread::sleep_for(100ms);
+    got = Send("GET", where);
+  } while (got.status != 200 && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(got.status, 200) << got.body.dump();
+  EXPECT_EQ(got.body.value("id", ""), id);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // base64 output included), extend and destroy.
 #include "lobby/commands/sandbox_view.h"
 
+#include <regex>
+
 #include <gtest/gtest.h>
 
 #include "lobby/base/time_format.h"
@@ -19,13 +21,27 @@ TEST(SandboxViewTest, Rfc3339IsUtcToTheSecond) {
   EXPECT_EQ(FormatRfc3339(1796169540), "2026-12-01T23:59:00Z");
 }
 
+// The argv without its generated --name (checked apart).
+Argv Unnamed(Argv argv) {
+  EXPECT_GE(argv.size(), 3u);
+  EXPECT_TRUE(std::regex_match(argv[2], std::regex("--name=sbx-[a-z0-9]{8}"))) << argv[2];
+  EXPECT_EQ(SandboxCreateId(argv), argv[2].substr(7));
+  argv.erase(argv.begin() + 2);
+  return argv;
+}
+
 TEST(SandboxViewTest, CreateTakesSizeAndTimeoutMinutesOnly) {
-  EXPECT_EQ(SandboxCreateArgv(json::object()).value(), (Argv{"new", "--sandbox"}));
-  EXPECT_EQ(SandboxCreateArgv({{"size", "small"}, {"timeout_minutes", 30}}).value(),
+  EXPECT_EQ(Unnamed(SandboxCreateArgv(json::object()).value()), (Argv{"new", "--sandbox"}));
+  EXPECT_EQ(Unnamed(SandboxCreateArgv({{"size", "small"}, {"timeout_minutes", 30}}).value()),
             (Argv{"new", "--sandbox", "--size=small", "--timeout=30m"}));
   // null is absent; 30.0 is the integer 30.
-  EXPECT_EQ(SandboxCreateArgv({{"size", nullptr}, {"timeout_minutes", 30.0}}).value(),
+  EXPECT_EQ(Unnamed(SandboxCreateArgv({{"size", nullptr}, {"timeout_minutes", 30.0}}).value()),
             (Argv{"new", "--sandbox", "--timeout=30m"}));
+  // Each create names a sandbox of its own.
+  EXPECT_NE(SandboxCreateArgv(json::object()).value()[2],
+            SandboxCreateArgv(json::object()).value()[2]);
+  EXPECT_EQ(SandboxCreateId({"new", "--sandbox"}), "");
+  EXPECT_EQ(SandboxCreateId({"ls", "--sandbox", "--name=x"}), "");
   for (const json& bad : {json{{"timeout_minutes", 0}}, json{{"timeout_minutes", 1441}},
                           json{{"timeout_minutes", 2.5}}, json{{"timeout_minutes", "15"}},
                           json{{"timeout_minutes", 18446744073709551615ull}}, json{{"size", 2}},

@@ -401,6 +401,68 @@ TEST_P(VmHostContractTest, SetNetworkPlugsAndUnplugsTheDevice) {
   EXPECT_TRUE(host_->Destroy("aaaa0040").ok());
 }
 
+// A running VM saved as the template of its shape is gone as a VM; VMs of that shape are
+// then restored from it, each under its own id, name, MAC and host key; other shapes are not;
+// its clones outlive its removal.
+TEST_P(VmHostContractTest, TemplatesSaveAVmAndRestoreClonesOfItsShape) {
+  VmSpec base = Spec("aaaa0060");
+  base.egress = Egress::kAll;  // a NIC: clones get MACs of their own
+  ASSERT_TRUE(host_->Create(base).ok());
+  EXPECT_EQ(host_->SaveTemplate("nosuchvm", "t1").code(), Code::kNotFound);
+  ASSERT_TRUE(host_->SaveTemplate("aaaa0060", "t1").ok());
+  EXPECT_EQ(host_->Inspect("aaaa0060").status().code(), Code::kNotFound);
+  Result<std::vector<TemplateInfo>> templates = host_->Templates();
+  ASSERT_TRUE(templates.ok()) << templates.status().ToString();
+  ASSERT_EQ(templates->size(), 1u);
+  EXPECT_EQ((*templates)[0].shape, ShapeOf(base));
+  EXPECT_EQ((*templates)[0].tag, "t1");
+  EXPECT_GT((*templates)[0].bytes, 0);
+
+  VmSpec one = base;
+  one.id = "aaaa0061";
+  one.name = "clone-one";
+  Result<RestoredVm> a = host_->CreateFromTemplate(one);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->mac.size(), 17u) << a->mac;
+  EXPECT_TRUE(a->host_key_pub.starts_with("ssh-ed25519 ")) << a->host_key_pub;
+  Result<VmInfo> info = host_->Inspect("aaaa0061");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->state, VmState::kRunning);
+  EXPECT_EQ(info->name, "clone-one");
+  EXPECT_EQ(info->cpus, base.cpus);
+  EXPECT_EQ(info->memory_mib, base.memory_mib);
+  EXPECT_EQ(info->image, image_);
+  EXPECT_EQ(host_->CreateFromTemplate(one).status().code(), Code::kConflict);
+
+  VmSpec two = base;
+  two.id = "aaaa0062";
+  Result<RestoredVm> b = host_->CreateFromTemplate(two);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_NE(a->mac, b->mac);
+  EXPECT_NE(a->host_key_pub, b->host_key_pub);
+
+  VmSpec other = base;
+  other.id = "aaaa0063";
+  other.memory_mib = 384;
+  EXPECT_EQ(host_->CreateFromTemplate(other).status().code(), Code::kNotFound);
+  EXPECT_EQ(host_->Inspect("aaaa0063").status().code(), Code::kNotFound);
+
+  // Removing the template leaves its clones running on their disks.
+  ASSERT_TRUE(host_->RemoveTemplate(ShapeOf(base)).ok());
+  EXPECT_EQ(host_->RemoveTemplate(ShapeOf(base)).code(), Code::kNotFound);
+  EXPECT_TRUE(host_->Templates()->empty());
+  VmSpec three = base;
+  three.id = "aaaa0064";
+  EXPECT_EQ(host_->CreateFromTemplate(three).status().code(), Code::kNotFound);
+  EXPECT_TRUE(host_->RemoveUnusedDisks().ok());
+  EXPECT_EQ(host_->Inspect("aaaa0061")->state, VmState::kRunning);
+  EXPECT_TRUE(host_->Stop("aaaa0062").ok());
+  EXPECT_TRUE(host_->Start("aaaa0062").ok());  // boots from its own disk over the base
+  EXPECT_EQ(host_->Inspect("aaaa0062")->state, VmState::kRunning);
+  EXPECT_TRUE(host_->Destroy("aaaa0061").ok());
+  EXPECT_TRUE(host_->Destroy("aaaa0062").ok());
+}
+
 HostCase FakeCase() {
   return {"Fake", [](std::string*) { return std::unique_ptr<VmHost>(new FakeVmHost()); },
           [] { return std::string("tiny@1"); },

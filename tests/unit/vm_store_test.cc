@@ -113,6 +113,12 @@ TEST_F(VmStoreTest, CreateRefusesTakenNamesIdsAndBadRecords) {
   EXPECT_EQ(store_->CreateVm(bad_tags).code(), Code::kInvalidArgument);
   bad_tags.tags = {"Bad"};
   EXPECT_EQ(store_->CreateVm(bad_tags).code(), Code::kInvalidArgument);
+  VmRecord bad_made = Vm("cccccccccccc", "web-three");
+  bad_made.made = "magic";
+  EXPECT_EQ(store_->CreateVm(bad_made).code(), Code::kInvalidArgument);
+  bad_made.made = "template";
+  bad_made.made_ms = -1;
+  EXPECT_EQ(store_->CreateVm(bad_made).code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->ListVms()->size(), 1u);
 }
 
@@ -235,6 +241,8 @@ TEST_F(VmStoreTest, VmsAndJobsSurviveAReopen) {
   VmRecord vm = Vm("aaaaaaaaaaaa", "web-one");
   vm.phase = VmPhase::kReady;
   vm.desired_state = DesiredState::kStopped;
+  vm.made = "template";
+  vm.made_ms = 812;
   ASSERT_TRUE(store_->CreateVm(vm).ok());
   JobRecord job = Job("aaaaaaaaaaaa", "0000000a", 10);
   job.finished = true;
@@ -245,6 +253,8 @@ TEST_F(VmStoreTest, VmsAndJobsSurviveAReopen) {
   VmRecord back = store_->GetVmByName("web-one").value();
   EXPECT_EQ(back.phase, VmPhase::kReady);
   EXPECT_EQ(back.desired_state, DesiredState::kStopped);
+  EXPECT_EQ(back.made, "template");
+  EXPECT_EQ(back.made_ms, 812);
   JobRecord job_back = store_->GetJob("aaaaaaaaaaaa", "0000000a").value();
   EXPECT_TRUE(job_back.finished);
   EXPECT_FALSE(job_back.exit_code.has_value());

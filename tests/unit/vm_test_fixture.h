@@ -130,6 +130,12 @@ class VmCommandTest : public ::testing::Test {
     s.guests = &guests_;
     s.control_authorized_key = "ssh-ed25519 AAAAcontrol warren-control";
     s.ready_timeout_ms = ready_timeout_ms_;
+    s.restore_templates = restore_templates_;
+    // The guest of a VM restored from a template reports its name as its seed says.
+    guests_.SetHostnames([this](std::string_view id) {
+      Result<VmInfo> info = host_.Inspect(id);
+      return info.ok() ? info->name : std::string(id);
+    });
     s.vm_defaults = vm_defaults_;
     s.sandboxes = sandboxes_;
     s.integration_key = &integration_key_;
@@ -202,6 +208,7 @@ class VmCommandTest : public ::testing::Test {
   FakeVmHost host_{clock_};
   FakeGuestControl guests_;
   int ready_timeout_ms_ = 2000;
+  bool restore_templates_ = false;  // services.restore_templates
   VmDefaults vm_defaults_;  // what `serve` would set (sizes, egress, users' limits)
   SandboxPolicy sandboxes_;
   VmSpec last_spec_;       // what `new` last handed to prepare_vm

@@ -226,6 +226,32 @@ std::string ControlSession::host_key_fingerprint() {
   return pinned_fingerprint_;
 }
 
+Status ControlSession::Repin(std::string_view public_key_line) {
+  // "TYPE BASE64 [COMMENT]": libssh imports the base64 blob given its type.
+  const std::string line(public_key_line);
+  const size_t sp = line.find(' ');
+  if (sp == std::string::npos) return InvalidArgument("not an ssh public key line");
+  const std::string type = line.substr(0, sp);
+  std::string blob = line.substr(sp + 1);
+  blob = blob.substr(0, blob.find_first_of(" \r\n"));
+  ssh_key raw = nullptr;
+  if (ssh_pki_import_pubkey_base64(blob.c_str(), ssh_key_type_from_name(type.c_str()), &raw) !=
+          SSH_OK ||
+      raw == nullptr) {
+    return InvalidArgument("not an ssh public key line");
+  }
+  SshKeyPtr key(raw);
+  WARREN_ASSIGN_OR_RETURN(std::string fingerprint, Fingerprint(key.get()));
+  std::string before;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    before = std::exchange(pinned_fingerprint_, fingerprint);
+  }
+  LogInfo("guest host key re-pinned vm=" + LogQuote(options_.vm_id) + " was=" +
+          (before.empty() ? "-" : before) + " now=" + fingerprint);
+  return Status::Ok();
+}
+
 void ControlSession::Run() {
   std::deque<Request> waiting;
   auto backoff = options_.retry_first;

@@ -147,6 +147,11 @@ class ControlSession {
   uint64_t generation() const { return generation_.load(); }
   // "SHA256:..." of the guest's host key, once seen.
   std::string host_key_fingerprint();
+  // From now on only the host key `public_key_line` ("ssh-ed25519 AAAA… comment") is taken
+  // from the guest: a VM restored from a template has just put its own in place of the
+  // template's, which the open connection was made with (and keeps). InvalidArgument for a
+  // line that is no public key.
+  Status Repin(std::string_view public_key_line);
   const std::string& vm_id() const { return options_.vm_id; }
 
  private:

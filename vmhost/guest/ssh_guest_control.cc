@@ -400,6 +400,19 @@ void SshGuestControl::Disconnect(std::string_view vm_id) {
   vm->session->Shutdown();
 }
 
+Status SshGuestControl::RepinHostKey(std::string_view vm_id, std::string_view public_key_line) {
+  std::shared_ptr<Vm> vm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = vms_.find(vm_id);
+    if (it != vms_.end()) vm = it->second;
+  }
+  // Without a connection there is nothing pinned yet: the next one pins what the guest shows,
+  // which is this key by then.
+  if (vm == nullptr) return Status::Ok();
+  return vm->session->Repin(public_key_line);
+}
+
 Result<std::shared_ptr<GuestPipe>> SshGuestControl::OpenChannel(std::string_view vm_id,
                                                                 const GuestChannelRequest& request,
                                                                 std::function<void()> notify) {

@@ -1,7 +1,8 @@
 // warren-run's internal interfaces, shared by its C files (warren-run.c, header.c, jobdir.c,
-// attach.c). The runner is a small static program that runs inside the guest as the VM user;
-// the wire protocol it speaks with the host is described in vmhost/guest/README.md and
-// mirrored on the host by vmhost/guest/runner_protocol.h. Single-threaded.
+// attach.c, identity.c). The runner is a small static program that runs inside the guest as
+// the VM user (`identity` alone as root, through sudo); the wire protocol it speaks with the
+// host is described in vmhost/guest/README.md and mirrored on the host by
+// vmhost/guest/runner_protocol.h (identity's by vmhost/guest/identity.h). Single-threaded.
 #ifndef WARREN_RUNNER_H_
 #define WARREN_RUNNER_H_
 
@@ -37,6 +38,7 @@ enum {
   kExitInvalid = 2,
   kExitNotFound = 3,
   kExitExists = 4,
+  kExitNotRoot = 5,  // identity: run without root
 };
 
 // ---- header.c: the start header the host writes on stdin ----
@@ -114,5 +116,11 @@ int attach_loop(const char* id, uint64_t out_from, uint64_t err_from, int stdin_
                 const char* pending, size_t pending_len, bool send_started);
 // Sends one Error frame (and nothing else) on stdout, best effort.
 void send_error(const char* kind, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// ---- identity.c: `identity`, run as root in a VM restored from a template ----
+
+// Reads the request on stdin, applies the clone's identity, asks the host for the time and
+// prints the report (the protocol is at the top of identity.c). Returns the exit status.
+int cmd_identity(void);
 
 #endif  // WARREN_RUNNER_H_

@@ -9,6 +9,7 @@
 //   warren-run kill ID                SIGTERM to the job's processes, SIGKILL after 2 s
 //   warren-run list                   one line per job (below)
 //   warren-run gc                     removes jobs that ended more than a day ago
+//   warren-run identity               as root: a restored clone's own identity (identity.c)
 //
 // A job is `$SHELL -c COMMAND` in its own session (so its process group is the whole tree
 // unless a process leaves it), stdout and stderr spooled to files in ~/.warren/jobs/ID/
@@ -613,7 +614,9 @@ int main(int argc, char** argv) {
   if (argc == 3 && strcmp(argv[1], "kill") == 0) return cmd_kill(argv[2]);
   if (argc == 2 && strcmp(argv[1], "list") == 0) return cmd_list();
   if (argc == 2 && strcmp(argv[1], "gc") == 0) return cmd_gc();
+  if (argc == 2 && strcmp(argv[1], "identity") == 0) return cmd_identity();
   fprintf(stderr,
-          "usage: warren-run --version | start ID | attach ID OUT ERR | kill ID | list | gc\n");
+          "usage: warren-run --version | start ID | attach ID OUT ERR | kill ID | list | gc | "
+          "identity\n");
   return kExitInvalid;
 }

@@ -1,0 +1,164 @@
+#include "lobby/template_keeper.h"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+
+#include "lobby/base/log.h"
+#include "lobby/base/streams.h"
+#include "lobby/commands/vm_egress.h"
+#include "vmhost/guest_control.h"
+
+namespace warren {
+namespace {
+
+// Lets boot-time services finish (a clone would otherwise restart them half-way) and puts
+// the guest's writes on its disk, which becomes the template's base.
+constexpr char kSettleCommand[] =
+    "if command -v systemctl >/dev/null 2>&1; then "
+    "timeout 120 systemctl is-system-running --wait >/dev/null 2>&1; fi; sync";
+constexpr int kSettleTimeoutMs = 150'000;
+constexpr int kReadyPollMs = 500;
+
+// A hidden VM's id: "tpl" and random [a-z0-9], a valid VmSpec id that no record has.
+std::string HiddenVmId() {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device os;
+  std::uniform_int_distribution<int> pick(0, 35);
+  std::string id = "tpl";
+  for (int i = 0; i < 13; ++i) id += kAlphabet[pick(os)];
+  return id;
+}
+
+// Runs `command` in the guest until it ends or `timeout_ms` passes; Ok when it exited 0.
+Status RunInGuest(GuestControl& guests, const std::string& vm_id, const std::string& command,
+                  int timeout_ms) {
+  DiscardSink discard;
+  GuestStreams streams;
+  streams.out = &discard;
+  streams.err = &discard;
+  streams.cancel = std::make_shared<CancelSignal>();
+  streams.wait_ms = timeout_ms;
+  Result<GuestProgress> p = guests.Exec(vm_id, GuestCommand{command, {}, ""}, streams);
+  if (!p.ok()) return p.status();
+  if (!p->finished) {
+    Status st = guests.Kill(vm_id, p->job);
+    if (!st.ok()) LogDebug("templates: " + st.ToString());
+    return Timeout("`" + command + "` did not end within " + std::to_string(timeout_ms) + " ms");
+  }
+  if (p->exit_code != 0) return Internal("`" + command + "` failed in the guest");
+  return Status::Ok();
+}
+
+}  // namespace
+
+TemplateKeeper::TemplateKeeper(Services& services, TemplateKeeperOptions options)
+    : services_(services), options_(std::move(options)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+TemplateKeeper::~TemplateKeeper() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::optional<VmShape> TemplateKeeper::DefaultShape(Services& services) {
+  const VmDefaults& d = services.vm_defaults;
+  VmShape shape;
+  shape.image = d.image;
+  if (services.images.resolve) {
+    Result<std::string> ref = services.images.resolve(d.image);
+    if (!ref.ok()) return std::nullopt;
+    shape.image = *ref;
+  }
+  // As `new` settles them (cmd_new.cc): never more vCPUs than the host has cores.
+  shape.cpus = d.cpus;
+  Result<HostCapacity> host = services.vms->Capacity();
+  if (host.ok() && host->cpu_cores > 0) shape.cpus = std::min(shape.cpus, host->cpu_cores);
+  shape.memory_mib = d.memory_mib;
+  shape.disk_gib = d.disk_gib;
+  shape.egress = HostEgressFor(d.egress);
+  return shape;
+}
+
+Status TemplateKeeper::MakeTemplate(Services& services, const VmShape& shape,
+                                    const std::string& tag) {
+  VmHost& host = *services.vms;
+  GuestControl& guests = *services.guests;
+  VmSpec spec;
+  spec.id = HiddenVmId();
+  spec.image = shape.image;
+  spec.cpus = shape.cpus;
+  spec.memory_mib = shape.memory_mib;
+  spec.disk_gib = shape.disk_gib;
+  spec.egress = shape.egress;
+  spec.authorized_keys = services.control_authorized_key;
+  const auto t0 = std::chrono::steady_clock::now();
+  WARREN_RETURN_IF_ERROR(host.Create(spec).Annotate("booting a template vm"));
+  auto abandon = [&](Status st) {
+    guests.Disconnect(spec.id);
+    Status removed = host.Destroy(spec.id);
+    if (!removed.ok() && removed.code() != Code::kNotFound) {
+      LogWarn("templates: removing vm " + spec.id + ": " + removed.ToString());
+    }
+    return st;
+  };
+  // Ready once the guest runs a command: the runner is installed by then.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(services.ready_timeout_ms);
+  Status ready = Unavailable("no answer yet");
+  while (std::chrono::steady_clock::now() < deadline) {
+    ready = RunInGuest(guests, spec.id, "true", kReadyPollMs * 20);
+    if (ready.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(kReadyPollMs));
+  }
+  if (!ready.ok()) return abandon(ready.Annotate("template vm " + spec.id + " never answered"));
+  if (Status st = RunInGuest(guests, spec.id, kSettleCommand, kSettleTimeoutMs); !st.ok()) {
+    return abandon(st.Annotate("settling template vm " + spec.id));
+  }
+  // A connection open at the save would be a dead one in every clone.
+  guests.Disconnect(spec.id);
+  if (Status st = host.SaveTemplate(spec.id, tag); !st.ok()) {
+    return abandon(st.Annotate("saving template vm " + spec.id));
+  }
+  LogInfo("templates: made the template of " + VmShapeKey(shape) + " in " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count()) +
+          " ms");
+  return Status::Ok();
+}
+
+void TemplateKeeper::Check() {
+  std::optional<VmShape> shape = DefaultShape(services_);
+  if (!shape.has_value()) return;  // no default image yet: nothing to restore either
+  Result<std::vector<TemplateInfo>> have = services_.vms->Templates();
+  if (!have.ok()) {
+    LogWarn("templates: " + have.status().ToString());
+    return;
+  }
+  for (const TemplateInfo& t : *have) {
+    if (t.shape == *shape && t.tag == options_.tag) return;  // current
+  }
+  if (std::chrono::steady_clock::now() < next_try_) return;
+  LogInfo("templates: making the template of " + VmShapeKey(*shape));
+  if (Status st = MakeTemplate(services_, *shape, options_.tag); !st.ok()) {
+    LogWarn("templates: " + st.ToString() + "; `new` boots until a later try works");
+    next_try_ = std::chrono::steady_clock::now() + options_.retry_after;
+  }
+}
+
+void TemplateKeeper::Loop() {
+  std::unique_lock lock(mu_);
+  do {
+    lock.unlock();
+    Check();
+    lock.lock();
+  } while (!cv_.wait_for(lock, options_.interval, [this] { return stop_; }));
+}
+
+}  // namespace warren

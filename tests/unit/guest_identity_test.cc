@@ -1,0 +1,634 @@
+// A restored clone's identity, the host's half (vmhost/guest/identity.h): the request the
+// runner reads, the report parser (good, cut short, oversized, lying), the MAC helper, and
+// ApplyGuestIdentity against an in-test GuestControl whose raw channel plays the guest's side
+// of the conversation on a thread of its own (the runner itself is run for real in
+// guest_identity_runner_test, and in a real guest in guest_identity_vm).
+#include "vmhost/guest/identity.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace warren {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+GuestIdentity SomeIdentity(bool with_mac = true) {
+  GuestIdentity id;
+  id.seed_device = "/dev/vdb";
+  if (with_mac) id.mac = "52:54:00:0a:1b:2c";
+  for (size_t i = 0; i < id.random.size(); ++i) id.random[i] = static_cast<uint8_t>(i * 7 + 1);
+  id.hostname = "clone-1";
+  return id;
+}
+
+std::string RandomHex(const GuestIdentity& id) {
+  std::string hex;
+  char b[3];
+  for (uint8_t v : id.random) {
+    std::snprintf(b, sizeof b, "%02x", v);
+    hex += b;
+  }
+  return hex;
+}
+
+const char kGoodReport[] =
+    "identity ok hostname=clone-1 machine-id=0123456789abcdef0123456789abcdef "
+    "mac=52:54:00:0a:1b:2c setup=none clock-step-ms=-86400000 clock-rtt-us=1200 work-ms=340\n";
+
+// ---- the request ----
+
+TEST(GuestIdentityRequestTest, RecordsOnePerLineEndLast) {
+  Result<std::string> r = GuestIdentityRequest(SomeIdentity());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "seed-device /dev/vdb\nmac 52:54:00:0a:1b:2c\nrandom " + RandomHex(SomeIdentity()) +
+                    "\nend\n");
+  Result<std::string> no_nic = GuestIdentityRequest(SomeIdentity(/*with_mac=*/false));
+  ASSERT_TRUE(no_nic.ok());
+  EXPECT_EQ(*no_nic, "seed-device /dev/vdb\nrandom " + RandomHex(SomeIdentity()) + "\nend\n");
+  EXPECT_EQ(RandomHex(SomeIdentity()).size(), 128u);
+}
+
+TEST(GuestIdentityRequestTest, RefusesWhatTheRunnerWouldRefuse) {
+  for (const char* dev :
+       {"", "/dev/vd", "/dev/sda", "/dev/vdB", "/dev/vdaa", "/dev/vd1", "/dev/vdb\n", "vdb"}) {
+    GuestIdentity id = SomeIdentity();
+    id.seed_device = dev;
+    Result<std::string> r = GuestIdentityRequest(id);
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << dev;
+  }
+  for (const char* mac :
+       {"", "52:54:00:0A:1B:2C", "53:54:00:0a:1b:2c" /* multicast */, "00:00:00:00:00:00",
+        "52-54-00-0a-1b-2c", "52:54:00:0a:1b:2c\nend", "52:54:00:0a:1b", "52:54:00:0a:1b:2c:3d"}) {
+    GuestIdentity id = SomeIdentity();
+    id.mac = mac;
+    Result<std::string> r = GuestIdentityRequest(id);
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << mac;
+    // Whatever the refusal says, it never carries the secret.
+    EXPECT_EQ(r.status().message().find(RandomHex(id)), std::string::npos);
+  }
+}
+
+TEST(GuestIdentityRequestTest, ClockAnswerHasNineNanosecondDigits) {
+  EXPECT_EQ(GuestClockAnswer(timespec{1733100000, 5}), "clock 1733100000.000000005\n");
+  EXPECT_EQ(GuestClockAnswer(timespec{1733100000, 999999999}), "clock 1733100000.999999999\n");
+}
+
+TEST(GuestIdentityRequestTest, FreshMacsAreLocalUnicastInQemusRange) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 50; ++i) {
+    Result<std::string> mac = NewGuestMac();
+    ASSERT_TRUE(mac.ok());
+    EXPECT_TRUE(ValidGuestMac(*mac)) << *mac;
+    EXPECT_EQ(mac->rfind("52:54:00:", 0), 0u) << *mac;
+    seen.insert(*mac);
+  }
+  EXPECT_GT(seen.size(), 45u);  // 24 random bits: collisions in 50 are ~0.01%
+  Result<GuestIdentity> a = NewGuestIdentity(true), b = NewGuestIdentity(false);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->mac.has_value());
+  EXPECT_FALSE(b->mac.has_value());
+  EXPECT_EQ(a->seed_device, "/dev/vdb");
+  EXPECT_NE(a->random, b->random);
+}
+
+// ---- the report ----
+
+TEST(GuestIdentityReportTest, ParsesAGoodReport) {
+  Result<GuestIdentityReport> r = ParseGuestIdentityReport(kGoodReport, SomeIdentity());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->hostname, "clone-1");
+  EXPECT_EQ(r->machine_id, "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(r->mac, "52:54:00:0a:1b:2c");
+  EXPECT_FALSE(r->setup_started);
+  EXPECT_EQ(r->clock_step_ms, -86400000);
+  EXPECT_EQ(r->clock_rtt_us, 1200);
+  EXPECT_EQ(r->work_ms, 340);
+
+  // No NIC, no machine-id (tiny), a setup script started, fields in another order.
+  GuestIdentity no_nic = SomeIdentity(false);
+  no_nic.hostname.clear();  // not checked
+  Result<GuestIdentityReport> tiny = ParseGuestIdentityReport(
+      "identity ok work-ms=0 hostname=any.name machine-id=- mac=- setup=started "
+      "clock-step-ms=5 clock-rtt-us=0\n",
+      no_nic);
+  ASSERT_TRUE(tiny.ok()) << tiny.status().ToString();
+  EXPECT_EQ(tiny->machine_id, "");
+  EXPECT_EQ(tiny->mac, "");
+  EXPECT_TRUE(tiny->setup_started);
+}
+
+TEST(GuestIdentityReportTest, RefusesTruncatedOversizedAndMalformed) {
+  std::string good = kGoodReport;
+  auto refused = [](std::string_view text, const GuestIdentity& asked) {
+    Result<GuestIdentityReport> r = ParseGuestIdentityReport(text, asked);
+    return !r.ok() && r.status().code() == Code::kInternal;
+  };
+  GuestIdentity id = SomeIdentity();
+  EXPECT_TRUE(refused("", id));
+  EXPECT_TRUE(refused(good.substr(0, good.size() - 1), id));  // no newline: cut short
+  EXPECT_TRUE(refused(good.substr(0, 40), id));
+  EXPECT_TRUE(refused(good + good, id));  // two lines
+  EXPECT_TRUE(refused(good.substr(0, good.size() - 1) + " " + std::string(600, 'x') + "\n", id));
+  EXPECT_TRUE(refused(std::string(100000, 'a'), id));
+  auto with = [&](std::string_view from, std::string_view to) {
+    std::string s = good;
+    size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+  };
+  for (const std::string& bad : {
+           with("identity ok", "identity fine"),
+           with("hostname=clone-1 ", ""),                // missing
+           with("setup=none", "setup=none setup=none"),  // repeated
+           with("setup=none", "setup=none extra=1"),     // unknown
+           with("setup=none", "setup=maybe"),
+           with("setup=none", "setupnone"),
+           with("hostname=clone-1", "hostname=-bad"),
+           with("hostname=clone-1", "hostname=a\x1b[2Jb"),
+           with("hostname=clone-1", "hostname=" + std::string(64, 'a')),
+           with("machine-id=0123456789abcdef0123456789abcdef", "machine-id=0123"),
+           with("machine-id=0123456789abcdef0123456789abcdef",
+                "machine-id=0123456789ABCDEF0123456789ABCDEF"),
+           with("machine-id=0123456789abcdef0123456789abcdef",
+                "machine-id=00000000000000000000000000000000"),
+           with("clock-step-ms=-86400000", "clock-step-ms=12x"),
+           with("clock-step-ms=-86400000", "clock-step-ms="),
+           with("clock-step-ms=-86400000", "clock-step-ms=99999999999999999999"),
+           with("clock-rtt-us=1200", "clock-rtt-us=-1"),
+           with("clock-rtt-us=1200", "clock-rtt-us=9999999999"),
+           with("work-ms=340", "work-ms=340 "),
+           with(" mac=", "  mac="),
+       }) {
+    EXPECT_TRUE(refused(bad, id)) << bad;
+  }
+}
+
+TEST(GuestIdentityReportTest, RefusesLies) {
+  std::string good = kGoodReport;
+  // A MAC other than the one asked for.
+  GuestIdentity other = SomeIdentity();
+  other.mac = "52:54:00:99:99:99";
+  EXPECT_FALSE(ParseGuestIdentityReport(good, other).ok());
+  // A MAC when none was asked for, or none when one was.
+  EXPECT_FALSE(ParseGuestIdentityReport(good, SomeIdentity(false)).ok());
+  std::string no_mac = good;
+  no_mac.replace(no_mac.find("mac=52:54:00:0a:1b:2c"), 21, "mac=-");
+  EXPECT_FALSE(ParseGuestIdentityReport(no_mac, SomeIdentity()).ok());
+  // A hostname other than the seed's.
+  GuestIdentity renamed = SomeIdentity();
+  renamed.hostname = "clone-2";
+  Result<GuestIdentityReport> r = ParseGuestIdentityReport(good, renamed);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("clone-2"), std::string::npos);
+}
+
+// ---- the driver, against a guest played in the test ----
+
+// The guest's side of one raw channel: its thread reads what the host wrote and answers.
+class PlayedPipe final : public GuestPipe {
+ public:
+  explicit PlayedPipe(std::function<void()> notify) : notify_(std::move(notify)) {}
+
+ private:
+  template <typename F>
+  auto Locked(F f) -> decltype(f()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return f();
+  }
+
+ public:
+  // ---- GuestPipe (the host's side) ----
+  bool opening() override {
+    return Locked([&] { return opening_; });
+  }
+  Status status() override {
+    return Locked([&] { return failure_; });
+  }
+  size_t Write(std::string_view bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (input_closed_ || closed_by_host_) return 0;
+      size_t room = window_ > input_.size() ? window_ - input_.size() : 0;
+      size_t n = std::min(bytes.size(), room);
+      input_.append(bytes.substr(0, n));
+      cv_.notify_all();
+      return n;
+    }
+  }
+  void CloseInput() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    input_closed_ = true;
+    cv_.notify_all();
+  }
+  void Resize(const GuestTerminal&) override {}
+  void Signal(std::string_view) override {}
+  bool PeekOutput(bool is_stderr, size_t max, std::string* bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string& q = is_stderr ? err_ : out_;
+    if (q.empty()) return false;
+    *bytes = q.substr(0, std::min(max, chunk_ == 0 ? max : chunk_));
+    return true;
+  }
+  void ConsumeOutput(bool is_stderr, size_t n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    (is_stderr ? err_ : out_).erase(0, n);
+  }
+  End end() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    End e;
+    e.closed = guest_closed_ && out_.empty() && err_.empty();
+    e.output_eof = e.closed;
+    e.exit_status = exit_status_;
+    return e;
+  }
+  void Close() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_by_host_ = true;
+    cv_.notify_all();
+  }
+
+  // ---- the guest's side ----
+  void Open() {
+    Locked([&] { opening_ = false; });
+    notify_();
+  }
+  void Refuse(Status why) {
+    Locked([&] {
+      opening_ = false;
+      failure_ = std::move(why);
+    });
+    notify_();
+  }
+  // One line the host wrote (without its newline); nullopt at EOF, host close or timeout.
+  // Takes what the host queued as it comes, as a process reading its stdin would.
+  std::optional<std::string> ReadLine(milliseconds timeout = milliseconds(5000)) {
+    auto give_up = Clock::now() + timeout;
+    for (;;) {
+      size_t nl = read_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = read_.substr(0, nl);
+        read_.erase(0, nl + 1);
+        return line;
+      }
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        bool got = cv_.wait_until(
+            lock, give_up, [&] { return !input_.empty() || input_closed_ || closed_by_host_; });
+        if (!got || input_.empty()) return std::nullopt;
+        read_ += input_;
+        input_.clear();
+      }
+      notify_();  // room for input, as a real pipe says
+    }
+  }
+  void Send(std::string_view bytes, bool is_stderr = false) {
+    Locked([&] { (is_stderr ? err_ : out_).append(bytes); });
+    notify_();
+  }
+  void Exit(int status) {
+    Locked([&] {
+      exit_status_ = status;
+      guest_closed_ = true;
+    });
+    notify_();
+  }
+  bool WaitHostClose(milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return closed_by_host_; });
+  }
+  // Test knobs: how much input the pipe holds, how much output one Peek shows.
+  void SetWindow(size_t window) {
+    Locked([&] { window_ = window; });
+  }
+  void SetChunk(size_t chunk) {
+    Locked([&] { chunk_ = chunk; });
+  }
+
+ private:
+  std::function<void()> notify_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool opening_ = true;
+  Status failure_;
+  std::string input_;
+  std::string read_;  // the guest's side: taken from input_, not yet a whole line
+  bool input_closed_ = false;
+  bool closed_by_host_ = false;
+  std::string out_, err_;
+  bool guest_closed_ = false;
+  std::optional<int> exit_status_;
+  size_t window_ = SIZE_MAX;
+  size_t chunk_ = 0;
+};
+
+// A GuestControl whose Exec answers at once and whose raw channel is played by `guest` on a
+// thread of its own.
+class PlayedGuests final : public GuestControl {
+ public:
+  using Guest = std::function<void(PlayedPipe&)>;
+  explicit PlayedGuests(Guest guest) : guest_(std::move(guest)) {}
+  ~PlayedGuests() override {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  Result<GuestProgress> Exec(std::string_view vm_id, const GuestCommand& command,
+                             const GuestStreams& streams) override {
+    execs.push_back(std::string(vm_id) + ": " + command.command);
+    if (exec_hangs) {
+      while (!streams.cancel->WaitFor(50)) {
+      }
+      return Cancelled("cancelled");
+    }
+    if (!exec_status.ok()) return exec_status;
+    GuestProgress p;
+    p.job = "0123abcd";
+    p.finished = true;
+    p.exit_code = 0;
+    return p;
+  }
+  Result<GuestProgress> Wait(std::string_view, std::string_view, uint64_t, uint64_t,
+                             const GuestStreams&) override {
+    return Internal("not played");
+  }
+  Status Kill(std::string_view, std::string_view) override { return Internal("not played"); }
+  Result<std::vector<GuestJob>> Jobs(std::string_view) override { return Internal("not played"); }
+  void Disconnect(std::string_view) override {}
+  // Not marked override: the interface gains it with the template work under way.
+  Status RepinHostKey(std::string_view, std::string_view) { return Status::Ok(); }
+  Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
+                                                 const GuestChannelRequest& request,
+                                                 std::function<void()> notify) override {
+    opened.push_back(std::string(vm_id) + ": " + request.command);
+    EXPECT_EQ(request.kind, GuestChannelRequest::Kind::kExec);
+    auto pipe = std::make_shared<PlayedPipe>(std::move(notify));
+    thread_ = std::thread([this, pipe] { guest_(*pipe); });
+    return std::shared_ptr<GuestPipe>(pipe);
+  }
+
+  std::vector<std::string> execs, opened;
+  bool exec_hangs = false;
+  Status exec_status;
+
+ private:
+  Guest guest_;
+  std::thread thread_;
+};
+
+// Reads the request the way the runner does; false when it is not what `asked` makes.
+bool ReadRequest(PlayedPipe& p, const GuestIdentity& asked, std::string* seen = nullptr) {
+  Result<std::string> want = GuestIdentityRequest(asked);
+  std::string got;
+  for (;;) {
+    std::optional<std::string> line = p.ReadLine();
+    if (!line) return false;
+    got += *line + "\n";
+    if (*line == "end") break;
+  }
+  if (seen != nullptr) *seen = got;
+  return want.ok() && got == *want;
+}
+
+std::string ReportFor(const GuestIdentity& id) {
+  return "identity ok hostname=" + id.hostname +
+         " machine-id=0123456789abcdef0123456789abcdef mac=" + id.mac.value_or("-") +
+         " setup=none clock-step-ms=12 clock-rtt-us=800 work-ms=250\n";
+}
+
+TEST(ApplyGuestIdentityTest, TheWholeConversation) {
+  GuestIdentity id = SomeIdentity();
+  int64_t answer_ns = 0, asked_ns = 0;
+  bool request_ok = false;
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    request_ok = ReadRequest(p, id);
+    timespec t{};
+    clock_gettime(CLOCK_REALTIME, &t);
+    asked_ns = int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+    p.Send("clock?\n");
+    std::optional<std::string> answer = p.ReadLine();
+    long long sec = 0, nsec = 0;
+    if (answer && std::sscanf(answer->c_str(), "clock %lld.%9lld", &sec, &nsec) == 2 &&
+        *answer == GuestClockAnswer(timespec{static_cast<time_t>(sec), static_cast<long>(nsec)})
+                       .substr(0, answer->size())) {
+      answer_ns = sec * 1000000000 + nsec;
+    }
+    // The host closes its input after the answer.
+    EXPECT_FALSE(p.ReadLine().has_value());
+    p.Send(ReportFor(id));
+    p.Exit(0);
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(request_ok);
+  EXPECT_EQ(r->hostname, "clone-1");
+  EXPECT_EQ(r->mac, "52:54:00:0a:1b:2c");
+  EXPECT_EQ(r->clock_step_ms, 12);
+  EXPECT_GE(r->total_ms, 0);
+  // The answer is the host's clock when the question came, not later.
+  EXPECT_GE(answer_ns, asked_ns);
+  EXPECT_LT(answer_ns - asked_ns, 200'000'000)
+      << "answered " << (answer_ns - asked_ns) << " ns late";
+  // The runner check first, then the raw channel with the sudo command line.
+  ASSERT_EQ(guests.execs.size(), 1u);
+  EXPECT_EQ(guests.execs[0], "vm1: true");
+  ASSERT_EQ(guests.opened.size(), 1u);
+  EXPECT_EQ(guests.opened[0], "vm1: sudo -n ~/.warren/bin/warren-run identity");
+}
+
+TEST(ApplyGuestIdentityTest, SmallWindowsAndOneByteOutputChunks) {
+  GuestIdentity id = SomeIdentity(false);
+  bool request_ok = false;
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.SetWindow(7);  // the request goes in pieces of 7 bytes at most
+    p.SetChunk(1);   // every Peek shows one byte
+    p.Open();
+    request_ok = ReadRequest(p, id);
+    p.Send("clo");
+    p.Send("ck?\n");
+    if (!p.ReadLine()) return p.Exit(99);
+    std::string report = ReportFor(id);
+    p.Send(report.substr(0, 10));
+    p.Send(report.substr(10));
+    p.Exit(0);
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(request_ok);
+  EXPECT_EQ(r->mac, "");
+}
+
+TEST(ApplyGuestIdentityTest, AGuestThatNeverAsksTheTimeTimesOut) {
+  GuestIdentity id = SomeIdentity();
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    ReadRequest(p, id);
+    p.WaitHostClose(milliseconds(5000));  // says nothing until the host gives up
+  });
+  auto t0 = Clock::now();
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(300));
+  auto took = Clock::now() - t0;
+  ASSERT_EQ(r.status().code(), Code::kTimeout) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("clock question"), std::string::npos) << r.status().message();
+  EXPECT_LT(took, milliseconds(2000));
+  EXPECT_EQ(r.status().message().find(RandomHex(id)), std::string::npos);
+}
+
+TEST(ApplyGuestIdentityTest, AGuestThatNeverOpensTimesOut) {
+  PlayedGuests guests([&](PlayedPipe& p) { p.WaitHostClose(milliseconds(5000)); });
+  Result<GuestIdentityReport> r =
+      ApplyGuestIdentity(guests, "vm1", SomeIdentity(), milliseconds(200));
+  EXPECT_EQ(r.status().code(), Code::kTimeout) << r.status().ToString();
+}
+
+TEST(ApplyGuestIdentityTest, ARunnerCheckThatHangsTimesOut) {
+  PlayedGuests guests([&](PlayedPipe& p) { p.Open(); });
+  guests.exec_hangs = true;
+  auto t0 = Clock::now();
+  Result<GuestIdentityReport> r =
+      ApplyGuestIdentity(guests, "vm1", SomeIdentity(), milliseconds(200));
+  EXPECT_EQ(r.status().code(), Code::kTimeout) << r.status().ToString();
+  EXPECT_LT(Clock::now() - t0, milliseconds(2000));
+  EXPECT_TRUE(guests.opened.empty());
+}
+
+TEST(ApplyGuestIdentityTest, AnUnreachableGuest) {
+  PlayedGuests guests([&](PlayedPipe&) {});
+  guests.exec_status = Unavailable("VM vm1 did not answer on its control connection");
+  Result<GuestIdentityReport> r =
+      ApplyGuestIdentity(guests, "vm1", SomeIdentity(), milliseconds(1000));
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+
+  PlayedGuests refusing([&](PlayedPipe& p) { p.Refuse(Unavailable("the connection went")); });
+  r = ApplyGuestIdentity(refusing, "vm1", SomeIdentity(), milliseconds(1000));
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("the connection went"), std::string::npos);
+}
+
+TEST(ApplyGuestIdentityTest, AStepThatFailsGivesTheGuestsReason) {
+  GuestIdentity id = SomeIdentity();
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    ReadRequest(p, id);
+    p.Send("warren-run identity: BLKFLSBUF on /dev/vdb: Permission denied\n", true);
+    p.Exit(1);
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  ASSERT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("exit 1"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("BLKFLSBUF on /dev/vdb: Permission denied"),
+            std::string::npos)
+      << r.status().message();
+}
+
+TEST(ApplyGuestIdentityTest, AFailureAfterTheClockQuestion) {
+  GuestIdentity id = SomeIdentity();
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    ReadRequest(p, id);
+    p.Send("clock?\n");
+    p.ReadLine();
+    p.Send("warren-run identity: clock_settime: Operation not permitted\n", true);
+    p.Exit(1);
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  ASSERT_EQ(r.status().code(), Code::kInternal);
+  EXPECT_NE(r.status().message().find("clock_settime"), std::string::npos);
+}
+
+TEST(ApplyGuestIdentityTest, NotRootIsPermissionDenied) {
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    p.Send("warren-run identity: must run as root\n", true);
+    p.Exit(5);
+  });
+  Result<GuestIdentityReport> r =
+      ApplyGuestIdentity(guests, "vm1", SomeIdentity(), milliseconds(5000));
+  EXPECT_EQ(r.status().code(), Code::kPermissionDenied) << r.status().ToString();
+}
+
+TEST(ApplyGuestIdentityTest, ExitZeroWithoutTheQuestionOrReportIsRefused) {
+  GuestIdentity id = SomeIdentity();
+  PlayedGuests silent([&](PlayedPipe& p) {
+    p.Open();
+    ReadRequest(p, id);
+    p.Exit(0);
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(silent, "vm1", id, milliseconds(5000));
+  EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
+
+  PlayedGuests no_report([&](PlayedPipe& p) {
+    p.Open();
+    ReadRequest(p, id);
+    p.Send("clock?\n");
+    p.ReadLine();
+    p.Exit(0);
+  });
+  r = ApplyGuestIdentity(no_report, "vm1", id, milliseconds(5000));
+  EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
+}
+
+TEST(ApplyGuestIdentityTest, JunkInsteadOfTheQuestionIsRefusedAtOnce) {
+  GuestIdentity id = SomeIdentity();
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    ReadRequest(p, id);
+    p.Send("clock!\n");
+    p.WaitHostClose(milliseconds(5000));
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("instead of the clock question"), std::string::npos);
+}
+
+TEST(ApplyGuestIdentityTest, AnEndlessReportIsCutOff) {
+  GuestIdentity id = SomeIdentity();
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    ReadRequest(p, id);
+    p.Send("clock?\n");
+    p.ReadLine();
+    for (int i = 0; i < 100 && !p.WaitHostClose(milliseconds(0)); ++i) {
+      p.Send(std::string(1000, 'x'));
+    }
+    p.WaitHostClose(milliseconds(5000));
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("over 512 bytes"), std::string::npos);
+}
+
+TEST(ApplyGuestIdentityTest, ALyingReportIsRefused) {
+  GuestIdentity id = SomeIdentity();
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    ReadRequest(p, id);
+    p.Send("clock?\n");
+    p.ReadLine();
+    GuestIdentity other = id;
+    other.mac = "52:54:00:00:00:01";
+    p.Send(ReportFor(other));
+    p.Exit(0);
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
+}
+
+TEST(ApplyGuestIdentityTest, BadInputNeverReachesTheGuest) {
+  PlayedGuests guests([&](PlayedPipe& p) { p.Open(); });
+  GuestIdentity id = SomeIdentity();
+  id.seed_device = "/dev/sda";
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(1000));
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(guests.execs.empty());
+  EXPECT_TRUE(guests.opened.empty());
+}
+
+}  // namespace
+}  // namespace warren

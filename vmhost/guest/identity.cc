@@ -1,0 +1,399 @@
+#include "vmhost/guest/identity.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "lobby/base/log.h"
+
+namespace warren {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kClockQuestion = "clock?\n";
+// stderr is only the runner's one-line reason (and sudo's): its first bytes are kept.
+constexpr size_t kKeptStderr = 4096;
+constexpr size_t kPeekBytes = 4096;
+
+bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Printable ASCII of the guest's text, one line, bounded: for error messages.
+std::string Sanitize(std::string_view bytes, size_t max) {
+  std::string out;
+  for (char c : bytes) {
+    if (out.size() >= max) {
+      out += "...";
+      break;
+    }
+    auto u = static_cast<unsigned char>(c);
+    out.push_back(u >= 0x20 && u < 0x7f ? c : (c == '\n' || c == '\t' ? ' ' : '?'));
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+// A signed decimal of at most `digits` digits (and an optional '-' when `sign`).
+std::optional<int64_t> ParseBoundedInt(std::string_view s, size_t digits, bool sign) {
+  bool negative = sign && !s.empty() && s.front() == '-';
+  if (negative) s.remove_prefix(1);
+  if (!AllDigits(s) || s.size() > digits) return std::nullopt;
+  int64_t v = 0;
+  for (char c : s) v = v * 10 + (c - '0');
+  return negative ? -v : v;
+}
+
+bool ValidHostname(std::string_view s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-';
+  });
+}
+
+bool ValidMachineId(std::string_view s) {
+  return s.size() == 32 && std::all_of(s.begin(), s.end(), IsLowerHex) &&
+         s.find_first_not_of('0') != std::string_view::npos;
+}
+
+Status FillRandom(uint8_t* out, size_t len) {
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = ::getrandom(out + got, len - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Internal(std::string("getrandom: ") + std::strerror(errno));
+    got += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Overwrites a string that held a secret before it is freed.
+void Wipe(std::string& s) {
+  std::fill(s.begin(), s.end(), '\0');
+  s.clear();
+}
+
+// Wakes the driver whenever the pipe may have changed. Shared with the pipe's notify, which
+// may still run (on the control connection's thread) while the driver unwinds.
+class PipeEvents {
+ public:
+  void Notify() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++events_;
+    cv_.notify_all();
+  }
+  // Waits until something happened since the last call, or the deadline.
+  void WaitUntil(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_until(lock, deadline, [&] { return events_ != seen_; });
+    seen_ = events_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t events_ = 0;
+  uint64_t seen_ = 0;
+};
+
+// Runs `true` in the guest under the runner, within the deadline: the connection's runner
+// check (and upgrade) happens on the way, which a raw channel skips.
+Status EnsureRunner(GuestControl& guests, std::string_view vm_id, Clock::time_point deadline) {
+  StringSink out, err;
+  GuestStreams streams;
+  streams.out = &out;
+  streams.err = &err;
+  streams.cancel = std::make_shared<CancelSignal>();
+  CancelSignal done;
+  // Exec waits for the guest up to its own reach timeout; the deadline here is ours.
+  std::thread watchdog([&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (!done.WaitFor(static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT_MAX)))) {
+      streams.cancel->Cancel();
+    }
+  });
+  GuestCommand command;
+  command.command = "true";
+  Result<GuestProgress> ran = guests.Exec(vm_id, command, streams);
+  done.Cancel();
+  watchdog.join();
+  if (!ran.ok() && ran.status().code() == Code::kCancelled) {
+    return Timeout("VM " + std::string(vm_id) + " did not run a command in time");
+  }
+  WARREN_RETURN_IF_ERROR(ran.status());
+  if (!ran->finished || ran->exit_code != 0) {
+    return Internal("VM " + std::string(vm_id) +
+                    " failed to run `true`: " + Sanitize(err.str(), 300));
+  }
+  return Status::Ok();
+}
+
+// The failure for a runner that exited without a good report.
+Status RunnerFailure(const GuestPipe::End& end, const std::string& err) {
+  std::string reason = Sanitize(err.substr(0, err.find('\n')), 300);
+  if (reason.empty()) reason = "no reason given";
+  if (!end.exit_signal.empty()) {
+    return Internal("warren-run identity was killed (" + Sanitize(end.exit_signal, 16) +
+                    "): " + reason);
+  }
+  int code = end.exit_status.value_or(-1);
+  // 5: the runner's "not root" (runner/runner.h); sudo's own refusal also exits 1.
+  if (code == 5) return PermissionDenied("warren-run identity did not run as root: " + reason);
+  return Internal("warren-run identity failed (exit " + std::to_string(code) + "): " + reason);
+}
+
+}  // namespace
+
+bool ValidGuestMac(std::string_view mac) {
+  if (mac.size() != 17) return false;
+  for (size_t i = 0; i < 17; ++i) {
+    if (i % 3 == 2 ? mac[i] != ':' : !IsLowerHex(mac[i])) return false;
+  }
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  if ((nibble(mac[1]) & 1) != 0) return false;  // multicast
+  return mac != "00:00:00:00:00:00";
+}
+
+bool ValidSeedDevice(std::string_view device) {
+  return device.size() == 8 && device.substr(0, 7) == "/dev/vd" && device[7] >= 'a' &&
+         device[7] <= 'z';
+}
+
+Result<std::string> NewGuestMac() {
+  uint8_t b[3];
+  WARREN_RETURN_IF_ERROR(FillRandom(b, sizeof b));
+  char out[18];
+  std::snprintf(out, sizeof out, "52:54:00:%02x:%02x:%02x", b[0], b[1], b[2]);
+  return std::string(out);
+}
+
+Result<GuestIdentity> NewGuestIdentity(bool with_nic) {
+  GuestIdentity id;
+  WARREN_RETURN_IF_ERROR(FillRandom(id.random.data(), id.random.size()));
+  if (with_nic) {
+    WARREN_ASSIGN_OR_RETURN(std::string mac, NewGuestMac());
+    id.mac = std::move(mac);
+  }
+  return id;
+}
+
+Result<std::string> GuestIdentityRequest(const GuestIdentity& identity) {
+  if (!ValidSeedDevice(identity.seed_device)) {
+    return InvalidArgument("the seed device must be /dev/vd[a-z]");
+  }
+  if (identity.mac && !ValidGuestMac(*identity.mac)) {
+    return InvalidArgument("bad MAC \"" + Sanitize(*identity.mac, 32) +
+                           "\": want lowercase xx:xx:xx:xx:xx:xx, unicast");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "seed-device " + identity.seed_device + "\n";
+  if (identity.mac) out += "mac " + *identity.mac + "\n";
+  out.reserve(out.size() + 8 + 2 * kGuestRandomBytes + 5);
+  out += "random ";
+  for (uint8_t b : identity.random) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 0xf]);
+  }
+  out += "\nend\n";
+  return out;
+}
+
+std::string GuestClockAnswer(const timespec& now) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "clock %lld.%09ld\n", static_cast<long long>(now.tv_sec),
+                static_cast<long>(now.tv_nsec));
+  return buf;
+}
+
+Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
+                                                     const GuestIdentity& asked) {
+  auto bad = [](const std::string& why) { return Internal("the guest's identity report " + why); };
+  if (text.size() > kMaxGuestIdentityReport) return bad("is too long");
+  if (text.empty() || text.back() != '\n') return bad("is cut short");
+  std::string_view line = text.substr(0, text.size() - 1);
+  if (line.find('\n') != std::string_view::npos) return bad("has more than one line");
+  constexpr std::string_view kHead = "identity ok ";
+  if (line.substr(0, kHead.size()) != kHead) {
+    return bad("does not start with \"identity ok\": \"" + Sanitize(line, 80) + "\"");
+  }
+  line.remove_prefix(kHead.size());
+
+  constexpr std::string_view kKeys[] = {"hostname",      "machine-id",   "mac",    "setup",
+                                        "clock-step-ms", "clock-rtt-us", "work-ms"};
+  constexpr size_t kKeyCount = std::size(kKeys);
+  std::optional<std::string_view> values[kKeyCount];
+  while (!line.empty()) {
+    size_t sp = line.find(' ');
+    std::string_view field = line.substr(0, sp);
+    line = sp == std::string_view::npos ? std::string_view() : line.substr(sp + 1);
+    if (sp != std::string_view::npos && line.empty()) return bad("ends with a space");
+    size_t eq = field.find('=');
+    if (eq == std::string_view::npos) return bad("has a field without '='");
+    std::string_view key = field.substr(0, eq);
+    size_t k = std::find(std::begin(kKeys), std::end(kKeys), key) - std::begin(kKeys);
+    if (k == kKeyCount) return bad("has an unknown field \"" + Sanitize(key, 32) + "\"");
+    if (values[k]) return bad("repeats " + std::string(key));
+    values[k] = field.substr(eq + 1);
+  }
+  for (size_t k = 0; k < kKeyCount; ++k) {
+    if (!values[k]) return bad("has no " + std::string(kKeys[k]));
+  }
+
+  GuestIdentityReport r;
+  std::string_view hostname = *values[0], machine_id = *values[1], mac = *values[2],
+                   setup = *values[3];
+  if (!ValidHostname(hostname)) return bad("has a bad hostname");
+  if (!asked.hostname.empty() && hostname != asked.hostname) {
+    return bad("names hostname \"" + std::string(hostname) + "\", not the seed's \"" +
+               Sanitize(asked.hostname, 64) + "\"");
+  }
+  r.hostname = std::string(hostname);
+  if (machine_id != "-") {
+    if (!ValidMachineId(machine_id)) return bad("has a bad machine-id");
+    r.machine_id = std::string(machine_id);
+  }
+  if (asked.mac) {
+    if (mac != *asked.mac) {
+      return bad("says the MAC is \"" + Sanitize(mac, 20) + "\", not " + *asked.mac);
+    }
+    r.mac = std::string(mac);
+  } else if (mac != "-") {
+    return bad("names a MAC none was asked for");
+  }
+  if (setup != "started" && setup != "none") return bad("has a bad setup field");
+  r.setup_started = setup == "started";
+  // A step of up to ~300 years either way; a round trip and the work within the runner's
+  // own alarm (120 s), with room.
+  std::optional<int64_t> step = ParseBoundedInt(*values[4], 13, /*sign=*/true);
+  std::optional<int64_t> rtt = ParseBoundedInt(*values[5], 10, /*sign=*/false);
+  std::optional<int64_t> work = ParseBoundedInt(*values[6], 9, /*sign=*/false);
+  if (!step) return bad("has a bad clock-step-ms");
+  if (!rtt || *rtt > 3'600'000'000) return bad("has a bad clock-rtt-us");
+  if (!work || *work > 3'600'000) return bad("has a bad work-ms");
+  r.clock_step_ms = *step;
+  r.clock_rtt_us = *rtt;
+  r.work_ms = *work;
+  return r;
+}
+
+Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string_view vm_id,
+                                               const GuestIdentity& identity,
+                                               std::chrono::milliseconds timeout) {
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + timeout;
+  const std::string vm(vm_id);
+  WARREN_ASSIGN_OR_RETURN(std::string request, GuestIdentityRequest(identity));
+  struct WipeOnExit {
+    std::string& s;
+    ~WipeOnExit() { Wipe(s); }
+  } wipe{request};
+
+  WARREN_RETURN_IF_ERROR(EnsureRunner(guests, vm_id, deadline));
+
+  auto events = std::make_shared<PipeEvents>();
+  GuestChannelRequest open;
+  open.kind = GuestChannelRequest::Kind::kExec;
+  open.command = kGuestIdentityCommand;
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestPipe> pipe,
+                          guests.OpenChannel(vm_id, open, [events] { events->Notify(); }));
+  struct CloseOnExit {
+    GuestPipe& p;
+    ~CloseOnExit() { p.Close(); }
+  } close{*pipe};
+
+  size_t request_sent = 0;
+  std::string answer;  // the clock answer, once the question came
+  size_t answer_sent = 0;
+  bool asked = false;
+  std::string out, err;
+  const char* phase = "opening the identity channel";
+  for (;;) {
+    if (!pipe->opening()) {
+      Status st = pipe->status();
+      if (!st.ok()) return Unavailable("VM " + vm + ": " + phase + ": " + st.message());
+      if (request_sent < request.size()) {
+        phase = "sending the identity request";
+        request_sent += pipe->Write(std::string_view(request).substr(request_sent));
+        if (request_sent == request.size()) phase = "waiting for the guest's clock question";
+      }
+      if (asked && answer_sent < answer.size()) {
+        answer_sent += pipe->Write(std::string_view(answer).substr(answer_sent));
+        if (answer_sent == answer.size()) pipe->CloseInput();
+      }
+      std::string chunk;
+      while (pipe->PeekOutput(/*is_stderr=*/true, kPeekBytes, &chunk)) {
+        if (err.size() < kKeptStderr) err.append(chunk, 0, kKeptStderr - err.size());
+        pipe->ConsumeOutput(true, chunk.size());
+      }
+      while (pipe->PeekOutput(/*is_stderr=*/false, kPeekBytes, &chunk)) {
+        pipe->ConsumeOutput(false, chunk.size());
+        out += chunk;
+        if (!asked) {
+          // Nothing but the question comes first; answered at once, so the guest's clock is
+          // late by about the way back only (which it halves with its round trip).
+          if (out.size() < kClockQuestion.size()) {
+            if (kClockQuestion.substr(0, out.size()) != out) {
+              return Internal("VM " + vm + " sent \"" + Sanitize(out, 40) +
+                              "\" instead of the clock question");
+            }
+            continue;
+          }
+          if (out.compare(0, kClockQuestion.size(), kClockQuestion) != 0) {
+            return Internal("VM " + vm + " sent \"" + Sanitize(out, 40) +
+                            "\" instead of the clock question");
+          }
+          timespec now{};
+          ::clock_gettime(CLOCK_REALTIME, &now);
+          answer = GuestClockAnswer(now);
+          asked = true;
+          out.erase(0, kClockQuestion.size());
+          phase = "waiting for the guest's identity report";
+          answer_sent = pipe->Write(answer);
+          if (answer_sent == answer.size()) pipe->CloseInput();
+        }
+        if (out.size() > kMaxGuestIdentityReport) {
+          return Internal("VM " + vm + " sent an identity report over " +
+                          std::to_string(kMaxGuestIdentityReport) + " bytes");
+        }
+      }
+      GuestPipe::End end = pipe->end();
+      if (end.closed) {
+        if (end.exit_status != 0) return RunnerFailure(end, err);
+        if (!asked) return Internal("VM " + vm + ": warren-run identity never asked the time");
+        WARREN_ASSIGN_OR_RETURN(GuestIdentityReport report,
+                                ParseGuestIdentityReport(out, identity));
+        report.total_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+        LogInfo("guest identity applied vm=" + LogQuote(vm) + " hostname=" + report.hostname +
+                " mac=" + (report.mac.empty() ? "-" : report.mac) +
+                " setup=" + (report.setup_started ? "started" : "none") +
+                " clock_step_ms=" + std::to_string(report.clock_step_ms) + " clock_rtt_us=" +
+                std::to_string(report.clock_rtt_us) + " work_ms=" + std::to_string(report.work_ms) +
+                " dur_ms=" + std::to_string(report.total_ms));
+        return report;
+      }
+    }
+    if (Clock::now() >= deadline) {
+      return Timeout("VM " + vm + ": " + phase + ": no answer within " +
+                     std::to_string(timeout.count()) + " ms");
+    }
+    events->WaitUntil(deadline);
+  }
+}
+
+}  // namespace warren

@@ -1,0 +1,97 @@
+// Giving a VM restored from a saved, already-booted template its own identity: the host's
+// half of the guest runner's `identity` verb (runner/identity.c, which documents the
+// protocol). A restored clone is, inside, a copy of the template (kernel RNG state,
+// hostname, SSH host key, machine-id, MAC, a clock stopped at the save); its own seed disk
+// sits where the template's was. One exec channel runs `sudo -n ~/.warren/bin/warren-run
+// identity`, which reads the request below, reseeds the kernel RNG with the host's bytes,
+// re-applies the seed (apply-seed --restored), writes a new machine-id, sets the MAC, starts
+// the seed's setup script if it never ran, and last asks `clock?`, which the host answers
+// with its CLOCK_REALTIME at that very moment.
+//
+// Pure request/report functions plus one blocking driver over the GuestControl interface: no
+// libssh, so the interpreter may use it (library warren_vmhost). Everything the guest sends
+// back is bounded and validated; the report is checked against what was asked. The random
+// bytes are a secret: never logged, never in an error. Thread-safe: the functions share no
+// state; ApplyGuestIdentity may run for many VMs at once.
+#pragma once
+
+#include <time.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lobby/base/status.h"
+#include "vmhost/guest_control.h"
+
+namespace warren {
+
+inline constexpr size_t kGuestRandomBytes = 64;
+// What the guest's user shell runs (it expands the ~; the runner lives where runner_install
+// puts it, vmhost/guest/runner_protocol.h's kRunnerPath). stdin is the request.
+inline constexpr char kGuestIdentityCommand[] = "sudo -n ~/.warren/bin/warren-run identity";
+// The most the runner may print after the clock question: one report line.
+inline constexpr size_t kMaxGuestIdentityReport = 512;
+
+// What the clone is told.
+struct GuestIdentity {
+  // The clone's own seed disk, whose cached blocks the guest drops before apply-seed reads
+  // it: /dev/vd[a-z] (the second virtio disk, /dev/vdb, in every warren VM).
+  std::string seed_device = "/dev/vdb";
+  // The MAC the clone's NIC has in its new domain (lowercase xx:xx:xx:xx:xx:xx, unicast);
+  // nullopt when the VM has no NIC.
+  std::optional<std::string> mac;
+  // Host randomness mixed into the guest's kernel RNG before anything draws from it.
+  std::array<uint8_t, kGuestRandomBytes> random{};
+  // The hostname the clone's seed carries: when set, a report naming another is refused.
+  std::string hostname;
+};
+
+// What the guest reports, checked.
+struct GuestIdentityReport {
+  std::string hostname;
+  std::string machine_id;      // 32 lowercase hex digits; empty when the guest has none (tiny)
+  std::string mac;             // the NIC's MAC as read back; empty when none was asked
+  bool setup_started = false;  // the seed's setup script was started (it had never run)
+  int64_t clock_step_ms = 0;   // how far the guest's clock moved (new - old)
+  int64_t clock_rtt_us = 0;    // the clock question's round trip, as the guest measured it
+  int64_t work_ms = 0;         // the guest's steps before the clock question
+  int64_t total_ms = 0;        // ApplyGuestIdentity end to end, on the host (0 from the parser)
+};
+
+// xx:xx:xx:xx:xx:xx, lowercase hex, unicast (the first octet's low bit clear), not all zero.
+bool ValidGuestMac(std::string_view mac);
+// /dev/vd[a-z].
+bool ValidSeedDevice(std::string_view device);
+
+// A fresh random MAC in libvirt/QEMU's 52:54:00 range (locally administered, unicast).
+Result<std::string> NewGuestMac();
+// The seed device /dev/vdb, fresh host randomness and, when `with_nic`, a fresh MAC.
+Result<GuestIdentity> NewGuestIdentity(bool with_nic);
+
+// The request the runner reads on stdin (records, one per line; `end` last). InvalidArgument
+// for a seed device or MAC the runner would refuse. Holds the random bytes: a secret.
+Result<std::string> GuestIdentityRequest(const GuestIdentity& identity);
+// The answer to the guest's `clock?`: "clock SECONDS.NANOSECONDS\n".
+std::string GuestClockAnswer(const timespec& now);
+// Parses the runner's stdout after `clock?\n`: exactly one report line, newline-terminated,
+// at most kMaxGuestIdentityReport bytes, every field present once and well-formed, and
+// agreeing with what was asked (the MAC, the hostname when given). Internal otherwise.
+Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
+                                                     const GuestIdentity& asked);
+
+// Applies `identity` to VM `vm_id`, which must be running: first a cheap Exec (`true`),
+// which makes sure the connection's runner is this warren's (OpenChannel runs no runner
+// check), then the identity channel (GuestControl::OpenChannel, kExec). Returns the checked
+// report. Timeout when `timeout` passed first (the guest may have applied part of it);
+// Unavailable when the guest could not be reached; Internal with the guest's one-line reason
+// when a step failed or it sent anything malformed; PermissionDenied when it did not run as
+// root.
+Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string_view vm_id,
+                                               const GuestIdentity& identity,
+                                               std::chrono::milliseconds timeout);
+
+}  // namespace warren

@@ -1,0 +1,656 @@
+// `warren-run identity`: gives a VM restored from a saved, already-booted template its own
+// identity, in one process, as root (the host runs `sudo -n ~/.warren/bin/warren-run
+// identity`). Inside, a restored clone is a copy of the template: same kernel RNG state,
+// hostname, SSH host key, machine-id, MAC, and a clock that stopped when the template was
+// saved. The clone's own seed disk (packaging/images/README.md) sits where the template's
+// was, so most of it is applied by re-running apply-seed once the kernel forgets the
+// template seed's cached blocks.
+//
+// stdin, text records of one line each (the host's half: vmhost/guest/identity.h):
+//   seed-device /dev/vdX        required; only /dev/vd[a-z]
+//   mac 52:54:00:12:34:56       optional (absent: the VM has no NIC); lowercase, unicast
+//   random HEX                  required; 128 lowercase hex digits: 64 bytes of host randomness
+//   end                         required, last
+// Each record once, every line bounded, anything else refused (exit 2) before any step runs.
+//
+// Then, in order (a failed step: exit 1 with a one-line reason on stderr):
+//   1. RNDADDENTROPY with the host's bytes, then RNDRESEEDCRNG: the clone's RNG no longer
+//      repeats the template's (its kernel has no vmgenid driver to do it);
+//   2. BLKFLSBUF on the seed device, then `/usr/lib/warren/apply-seed --restored` (hostname
+//      from the seed, not the template's kernel command line; authorized_keys, env, host key);
+//   3. a new /etc/machine-id when the file exists (getrandom, after the reseed), and
+//      /var/lib/dbus/machine-id when it is a regular file;
+//   4. the MAC of the first physical ethernet interface, when asked (SIOCSIFHWADDR; down,
+//      set, up when the driver refuses while up);
+//   5. /usr/lib/warren/run-setup, detached, when the seed gave a setup script not yet run;
+//   6. last, the clock: prints `clock?` and reads `clock SECONDS.NANOSECONDS` (the host's
+//      CLOCK_REALTIME when it saw the question), sets CLOCK_REALTIME to it plus half the
+//      round trip.
+// stdout: `clock?`, then one report line:
+//   identity ok hostname=NAME machine-id=HEX|- mac=MAC|- setup=started|none
+//            clock-step-ms=N clock-rtt-us=N work-ms=N
+// (clock-step-ms: how far the clock moved; work-ms: steps 1-5). Exit 5 when not root.
+// Nothing secret (the host's random bytes, the seed's host key) is ever printed.
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/random.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runner.h"
+
+enum {
+  kRandomBytes = 64,
+  kMaxRecordLine = 256,  // the longest record is `random` + 128 digits
+  kMaxRequestBytes = 1024,
+  kMaxClockLine = 64,
+  kKeptChildOutput = 2048,  // apply-seed's last output bytes, for a failure's reason
+  // A stalled host or step must not leave a root process behind forever; the host's own
+  // deadline is shorter.
+  kIdentityAlarmSeconds = 120,
+};
+
+static const char kApplySeed[] = "/usr/lib/warren/apply-seed";
+static const char kRunSetup[] = "/usr/lib/warren/run-setup";
+static const char kSetupScript[] = "/etc/warren/setup-script";
+static const char kSetupDone[] = "/var/lib/warren/setup-done";
+static const char kMachineId[] = "/etc/machine-id";
+static const char kDbusMachineId[] = "/var/lib/dbus/machine-id";
+static const char kChildPath[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+
+struct identity_request {
+  char seed_device[16];
+  bool has_mac;
+  unsigned char mac[6];
+  bool has_random;
+  unsigned char random[kRandomBytes];
+};
+
+// A one-line reason on stderr; exits with `code`.
+static int fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char* fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  for (char* p = msg; *p; p++) {
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  }
+  dprintf(STDERR_FILENO, "warren-run identity: %s\n", msg);
+  return code;
+}
+
+static int64_t ns_of(const struct timespec* t) {
+  return (int64_t)t->tv_sec * 1000000000LL + (int64_t)t->tv_nsec;
+}
+
+static int64_t now_ns(clockid_t clock) {
+  struct timespec t;
+  clock_gettime(clock, &t);
+  return ns_of(&t);
+}
+
+static bool write_all(int fd, const char* data, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, data, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    len -= (size_t)n;
+  }
+  return true;
+}
+
+// ---- reading stdin: bounded lines over raw read(2), no stdio buffering ----
+
+struct line_reader {
+  char buf[kMaxRequestBytes];
+  size_t len;
+  size_t total;  // bytes taken so far, against `limit`
+  size_t limit;
+};
+
+// Reads one line (without its '\n') into out (NUL-terminated). Returns 1 for a line, 0 at
+// EOF before one, -1 for a line over max-1 bytes, over the reader's limit, or with a NUL.
+static int read_line(struct line_reader* r, char* out, size_t max) {
+  for (;;) {
+    char* nl = memchr(r->buf, '\n', r->len);
+    if (nl != NULL) {
+      size_t n = (size_t)(nl - r->buf);
+      if (n >= max || memchr(r->buf, '\0', n) != NULL) return -1;
+      memcpy(out, r->buf, n);
+      out[n] = '\0';
+      memmove(r->buf, nl + 1, r->len - n - 1);
+      r->len -= n + 1;
+      return 1;
+    }
+    if (r->len >= max || r->len == sizeof r->buf) return -1;
+    ssize_t got = read(STDIN_FILENO, r->buf + r->len, sizeof r->buf - r->len);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return 0;
+    r->total += (size_t)got;
+    if (r->total > r->limit) return -1;
+    r->len += (size_t)got;
+  }
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;  // uppercase is refused: the host writes lowercase
+}
+
+static bool parse_mac(const char* s, unsigned char mac[6]) {
+  if (strlen(s) != 17) return false;
+  for (int i = 0; i < 6; i++) {
+    int hi = hex_value(s[3 * i]), lo = hex_value(s[3 * i + 1]);
+    if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':')) return false;
+    mac[i] = (unsigned char)(hi * 16 + lo);
+  }
+  // Unicast, and not all zeros.
+  bool zero = true;
+  for (int i = 0; i < 6; i++) zero = zero && mac[i] == 0;
+  return (mac[0] & 1) == 0 && !zero;
+}
+
+static bool valid_seed_device(const char* s) {
+  return strlen(s) == 8 && strncmp(s, "/dev/vd", 7) == 0 && s[7] >= 'a' && s[7] <= 'z';
+}
+
+// Reads and checks the whole request; nothing has been done yet when this fails.
+static int read_request(struct line_reader* r, struct identity_request* req) {
+  char line[kMaxRecordLine];
+  bool has_device = false;
+  for (int n = 1;; n++) {
+    int got = read_line(r, line, sizeof line);
+    if (got == 0) return fail(kExitInvalid, "bad request: it ended before its end record");
+    if (got < 0) return fail(kExitInvalid, "bad request: record %d is too long or binary", n);
+    if (strcmp(line, "end") == 0) break;
+    if (strncmp(line, "seed-device ", 12) == 0) {
+      if (has_device) return fail(kExitInvalid, "bad request: seed-device given twice");
+      if (!valid_seed_device(line + 12)) {
+        return fail(kExitInvalid, "bad request: the seed device must be /dev/vd[a-z]");
+      }
+      snprintf(req->seed_device, sizeof req->seed_device, "%s", line + 12);
+      has_device = true;
+    } else if (strncmp(line, "mac ", 4) == 0) {
+      if (req->has_mac) return fail(kExitInvalid, "bad request: mac given twice");
+      if (!parse_mac(line + 4, req->mac)) {
+        return fail(kExitInvalid, "bad request: mac is not a unicast xx:xx:xx:xx:xx:xx");
+      }
+      req->has_mac = true;
+    } else if (strncmp(line, "random ", 7) == 0) {
+      // Never echoed, not even in part: it seeds the guest's RNG.
+      const char* hex = line + 7;
+      if (req->has_random) return fail(kExitInvalid, "bad request: random given twice");
+      if (strlen(hex) != 2 * kRandomBytes) {
+        explicit_bzero(line, sizeof line);
+        return fail(kExitInvalid, "bad request: random must be %d hex digits", 2 * kRandomBytes);
+      }
+      for (int i = 0; i < kRandomBytes; i++) {
+        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+          explicit_bzero(line, sizeof line);
+          return fail(kExitInvalid, "bad request: random must be lowercase hex");
+        }
+        req->random[i] = (unsigned char)(hi * 16 + lo);
+      }
+      explicit_bzero(line, sizeof line);
+      req->has_random = true;
+    } else {
+      return fail(kExitInvalid, "bad request: record %d is unknown", n);
+    }
+  }
+  if (!has_device) return fail(kExitInvalid, "bad request: no seed-device record");
+  if (!req->has_random) return fail(kExitInvalid, "bad request: no random record");
+  // The host writes nothing more until it sees the clock question.
+  if (r->len != 0) return fail(kExitInvalid, "bad request: bytes after the end record");
+  return kExitOk;
+}
+
+// ---- 1. the kernel RNG ----
+
+static int reseed_rng(const struct identity_request* req) {
+  struct {
+    int entropy_count;
+    int buf_size;
+    uint32_t buf[kRandomBytes / 4];
+  } pool;
+  pool.entropy_count = kRandomBytes * 8;
+  pool.buf_size = kRandomBytes;
+  memcpy(pool.buf, req->random, kRandomBytes);
+  int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    explicit_bzero(&pool, sizeof pool);
+    return fail(kExitInternal, "cannot open /dev/urandom: %s", strerror(errno));
+  }
+  int rc = ioctl(fd, RNDADDENTROPY, &pool);
+  int e = errno;
+  explicit_bzero(&pool, sizeof pool);
+  if (rc != 0) {
+    close(fd);
+    return fail(kExitInternal, "RNDADDENTROPY: %s", strerror(e));
+  }
+  // Mixing alone would leave the CRNG on its old key until its next scheduled reseed.
+  rc = ioctl(fd, RNDRESEEDCRNG);
+  e = errno;
+  close(fd);
+  if (rc != 0) return fail(kExitInternal, "RNDRESEEDCRNG: %s", strerror(e));
+  return kExitOk;
+}
+
+// ---- 2. the seed ----
+
+static int flush_seed_device(const char* dev) {
+  int fd = open(dev, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return fail(kExitInternal, "cannot open the seed device %s: %s", dev, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISBLK(st.st_mode)) {
+    close(fd);
+    return fail(kExitInternal, "%s is not a block device", dev);
+  }
+  // The template's seed was read at its boot: without this the mount in apply-seed could
+  // see the template's blocks instead of the clone's disk.
+  int rc = ioctl(fd, BLKFLSBUF, 0);
+  int e = errno;
+  close(fd);
+  if (rc != 0) return fail(kExitInternal, "BLKFLSBUF on %s: %s", dev, strerror(e));
+  return kExitOk;
+}
+
+// The last non-empty line of `text`, printable ASCII only, at most `max` bytes.
+static void last_line(const char* text, size_t len, char* out, size_t max) {
+  while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' ')) {
+    len--;
+  }
+  size_t start = len;
+  while (start > 0 && text[start - 1] != '\n') start--;
+  size_t n = 0;
+  for (size_t i = start; i < len && n + 1 < max; i++) {
+    unsigned char c = (unsigned char)text[i];
+    out[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+  }
+  out[n] = '\0';
+}
+
+static int run_apply_seed(void) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return fail(kExitInternal, "pipe: %s", strerror(errno));
+  pid_t pid = fork();
+  if (pid < 0) return fail(kExitInternal, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) _exit(127);
+    signal(SIGPIPE, SIG_DFL);
+    char* argv[] = {"apply-seed", "--restored", NULL};
+    char* envp[] = {(char*)kChildPath, NULL};
+    execve(kApplySeed, argv, envp);
+    dprintf(2, "cannot run %s: %s\n", kApplySeed, strerror(errno));
+    _exit(127);
+  }
+  close(out[1]);
+  // Its output is kept only for a failure's reason (it prints paths, never file contents).
+  char kept[kKeptChildOutput];
+  size_t len = 0;
+  char buf[kKeptChildOutput / 2];
+  for (;;) {
+    ssize_t n = read(out[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    // buf is smaller than kept: drop the oldest bytes to make room.
+    if (len + (size_t)n > sizeof kept) {
+      size_t drop = len + (size_t)n - sizeof kept;
+      memmove(kept, kept + drop, len - drop);
+      len -= drop;
+    }
+    memcpy(kept + len, buf, (size_t)n);
+    len += (size_t)n;
+  }
+  close(out[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR) return fail(kExitInternal, "waitpid: %s", strerror(errno));
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return kExitOk;
+  char why[256];
+  last_line(kept, len, why, sizeof why);
+  if (WIFSIGNALED(st)) {
+    return fail(kExitInternal, "apply-seed was killed by signal %d: %s", WTERMSIG(st), why);
+  }
+  return fail(kExitInternal, "apply-seed failed (exit %d): %s", WEXITSTATUS(st), why);
+}
+
+// ---- 3. machine-id ----
+
+// Written in place (not temp + rename): /etc/machine-id keeps its inode, owner and mode, and
+// a file bind-mounted there (systemd does that on a read-only root) is written, not replaced.
+static bool write_in_place(const char* path, const char* data, size_t len) {
+  int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  bool ok = write_all(fd, data, len) && fsync(fd) == 0;
+  int e = errno;
+  close(fd);
+  errno = e;
+  return ok;
+}
+
+// A fresh id, 32 lowercase hex digits, shaped like systemd's (a v4 UUID), into out[33].
+// Empty when the guest has no /etc/machine-id (the tiny image).
+static int new_machine_id(char out[33]) {
+  out[0] = '\0';
+  struct stat st;
+  if (lstat(kMachineId, &st) != 0) {
+    if (errno == ENOENT) return kExitOk;
+    return fail(kExitInternal, "cannot stat %s: %s", kMachineId, strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) return fail(kExitInternal, "%s is not a regular file", kMachineId);
+  unsigned char id[16];
+  // After the reseed, so it cannot be the id every clone of the template would draw.
+  if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id) {
+    return fail(kExitInternal, "getrandom: %s", strerror(errno));
+  }
+  id[6] = (unsigned char)((id[6] & 0x0f) | 0x40);
+  id[8] = (unsigned char)((id[8] & 0x3f) | 0x80);
+  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", id[i]);
+  char line[34];
+  snprintf(line, sizeof line, "%s\n", out);
+  if (!write_in_place(kMachineId, line, 33)) {
+    return fail(kExitInternal, "cannot write %s: %s", kMachineId, strerror(errno));
+  }
+  // Debian keeps D-Bus's copy as a symlink to /etc/machine-id; a copy of its own is updated.
+  if (lstat(kDbusMachineId, &st) == 0 && S_ISREG(st.st_mode) &&
+      !write_in_place(kDbusMachineId, line, 33)) {
+    return fail(kExitInternal, "cannot write %s: %s", kDbusMachineId, strerror(errno));
+  }
+  return kExitOk;
+}
+
+// ---- 4. the MAC ----
+
+static long read_long_file(const char* path, long fallback) {
+  char buf[32];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fallback;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return fallback;
+  buf[n] = '\0';
+  char* end;
+  long v = strtol(buf, &end, 10);
+  return end == buf ? fallback : v;
+}
+
+// The first (lowest ifindex) ethernet interface backed by a device: bridges, veths, dummies
+// and docker's interfaces live under /sys/devices/virtual and are skipped.
+static bool find_nic(char name[IFNAMSIZ]) {
+  DIR* d = opendir("/sys/class/net");
+  if (d == NULL) return false;
+  long best = -1;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || strlen(e->d_name) >= IFNAMSIZ || strcmp(e->d_name, "lo") == 0) {
+      continue;
+    }
+    char path[256], target[512];
+    snprintf(path, sizeof path, "/sys/class/net/%s", e->d_name);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (strstr(target, "/virtual/") != NULL) continue;
+    snprintf(path, sizeof path, "/sys/class/net/%s/type", e->d_name);
+    if (read_long_file(path, -1) != ARPHRD_ETHER) continue;
+    snprintf(path, sizeof path, "/sys/class/net/%s/ifindex", e->d_name);
+    long index = read_long_file(path, -1);
+    if (index > 0 && (best < 0 || index < best)) {
+      best = index;
+      snprintf(name, IFNAMSIZ, "%s", e->d_name);
+    }
+  }
+  closedir(d);
+  return best > 0;
+}
+
+static void format_mac(const unsigned char mac[6], char out[18]) {
+  snprintf(out, 18, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4],
+           mac[5]);
+}
+
+static int set_mac(const unsigned char mac[6], char shown[18]) {
+  char nic[IFNAMSIZ];
+  if (!find_nic(nic)) return fail(kExitInternal, "a MAC was asked for but there is no NIC");
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return fail(kExitInternal, "socket: %s", strerror(errno));
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", nic);
+  ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+  memcpy(ifr.ifr_hwaddr.sa_data, mac, 6);
+  if (ioctl(s, SIOCSIFHWADDR, &ifr) != 0) {
+    // A driver without live address changes refuses while the link is up (EBUSY): down,
+    // set, up. Routes through the interface go with the down; virtio-net changes live.
+    int e = errno;
+    struct ifreq flags;
+    memset(&flags, 0, sizeof flags);
+    snprintf(flags.ifr_name, sizeof flags.ifr_name, "%s", nic);
+    if (e != EBUSY || ioctl(s, SIOCGIFFLAGS, &flags) != 0 || !(flags.ifr_flags & IFF_UP)) {
+      close(s);
+      return fail(kExitInternal, "setting the MAC of %s: %s", nic, strerror(e));
+    }
+    short up = flags.ifr_flags;
+    flags.ifr_flags = (short)(up & ~IFF_UP);
+    if (ioctl(s, SIOCSIFFLAGS, &flags) != 0) {
+      e = errno;
+      close(s);
+      return fail(kExitInternal, "taking %s down: %s", nic, strerror(e));
+    }
+    int rc = ioctl(s, SIOCSIFHWADDR, &ifr);
+    e = errno;
+    flags.ifr_flags = up;
+    int up_rc = ioctl(s, SIOCSIFFLAGS, &flags);
+    int up_e = errno;
+    if (rc != 0) {
+      close(s);
+      return fail(kExitInternal, "setting the MAC of %s while down: %s", nic, strerror(e));
+    }
+    if (up_rc != 0) {
+      close(s);
+      return fail(kExitInternal, "bringing %s back up: %s", nic, strerror(up_e));
+    }
+  }
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", nic);
+  int rc = ioctl(s, SIOCGIFHWADDR, &ifr);
+  int e = errno;
+  close(s);
+  if (rc != 0) return fail(kExitInternal, "reading the MAC of %s: %s", nic, strerror(e));
+  if (memcmp(ifr.ifr_hwaddr.sa_data, mac, 6) != 0) {
+    return fail(kExitInternal, "the MAC of %s did not change", nic);
+  }
+  format_mac((const unsigned char*)ifr.ifr_hwaddr.sa_data, shown);
+  return kExitOk;
+}
+
+// ---- 5. the setup script ----
+
+// As the boot path would: only when apply-seed copied a script and it never ran. Detached
+// (its own session, reparented to init, stdio on /dev/null) so it outlives this channel.
+static int start_setup(bool* started) {
+  *started = false;
+  struct stat st;
+  if (stat(kSetupScript, &st) != 0 || !S_ISREG(st.st_mode)) return kExitOk;
+  if (lstat(kSetupDone, &st) == 0 || errno != ENOENT) return kExitOk;
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return fail(kExitInternal, "pipe: %s", strerror(errno));
+  pid_t c1 = fork();
+  if (c1 < 0) return fail(kExitInternal, "fork: %s", strerror(errno));
+  if (c1 == 0) {
+    close(ready[0]);
+    setsid();
+    pid_t c2 = fork();
+    if (c2 != 0) _exit(c2 < 0 ? 1 : 0);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(127);
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    char* argv[] = {"run-setup", NULL};
+    char* envp[] = {(char*)kChildPath, NULL};
+    execve(kRunSetup, argv, envp);  // ready[1] is close-on-exec: EOF tells it ran
+    int e = errno;
+    if (write(ready[1], &e, sizeof e) < 0) {
+    }
+    _exit(127);
+  }
+  close(ready[1]);
+  int st1;
+  while (waitpid(c1, &st1, 0) < 0 && errno == EINTR) {
+  }
+  int e = 0;
+  ssize_t n;
+  do {
+    n = read(ready[0], &e, sizeof e);
+  } while (n < 0 && errno == EINTR);
+  close(ready[0]);
+  if (!WIFEXITED(st1) || WEXITSTATUS(st1) != 0) return fail(kExitInternal, "fork failed");
+  if (n > 0) return fail(kExitInternal, "cannot run %s: %s", kRunSetup, strerror(e));
+  *started = true;
+  return kExitOk;
+}
+
+// ---- 6. the clock ----
+
+// "clock SECONDS.NANOSECONDS": 1-12 digits, exactly 9 digits, within 2020..2200.
+static bool parse_clock(const char* line, struct timespec* t) {
+  if (strncmp(line, "clock ", 6) != 0) return false;
+  const char* p = line + 6;
+  int64_t sec = 0;
+  int digits = 0;
+  for (; *p >= '0' && *p <= '9'; p++, digits++) {
+    if (digits == 12) return false;
+    sec = sec * 10 + (*p - '0');
+  }
+  if (digits == 0 || *p != '.') return false;
+  p++;
+  long nsec = 0;
+  for (digits = 0; *p >= '0' && *p <= '9'; p++, digits++) {
+    if (digits == 9) return false;
+    nsec = nsec * 10 + (*p - '0');
+  }
+  if (digits != 9 || *p != '\0') return false;
+  if (sec < 1577836800LL || sec >= 7258118400LL) return false;
+  t->tv_sec = (time_t)sec;
+  t->tv_nsec = nsec;
+  return true;
+}
+
+static int set_clock(struct line_reader* r, int64_t* step_ms, int64_t* rtt_us) {
+  int64_t asked = now_ns(CLOCK_MONOTONIC);
+  if (!write_all(STDOUT_FILENO, "clock?\n", 7)) {
+    return fail(kExitInternal, "cannot ask the host for the time: %s", strerror(errno));
+  }
+  char line[kMaxClockLine];
+  r->limit = r->total + kMaxClockLine;
+  int got = read_line(r, line, sizeof line);
+  int64_t answered = now_ns(CLOCK_MONOTONIC);
+  if (got == 0) return fail(kExitInternal, "the host went away before telling the time");
+  struct timespec host;
+  if (got < 0 || !parse_clock(line, &host)) return fail(kExitInvalid, "bad clock answer");
+  // The host read its clock when the question reached it: about half the round trip ago
+  // when the answer arrived (plus whatever passed since).
+  int64_t rtt = answered - asked;
+  int64_t target = ns_of(&host) + rtt / 2 + (now_ns(CLOCK_MONOTONIC) - answered);
+  int64_t before = now_ns(CLOCK_REALTIME);
+  struct timespec set = {.tv_sec = (time_t)(target / 1000000000LL),
+                         .tv_nsec = (long)(target % 1000000000LL)};
+  if (clock_settime(CLOCK_REALTIME, &set) != 0) {
+    return fail(kExitInternal, "clock_settime: %s", strerror(errno));
+  }
+  *step_ms = (target - before) / 1000000LL;
+  *rtt_us = rtt / 1000LL;
+  return kExitOk;
+}
+
+// ---- the verb ----
+
+static bool valid_hostname(const char* s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 63 || s[0] == '-') return false;
+  for (size_t i = 0; i < n; i++) {
+    if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '-') return false;
+  }
+  return true;
+}
+
+int cmd_identity(void) {
+  if (geteuid() != 0) {
+    return fail(kExitNotRoot, "must run as root (sudo -n ~/.warren/bin/warren-run identity)");
+  }
+  alarm(kIdentityAlarmSeconds);
+  umask(022);
+  int64_t t0 = now_ns(CLOCK_MONOTONIC);
+  static struct line_reader reader = {.limit = kMaxRequestBytes};
+  static struct identity_request req;
+  int rc = read_request(&reader, &req);
+  if (rc != kExitOk) {
+    explicit_bzero(&reader, sizeof reader);
+    explicit_bzero(&req, sizeof req);
+    return rc;
+  }
+  explicit_bzero(reader.buf, sizeof reader.buf);
+  rc = reseed_rng(&req);
+  explicit_bzero(req.random, sizeof req.random);
+  if (rc != kExitOk) return rc;
+
+  if ((rc = flush_seed_device(req.seed_device)) != kExitOk) return rc;
+  if ((rc = run_apply_seed()) != kExitOk) return rc;
+  struct utsname uts;
+  if (uname(&uts) != 0 || !valid_hostname(uts.nodename)) {
+    return fail(kExitInternal, "apply-seed left no valid hostname");
+  }
+
+  char machine_id[33];
+  if ((rc = new_machine_id(machine_id)) != kExitOk) return rc;
+
+  char mac[18] = "-";
+  if (req.has_mac && (rc = set_mac(req.mac, mac)) != kExitOk) return rc;
+
+  bool setup_started = false;
+  if ((rc = start_setup(&setup_started)) != kExitOk) return rc;
+  int64_t work_ms = (now_ns(CLOCK_MONOTONIC) - t0) / 1000000LL;
+
+  int64_t step_ms = 0, rtt_us = 0;
+  if ((rc = set_clock(&reader, &step_ms, &rtt_us)) != kExitOk) return rc;
+
+  char report[256];
+  int n = snprintf(report, sizeof report,
+                   "identity ok hostname=%s machine-id=%s mac=%s setup=%s clock-step-ms=%lld "
+                   "clock-rtt-us=%lld work-ms=%lld\n",
+                   uts.nodename, machine_id[0] != '\0' ? machine_id : "-", mac,
+                   setup_started ? "started" : "none", (long long)step_ms, (long long)rtt_us,
+                   (long long)work_ms);
+  if (n < 0 || n >= (int)sizeof report || !write_all(STDOUT_FILENO, report, (size_t)n)) {
+    return fail(kExitInternal, "cannot write the report");
+  }
+  return kExitOk;
+}
