@@ -82,6 +82,7 @@ struct ServeFlags {
   std::string vms = "on";
   std::string vm_image = VmDefaults{}.image;  // what `new` makes without --image
   std::string vm_templates = "default";       // lobby/template_keeper.h
+  int vm_ready_timeout_s = Services{}.ready_timeout_ms / 1000;
   std::string vm_egress = "all";              // new VMs' egress policy (lobby/commands/vm_egress.h)
   std::vector<std::string> vm_egress_allow;   // CIDRs the isolation rules open
   // Sandboxes (lobby/commands/sandbox.h): sizes NAME=CPU,MEM added or replaced, the host's
@@ -501,6 +502,7 @@ int Serve(const ServeFlags& flags) {
   if (!egress.ok()) return Fail(egress.status());
   services.vm_defaults.egress = *egress;
   services.vm_defaults.image = flags.vm_image;  // resolved (and checked) by each `new`
+  services.ready_timeout_ms = flags.vm_ready_timeout_s * 1000;
   std::vector<Cidr> egress_allow;
   for (const std::string& range : flags.vm_egress_allow) {
     Result<Cidr> cidr = ParseCidr(range);
@@ -782,6 +784,12 @@ int main(int argc, char** argv) {
       ->add_option("--vm-image", flags.vm_image,
                    "The image `new` makes VMs and sandboxes from without --image: NAME or "
                    "NAME@VERSION")
+      ->capture_default_str();
+  serve
+      ->add_option("--vm-ready-timeout", flags.vm_ready_timeout_s,
+                   "Seconds `new` and `cp` wait for a fresh guest to run a command before "
+                   "they give up on it and remove it")
+      ->check(CLI::Range(10, 3600))
       ->capture_default_str();
   serve
       ->add_option("--vm-templates", flags.vm_templates,

@@ -68,16 +68,20 @@ Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& 
         WriteFile(root / "ssh_host_ed25519_key.pub", seed.ssh_host_key_pub, file));
   }
 
-  // Room for the files plus ext4's own metadata, in whole MiB.
+  // Every seed is the same size: a VM restored from a template keeps the template's disk
+  // sizes in its saved device state, so a seed of another size would not mount there.
   size_t content = seed.hostname.size() + seed.authorized_keys.size() + env.size() +
                    seed.setup_script.size() + seed.ssh_host_key.size() +
                    seed.ssh_host_key_pub.size();
-  size_t mib = 1 + (content + 512 * 1024) / (1024 * 1024);
+  if (content > kMaxSeedContentBytes) {
+    return TooLarge("a vm's seed holds at most " + std::to_string(kMaxSeedContentBytes / 1024) +
+                    " KiB (hostname, keys, env and setup script)");
+  }
   fs::path image = scratch.path / "seed.img";
   {
     std::ofstream out(image, std::ios::binary);
     out.close();
-    fs::resize_file(image, mib * 1024 * 1024, ec);
+    fs::resize_file(image, kSeedImageBytes, ec);
     if (ec) return Internal("sizing " + image.string() + ": " + ec.message());
   }
   // 1 KiB blocks and no journal: the image is tiny and never written by the guest.
@@ -107,7 +111,7 @@ Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& 
 
   std::ifstream in(image, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() != mib * 1024 * 1024) return Internal("reading back the seed image");
+  if (bytes.size() != kSeedImageBytes) return Internal("reading back the seed image");
   return bytes;
 }
 

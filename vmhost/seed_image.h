@@ -10,6 +10,7 @@
 // Thread-safe: each call works in its own temporary directory.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,10 @@
 namespace warren {
 
 inline constexpr char kSeedLabel[] = "warren-seed";
+// The size of every seed image, and the most its files may hold (ext4's own metadata takes
+// the rest): ValidateVmSpec's bounds keep a spec well inside it.
+inline constexpr size_t kSeedImageBytes = 1024 * 1024;
+inline constexpr size_t kMaxSeedContentBytes = 768 * 1024;
 
 struct SeedContents {
   std::string hostname;

@@ -99,6 +99,10 @@ Status ValidateVmSpec(const VmSpec& spec) {
     return InvalidArgument("ssh host key too large");
   }
   if (spec.env.size() > 256) return InvalidArgument("at most 256 env variables");
+  size_t env_bytes = 0;
+  for (const auto& [key, value] : spec.env) env_bytes += key.size() + value.size() + 2;
+  // With the keys and script, well inside the seed image (seed_image.h kMaxSeedContentBytes).
+  if (env_bytes > 512 * 1024) return InvalidArgument("env variables must be at most 512 KiB");
   for (const auto& [key, value] : spec.env) {
     if (!ValidEnvName(key)) return InvalidArgument("env name must match [A-Za-z_][A-Za-z0-9_]*");
     if (value.size() > 4096 ||

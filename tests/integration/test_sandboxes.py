@@ -178,7 +178,9 @@ class SandboxLimitTest(SandboxCase):
     # Room for 20 one-vCPU sandboxes on 2 cores, so the per-user limit is what stops the 21st.
     # Twenty boots at once on 2 cores take minutes: /exec answers 504 after 30 s (well inside
     # curl's 60) and each `new` goes on.
-    EXTRA = ["--sandbox-overcommit", "10", "--exec-timeout", "30"]
+    # Sixteen of them boot at once (--command-threads-per-user), the other four as those end:
+    # a guest may take longer than the 180 s `new` waits by default.
+    EXTRA = ["--sandbox-overcommit", "10", "--exec-timeout", "30", "--vm-ready-timeout", "900"]
 
     def test_twenty_at_once_then_the_21st_is_refused(self):
         token = self.mint(self.admin, "--label=twenty")
@@ -198,7 +200,8 @@ class SandboxLimitTest(SandboxCase):
             ls = self.ssh_json(self.admin, "ls", "--sandbox")["vms"]
             if sum(v["state"] == "running" for v in ls) == 20:
                 break
-            self.assertLess(time.time(), deadline, ls)
+            self.assertLess(time.time(), deadline,
+                            "%s\n%s" % ([v["name"] for v in ls], self.server.log()[-6000:]))
             time.sleep(2)
         r = self.vm("new", "--sandbox", "--size", "test", "--name=sbx-many-20")
         self.assert_status(r, "limit_exceeded")

@@ -201,6 +201,11 @@ TEST(ValidateVmSpecTest, NameEnvAndSeedLimits) {
   EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
   s.env = {{"K", std::string("nul\0byte", 8)}};
   EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+  // In all, well inside the seed image every VM gets (seed_image.h).
+  s.env.assign(200, {"K", std::string(4000, 'v')});
+  EXPECT_EQ(ValidateVmSpec(s).code(), Code::kInvalidArgument);
+  s.env.assign(100, {"K", std::string(4000, 'v')});
+  EXPECT_TRUE(ValidateVmSpec(s).ok());
 
   s = GoodSpec();
   s.setup_script = std::string(10 * 1024 + 1, 'x');

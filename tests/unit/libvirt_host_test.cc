@@ -235,6 +235,7 @@ TEST(ParseAccelTest, Names) {
 // A file's contents inside an ext4 image, read with debugfs (no mount needed).
 std::string Ext4Cat(const std::string& image, const std::string& file) {
   ProcessOptions o;
+  o.max_output = 2 * 1024 * 1024;  // a whole seed
   Result<ProcessResult> r = RunProcess({"debugfs", "-R", "cat /" + file, image}, o);
   if (!r.ok() || r->exit_code != 0) return "<debugfs failed>";
   // debugfs prints its version banner on stderr first.
@@ -282,15 +283,25 @@ TEST(SeedImageTest, NoSetupScriptNoFile) {
   EXPECT_NE(Ext4Cat(image, "ssh_host_ed25519_key").find("not found"), std::string::npos);
 }
 
-TEST(SeedImageTest, LargeContentGrowsTheImage) {
+// Every seed has one size (a restored clone's seed must match its template's); what a spec
+// may carry fits, more is refused.
+TEST(SeedImageTest, EverySeedHasOneSizeAndTooMuchContentIsRefused) {
   TempDir dir;
   SeedContents seed;
   seed.hostname = "x";
-  for (int i = 0; i < 256; ++i)
+  for (int i = 0; i < 64; ++i) {  // what `new` allows at most: 64 values of 4000 bytes
     seed.env.push_back({"K" + std::to_string(i), std::string(4000, 'v')});
+  }
   Result<std::string> bytes = BuildSeedImage(seed, dir.path());
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  EXPECT_GT(bytes->size(), 1024u * 1024);
+  EXPECT_EQ(bytes->size(), kSeedImageBytes);
+  std::string image = dir.File("seed.img", *bytes);
+  std::string env;
+  for (const auto& [k, v] : seed.env) env += k + "=" + v + "\n";
+  const std::string stored = Ext4Cat(image, "env");
+  EXPECT_TRUE(stored == env) << "env: " << stored.size() << " bytes stored of " << env.size();
+  seed.env.assign(256, {"K", std::string(4000, 'v')});
+  EXPECT_EQ(BuildSeedImage(seed, dir.path()).status().code(), Code::kTooLarge);
 }
 
 TEST(SeedImageTest, MissingMkfsIsAnError) {
