@@ -56,9 +56,9 @@
 #include "lobby/sandbox_reaper.h"
 #include "lobby/ssh/ssh_server.h"
 #include "lobby/template_keeper.h"
-#include "vmhost/guest/runner_install.h"
 #include "lobby/vm_runtime.h"
 #include "lobby/web_runtime.h"
+#include "vmhost/guest/runner_install.h"
 
 #ifndef WARREN_VERSION
 #define WARREN_VERSION "0.0.0"
@@ -83,8 +83,8 @@ struct ServeFlags {
   std::string vm_image = VmDefaults{}.image;  // what `new` makes without --image
   std::string vm_templates = "default";       // lobby/template_keeper.h
   int vm_ready_timeout_s = Services{}.ready_timeout_ms / 1000;
-  std::string vm_egress = "all";              // new VMs' egress policy (lobby/commands/vm_egress.h)
-  std::vector<std::string> vm_egress_allow;   // CIDRs the isolation rules open
+  std::string vm_egress = "all";             // new VMs' egress policy (lobby/commands/vm_egress.h)
+  std::vector<std::string> vm_egress_allow;  // CIDRs the isolation rules open
   // Sandboxes (lobby/commands/sandbox.h): sizes NAME=CPU,MEM added or replaced, the host's
   // own share kept from them, how far they may overcommit it, and the price of a unit.
   std::vector<std::string> sandbox_sizes;

@@ -43,7 +43,8 @@ MODULES = {
         paths=["vmhost/vm_host.h", "vmhost/vm_host.cc", "vmhost/guest_control.h",
                "vmhost/image_layout.h", "vmhost/image_layout.cc",
                "vmhost/vm_state_delivery.h", "vmhost/vm_state_delivery.cc",
-               "vmhost/guest/identity.h", "vmhost/guest/identity.cc"],
+               "vmhost/guest/identity.h", "vmhost/guest/identity.cc",
+               "vmhost/guest_text.h", "vmhost/guest_text.cc"],
         target="warren_vmhost", may_include=["base"],
         rule="the vmhost interfaces (VmHost, GuestControl), the image layout, the state "
              "delivery every host shares and a restored clone's identity (pure over "

@@ -125,8 +125,7 @@ Result<NewLayer> NewLayerUndoneOnRollback(DiskChains& chains, const DiskChains::
                                           virConnectPtr conn, std::string_view owner,
                                           const std::string& backing, uint64_t capacity_bytes,
                                           const QemuUser& qemu_user, std::string_view what,
-                                          Rollback& rollback,
-                                          std::shared_ptr<const bool> kept) {
+                                          Rollback& rollback, std::shared_ptr<const bool> kept) {
   WARREN_ASSIGN_OR_RETURN(StorageVolHandle made,
                           chains.NewOverlay(lock, conn, owner, backing, capacity_bytes, qemu_user));
   NewLayer layer;

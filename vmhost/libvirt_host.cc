@@ -126,7 +126,6 @@ void SetCpuShares(virDomainPtr dom, int cpus, std::string_view id) {
 
 }  // namespace
 
-
 LibvirtHost::LibvirtHost(LibvirtHostOptions options)
     : options_(std::move(options)),
       chains_({DisksDir(), options_.images_dir, options_.domain_prefix,
@@ -674,27 +673,35 @@ Status LibvirtHost::Create(const VmSpec& spec) {
                            std::to_string((image.rootfs_bytes + kGiB - 1) / kGiB) +
                            " GiB for image " + image.ref);
   }
-  VmGuard guard = LockVm(spec.id);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_RETURN_IF_ERROR(CheckAbsent(conn, spec.id));
-  // Under the disks' lock: two Creates at once each count the other's new disk.
-  DiskChains::Lock disks = chains_.Acquire();
-  WARREN_RETURN_IF_ERROR(CheckRoom(conn, {spec.cpus, spec.memory_mib, spec.disk_gib}));
+  WARREN_ASSIGN_OR_RETURN(std::unique_ptr<NewVm> made, BeginNewVm(spec, "create"));
+  WARREN_ASSIGN_OR_RETURN(
+      NewLayer disk,
+      NewLayerUndoneOnRollback(chains_, *made->disks, made->conn.get(), spec.id, image.rootfs,
+                               static_cast<uint64_t>(spec.disk_gib * kGiB), made->qemu, "create",
+                               made->rollback));
+  WARREN_RETURN_IF_ERROR(
+      DefineAndStart(made->conn, spec, spec.image, disk.path, made->qemu, made->rollback));
+  made->rollback.Commit();
+  return Status::Ok();
+}
 
+Result<std::unique_ptr<LibvirtHost::NewVm>> LibvirtHost::BeginNewVm(const VmSpec& spec,
+                                                                    const char* what) {
+  auto made = std::make_unique<NewVm>(LockVm(spec.id));
+  WARREN_ASSIGN_OR_RETURN(made->conn, Connect());
+  WARREN_RETURN_IF_ERROR(CheckAbsent(made->conn, spec.id));
+  // Under the disks' lock: two new VMs at once each count the other's new disk.
+  made->disks.emplace(chains_.Acquire());
+  WARREN_RETURN_IF_ERROR(CheckRoom(made->conn, {spec.cpus, spec.memory_mib, spec.disk_gib}));
   // Files without a domain are what a Create cut short (warren died mid-way) leaves: no
   // VM uses them, and they would stand in the way.
-  WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
-  Rollback rollback;
-  rollback.Add([this, conn, id = spec.id, &disks] { UndoNewVmFiles(conn, id, "create", disks); });
+  WARREN_RETURN_IF_ERROR(RemoveFiles(made->conn, spec.id));
+  made->rollback.Add([this, conn = made->conn, id = spec.id, what, disks = &*made->disks] {
+    UndoNewVmFiles(conn, id, what, *disks);
+  });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
-  const QemuUser qemu = qemu_user();
-  WARREN_ASSIGN_OR_RETURN(
-      NewLayer disk, NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, image.rootfs,
-                                              static_cast<uint64_t>(spec.disk_gib * kGiB), qemu,
-                                              "create", rollback));
-  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, spec, spec.image, disk.path, qemu, rollback));
-  rollback.Commit();
-  return Status::Ok();
+  made->qemu = qemu_user();
+  return made;
 }
 
 Status LibvirtHost::Start(std::string_view id) {
@@ -877,7 +884,8 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   copy.image = image;
   if (copy.ssh_host_key.empty()) {
     // The disk carries the source's host key: the copy gets its own, through its seed.
-    WARREN_ASSIGN_OR_RETURN(auto key, NewSshHostKey((fs::path(options_.data_dir) / "tmp").string()));
+    WARREN_ASSIGN_OR_RETURN(auto key,
+                            NewSshHostKey((fs::path(options_.data_dir) / "tmp").string()));
     copy.ssh_host_key = std::move(key.first);
     copy.ssh_host_key_pub = std::move(key.second);
   }

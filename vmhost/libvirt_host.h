@@ -40,14 +40,13 @@
 #include "vmhost/disk_chains.h"
 #include "vmhost/guest_image.h"
 #include "vmhost/kvm_probe.h"
+#include "vmhost/libvirt_domain_ops.h"
 #include "vmhost/libvirt_events.h"
 #include "vmhost/libvirt_handles.h"
 #include "vmhost/vm_host.h"
 #include "vmhost/vm_state_delivery.h"
 
 namespace warren {
-
-class Rollback;  // undo steps of a multi-step operation (libvirt_host.cc)
 
 struct LibvirtHostOptions {
   std::string uri = "qemu:///system";
@@ -182,6 +181,22 @@ class LibvirtHost final : public VmHost {
   // no VM uses any more. Logs what it cannot undo.
   void UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what,
                       const DiskChains::Lock& disks);
+  // What making a new VM (Create, CreateFromTemplate) holds from its first step to its last:
+  // the VM's lock, the connection, the chains' lock, QEMU's user, and the undo steps, the
+  // first of which removes the VM's files. Members go in reverse: the undo steps run while
+  // both locks are still held.
+  struct NewVm {
+    explicit NewVm(VmGuard g) : guard(std::move(g)) {}
+    VmGuard guard;
+    Conn conn;
+    std::optional<DiskChains::Lock> disks;
+    QemuUser qemu;
+    Rollback rollback;
+  };
+  // Locks the VM, connects, checks no VM of that id exists, takes the chains' lock, checks
+  // the host's room, removes files a crash left and prepares the data directories. `what`
+  // ("create", "restore") names the operation in the undo step's log.
+  Result<std::unique_ptr<NewVm>> BeginNewVm(const VmSpec& spec, const char* what);
   // Builds the VM's seed volume (its identity: seed_image.h) in its pool; returns its path.
   Result<std::string> MakeSeed(const Conn& conn, const VmSpec& spec, const QemuUser& qemu);
   // The domain definition of `spec` over `disk` and `seed`, with a fresh UUID.

@@ -21,8 +21,8 @@
 #include "lobby/base/log.h"
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest/identity.h"
-#include "vmhost/libvirt_host.h"
 #include "vmhost/libvirt_domain_ops.h"
+#include "vmhost/libvirt_host.h"
 #include "vmhost/libvirt_xml.h"
 #include "vmhost/random_names.h"
 #include "vmhost/save_image.h"
@@ -38,13 +38,10 @@ using libvirt_ops::IsActive;
 using libvirt_ops::NewLayer;
 using libvirt_ops::NewLayerUndoneOnRollback;
 using libvirt_ops::RecordStart;
-using libvirt_ops::Redefine;
 using libvirt_ops::RequireState;
-using libvirt_ops::StateOf;
 using libvirt_ops::Undefine;
 using libvirt_ops::VdaCapacity;
 using libvirt_ops::VmMetadataOf;
-using libvirt_ops::WrongState;
 using json = nlohmann::json;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
@@ -104,7 +101,8 @@ Result<TemplateFile> ReadTemplate(const fs::path& dir) {
     t.info.shape.cpus = j.at("cpus").get<int>();
     t.info.shape.memory_mib = j.at("memory_mib").get<int64_t>();
     t.info.shape.disk_gib = j.at("disk_gib").get<int64_t>();
-    t.info.shape.egress = j.at("egress").get<std::string>() == "none" ? Egress::kNone : Egress::kAll;
+    t.info.shape.egress =
+        j.at("egress").get<std::string>() == "none" ? Egress::kNone : Egress::kAll;
     t.info.tag = j.value("tag", "");
     t.info.saved_at = j.value("saved_at", int64_t{0});
     t.info.bytes = j.value("bytes", int64_t{0});
@@ -244,8 +242,8 @@ Status LibvirtHost::SaveTemplate(std::string_view id, std::string_view tag) {
   t.info.bytes = static_cast<int64_t>(fs::file_size(memory, ec));
   // The base is read-only from now on: clones stand on it.
   fs::permissions(t.base, fs::perms::owner_read, fs::perm_options::replace, ec);
-  if (Status st = WriteFileAtomic((fresh / kTemplateFile).string(), EncodeTemplate(t).dump(2),
-                                  0600);
+  if (Status st =
+          WriteFileAtomic((fresh / kTemplateFile).string(), EncodeTemplate(t).dump(2), 0600);
       !st.ok()) {
     return fail(st);
   }
@@ -332,19 +330,13 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   }
   WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, spec.image));
 
-  VmGuard guard = LockVm(spec.id);
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  WARREN_RETURN_IF_ERROR(CheckAbsent(conn, spec.id));
-  DiskChains::Lock disks = chains_.Acquire();
-  WARREN_RETURN_IF_ERROR(CheckRoom(conn, {spec.cpus, spec.memory_mib, spec.disk_gib}));
-  WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
-  Rollback rollback;
-  rollback.Add([this, conn, id = spec.id, &disks] { UndoNewVmFiles(conn, id, "restore", disks); });
-  WARREN_RETURN_IF_ERROR(EnsureDataDirs());
-  const QemuUser qemu = qemu_user();
+  WARREN_ASSIGN_OR_RETURN(std::unique_ptr<NewVm> made, BeginNewVm(spec, "restore"));
+  const Conn& conn = made->conn;
+  const QemuUser& qemu = made->qemu;
+  Rollback& rollback = made->rollback;
   if (qemu.known()) WARREN_RETURN_IF_ERROR(LetQemuReadImage(image));
   WARREN_ASSIGN_OR_RETURN(
-      NewLayer disk, NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, t->base,
+      NewLayer disk, NewLayerUndoneOnRollback(chains_, *made->disks, conn.get(), spec.id, t->base,
                                               static_cast<uint64_t>(spec.disk_gib * kGiB), qemu,
                                               "restore", rollback));
   // The disk carries the template's host key: the clone gets its own, through its seed.
@@ -395,9 +387,9 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   Status fed;
   std::thread feeder([&] { fed = FeedFifo(fifo, memory_fd.get(), clone, stop); });
   const int rc = virDomainRestoreFlags(conn.get(), fifo.c_str(), nullptr, VIR_DOMAIN_SAVE_RUNNING);
-  Status restored = rc < 0 ? LibvirtError("restoring vm " + spec.id + " from template " +
-                                          VmShapeKey(shape))
-                           : Status::Ok();
+  Status restored =
+      rc < 0 ? LibvirtError("restoring vm " + spec.id + " from template " + VmShapeKey(shape))
+             : Status::Ok();
   stop = true;
   feeder.join();
   fs::remove(fifo, ec);
@@ -436,8 +428,8 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   r.mac = config.mac;
   r.host_key_pub = own.ssh_host_key_pub;
   r.restore_ms = MillisSince(t0);
-  LogInfo("vmhost: vm " + spec.id + " restored from template " + VmShapeKey(shape) +
-          " in " + std::to_string(r.restore_ms) + " ms");
+  LogInfo("vmhost: vm " + spec.id + " restored from template " + VmShapeKey(shape) + " in " +
+          std::to_string(r.restore_ms) + " ms");
   return r;
 }
 

@@ -99,8 +99,8 @@ class NewCommand final : public Command {
     }
     const bool from_template = vm.made == "template";
     Progress(ctx, from_template ? "restored from a template…" : "booting…");
-    WARREN_RETURN_IF_ERROR(FinishNewVm(ctx, *host, *guests, vm, "new", start,
-                                       from_template ? &restored : nullptr));
+    WARREN_RETURN_IF_ERROR(
+        FinishNewVm(ctx, *host, *guests, vm, "new", start, from_template ? &restored : nullptr));
 
     const std::string took = SecondsText(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -156,8 +156,7 @@ class StatCommand final : public Command {
         "memory:   " + FormatMib(r.data["memory_mib"].get<int64_t>()) + "\n" +
         "disk:     " + r.data["disk_gib"].dump() + " GiB\n" + "egress:   " + vm.egress + "\n" +
         "image:    " + vm.image + "\n" + "created:  " + FormatTime(vm.created_at) + MadeText(vm) +
-        "\n" +
-        "ssh:      " + VmSshCommand(ctx.services.info, vm.name) + "\n";
+        "\n" + "ssh:      " + VmSshCommand(ctx.services.info, vm.name) + "\n";
     if (IsSandbox(vm)) {
       r.text += "sandbox:  " + vm.size + ", expires " + ExpiresText(vm, ctx.now) + " (" +
                 FormatTime(vm.expires_at) + ")\n";

@@ -108,8 +108,8 @@ Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRec
       return Status::Ok();
     }
     const Code code = r.status().code();
-    if (code == Code::kLimitExceeded || code == Code::kInvalidArgument ||
-        code == Code::kConflict || code == Code::kCancelled) {
+    if (code == Code::kLimitExceeded || code == Code::kInvalidArgument || code == Code::kConflict ||
+        code == Code::kCancelled) {
       return r.status();
     }
     if (code != Code::kNotFound) {

@@ -170,8 +170,7 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
       hostname = hostname_of_ ? hostname_of_(vm_id) : std::string(vm_id);
     }
     return std::shared_ptr<GuestPipe>(std::make_shared<IdentityPipe>(
-        std::move(notify), hostname,
-        [this, applied = identities_, id = std::string(vm_id)] {
+        std::move(notify), hostname, [this, applied = identities_, id = std::string(vm_id)] {
           std::lock_guard<std::mutex> lock(mu_);
           applied->push_back(id);
         }));

@@ -264,9 +264,10 @@ Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
                   macs_made_ & 0xff);
     r.mac = mac;
   }
-  r.host_key_pub = spec.ssh_host_key_pub.empty()
-                       ? "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOf" + spec.id + " warren-vm"
-                       : spec.ssh_host_key_pub;
+  r.host_key_pub =
+      spec.ssh_host_key_pub.empty()
+          ? "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOf" + spec.id + " warren-vm"
+          : spec.ssh_host_key_pub;
   r.restore_ms = 1;
   return r;
 }

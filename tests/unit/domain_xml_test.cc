@@ -104,8 +104,9 @@ TEST(DomainXmlTest, AKnownQemuUserMeansNoRelabelling) {
 // TCG's translated code is bounded (domain_xml.h kTcgTbCacheMib); KVM has none to bound.
 TEST(DomainXmlTest, TcgDomainsGetABoundedTranslationCache) {
   const std::string tcg = DomainXml(Typical());
-  EXPECT_NE(tcg.find("<features>\n    <acpi/>\n    <tcg>\n      <tb-cache unit='MiB'>128</tb-cache>"),
-            std::string::npos)
+  EXPECT_NE(
+      tcg.find("<features>\n    <acpi/>\n    <tcg>\n      <tb-cache unit='MiB'>128</tb-cache>"),
+      std::string::npos)
       << tcg;
   DomainConfig kvm = Typical();
   kvm.kvm = true;

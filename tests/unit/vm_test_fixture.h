@@ -209,7 +209,7 @@ class VmCommandTest : public ::testing::Test {
   FakeGuestControl guests_;
   int ready_timeout_ms_ = 2000;
   bool restore_templates_ = false;  // services.restore_templates
-  VmDefaults vm_defaults_;  // what `serve` would set (sizes, egress, users' limits)
+  VmDefaults vm_defaults_;          // what `serve` would set (sizes, egress, users' limits)
   SandboxPolicy sandboxes_;
   VmSpec last_spec_;       // what `new` last handed to prepare_vm
   Status prepare_status_;  // what prepare_vm answers

@@ -247,8 +247,8 @@ Status ControlSession::Repin(std::string_view public_key_line) {
     std::lock_guard<std::mutex> lock(mu_);
     before = std::exchange(pinned_fingerprint_, fingerprint);
   }
-  LogInfo("guest host key re-pinned vm=" + LogQuote(options_.vm_id) + " was=" +
-          (before.empty() ? "-" : before) + " now=" + fingerprint);
+  LogInfo("guest host key re-pinned vm=" + LogQuote(options_.vm_id) +
+          " was=" + (before.empty() ? "-" : before) + " now=" + fingerprint);
   return Status::Ok();
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lobby/base/log.h"
+#include "vmhost/guest_text.h"
 
 namespace warren {
 namespace {
@@ -31,21 +32,6 @@ bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'
 
 bool AllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Printable ASCII of the guest's text, one line, bounded: for error messages.
-std::string Sanitize(std::string_view bytes, size_t max) {
-  std::string out;
-  for (char c : bytes) {
-    if (out.size() >= max) {
-      out += "...";
-      break;
-    }
-    auto u = static_cast<unsigned char>(c);
-    out.push_back(u >= 0x20 && u < 0x7f ? c : (c == '\n' || c == '\t' ? ' ' : '?'));
-  }
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
 }
 
 // A signed decimal of at most `digits` digits (and an optional '-' when `sign`).
@@ -138,17 +124,17 @@ Status EnsureRunner(GuestControl& guests, std::string_view vm_id, Clock::time_po
   WARREN_RETURN_IF_ERROR(ran.status());
   if (!ran->finished || ran->exit_code != 0) {
     return Internal("VM " + std::string(vm_id) +
-                    " failed to run `true`: " + Sanitize(err.str(), 300));
+                    " failed to run `true`: " + SanitizeGuestText(err.str(), 300));
   }
   return Status::Ok();
 }
 
 // The failure for a runner that exited without a good report.
 Status RunnerFailure(const GuestPipe::End& end, const std::string& err) {
-  std::string reason = Sanitize(err.substr(0, err.find('\n')), 300);
+  std::string reason = SanitizeGuestText(err.substr(0, err.find('\n')), 300);
   if (reason.empty()) reason = "no reason given";
   if (!end.exit_signal.empty()) {
-    return Internal("warren-run identity was killed (" + Sanitize(end.exit_signal, 16) +
+    return Internal("warren-run identity was killed (" + SanitizeGuestText(end.exit_signal, 16) +
                     "): " + reason);
   }
   int code = end.exit_status.value_or(-1);
@@ -197,7 +183,7 @@ Result<std::string> GuestIdentityRequest(const GuestIdentity& identity) {
     return InvalidArgument("the seed device must be /dev/vd[a-z]");
   }
   if (identity.mac && !ValidGuestMac(*identity.mac)) {
-    return InvalidArgument("bad MAC \"" + Sanitize(*identity.mac, 32) +
+    return InvalidArgument("bad MAC \"" + SanitizeGuestText(*identity.mac, 32) +
                            "\": want lowercase xx:xx:xx:xx:xx:xx, unicast");
   }
   static constexpr char kHex[] = "0123456789abcdef";
@@ -229,7 +215,7 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
   if (line.find('\n') != std::string_view::npos) return bad("has more than one line");
   constexpr std::string_view kHead = "identity ok ";
   if (line.substr(0, kHead.size()) != kHead) {
-    return bad("does not start with \"identity ok\": \"" + Sanitize(line, 80) + "\"");
+    return bad("does not start with \"identity ok\": \"" + SanitizeGuestText(line, 80) + "\"");
   }
   line.remove_prefix(kHead.size());
 
@@ -246,7 +232,7 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
     if (eq == std::string_view::npos) return bad("has a field without '='");
     std::string_view key = field.substr(0, eq);
     size_t k = std::find(std::begin(kKeys), std::end(kKeys), key) - std::begin(kKeys);
-    if (k == kKeyCount) return bad("has an unknown field \"" + Sanitize(key, 32) + "\"");
+    if (k == kKeyCount) return bad("has an unknown field \"" + SanitizeGuestText(key, 32) + "\"");
     if (values[k]) return bad("repeats " + std::string(key));
     values[k] = field.substr(eq + 1);
   }
@@ -260,7 +246,7 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
   if (!ValidHostname(hostname)) return bad("has a bad hostname");
   if (!asked.hostname.empty() && hostname != asked.hostname) {
     return bad("names hostname \"" + std::string(hostname) + "\", not the seed's \"" +
-               Sanitize(asked.hostname, 64) + "\"");
+               SanitizeGuestText(asked.hostname, 64) + "\"");
   }
   r.hostname = std::string(hostname);
   if (machine_id != "-") {
@@ -269,7 +255,7 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
   }
   if (asked.mac) {
     if (mac != *asked.mac) {
-      return bad("says the MAC is \"" + Sanitize(mac, 20) + "\", not " + *asked.mac);
+      return bad("says the MAC is \"" + SanitizeGuestText(mac, 20) + "\", not " + *asked.mac);
     }
     r.mac = std::string(mac);
   } else if (mac != "-") {
@@ -348,13 +334,13 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
           // late by about the way back only (which it halves with its round trip).
           if (out.size() < kClockQuestion.size()) {
             if (kClockQuestion.substr(0, out.size()) != out) {
-              return Internal("VM " + vm + " sent \"" + Sanitize(out, 40) +
+              return Internal("VM " + vm + " sent \"" + SanitizeGuestText(out, 40) +
                               "\" instead of the clock question");
             }
             continue;
           }
           if (out.compare(0, kClockQuestion.size(), kClockQuestion) != 0) {
-            return Internal("VM " + vm + " sent \"" + Sanitize(out, 40) +
+            return Internal("VM " + vm + " sent \"" + SanitizeGuestText(out, 40) +
                             "\" instead of the clock question");
           }
           timespec now{};

@@ -15,6 +15,7 @@
 
 #include "lobby/base/status.h"
 #include "vmhost/guest_control.h"
+#include "vmhost/guest_text.h"
 
 namespace warren::guest {
 
@@ -93,9 +94,6 @@ std::vector<GuestJob> ParseJobList(std::string_view text);
 
 // Unescapes a listing's command field (\\ and \xHH); invalid escapes are kept literally.
 std::string UnescapeListed(std::string_view field);
-
-// Printable, bounded text from guest bytes (for error messages and logs).
-std::string SanitizeGuestText(std::string_view bytes, size_t max_bytes);
 
 // `value` as one word for the guest's POSIX shell: single-quoted, quotes escaped.
 std::string ShellQuote(std::string_view value);
