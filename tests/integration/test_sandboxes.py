@@ -25,12 +25,14 @@ SIZE_TEST = "test=1,256M,1G"  # a small disk too: 20 of them fit the host's disk
 
 class SandboxCase(VmTestCase, ExecTestCase):
     EXTRA = []
+    REACH_TIMEOUT = "15"  # serve --guest-reach-timeout
 
     @classmethod
     def start_vm_server(cls):
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", "none",
-                                      "--vm-image", "tiny", "--guest-reach-timeout", "15",
+                                      "--vm-image", "tiny", "--guest-reach-timeout",
+                                      cls.REACH_TIMEOUT,
                                       "--sandbox-size", SIZE_TEST, "--user-max-vms", "none",
                                       "--user-max-cpu", "none", "--user-max-memory", "none"] +
                           cls.EXTRA)
@@ -177,10 +179,13 @@ class SandboxSeedTest(SandboxCase):
 class SandboxLimitTest(SandboxCase):
     # Room for 20 one-vCPU sandboxes on 2 cores, so the per-user limit is what stops the 21st.
     # Twenty boots at once on 2 cores take minutes: /exec answers 504 after 30 s (well inside
-    # curl's 60) and each `new` goes on.
-    # Sixteen of them boot at once (--command-threads-per-user), the other four as those end:
-    # a guest may take longer than the 180 s `new` waits by default.
-    EXTRA = ["--sandbox-overcommit", "10", "--exec-timeout", "30", "--vm-ready-timeout", "900"]
+    # curl's 60) and each `new` goes on. The limit counts sandboxes from their record on, so
+    # the 21st is refused while the twenty still boot (how long they take to answer is
+    # tests/bench/sandbox_api.py's to report, not this test's).
+    EXTRA = ["--sandbox-overcommit", "10", "--exec-timeout", "30"]
+    # Twenty guests' first SSH handshakes share two cores: one can take longer than 15 s, and
+    # a reach timeout shorter than that starts it again and again. The default, then.
+    REACH_TIMEOUT = "60"
 
     def test_twenty_at_once_then_the_21st_is_refused(self):
         token = self.mint(self.admin, "--label=twenty")
@@ -195,23 +200,27 @@ class SandboxLimitTest(SandboxCase):
             results = list(pool.map(make, names))
         # /exec answers 504 for a `new` slower than its limit and the `new` goes on.
         self.assertTrue(all(status in (200, 504) for status, _, _ in results), results)
-        deadline = time.time() + 600
+        deadline = time.time() + 120
         while True:
             ls = self.ssh_json(self.admin, "ls", "--sandbox")["vms"]
-            if sum(v["state"] == "running" for v in ls) == 20:
+            if sorted(v["name"] for v in ls) == names:
                 break
-            if time.time() >= deadline:
-                # What went wrong, not the polling: warnings, errors and failed commands.
-                lines = [line for line in self.server.log().splitlines()
-                         if " WARN " in line or " ERROR " in line or
-                         ("code=" in line and "code=ok" not in line)]
-                self.fail("%s\n%s" % ([v["name"] for v in ls], "\n".join(lines[-80:])))
-            time.sleep(2)
+            self.assertLess(time.time(), deadline, [v["name"] for v in ls])
+            time.sleep(1)
         r = self.vm("new", "--sandbox", "--size", "test", "--name=sbx-many-20")
         self.assert_status(r, "limit_exceeded")
         self.assertIn("have at most 20 sandboxes at once (20 held now", r.stderr)
+        # Removing sandboxes that are still booting leaves nothing behind: no record, no
+        # domain, no files; their `new`s end, refused.
+        ids = [v["id"] for v in ls]
         self.vm_ok("rm", *names)
         self.assertEqual(self.ssh_json(self.admin, "ls", "--sandbox")["vms"], [])
+        deadline = time.time() + 120
+        while [d for d in domains() if any(d.endswith(i) for i in ids)]:
+            self.assertLess(time.time(), deadline, domains())
+            time.sleep(1)
+        for vm_id in ids:
+            self.assertFalse(os.path.exists(os.path.join(self.data, "vms", vm_id)), vm_id)
 
 
 if __name__ == "__main__":
