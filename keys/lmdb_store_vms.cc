@@ -228,7 +228,7 @@ Status ValidateVmRecord(const VmRecord& vm) {
   }
   if (std::find(std::begin(kVmMadeHow), std::end(kVmMadeHow), vm.made) == std::end(kVmMadeHow) ||
       vm.made_ms < 0) {
-    return InvalidArgument("VM " + vm.name + ": made must be boot, template, copy or live-copy, " +
+    return InvalidArgument("VM " + vm.name + ": made must be boot, template or copy, " +
                            "in a time that is never negative");
   }
   const VmMeter& m = vm.meter;

@@ -124,8 +124,8 @@ struct VmRecord {
 };
 
 // What VmRecord::made may say: booted from its image, restored from a saved template under its
-// own identity, copied from another VM (cp) with its disk, or with its memory too (cp --live).
-inline constexpr const char* kVmMadeHow[] = {"boot", "template", "copy", "live-copy"};
+// own identity, or copied from another VM's disk (cp).
+inline constexpr const char* kVmMadeHow[] = {"boot", "template", "copy"};
 
 // A command in a VM that outlived the call that started it (`ssh VM CMD` past its
 // wait). The guest's runner holds the process and its output; this record holds who may

@@ -113,8 +113,7 @@ std::string MadeText(const VmRecord& vm) {
   if (vm.made_ms <= 0) return "";
   const std::string how = vm.made == "boot"       ? "booted"
                           : vm.made == "template" ? "from a template"
-                          : vm.made == "copy"     ? "copied"
-                                                  : "copied live";
+                                                  : "copied";
   return " (" + how + " in " + SecondsText(static_cast<double>(vm.made_ms) / 1000.0) + ")";
 }
 

@@ -144,10 +144,7 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
   if (!restored.host_key_pub.empty()) {
     WARREN_RETURN_IF_ERROR(guests.RepinHostKey(vm.id, restored.host_key_pub));
   }
-  LogDebug("new: vm " + vm.name + " took its identity in " + std::to_string(report->total_ms) +
-           " ms (guest " + std::to_string(report->work_ms) + " ms, clock stepped " +
-           std::to_string(report->clock_step_ms) + " ms)");
-  return Status::Ok();
+  return Status::Ok();  // ApplyGuestIdentity logged what the guest reported
 }
 
 Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
