@@ -359,8 +359,10 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     }
     if (ec) {
       if (ec != asio::error::operation_aborted) {
-        // The client is gone: stop the work done for it.
-        if (closed_) closed_->Cancel();
+        // The client is gone: stop the work done for it, unless its answer is complete
+        // (its write may still be finishing: a client that read it and hung up leaves the
+        // work alone, as a 504's command goes on).
+        if (closed_ && !end_queued_) closed_->Cancel();
         Close(false);
       }
       return;
@@ -371,7 +373,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   void Close(bool drain) {
     if (closing_) return;
     closing_ = true;
-    if (closed_ && in_flight_) closed_->Cancel();
+    if (closed_ && in_flight_ && !end_queued_) closed_->Cancel();
     beast::error_code ignored;
     if (drain) {
       // Half-close and read what the client still sends for a moment, so it reads our

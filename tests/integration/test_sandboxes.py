@@ -44,6 +44,13 @@ class SandboxCase(VmTestCase, ExecTestCase):
     def exec(self, token, command, **fields):
         return self.curl(json.dumps(dict(fields, command=command)), token)
 
+    def trouble(self):
+        """What went wrong on the server, not the polling: warnings, errors, failed commands."""
+        lines = [line for line in self.server.log().splitlines()
+                 if " WARN " in line or " ERROR " in line or
+                 ("code=" in line and "code=ok" not in line)]
+        return "\n".join(lines[-80:])
+
     def gone(self, name):
         r = self.vm("stat", name)
         return r.returncode == h.EXIT["not_found"]
@@ -205,7 +212,7 @@ class SandboxLimitTest(SandboxCase):
             ls = self.ssh_json(self.admin, "ls", "--sandbox")["vms"]
             if sorted(v["name"] for v in ls) == names:
                 break
-            self.assertLess(time.time(), deadline, [v["name"] for v in ls])
+            self.assertLess(time.time(), deadline, "%s\n%s" % ([v["name"] for v in ls], self.trouble()))
             time.sleep(1)
         r = self.vm("new", "--sandbox", "--size", "test", "--name=sbx-many-20")
         self.assert_status(r, "limit_exceeded")
@@ -213,7 +220,8 @@ class SandboxLimitTest(SandboxCase):
         # Removing sandboxes that are still booting leaves nothing behind: no record, no
         # domain, no files; their `new`s end, refused.
         ids = [v["id"] for v in ls]
-        self.vm_ok("rm", *names)
+        r = self.vm("rm", *names)
+        self.assertEqual(r.returncode, 0, "%s%s\n%s" % (r.stdout, r.stderr, self.trouble()))
         self.assertEqual(self.ssh_json(self.admin, "ls", "--sandbox")["vms"], [])
         deadline = time.time() + 120
         while [d for d in domains() if any(d.endswith(i) for i in ids)]:

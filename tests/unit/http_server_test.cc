@@ -267,6 +267,46 @@ TEST_F(HttpSeamTest, AClientLeavingAfterTheResponseEndedCancelsNothing) {
   EXPECT_FALSE(closed->cancelled());
 }
 
+TEST_F(HttpSeamTest, ClientsHangingUpOnCompleteAnswersCancelNothing) {
+  // The same on kept-alive connections, many times over: the hang-up may be seen before
+  // the server has finished its own write of the answer.
+  std::vector<std::shared_ptr<CancelSignal>> signals;
+  std::mutex mu;
+  handler_->on_request = [&](HttpRequest, std::shared_ptr<HttpResponder> res) {
+    {
+      std::lock_guard lock(mu);
+      signals.push_back(res->closed());
+    }
+    res->Respond(504, {}, std::string(64 * 1024, 'x'));
+  };
+  for (int i = 0; i < 200; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    std::string req = "GET /t/late HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    // Read up to the body's last byte, then hang up at once.
+    std::string got;
+    char buf[16384];
+    while (got.size() < 64 * 1024 || got.find("\r\n\r\n") == std::string::npos ||
+           got.size() - got.find("\r\n\r\n") - 4 < 64 * 1024) {
+      ssize_t n = read(fd, buf, sizeof buf);
+      ASSERT_GT(n, 0) << i;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::lock_guard lock(mu);
+  ASSERT_EQ(signals.size(), 200u);
+  int cancelled = 0;
+  for (const auto& s : signals) cancelled += s->cancelled() ? 1 : 0;
+  EXPECT_EQ(cancelled, 0);
+}
+
 TEST_F(HttpSeamTest, ADroppedResponderAnswers500) {
   handler_->on_request = [](HttpRequest, std::shared_ptr<HttpResponder>) {};
   std::string r =
