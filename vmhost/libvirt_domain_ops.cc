@@ -1,6 +1,7 @@
 #include "vmhost/libvirt_domain_ops.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "lobby/base/log.h"
@@ -98,6 +99,22 @@ void RecordStart(virDomainPtr dom, int64_t started_at) {
                            std::string(kWarrenRunNamespace).c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
     LogWarn(LibvirtError("recording the start time").ToString());
   }
+}
+
+Status CapEmulatorThreads(virDomainPtr dom, std::string_view id, bool capped) {
+  virTypedParameter params[2]{};
+  std::snprintf(params[0].field, sizeof params[0].field, "%s",
+                VIR_DOMAIN_SCHEDULER_EMULATOR_PERIOD);
+  params[0].type = VIR_TYPED_PARAM_ULLONG;
+  params[0].value.ul = kCpuPeriodMicros;
+  std::snprintf(params[1].field, sizeof params[1].field, "%s", VIR_DOMAIN_SCHEDULER_EMULATOR_QUOTA);
+  params[1].type = VIR_TYPED_PARAM_LLONG;
+  params[1].value.l = capped ? kCpuPeriodMicros / 100 * kEmulatorQuotaPercent : -1;
+  if (virDomainSetSchedulerParametersFlags(dom, params, 2, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    return LibvirtError(std::string(capped ? "capping" : "uncapping") + " the QEMU threads of vm " +
+                        std::string(id));
+  }
+  return Status::Ok();
 }
 
 // The size of the VM's disk as its guest sees it.

@@ -68,6 +68,11 @@ Status Undefine(virDomainPtr dom, std::string_view id);
 // VM cannot show a stale start time, and survives a warren restart while it runs.
 void RecordStart(virDomainPtr dom, int64_t started_at);
 
+// Sets the running domain's cap on QEMU's own threads: kEmulatorQuotaPercent of a core
+// (domain_xml.h) when `capped`, none otherwise (a save or restore streams memory on those
+// threads, ten times slower under the cap).
+Status CapEmulatorThreads(virDomainPtr dom, std::string_view id, bool capped);
+
 // The size of the VM's disk as its guest sees it.
 Result<uint64_t> VdaCapacity(virDomainPtr dom, std::string_view id);
 

@@ -33,6 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using libvirt_ops::CapEmulatorThreads;
 using libvirt_ops::InactiveDefinition;
 using libvirt_ops::IsActive;
 using libvirt_ops::NewLayer;
@@ -226,7 +227,10 @@ Status LibvirtHost::SaveTemplate(std::string_view id, std::string_view tag) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string memory = (fresh / kMemoryFile).string();
   // Saved as it runs; a clone resumes running. libvirt pauses the guest, streams its memory
-  // and device state to the file, and stops the domain.
+  // and device state to the file, and stops the domain: on QEMU's own threads, uncapped.
+  if (Status st = CapEmulatorThreads(dom, id, /*capped=*/false); !st.ok()) {
+    LogWarn("vmhost: " + st.ToString());
+  }
   if (virDomainSaveFlags(dom, memory.c_str(), nullptr, VIR_DOMAIN_SAVE_RUNNING) < 0) {
     return fail(LibvirtError("saving vm " + std::string(id) + " as a template"));
   }
@@ -331,6 +335,7 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, spec.image));
 
   WARREN_ASSIGN_OR_RETURN(std::unique_ptr<NewVm> made, BeginNewVm(spec, "restore"));
+  const int64_t begun_ms = MillisSince(t0);
   const Conn& conn = made->conn;
   const QemuUser& qemu = made->qemu;
   Rollback& rollback = made->rollback;
@@ -347,7 +352,9 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
     own.ssh_host_key = std::move(key.first);
     own.ssh_host_key_pub = std::move(key.second);
   }
+  const int64_t disk_ms = MillisSince(t0);
   WARREN_ASSIGN_OR_RETURN(std::string seed, MakeSeed(conn, own, qemu));
+  const int64_t seed_ms = MillisSince(t0);
 
   // The clone's domain: the template's saved definition (its devices, addresses and state
   // must match the memory stream) under the VM's own name, UUID, files and MAC.
@@ -371,6 +378,8 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   def->SetCmdlineHostname(config.name);
   // A <genid> (QEMU's vmgenid device) must stay: removing it fails the restore. warren's
   // domains have none, and libvirt draws a new one at each restore anyway.
+  // Restored uncapped (QEMU's threads load the memory stream), capped once running.
+  def->RemoveEmulatorQuota();
   SaveImageHeader clone = *header;
   clone.domain_xml = def->ToXml();
 
@@ -387,6 +396,7 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   Status fed;
   std::thread feeder([&] { fed = FeedFifo(fifo, memory_fd.get(), clone, stop); });
   const int rc = virDomainRestoreFlags(conn.get(), fifo.c_str(), nullptr, VIR_DOMAIN_SAVE_RUNNING);
+  const int64_t restore_ms = MillisSince(t0);
   Status restored =
       rc < 0 ? LibvirtError("restoring vm " + spec.id + " from template " + VmShapeKey(shape))
              : Status::Ok();
@@ -415,6 +425,7 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
     if (why.empty()) why = "the restored domain is missing";
     return Unavailable(why);
   }
+  WARREN_RETURN_IF_ERROR(CapEmulatorThreads(dom.get(), spec.id, /*capped=*/true));
   // What the next boot gets: the definition Create would write, with this UUID and MAC.
   const std::string persistent = DomainXml(config);
   DomainHandle defined(virDomainDefineXML(conn.get(), persistent.c_str()));
@@ -429,7 +440,9 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   r.host_key_pub = own.ssh_host_key_pub;
   r.restore_ms = MillisSince(t0);
   LogInfo("vmhost: vm " + spec.id + " restored from template " + VmShapeKey(shape) + " in " +
-          std::to_string(r.restore_ms) + " ms");
+          std::to_string(r.restore_ms) + " ms (begun " + std::to_string(begun_ms) + ", disk " +
+          std::to_string(disk_ms) + ", seed " + std::to_string(seed_ms) + ", restored " +
+          std::to_string(restore_ms) + ")");
   return r;
 }
 

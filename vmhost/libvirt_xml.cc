@@ -426,6 +426,19 @@ bool DomainDefinition::SetGenid(std::string_view uuid) {
   return true;
 }
 
+bool DomainDefinition::RemoveEmulatorQuota() {
+  xmlNode* cputune = Child(xmlDocGetRootElement(doc_.get()), "cputune");
+  if (cputune == nullptr) return false;
+  bool removed = false;
+  for (const char* name : {"emulator_period", "emulator_quota"}) {
+    if (xmlNode* node = Child(cputune, name)) {
+      Remove(node);
+      removed = true;
+    }
+  }
+  return removed;
+}
+
 bool DomainDefinition::RemoveMetadata(std::string_view ns) {
   bool removed = false;
   xmlNode* metadata = Child(xmlDocGetRootElement(doc_.get()), "metadata");

@@ -20,6 +20,7 @@ import time
 import unittest
 
 import warren_harness as h
+from test_vm_cpu_share import EMULATOR_CAP_PERCENT, schedinfo
 from test_vm_e2e import IMAGES, VmTestCase, have_image
 
 # What makes a machine itself, read in one guest command (tiny's busybox has all of it).
@@ -88,6 +89,9 @@ class TemplateTest(VmTestCase):
             stat = self.ssh_json(self.admin, "stat", name)
             self.assertEqual(stat["made"], "template")
             self.assertGreater(stat["made_ms"], 0)
+            # Restored with QEMU's own threads uncapped (they load the memory), capped after.
+            self.assertEqual(schedinfo(stat["id"])["emulator_quota"],
+                             str(EMULATOR_CAP_PERCENT * 1000))
         one, two = self.facts("tpl-one"), self.facts("tpl-two")
         self.assertEqual((one["hostname"], two["hostname"]), ("tpl-one", "tpl-two"))
         for item in ("mac", "random", "host_key"):

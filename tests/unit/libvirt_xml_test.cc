@@ -202,7 +202,12 @@ TEST(CloneDefinitionTest, EveryIdentityAndPathBecomesTheClones) {
   ASSERT_TRUE(def.SetInterfaceMacs({"52:54:00:6b:8f:1d"}).ok());
   // The guest booted long ago, but the clone's next cold boot reads this.
   ASSERT_TRUE(def.SetCmdlineHostname("clone-one"));
+  // Restored uncapped, capped once running.
+  ASSERT_TRUE(def.RemoveEmulatorQuota());
+  EXPECT_FALSE(def.RemoveEmulatorQuota());
   const std::string xml = def.ToXml();
+  EXPECT_EQ(xml.find("emulator_"), std::string::npos);
+  EXPECT_NE(xml.find("<quota>80000</quota>"), std::string::npos);  // the vCPUs' cap stays
   ExpectGolden("libvirt/domain_saved_cloned.xml", xml);
 
   // Read back from the text, as libvirt will.
