@@ -124,8 +124,9 @@ struct VmRecord {
 };
 
 // What VmRecord::made may say: booted from its image, restored from a saved template under its
-// own identity, or copied from another VM's disk (cp).
-inline constexpr const char* kVmMadeHow[] = {"boot", "template", "copy"};
+// own identity, taken from the warm pool (a paused VM restored from a template beforehand),
+// copied from another VM's disk (cp), or copied with its memory (cp --live).
+inline constexpr const char* kVmMadeHow[] = {"boot", "template", "pool", "copy", "live-copy"};
 
 // A command in a VM that outlived the call that started it (`ssh VM CMD` past its
 // wait). The guest's runner holds the process and its output; this record holds who may

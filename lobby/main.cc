@@ -56,6 +56,7 @@
 #include "lobby/sandbox_reaper.h"
 #include "lobby/ssh/ssh_server.h"
 #include "lobby/template_keeper.h"
+#include "lobby/vm_pool.h"
 #include "lobby/vm_runtime.h"
 #include "lobby/web_runtime.h"
 #include "vmhost/guest/runner_install.h"
@@ -80,8 +81,9 @@ struct ServeFlags {
   web::WebServerOptions web_limits;
   std::string int_domain = "int.warren.internal";
   std::string vms = "on";
-  std::string vm_image = VmDefaults{}.image;  // what `new` makes without --image
-  std::string vm_templates = "default";       // lobby/template_keeper.h
+  std::string vm_image = VmDefaults{}.image;    // what `new` makes without --image
+  std::string vm_templates = "default";         // lobby/template_keeper.h
+  std::vector<std::string> pool = {"default"};  // lobby/vm_pool.h
   int vm_ready_timeout_s = Services{}.ready_timeout_ms / 1000;
   std::string vm_egress = "all";             // new VMs' egress policy (lobby/commands/vm_egress.h)
   std::vector<std::string> vm_egress_allow;  // CIDRs the isolation rules open
@@ -562,11 +564,40 @@ int Serve(const ServeFlags& flags) {
   if (vm_runtime) sandbox_reaper = std::make_unique<SandboxReaper>(services);
   // `new` restores VMs of the default shape from a template the keeper saves and keeps current.
   std::unique_ptr<TemplateKeeper> template_keeper;
+  // Paused VMs restored ahead of time, which `new` takes (their templates kept too).
+  VmPoolOptions pool_options;
+  std::unique_ptr<VmPool> pool;
+  for (const std::string& text : flags.pool) {
+    if (text == "none") continue;
+    if (text == "default") {
+      PoolTarget t;  // the default shape of the default image, as `new` makes it
+      t.image = services.vm_defaults.image;
+      t.memory_mib = services.vm_defaults.memory_mib;
+      t.disk_gib = services.vm_defaults.disk_gib;
+      t.egress = HostEgressFor(services.vm_defaults.egress);
+      t.size = 1;
+      pool_options.targets.push_back(t);
+      continue;
+    }
+    Result<PoolTarget> t = ParsePoolTarget(text, services.vm_defaults);
+    if (!t.ok()) return Fail(t.status());
+    pool_options.targets.push_back(*t);
+  }
   if (vm_runtime && flags.vm_templates != "none") {
     services.restore_templates = true;
     TemplateKeeperOptions keeper;
     keeper.tag = guest::RunnerVersion();
+    keeper.more_shapes = [&services, targets = pool_options.targets] {
+      return VmPool::Shapes(services, targets);
+    };
     template_keeper = std::make_unique<TemplateKeeper>(services, keeper);
+  }
+  if (!pool_options.targets.empty()) {
+    if (!vm_runtime || flags.vm_templates == "none") {
+      LogInfo("pool: off (the warm pool is refilled from templates: --vm-templates default)");
+    } else {
+      services.pool = (pool = std::make_unique<VmPool>(services, pool_options)).get();
+    }
   }
   Interpreter interpreter(services);
   // Runs /exec's and MCP's commands: a bounded pool shared fairly between users.
@@ -797,6 +828,15 @@ int main(int argc, char** argv) {
                    "(the default image, shape and egress) and restore new VMs from it rather "
                    "than boot them; none: always boot")
       ->check(CLI::IsMember({"default", "none"}))
+      ->capture_default_str();
+  serve
+      ->add_option("--pool", flags.pool,
+                   "The warm pool: paused VMs restored from templates ahead of time, which "
+                   "`new` takes when it asks for their shape (a fraction of a second). "
+                   "IMAGE=N keeps N of the default shape of IMAGE, IMAGE:CPUS,MEMORY,DISK"
+                   "[,EGRESS]=N of that shape (repeatable); default: 1 of the default image; "
+                   "none: no pool. Only with --vm-templates default; a VM is refilled only "
+                   "while the host has memory for it and one more")
       ->capture_default_str();
   serve
       ->add_option("--vm-egress", flags.vm_egress,

@@ -133,32 +133,45 @@ Status TemplateKeeper::MakeTemplate(Services& services, const VmShape& shape,
   return Status::Ok();
 }
 
-void TemplateKeeper::Check() {
-  std::optional<VmShape> shape = DefaultShape(services_);
-  if (!shape.has_value()) return;  // no default image yet: nothing to restore either
+bool TemplateKeeper::Check() {
+  std::vector<VmShape> shapes;
+  if (std::optional<VmShape> shape = DefaultShape(services_)) shapes.push_back(*shape);
+  if (options_.more_shapes) {
+    for (const VmShape& shape : options_.more_shapes()) {
+      if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
+    }
+  }
+  if (shapes.empty()) return false;  // no image yet: nothing to restore either
   Result<std::vector<TemplateInfo>> have = services_.vms->Templates();
   if (!have.ok()) {
     LogWarn("templates: " + have.status().ToString());
-    return;
+    return false;
   }
-  for (const TemplateInfo& t : *have) {
-    if (t.shape == *shape && t.tag == options_.tag) return;  // current
+  for (const VmShape& shape : shapes) {
+    const bool current = std::any_of(have->begin(), have->end(), [&](const TemplateInfo& t) {
+      return t.shape == shape && t.tag == options_.tag;
+    });
+    if (current) continue;
+    if (std::chrono::steady_clock::now() < next_try_) return false;
+    LogInfo("templates: making the template of " + VmShapeKey(shape));
+    if (Status st = MakeTemplate(services_, shape, options_.tag); !st.ok()) {
+      LogWarn("templates: " + st.ToString() + "; `new` boots until a later try works");
+      next_try_ = std::chrono::steady_clock::now() + options_.retry_after;
+      return false;
+    }
+    return true;  // one per check: the loop comes back at once for the next
   }
-  if (std::chrono::steady_clock::now() < next_try_) return;
-  LogInfo("templates: making the template of " + VmShapeKey(*shape));
-  if (Status st = MakeTemplate(services_, *shape, options_.tag); !st.ok()) {
-    LogWarn("templates: " + st.ToString() + "; `new` boots until a later try works");
-    next_try_ = std::chrono::steady_clock::now() + options_.retry_after;
-  }
+  return false;
 }
 
 void TemplateKeeper::Loop() {
   std::unique_lock lock(mu_);
-  do {
+  while (!stop_) {
     lock.unlock();
-    Check();
+    const bool more = Check();
     lock.lock();
-  } while (!cv_.wait_for(lock, options_.interval, [this] { return stop_; }));
+    if (!more) cv_.wait_for(lock, options_.interval, [this] { return stop_; });
+  }
 }
 
 }  // namespace warren

@@ -12,10 +12,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lobby/base/status.h"
 #include "lobby/commands/interpreter.h"
@@ -29,6 +31,9 @@ struct TemplateKeeperOptions {
   std::chrono::seconds interval{60};
   // After a failure, the next attempt waits at least this long.
   std::chrono::seconds retry_after{300};
+  // Shapes to keep templates of besides the default (the warm pool's: lobby/vm_pool.h),
+  // asked at each check. Optional.
+  std::function<std::vector<VmShape>()> more_shapes;
 };
 
 class TemplateKeeper {
@@ -46,8 +51,9 @@ class TemplateKeeper {
 
  private:
   void Loop();
-  // One check: makes the default shape's template if it is missing or stale.
-  void Check();
+  // One check: makes the template of the default shape and of each of more_shapes that is
+  // missing or stale (one per check, the default first). True when it made one.
+  bool Check();
 
   Services& services_;
   const TemplateKeeperOptions options_;

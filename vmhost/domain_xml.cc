@@ -34,9 +34,12 @@ std::string RunMetadataElement(int64_t started_at) {
   return "<run started='" + std::to_string(started_at) + "'/>";
 }
 
-std::string DiskSnapshotXml(std::string_view new_top) {
+std::string DiskSnapshotXml(std::string_view new_top, std::string_view memory_file) {
   std::ostringstream x;
   x << "<domainsnapshot>\n";
+  if (!memory_file.empty()) {
+    x << "  <memory snapshot='external' file='" << Attr(memory_file) << "'/>\n";
+  }
   x << "  <disks>\n";
   x << "    <disk name='vda' snapshot='external' type='file'>\n";
   x << "      <driver type='qcow2'/>\n";

@@ -1,8 +1,8 @@
 // The XML warren writes for libvirt: a VM's domain definition (a pure function of a
-// DomainConfig), its metadata elements, the disk snapshot of a `cp`, and the storage pools and
-// volumes of its files. The exact XML handed to libvirt is pinned by golden files
-// (tests/golden/*.xml); what libvirt hands back is read by libvirt_xml.h. No I/O, no libvirt
-// calls; every function here is thread-safe.
+// DomainConfig), its metadata elements, the snapshot of a `cp` (with the memory for `cp
+// --live`), and the storage pools and volumes of its files. The exact XML handed to libvirt is
+// pinned by golden files (tests/golden/*.xml); what libvirt hands back is read by
+// libvirt_xml.h. No I/O, no libvirt calls; every function here is thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -100,10 +100,12 @@ std::string VmMetadataElement(std::string_view id, std::string_view name, std::s
 // when the VM's QEMU started, in Unix seconds.
 std::string RunMetadataElement(int64_t started_at);
 
-// The disk-only external snapshot that forks a running VM's disk: vda moves onto the
-// existing overlay `new_top` (qcow2, its header already naming the old top as backing), the
-// read-only seed vdb is left alone.
-std::string DiskSnapshotXml(std::string_view new_top);
+// The external snapshot that forks a running VM's disk: vda moves onto the existing overlay
+// `new_top` (qcow2, its header already naming the old top as backing), the read-only seed vdb
+// is left alone. With `memory_file` (a live copy, `cp --live`) the guest's memory is written
+// there too, as a libvirt save image (save_image.h), while the guest is paused; without it the
+// snapshot is of the disk only.
+std::string DiskSnapshotXml(std::string_view new_top, std::string_view memory_file = "");
 
 // A directory storage pool `name` over `path`, traversable but not listable by others (QEMU
 // reaches the files by path under another user).

@@ -126,6 +126,35 @@ Result<uint64_t> VdaCapacity(virDomainPtr dom, std::string_view id) {
   return bi.capacity;
 }
 
+int64_t AllocationOf(virConnectPtr conn, const std::string& path) {
+  StorageVolHandle vol(virStorageVolLookupByPath(conn, path.c_str()));
+  virStorageVolInfo vi{};
+  if (!vol || virStorageVolGetInfo(vol.get(), &vi) < 0) {
+    virResetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(vi.allocation);
+}
+
+Status SnapshotOnto(virDomainPtr dom, std::string_view id, const std::string& new_top,
+                    const std::string& memory_file) {
+  const std::string xml = DiskSnapshotXml(new_top, memory_file);
+  // Without VIR_DOMAIN_SNAPSHOT_CREATE_LIVE: memory and disk are taken while the guest is
+  // paused, then libvirt resumes it.
+  unsigned int flags = VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA | VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC |
+                       VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT;
+  if (memory_file.empty()) flags |= VIR_DOMAIN_SNAPSHOT_CREATE_DISK_ONLY;
+  virDomainSnapshotPtr snap = virDomainSnapshotCreateXML(dom, xml.c_str(), flags);
+  if (snap == nullptr) {
+    return LibvirtError(std::string(memory_file.empty()
+                                        ? "snapshotting the disk of vm "
+                                        : "snapshotting the memory and disk of vm ") +
+                        std::string(id));
+  }
+  virDomainSnapshotFree(snap);
+  return Status::Ok();
+}
+
 // Conflict unless the VM is in one of `allowed` (the states `verb` applies to).
 Status RequireState(virDomainPtr dom, std::initializer_list<VmState> allowed,
                     std::string_view verb) {

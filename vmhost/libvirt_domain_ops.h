@@ -76,6 +76,19 @@ Status CapEmulatorThreads(virDomainPtr dom, std::string_view id, bool capped);
 // The size of the VM's disk as its guest sees it.
 Result<uint64_t> VdaCapacity(virDomainPtr dom, std::string_view id);
 
+// Bytes a file of the disks holds now; 0 when it cannot be read.
+int64_t AllocationOf(virConnectPtr conn, const std::string& path);
+
+// Forks a running domain's disk (cp): one atomic external snapshot that keeps no metadata,
+// onto the overlay `new_top` warren made (REUSE_EXT: its header already names the current top
+// as backing). QEMU switches vda onto it, libvirt updates the live and the persistent
+// definition, and the old top is frozen from then on. With `memory_file` (cp --live) the
+// guest's memory and device state go there too, as a libvirt save image (save_image.h): the
+// guest is paused while they are written and resumed by libvirt after, so memory and disk are
+// of one instant. Without it the snapshot is of the disk only and the guest never pauses.
+Status SnapshotOnto(virDomainPtr dom, std::string_view id, const std::string& new_top,
+                    const std::string& memory_file = "");
+
 // Conflict unless the VM is in one of `allowed` (the states `verb` applies to).
 Status RequireState(virDomainPtr dom, std::initializer_list<VmState> allowed,
                     std::string_view verb);

@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using libvirt_ops::AllocationOf;
 using libvirt_ops::InactiveDefinition;
 using libvirt_ops::IsActive;
 using libvirt_ops::Metadata;
@@ -39,6 +40,7 @@ using libvirt_ops::NewLayerUndoneOnRollback;
 using libvirt_ops::RecordStart;
 using libvirt_ops::Redefine;
 using libvirt_ops::RequireState;
+using libvirt_ops::SnapshotOnto;
 using libvirt_ops::StateOf;
 using libvirt_ops::Undefine;
 using libvirt_ops::VdaCapacity;
@@ -94,17 +96,6 @@ int64_t DiskGrowthOf(virConnectPtr conn, virDomainPtr dom) {
     return 0;
   }
   return vi.capacity > vi.allocation ? static_cast<int64_t>(vi.capacity - vi.allocation) : 0;
-}
-
-// Bytes a file of the disks holds now; 0 when it cannot be read.
-int64_t AllocationOf(virConnectPtr conn, const std::string& path) {
-  StorageVolHandle vol(virStorageVolLookupByPath(conn, path.c_str()));
-  virStorageVolInfo vi{};
-  if (!vol || virStorageVolGetInfo(vol.get(), &vi) < 0) {
-    virResetLastError();
-    return 0;
-  }
-  return static_cast<int64_t>(vi.allocation);
 }
 
 // Sets the CPU share of the persistent definition to follow a change of vCPUs. A daemon
@@ -585,8 +576,8 @@ Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn, const DiskCha
 }
 
 Result<std::string> LibvirtHost::MakeSeed(const Conn& conn, const VmSpec& spec,
-                                          const QemuUser& qemu) {
-  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn, spec.id, /*build=*/true));
+                                          const QemuUser& qemu, bool rewrite) {
+  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn, spec.id, /*build=*/!rewrite));
   SeedContents seed;
   seed.hostname = spec.name.empty() ? spec.id : spec.name;
   seed.authorized_keys = spec.authorized_keys;
@@ -597,9 +588,16 @@ Result<std::string> LibvirtHost::MakeSeed(const Conn& conn, const VmSpec& spec,
   WARREN_ASSIGN_OR_RETURN(
       std::string seed_bytes,
       BuildSeedImage(seed, (fs::path(options_.data_dir) / "tmp").string(), options_.mkfs));
-  const std::string seed_xml = RawVolumeXml("seed.img", seed_bytes.size(), qemu);
-  StorageVolHandle seed_vol(virStorageVolCreateXML(pool.get(), seed_xml.c_str(), 0));
-  if (!seed_vol) return LibvirtError("creating the seed of vm " + spec.id);
+  StorageVolHandle seed_vol;
+  if (rewrite) {
+    // Every seed is one size (seed_image.h): the new one fits the volume exactly.
+    seed_vol.reset(virStorageVolLookupByName(pool.get(), "seed.img"));
+    if (!seed_vol) return LibvirtError("finding the seed of vm " + spec.id);
+  } else {
+    const std::string seed_xml = RawVolumeXml("seed.img", seed_bytes.size(), qemu);
+    seed_vol.reset(virStorageVolCreateXML(pool.get(), seed_xml.c_str(), 0));
+    if (!seed_vol) return LibvirtError("creating the seed of vm " + spec.id);
+  }
   {
     StreamHandle st(virStreamNew(conn.get(), 0));
     if (!st) return LibvirtError("opening a stream");
@@ -686,8 +684,17 @@ Status LibvirtHost::Create(const VmSpec& spec) {
 }
 
 Result<std::unique_ptr<LibvirtHost::NewVm>> LibvirtHost::BeginNewVm(const VmSpec& spec,
-                                                                    const char* what) {
+                                                                    const char* what,
+                                                                    std::string_view source_id) {
+  // In id order, as Copy takes them.
+  std::optional<VmGuard> source_first;
+  if (!source_id.empty() && source_id < spec.id) source_first.emplace(LockVm(source_id));
   auto made = std::make_unique<NewVm>(LockVm(spec.id));
+  if (source_first) {
+    made->source_guard = std::move(source_first);
+  } else if (!source_id.empty()) {
+    made->source_guard.emplace(LockVm(source_id));
+  }
   WARREN_ASSIGN_OR_RETURN(made->conn, Connect());
   WARREN_RETURN_IF_ERROR(CheckAbsent(made->conn, spec.id));
   // Under the disks' lock: two new VMs at once each count the other's new disk.
@@ -780,6 +787,10 @@ Status LibvirtHost::Destroy(std::string_view id) {
 Status LibvirtHost::Rename(std::string_view id, std::string_view name) {
   WARREN_RETURN_IF_ERROR(ValidateVmName(name));
   WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  return RenameDomain(vm, id, name);
+}
+
+Status LibvirtHost::RenameDomain(const OpenVm& vm, std::string_view id, std::string_view name) {
   virDomainPtr dom = vm.dom.get();
   unsigned int flags = VIR_DOMAIN_AFFECT_CONFIG;
   if (IsActive(dom)) flags |= VIR_DOMAIN_AFFECT_LIVE;
@@ -818,67 +829,26 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(CheckAbsent(conn, spec.id));
   std::string image = VmMetadataOf(src).image;
   if (image.empty()) image = spec.image;
-  WARREN_ASSIGN_OR_RETURN(const uint64_t capacity, VdaCapacity(src, source_id));
   const bool live = IsActive(src);
-  if (live) {
-    virDomainBlockJobInfo job{};
-    int busy = virDomainGetBlockJobInfo(src, "vda", &job, 0);
-    if (busy < 0) virResetLastError();
-    if (busy > 0) {
-      return Conflict("the disk of vm " + std::string(source_id) +
-                      " is being flattened; copy it again in a minute");
-    }
-  }
   DiskChains::Lock disks = chains_.Acquire();
-  WARREN_ASSIGN_OR_RETURN(const std::string frozen, DiskChains::TopOf(src));
-  {
-    // The copy's disk may grow to its full size, and so may the source's fresh top again:
-    // what the frozen layer holds is written once more at most.
-    const int64_t more_bytes = static_cast<int64_t>(capacity) + AllocationOf(conn.get(), frozen);
-    WARREN_RETURN_IF_ERROR(
-        CheckRoom(conn, {spec.cpus, spec.memory_mib, (more_bytes + kGiB - 1) / kGiB}));
-  }
-
   WARREN_RETURN_IF_ERROR(RemoveFiles(conn, spec.id));
   Rollback rollback;
   rollback.Add([this, conn, id = spec.id, &disks] { UndoNewVmFiles(conn, id, "copy", disks); });
   WARREN_RETURN_IF_ERROR(EnsureDataDirs());
-  // The source's current top becomes read-only from here on: both VMs write to their own
-  // fresh overlay over it. The source's stays once the source runs on it, whatever happens
-  // to the copy.
-  auto src_top_kept = std::make_shared<bool>(false);
-  // A source defined before warren owned its files itself (libvirt relabels them) may have a
-  // top only root can read while it is stopped: the new layers and the copy follow the
-  // source's way, so libvirt hands the whole chain to QEMU as it always did for it.
-  WARREN_ASSIGN_OR_RETURN(DomainDefinition src_def, InactiveDefinition(src, source_id));
-  const QemuUser qemu = src_def.DacRelabels() ? QemuUser{} : qemu_user();
-  WARREN_ASSIGN_OR_RETURN(NewLayer src_top,
-                          NewLayerUndoneOnRollback(chains_, disks, conn.get(), source_id, frozen,
-                                                   capacity, qemu, "copy", rollback, src_top_kept));
-  WARREN_ASSIGN_OR_RETURN(NewLayer copy_top,
-                          NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, frozen,
-                                                   capacity, qemu, "copy", rollback));
+  WARREN_ASSIGN_OR_RETURN(DiskFork fork,
+                          PrepareFork(conn, src, source_id, spec, 0, disks, rollback));
   if (live) {
-    // One atomic disk-only snapshot: QEMU switches the running source onto the overlay we
-    // made (REUSE_EXT: its header already names `frozen` as backing), libvirt updates both
-    // the live and the persistent definition, and keeps no snapshot metadata.
-    const std::string xml = DiskSnapshotXml(src_top.path);
-    const unsigned int flags =
-        VIR_DOMAIN_SNAPSHOT_CREATE_DISK_ONLY | VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA |
-        VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC | VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT;
-    virDomainSnapshotPtr snap = virDomainSnapshotCreateXML(src, xml.c_str(), flags);
-    if (snap == nullptr) {
-      return LibvirtError("snapshotting the disk of vm " + std::string(source_id));
-    }
-    virDomainSnapshotFree(snap);
+    // QEMU switches the running source onto its fresh overlay.
+    WARREN_RETURN_IF_ERROR(SnapshotOnto(src, source_id, fork.source_top.path));
   } else {
     // Stopped: nothing writes the top now, so pointing the definition at the new overlay is
     // the whole fork.
-    Status moved = src_def.SetDiskSource("vda", src_top.path);
+    WARREN_ASSIGN_OR_RETURN(DomainDefinition src_def, InactiveDefinition(src, source_id));
+    Status moved = src_def.SetDiskSource("vda", fork.source_top.path);
     if (!moved.ok()) return Internal("vm " + std::string(source_id) + " has no disk");
     WARREN_RETURN_IF_ERROR(Redefine(conn.get(), src_def, source_id));
   }
-  *src_top_kept = true;  // the source runs on it now, whatever happens to the copy
+  *fork.source_top_kept = true;  // the source runs on it now, whatever happens to the copy
 
   VmSpec copy = spec;
   copy.image = image;
@@ -889,10 +859,54 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
     copy.ssh_host_key = std::move(key.first);
     copy.ssh_host_key_pub = std::move(key.second);
   }
-  WARREN_RETURN_IF_ERROR(DefineAndStart(conn, copy, image, copy_top.path, qemu, rollback));
+  WARREN_RETURN_IF_ERROR(
+      DefineAndStart(conn, copy, image, fork.copy_top.path, fork.qemu, rollback));
   rollback.Commit();
   chains_.MaybeFlatten(src, source_id);
   return Status::Ok();
+}
+
+Result<LibvirtHost::DiskFork> LibvirtHost::PrepareFork(const Conn& conn, virDomainPtr src,
+                                                       std::string_view source_id,
+                                                       const VmSpec& spec, int64_t more_bytes,
+                                                       const DiskChains::Lock& disks,
+                                                       Rollback& rollback) {
+  if (IsActive(src)) {
+    virDomainBlockJobInfo job{};
+    int busy = virDomainGetBlockJobInfo(src, "vda", &job, 0);
+    if (busy < 0) virResetLastError();
+    if (busy > 0) {
+      return Conflict("the disk of vm " + std::string(source_id) +
+                      " is being flattened; copy it again in a minute");
+    }
+  }
+  DiskFork fork;
+  WARREN_ASSIGN_OR_RETURN(fork.capacity, VdaCapacity(src, source_id));
+  WARREN_ASSIGN_OR_RETURN(fork.frozen, DiskChains::TopOf(src));
+  {
+    // The copy's disk may grow to its full size, and so may the source's fresh top again:
+    // what the frozen layer holds is written once more at most.
+    const int64_t bytes =
+        static_cast<int64_t>(fork.capacity) + AllocationOf(conn.get(), fork.frozen) + more_bytes;
+    WARREN_RETURN_IF_ERROR(
+        CheckRoom(conn, {spec.cpus, spec.memory_mib, (bytes + kGiB - 1) / kGiB}));
+  }
+  // The source's current top becomes read-only from the switch on: both VMs write to their
+  // own fresh overlay over it. The source's stays once the source runs on it, whatever
+  // happens to the copy. A source defined before warren owned its files itself (libvirt
+  // relabels them) may have a top only root can read while it is stopped: the new layers and
+  // the copy follow the source's way, so libvirt hands the whole chain to QEMU as it always
+  // did for it.
+  WARREN_ASSIGN_OR_RETURN(DomainDefinition src_def, InactiveDefinition(src, source_id));
+  fork.qemu = src_def.DacRelabels() ? QemuUser{} : qemu_user();
+  WARREN_ASSIGN_OR_RETURN(
+      fork.source_top,
+      NewLayerUndoneOnRollback(chains_, disks, conn.get(), source_id, fork.frozen, fork.capacity,
+                               fork.qemu, "copy", rollback, fork.source_top_kept));
+  WARREN_ASSIGN_OR_RETURN(fork.copy_top,
+                          NewLayerUndoneOnRollback(chains_, disks, conn.get(), spec.id, fork.frozen,
+                                                   fork.capacity, fork.qemu, "copy", rollback));
+  return fork;
 }
 
 Result<ResizeOutcome> LibvirtHost::Resize(std::string_view id, const ResizeSpec& spec) {

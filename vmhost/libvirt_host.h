@@ -48,6 +48,8 @@
 
 namespace warren {
 
+struct SaveImageHeader;
+
 struct LibvirtHostOptions {
   std::string uri = "qemu:///system";
   // Under qemu:///system QEMU runs as libvirt-qemu: the data directory must be reachable by
@@ -114,10 +116,15 @@ class LibvirtHost final : public VmHost {
   // MAC, fed to virDomainRestoreFlags through a FIFO in DATA/tmp; its persistent definition
   // (the next boot) is DomainXml's, as Create writes it. The chains' lock is held throughout
   // a save or restore, after the VM's lock.
+  // CopyLive (libvirt_host_live_copy.cc) forks the source's disk as Copy does, in the same
+  // snapshot as its memory (DATA/tmp/live-<copy id>.save, a save image removed once restored
+  // or failed), and restores that as the copy, the way a template's clone is restored.
   Status SaveTemplate(std::string_view id, std::string_view tag) override;
   Result<std::vector<TemplateInfo>> Templates() override;
   Status RemoveTemplate(const VmShape& shape) override;
   Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) override;
+  Result<RestoredVm> Reidentify(const VmSpec& spec) override;
+  Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override;
 
   // Every running domain of the connection, warren's or not (egress_firewall.h: the
   // isolation rules stay while any QEMU of the host runs).
@@ -156,6 +163,8 @@ class LibvirtHost final : public VmHost {
   VmGuard LockVm(std::string_view id);
   // Locks the VM, connects and looks its domain up. NotFound when there is no such VM.
   Result<OpenVm> LockAndOpen(std::string_view id);
+  // Rename's work on a VM opened (and locked) by the caller.
+  Status RenameDomain(const OpenVm& vm, std::string_view id, std::string_view name);
   // The same without the lock, for readers that must not wait behind a long Stop.
   Result<OpenVm> Open(std::string_view id);
   std::string DomainName(std::string_view id) const;
@@ -181,13 +190,14 @@ class LibvirtHost final : public VmHost {
   // no VM uses any more. Logs what it cannot undo.
   void UndoNewVmFiles(const Conn& conn, std::string_view id, std::string_view what,
                       const DiskChains::Lock& disks);
-  // What making a new VM (Create, CreateFromTemplate) holds from its first step to its last:
-  // the VM's lock, the connection, the chains' lock, QEMU's user, and the undo steps, the
-  // first of which removes the VM's files. Members go in reverse: the undo steps run while
-  // both locks are still held.
+  // What making a new VM (Create, CreateFromTemplate, CopyLive) holds from its first step to
+  // its last: the VM's lock (and a live copy's source's), the connection, the chains' lock,
+  // QEMU's user, and the undo steps, the first of which removes the VM's files. Members go in
+  // reverse: the undo steps run while the locks are still held.
   struct NewVm {
     explicit NewVm(VmGuard g) : guard(std::move(g)) {}
     VmGuard guard;
+    std::optional<VmGuard> source_guard;
     Conn conn;
     std::optional<DiskChains::Lock> disks;
     QemuUser qemu;
@@ -196,9 +206,32 @@ class LibvirtHost final : public VmHost {
   // Locks the VM, connects, checks no VM of that id exists, takes the chains' lock, checks
   // the host's room, removes files a crash left and prepares the data directories. `what`
   // ("create", "restore") names the operation in the undo step's log.
-  Result<std::unique_ptr<NewVm>> BeginNewVm(const VmSpec& spec, const char* what);
+  // With `source_id`, that VM's lock is held too (a copy's source), both taken in id order
+  // as Copy takes them.
+  Result<std::unique_ptr<NewVm>> BeginNewVm(const VmSpec& spec, const char* what,
+                                            std::string_view source_id = {});
+  // A copy's disk fork up to the switch (Copy, CopyLive): the source's top, which both VMs
+  // will stand on, and an overlay over it for each.
+  struct DiskFork {
+    std::string frozen;     // the source's top now
+    uint64_t capacity = 0;  // the source's disk, as its guest sees it
+    QemuUser qemu;          // whose the new files are (the source's way, see Copy)
+    libvirt_ops::NewLayer source_top;
+    libvirt_ops::NewLayer copy_top;
+    // Set once the source runs on source_top: from then on the rollback keeps it.
+    std::shared_ptr<bool> source_top_kept = std::make_shared<bool>(false);
+  };
+  // With both VMs locked, the chains' lock held and the copy's files undone by `rollback`:
+  // Conflict while a running source's disk is being flattened; the host's room for `spec`,
+  // whose disk may grow to the source's size while the source's fresh top may hold what the
+  // frozen one does again (plus `more_bytes`); then the two overlays, deleted by `rollback`.
+  Result<DiskFork> PrepareFork(const Conn& conn, virDomainPtr src, std::string_view source_id,
+                               const VmSpec& spec, int64_t more_bytes,
+                               const DiskChains::Lock& disks, Rollback& rollback);
   // Builds the VM's seed volume (its identity: seed_image.h) in its pool; returns its path.
-  Result<std::string> MakeSeed(const Conn& conn, const VmSpec& spec, const QemuUser& qemu);
+  // `rewrite`: writes over the VM's existing seed instead (a pooled VM taking its identity).
+  Result<std::string> MakeSeed(const Conn& conn, const VmSpec& spec, const QemuUser& qemu,
+                               bool rewrite = false);
   // The domain definition of `spec` over `disk` and `seed`, with a fresh UUID.
   DomainConfig ConfigFor(const VmSpec& spec, const GuestImage& image, const std::string& disk,
                          const std::string& seed, const QemuUser& qemu) const;
@@ -218,9 +251,20 @@ class LibvirtHost final : public VmHost {
   std::string TemplatesDir() const;
   // The bases of the templates in place (DiskChains' pinned tops).
   std::vector<std::string> TemplateBases() const;
-  // Deletes what a save, removal or restore cut short left (DATA/templates/.new-*, .old-*,
-  // DATA/tmp/restore-*.fifo). Call with the chains' lock held.
+  // Deletes what a save, removal, restore or live copy cut short left (DATA/templates/.new-*,
+  // .old-*, DATA/tmp/restore-*.fifo, DATA/tmp/live-*.save). Call with the chains' lock held.
   void RemoveTemplateLeftovers();
+  // The end of CreateFromTemplate and CopyLive: the saved domain `def` (the XML of `header`,
+  // whose memory stream `memory_fd` holds) made `config`'s — name, UUID, title, metadata,
+  // disk, seed, console log, control socket and MAC (when config has one), without the saved
+  // run and uncapped — and restored running through a FIFO in DATA/tmp (the memory is read
+  // once, never copied); then capped, defined for the next boot as DomainXml(config),
+  // autostarted and its start recorded. Destroyed and undefined by `rollback`. Unavailable
+  // when libvirt refuses the restore (`what`: "from template T"). Returns how long
+  // virDomainRestoreFlags took, in ms.
+  Result<int64_t> RestoreAsNewDomain(const Conn& conn, const DomainConfig& config,
+                                     DomainDefinition def, const SaveImageHeader& header,
+                                     int memory_fd, std::string_view what, Rollback& rollback);
 
   // WatchStates (libvirt_host_watch.cc).
   // Registers for events on `conn` unless registered there already.

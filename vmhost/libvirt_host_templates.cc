@@ -40,6 +40,7 @@ using libvirt_ops::NewLayer;
 using libvirt_ops::NewLayerUndoneOnRollback;
 using libvirt_ops::RecordStart;
 using libvirt_ops::RequireState;
+using libvirt_ops::StateOf;
 using libvirt_ops::Undefine;
 using libvirt_ops::VdaCapacity;
 using libvirt_ops::VmMetadataOf;
@@ -163,11 +164,14 @@ std::vector<std::string> LibvirtHost::TemplateBases() const {
 
 void LibvirtHost::RemoveTemplateLeftovers() {
   std::error_code ec;
-  // A restore's FIFO outlives it only when warren died mid-restore (restores hold the chains'
-  // lock, as the caller does).
+  // A restore's FIFO, or a live copy's memory, outlives it only when warren died mid-way
+  // (both hold the chains' lock, as the caller does).
   for (const auto& entry : fs::directory_iterator(fs::path(options_.data_dir) / "tmp", ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with("restore-") && name.ends_with(".fifo")) fs::remove(entry.path(), ec);
+    if ((name.starts_with("restore-") && name.ends_with(".fifo")) ||
+        (name.starts_with("live-") && name.ends_with(".save"))) {
+      fs::remove(entry.path(), ec);
+    }
   }
   for (const auto& entry : fs::directory_iterator(TemplatesDir(), ec)) {
     const std::string name = entry.path().filename().string();
@@ -362,49 +366,70 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   if (spec.egress == Egress::kAll) {
     WARREN_ASSIGN_OR_RETURN(config.mac, NewGuestMac());
   }
-  WARREN_RETURN_IF_ERROR(def->SetName(config.prefix + config.id));
-  WARREN_RETURN_IF_ERROR(def->SetUuid(config.uuid));
-  def->SetTitle(config.name);
-  WARREN_RETURN_IF_ERROR(def->SetVmMetadata(config.id, config.name, image.ref));
-  // The template's run (its start time) is not the clone's: RecordStart writes its own.
-  def->RemoveMetadata(kWarrenRunNamespace);
-  WARREN_RETURN_IF_ERROR(def->SetDiskSource("vda", config.disk));
-  WARREN_RETURN_IF_ERROR(def->SetDiskSource("vdb", config.seed));
-  WARREN_RETURN_IF_ERROR(def->SetConsoleLog(config.console_log));
-  WARREN_RETURN_IF_ERROR(def->SetControlSocket(config.control_socket));
-  if (!config.mac.empty()) WARREN_RETURN_IF_ERROR(def->SetInterfaceMacs({config.mac}));
-  // What the running guest's /proc/cmdline says is the template's either way (the identity
-  // step ignores it); the definition says the clone's.
-  def->SetCmdlineHostname(config.name);
+  WARREN_ASSIGN_OR_RETURN(
+      const int64_t restore_ms,
+      RestoreAsNewDomain(conn, config, std::move(def).value(), *header, memory_fd.get(),
+                         "from template " + VmShapeKey(shape), rollback));
+  rollback.Commit();
+  RestoredVm r;
+  r.mac = config.mac;
+  r.host_key_pub = own.ssh_host_key_pub;
+  r.restore_ms = MillisSince(t0);
+  LogInfo("vmhost: vm " + spec.id + " restored from template " + VmShapeKey(shape) + " in " +
+          std::to_string(r.restore_ms) + " ms (begun " + std::to_string(begun_ms) + ", disk " +
+          std::to_string(disk_ms) + ", seed " + std::to_string(seed_ms) + ", the restore " +
+          std::to_string(restore_ms) + ")");
+  return r;
+}
+
+Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainConfig& config,
+                                                DomainDefinition def, const SaveImageHeader& header,
+                                                int memory_fd, std::string_view what,
+                                                Rollback& rollback) {
+  const std::string& id = config.id;
+  WARREN_RETURN_IF_ERROR(def.SetName(config.prefix + config.id));
+  WARREN_RETURN_IF_ERROR(def.SetUuid(config.uuid));
+  def.SetTitle(config.name);
+  WARREN_RETURN_IF_ERROR(def.SetVmMetadata(config.id, config.name, config.image));
+  // The saved domain's run (its start time) is not this one's: RecordStart writes its own.
+  def.RemoveMetadata(kWarrenRunNamespace);
+  WARREN_RETURN_IF_ERROR(def.SetDiskSource("vda", config.disk));
+  WARREN_RETURN_IF_ERROR(def.SetDiskSource("vdb", config.seed));
+  WARREN_RETURN_IF_ERROR(def.SetConsoleLog(config.console_log));
+  WARREN_RETURN_IF_ERROR(def.SetControlSocket(config.control_socket));
+  if (!config.mac.empty()) WARREN_RETURN_IF_ERROR(def.SetInterfaceMacs({config.mac}));
+  // What the running guest's /proc/cmdline says is the saved domain's either way (the
+  // identity step ignores it); the definition says this one's.
+  def.SetCmdlineHostname(config.name);
   // A <genid> (QEMU's vmgenid device) must stay: removing it fails the restore. warren's
   // domains have none, and libvirt draws a new one at each restore anyway.
   // Restored uncapped (QEMU's threads load the memory stream), capped once running.
-  def->RemoveEmulatorQuota();
-  SaveImageHeader clone = *header;
-  clone.domain_xml = def->ToXml();
+  def.RemoveEmulatorQuota();
+  SaveImageHeader rewritten = header;
+  rewritten.domain_xml = def.ToXml();
 
   const fs::path tmp = fs::path(options_.data_dir) / "tmp";
   std::error_code ec;
   fs::create_directories(tmp, ec);
-  const std::string fifo = (tmp / ("restore-" + spec.id + ".fifo")).string();
+  const std::string fifo = (tmp / ("restore-" + id + ".fifo")).string();
   fs::remove(fifo, ec);
   if (::mkfifo(fifo.c_str(), 0600) < 0) {
     return Internal("making " + fifo + ": " + std::strerror(errno));
   }
-  NoteOwnDomain(spec.id);
+  NoteOwnDomain(id);
+  const auto t0 = std::chrono::steady_clock::now();
   std::atomic<bool> stop{false};
   Status fed;
-  std::thread feeder([&] { fed = FeedFifo(fifo, memory_fd.get(), clone, stop); });
+  std::thread feeder([&] { fed = FeedFifo(fifo, memory_fd, rewritten, stop); });
   const int rc = virDomainRestoreFlags(conn.get(), fifo.c_str(), nullptr, VIR_DOMAIN_SAVE_RUNNING);
   const int64_t restore_ms = MillisSince(t0);
   Status restored =
-      rc < 0 ? LibvirtError("restoring vm " + spec.id + " from template " + VmShapeKey(shape))
-             : Status::Ok();
+      rc < 0 ? LibvirtError("restoring vm " + id + " " + std::string(what)) : Status::Ok();
   stop = true;
   feeder.join();
   fs::remove(fifo, ec);
   // A restore cut short may still have left a domain (transient) behind.
-  Result<DomainHandle> found = LookupDomain(conn, spec.id);
+  Result<DomainHandle> found = LookupDomain(conn, id);
   std::shared_ptr<virDomain> dom;
   if (found.ok()) {
     dom = std::shared_ptr<virDomain>(std::move(found).value());
@@ -425,24 +450,56 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
     if (why.empty()) why = "the restored domain is missing";
     return Unavailable(why);
   }
-  WARREN_RETURN_IF_ERROR(CapEmulatorThreads(dom.get(), spec.id, /*capped=*/true));
+  WARREN_RETURN_IF_ERROR(CapEmulatorThreads(dom.get(), id, /*capped=*/true));
   // What the next boot gets: the definition Create would write, with this UUID and MAC.
   const std::string persistent = DomainXml(config);
   DomainHandle defined(virDomainDefineXML(conn.get(), persistent.c_str()));
-  if (!defined) return LibvirtError("defining vm " + spec.id);
+  if (!defined) return LibvirtError("defining vm " + id);
   if (virDomainSetAutostart(dom.get(), 1) < 0) {
     LogWarn(LibvirtError("marking the vm to come back after a restart").ToString());
   }
   RecordStart(dom.get(), SystemClock::Get().NowUnix());
-  rollback.Commit();
+  return restore_ms;
+}
+
+}  // namespace warren
+
+namespace warren {
+
+Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  const auto t0 = std::chrono::steady_clock::now();
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(spec.id));
+  virDomainPtr dom = vm.dom.get();
+  WARREN_RETURN_IF_ERROR(
+      RequireState(dom, {VmState::kPaused, VmState::kRunning}, "give a new identity to"));
+  Result<VmState> state = StateOf(dom);
+  const bool paused = state.ok() && *state == VmState::kPaused;
+  // The VM must be of the spec's shape: its devices and memory are the template's.
+  WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(dom, spec.id));
+  WARREN_ASSIGN_OR_RETURN(const uint64_t capacity, VdaCapacity(dom, spec.id));
+  const std::string image = VmMetadataOf(dom).image;
+  if (image != spec.image || def.Vcpus() != spec.cpus || def.MemoryMib() != spec.memory_mib ||
+      capacity != static_cast<uint64_t>(spec.disk_gib * kGiB)) {
+    return InvalidArgument("vm " + spec.id + " (" + image + ", " + std::to_string(def.Vcpus()) +
+                           " vCPUs, " + std::to_string(def.MemoryMib()) + " MiB) is not of shape " +
+                           VmShapeKey(ShapeOf(spec)));
+  }
+  VmSpec own = spec;
+  if (own.ssh_host_key.empty()) {
+    WARREN_ASSIGN_OR_RETURN(auto key,
+                            NewSshHostKey((fs::path(options_.data_dir) / "tmp").string()));
+    own.ssh_host_key = std::move(key.first);
+    own.ssh_host_key_pub = std::move(key.second);
+  }
+  WARREN_RETURN_IF_ERROR(MakeSeed(vm.conn, own, qemu_user(), /*rewrite=*/true).status());
+  WARREN_RETURN_IF_ERROR(RenameDomain(vm, spec.id, spec.name));
   RestoredVm r;
-  r.mac = config.mac;
+  std::vector<std::string> macs = def.InterfaceMacs();
+  if (!macs.empty()) r.mac = macs.front();
   r.host_key_pub = own.ssh_host_key_pub;
+  if (paused && virDomainResume(dom) < 0) return LibvirtError("resuming vm " + spec.id);
   r.restore_ms = MillisSince(t0);
-  LogInfo("vmhost: vm " + spec.id + " restored from template " + VmShapeKey(shape) + " in " +
-          std::to_string(r.restore_ms) + " ms (begun " + std::to_string(begun_ms) + ", disk " +
-          std::to_string(disk_ms) + ", seed " + std::to_string(seed_ms) + ", restored " +
-          std::to_string(restore_ms) + ")");
   return r;
 }
 

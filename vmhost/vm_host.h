@@ -230,6 +230,22 @@ class VmHost {
   // (a save file this host cannot read, a restore libvirt refuses: boot instead); room as
   // Create. On failure nothing is left behind.
   virtual Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) = 0;
+  // Gives VM `spec.id` — restored from a template under a stand-in name and kept paused (a
+  // warm pool's VM) — `spec`'s identity, and resumes it: its name (title, metadata, the next
+  // boot's command line) and a seed rewritten in place with spec's hostname, keys, env, setup
+  // script and a new SSH host key (spec's, or one made here). The shape must be the VM's.
+  // The guest takes the seed when told (vmhost/guest/identity.h). NotFound; Conflict unless
+  // it is paused or running; InvalidArgument for another shape. On failure the VM is left
+  // for the caller to remove.
+  virtual Result<RestoredVm> Reidentify(const VmSpec& spec) = 0;
+  // As Copy, but of a running VM with its memory: an external snapshot of the source's
+  // memory and disk (the source pauses for about half a second and runs on, on a new
+  // overlay) is restored as `spec`'s VM, running the source's processes, under its own id,
+  // name, overlay, seed (with a new SSH host key: spec's, or one made here), files and MAC;
+  // the guest takes its identity when told (vmhost/guest/identity.h). The memory file is
+  // removed once restored. Conflict unless the source runs; otherwise as Copy (nothing left
+  // behind on failure, the source unharmed).
+  virtual Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) = 0;
 
   // From now on, calls `listener` for every state change of this host's VMs, on a thread of
   // the host's own, one event at a time and in the order they happened (one listener; a later

@@ -15,6 +15,7 @@
 #include "lobby/commands/builtin_commands.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/image_catalog.h"
+#include "lobby/commands/integration_events.h"
 #include "lobby/commands/integration_scope.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/sandbox.h"
@@ -23,6 +24,7 @@
 #include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_view.h"
+#include "lobby/commands/warm_pool.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
 
@@ -83,10 +85,15 @@ class NewCommand final : public Command {
     WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
 
     const auto start = std::chrono::steady_clock::now();
-    WARREN_RETURN_IF_ERROR(RecordAndPrepareVm(ctx, vm, spec, "new"));
+    // An idle VM of this shape in the warm pool is this one's from here on.
+    const bool pooled = TakePooledVm(ctx, spec, vm);
+    if (Status st = RecordAndPrepareVm(ctx, vm, spec, "new"); !st.ok()) {
+      if (pooled) ctx.services.pool->PutBack(ShapeOf(spec), vm.id);
+      return st;
+    }
     ctx.audit_vm = vm.name;
     if (Status st = AttachVmIntegrations(ctx, vm, integrations_); !st.ok()) {
-      AbandonVm(ctx, vm, /*domain_made=*/false, "new");
+      AbandonVm(ctx, vm, /*domain_made=*/pooled, "new");
       return st;
     }
     Progress(ctx, "creating " + vm.name + " (" + vm.image + ", " + std::to_string(vm.cpus) +
@@ -94,13 +101,19 @@ class NewCommand final : public Command {
                       std::to_string(vm.disk_gib) + " GiB disk)…");
     RestoredVm restored;
     if (Status st = MakeVmOnHost(ctx, *host, spec, vm, &restored); !st.ok()) {
+      // A pooled VM that failed to take its identity was destroyed already.
       AbandonVm(ctx, vm, /*domain_made=*/false, "new");
       return st.Annotate("creating " + vm.name);
     }
-    const bool from_template = vm.made == "template";
-    Progress(ctx, from_template ? "restored from a template…" : "booting…");
+    const bool restored_vm = vm.made != "boot";
+    Progress(ctx, vm.made == "pool"       ? "taken from the warm pool…"
+                  : vm.made == "template" ? "restored from a template…"
+                                          : "booting…");
     WARREN_RETURN_IF_ERROR(
-        FinishNewVm(ctx, *host, *guests, vm, "new", start, from_template ? &restored : nullptr));
+        FinishNewVm(ctx, *host, *guests, vm, "new", start, restored_vm ? &restored : nullptr));
+    // Connected before it had a record, and paused when they were attached: the proxy sets
+    // up its integrations' endpoint now.
+    if (vm.made == "pool" && !integrations_.empty()) NotifyIntegrations(ctx.services, vm.owner);
 
     const std::string took = SecondsText(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

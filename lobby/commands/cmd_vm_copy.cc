@@ -6,6 +6,12 @@
 // its guest runs a command. Any failure undoes the copy and leaves the source as it was; a
 // crash half-way leaves a "creating" record that reconcile cleans up, and disk layers no
 // VM uses, which the host collects.
+//
+// cp --live of a running source copies its memory too (VmHost::CopyLive: the source pauses
+// for about half a second, no sync needed): the copy comes up running the source's
+// processes and then takes its own identity in the guest, as a VM restored from a template
+// does (FinishNewVm with the RestoredVm). A source that is not running is copied as without
+// --live, which the output says.
 #include <chrono>
 #include <thread>
 
@@ -46,6 +52,9 @@ class CopyCommand final : public Command {
     app.add_option("--egress", egress_,
                    "what the copy may reach (default: as the source; see above)")
         ->type_name(EgressPolicyChoices());
+    app.add_flag("--live", live_,
+                 "copy a running VM with its memory: the copy comes up running the source's "
+                 "processes (a plain cp boots the copy from the disk)");
   }
 
   Result<CommandResult> Run(CommandContext& ctx) override {
@@ -62,6 +71,16 @@ class CopyCommand final : public Command {
       }
       return src_info.status().Annotate("copying " + src.name);
     }
+    // --live of a source that is not running: its disk is all there is to copy.
+    const bool live = live_ && src_info->state == VmState::kRunning;
+    if (live && HostEgressFor(vm.egress) != HostEgressFor(src.egress)) {
+      const std::string keeps =
+          HostEgressFor(src.egress) == Egress::kAll ? "all" : "integrations or none";
+      return InvalidArgument("a live copy keeps " + src.name +
+                             "'s network device, so its egress can be " + keeps +
+                             " only; copy it and change the copy's after with: egress " +
+                             (new_name_.empty() ? std::string("NEW") : new_name_) + " " + egress_);
+    }
 
     const auto start = std::chrono::steady_clock::now();
     WARREN_RETURN_IF_ERROR(RecordAndPrepareVm(ctx, vm, spec, "cp"));
@@ -76,7 +95,7 @@ class CopyCommand final : public Command {
         return st.Annotate("carrying " + src.name + "'s integrations to " + vm.name);
       }
     }
-    const bool synced = src_info->state == VmState::kRunning;
+    const bool synced = !live && src_info->state == VmState::kRunning;
     if (synced) {
       // The guest's page cache reaches its disk first: the copy sees what the source's
       // programs wrote, not just what the kernel happened to flush.
@@ -86,19 +105,29 @@ class CopyCommand final : public Command {
         return st;
       }
     }
-    Progress(ctx, "copying " + src.name + " to " + vm.name + "…");
+    Progress(ctx, "copying " + src.name + " to " + vm.name + (live ? " with its memory…" : "…"));
     const auto fork_start = std::chrono::steady_clock::now();
-    if (Status st = host->Copy(src.id, spec); !st.ok()) {
+    RestoredVm restored;
+    Status copied = Status::Ok();
+    if (live) {
+      Result<RestoredVm> r = host->CopyLive(src.id, spec);
+      if (r.ok()) restored = std::move(r).value();
+      copied = r.status();
+    } else {
+      copied = host->Copy(src.id, spec);
+    }
+    if (!copied.ok()) {
       AbandonVm(ctx, vm, /*domain_made=*/false, "cp");
-      if (st.code() == Code::kNotFound && SourceRemoved(ctx, src)) {
+      if (copied.code() == Code::kNotFound && SourceRemoved(ctx, src)) {
         return RemovedWhileCopied(src, vm);
       }
-      return st.Annotate("copying " + src.name + " to " + vm.name);
+      return copied.Annotate("copying " + src.name + " to " + vm.name);
     }
     const double fork_seconds = SecondsSince(fork_start);
-    Progress(ctx, "booting " + vm.name + "…");
-    vm.made = "copy";
-    WARREN_RETURN_IF_ERROR(FinishNewVm(ctx, *host, *guests, vm, "cp", start));
+    Progress(ctx, (live ? "giving " + vm.name + " its own identity…" : "booting " + vm.name + "…"));
+    vm.made = live ? "live-copy" : "copy";
+    WARREN_RETURN_IF_ERROR(
+        FinishNewVm(ctx, *host, *guests, vm, "cp", start, live ? &restored : nullptr));
 
     const ServerInfo& info = ctx.services.info;
     const double total = SecondsSince(start);
@@ -107,11 +136,20 @@ class CopyCommand final : public Command {
     r.data["source"] = src.name;
     r.data["source_state"] = std::string(VmStateName(src_info->state));
     r.data["synced"] = synced;
+    r.data["live"] = live;
     r.data["copy_seconds"] = fork_seconds;
     r.data["ready_seconds"] = total;
-    r.text = "Copied " + src.name + " to " + vm.name + " (disk forked in " +
-             SecondsText(fork_seconds) + (synced ? ", after a sync in the guest" : "") +
-             "); ready in " + SecondsText(total) + "\n" + VmSshCommand(info, vm.name) + "\n" +
+    r.data["made"] = vm.made;
+    std::string how =
+        live ? "memory and disk copied in " + SecondsText(fork_seconds) + ", its processes running"
+             : "disk forked in " + SecondsText(fork_seconds) +
+                   (synced ? ", after a sync in the guest" : "");
+    if (live_ && !live) {
+      how += "; " + src.name + " was " + std::string(VmStateName(src_info->state)) +
+             ", not running: copied its disk";
+    }
+    r.text = "Copied " + src.name + " to " + vm.name + " (" + how + "); ready in " +
+             SecondsText(total) + "\n" + VmSshCommand(info, vm.name) + "\n" +
              VmUrlLine(info, vm.name);
     return r;
   }
@@ -182,6 +220,7 @@ class CopyCommand final : public Command {
 
   std::string src_, new_name_, egress_;
   bool copy_tags_ = true;
+  bool live_ = false;
 };
 
 }  // namespace
@@ -199,7 +238,13 @@ void RegisterVmCopyCommand(CommandTable& table) {
           "SRC's resources and environment, and SRC's tags unless --no-copy-tags:\n"
           "  cp web-1 web-2\n"
           "  cp web-1 --no-copy-tags\n"
-          "  cp web-1 sandbox --egress integrations   (a copy cut off from the network)\n" +
+          "  cp web-1 sandbox --egress integrations   (a copy cut off from the network)\n"
+          "With --live a running SRC is copied with its memory: it pauses for about half a "
+          "second, and the copy comes up running SRC's processes (a shell's background jobs, "
+          "servers, what they hold in memory), then takes its own name, hostname, host key, "
+          "machine-id and MAC. Its egress has to keep SRC's network device (all, or "
+          "integrations/none). A SRC that is not running is copied as without --live:\n"
+          "  cp web-1 web-2 --live\n" +
           std::string(kEgressPolicyHelp),
       .target = {"SRC", VmNeed::kReady},
       .make = [] { return std::make_unique<CopyCommand>(); },

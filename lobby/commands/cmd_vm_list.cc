@@ -111,9 +111,11 @@ class LsCommand final : public Command {
 // " (from a template in 0.8s)"; nothing for a record from before warren kept it.
 std::string MadeText(const VmRecord& vm) {
   if (vm.made_ms <= 0) return "";
-  const std::string how = vm.made == "boot"       ? "booted"
-                          : vm.made == "template" ? "from a template"
-                                                  : "copied";
+  const std::string how = vm.made == "boot"        ? "booted"
+                          : vm.made == "template"  ? "from a template"
+                          : vm.made == "pool"      ? "from the warm pool"
+                          : vm.made == "live-copy" ? "copied live"
+                                                   : "copied";
   return " (" + how + " in " + SecondsText(static_cast<double>(vm.made_ms) / 1000.0) + ")";
 }
 

@@ -38,6 +38,7 @@ struct ServerInfo {
 
 class VmHost;
 class GuestControl;
+class WarmPool;
 class LiveSessions;
 class IntegrationEvents;
 class SecretKey;
@@ -137,6 +138,9 @@ struct Services {
   // Whether `new` restores a VM from the host's saved template of its shape when there is
   // one (VmHost::CreateFromTemplate), rather than booting it (serve --vm-templates).
   bool restore_templates = false;
+  // Paused VMs restored ahead of time (warm_pool.h), which `new` takes when one of its
+  // shape is idle (serve --pool). Null: no pool.
+  WarmPool* pool = nullptr;
   // Optional: completes a VmSpec just before `new` creates it with what the command layer
   // does not know (e.g. a pinned SSH host key the guest control connection will expect).
   // Called without locks; an error aborts the creation.

@@ -15,6 +15,7 @@
 #include "lobby/commands/sandbox_room.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_quota.h"
+#include "lobby/commands/warm_pool.h"
 #include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/vm_host.h"
@@ -98,8 +99,31 @@ Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const
   return Status::Ok();
 }
 
-Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRecord& vm,
-                    RestoredVm* restored) {
+bool TakePooledVm(CommandContext& ctx, const VmSpec& spec, VmRecord& vm) {
+  if (ctx.services.pool == nullptr) return false;
+  std::optional<std::string> id = ctx.services.pool->Take(ShapeOf(spec));
+  if (!id.has_value()) return false;
+  vm.id = *id;
+  vm.made = "pool";
+  return true;
+}
+
+namespace {
+
+// Reidentify, or else the pooled VM destroyed (the caller makes the VM another way).
+Result<RestoredVm> ReidentifyPooled(CommandContext& ctx, VmHost& host, const VmSpec& spec) {
+  Result<RestoredVm> r = host.Reidentify(spec);
+  if (r.ok()) return r;
+  LogWarn("new: pooled vm " + spec.id + " could not take its identity: " + r.status().ToString() +
+          "; it is removed and the VM made without the pool");
+  if (ctx.services.guests != nullptr) ctx.services.guests->Disconnect(spec.id);
+  Status removed = host.Destroy(spec.id);
+  if (!removed.ok() && removed.code() != Code::kNotFound) return removed;
+  return r.status();
+}
+
+Status RestoreOrBoot(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRecord& vm,
+                     RestoredVm* restored) {
   if (ctx.services.restore_templates) {
     Result<RestoredVm> r = host.CreateFromTemplate(spec);
     if (r.ok()) {
@@ -128,6 +152,27 @@ Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRec
   return host.Create(spec);
 }
 
+}  // namespace
+
+Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRecord& vm,
+                    RestoredVm* restored) {
+  if (vm.made == "pool") {
+    Result<RestoredVm> r = ReidentifyPooled(ctx, host, spec);
+    if (r.ok()) {
+      *restored = std::move(r).value();
+      return Status::Ok();
+    }
+    // Destroyed: made below under the same id. A pooled VM that could not be removed
+    // stands in the way (Conflict) and the `new` fails; reconcile removes it later.
+  }
+  Status st = RestoreOrBoot(ctx, host, spec, vm, restored);
+  if (st.code() == Code::kLimitExceeded && ctx.services.pool != nullptr &&
+      ctx.services.pool->GiveWay(spec.memory_mib) > 0) {
+    st = RestoreOrBoot(ctx, host, spec, vm, restored);
+  }
+  return st;
+}
+
 // Makes a VM restored from a template its own inside (hostname, host key, machine-id, RNG,
 // MAC and clock from its seed and the host: vmhost/guest/identity.h), then takes only its
 // new host key from here on.
@@ -150,9 +195,11 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
 Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
                    const char* verb, std::chrono::steady_clock::time_point started,
                    const RestoredVm* restored) {
-  if (Status st = AwaitGuestReady(ctx, host, guests, vm); !st.ok()) {
-    AbandonVm(ctx, vm, /*domain_made=*/true, verb);
-    return st;
+  if (vm.made != "pool") {
+    if (Status st = AwaitGuestReady(ctx, host, guests, vm); !st.ok()) {
+      AbandonVm(ctx, vm, /*domain_made=*/true, verb);
+      return st;
+    }
   }
   if (restored != nullptr) {
     if (Status st = ApplyRestoredIdentity(ctx, guests, vm, *restored); !st.ok()) {
@@ -190,12 +237,13 @@ Status RecordNewVm(CommandContext& ctx, VmRecord& vm) {
     WARREN_RETURN_IF_ERROR(CheckSandboxRoomFor(ctx, vm));
   }
   const bool generated = vm.name.empty();
+  const bool pooled = vm.made == "pool" && !vm.id.empty();
   for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
     if (generated) {
       vm.name = IsSandbox(vm) ? NewSandboxName() : NewVmName();
       if (IsReservedLoginName(ctx.store(), vm.name)) continue;
     }
-    vm.id = NewVmId();
+    if (!pooled) vm.id = NewVmId();
     Status st = ctx.store().CreateVm(vm);
     if (st.ok()) return st;
     if (st.code() != Code::kConflict || !generated) return st;

@@ -33,26 +33,34 @@ VmSpec NewVmSpec(const CommandContext& ctx, const VmRecord& vm);
 // A failure of prepare_vm deletes the record again. `verb` ("new", "cp") is for logs.
 Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const char* verb);
 
-// Makes `vm`'s domain on the host: restored from the host's template of its shape when
-// services.restore_templates and there is one (vm.made "template", `*restored` filled),
-// else booted (vm.made "boot"). A template that cannot be restored (Unavailable: a save file
-// this host cannot read, a restore libvirt refuses) is logged and removed (the template
-// keeper makes it again) and the VM booted instead; the host's room is the same either way
-// (its refusal is returned).
+// Takes an idle VM of the spec's shape out of the warm pool (services.pool) for `vm`: its id
+// becomes vm.id and vm.made "pool" (RecordNewVm keeps the id). False when none is idle.
+bool TakePooledVm(CommandContext& ctx, const VmSpec& spec, VmRecord& vm);
+
+// Makes `vm`'s domain on the host. A VM taken from the pool (vm.made "pool") gets the
+// spec's identity and resumes (VmHost::Reidentify); should that fail, it is destroyed and
+// the VM made as without one. Else restored from the host's template of its shape when
+// services.restore_templates and there is one (vm.made "template"), else booted (vm.made
+// "boot"); `*restored` is filled unless booted. A template that cannot be restored
+// (Unavailable: a save file this host cannot read, a restore libvirt refuses) is logged and
+// removed (the template keeper makes it again) and the VM booted instead. When the host
+// lacks the memory, the warm pool gives way (GiveWay) and the host is asked once more; its
+// refusal is returned.
 Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRecord& vm,
                     RestoredVm* restored);
 
-// The tail once the host made and started the VM: AwaitGuestReady; for a VM restored from a
-// template (`restored` non-null), its own identity applied in the guest and its host key
+// The tail once the host made and started the VM: AwaitGuestReady (not for a pooled VM,
+// connected before it was paused: the identity step is its first command); for a VM
+// restored (`restored` non-null), its own identity applied in the guest and its host key
 // re-pinned; then phase "ready" in the store and in `vm`, with how it was made (vm.made) and
 // the time since `started` (made_ms). Any failure undoes the VM (AbandonVm, domain included).
 Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
                    const char* verb, std::chrono::steady_clock::time_point started,
                    const RestoredVm* restored = nullptr);
 
-// Writes `vm` (phase creating) with a fresh id, making up a free name when vm.name is empty,
-// if its owner's limits allow one more such VM (vm_quota.h; LimitExceeded otherwise).
-// Conflict when the asked-for name is taken.
+// Writes `vm` (phase creating) with a fresh id (or the pooled VM's it has), making up a free name
+// when vm.name is empty, if its owner's limits allow one more such VM (vm_quota.h; LimitExceeded
+// otherwise). Conflict when the asked-for name is taken.
 Status RecordNewVm(CommandContext& ctx, VmRecord& vm);
 
 // Polls the guest with `true` until it answers, the deadline (services.ready_timeout_ms)

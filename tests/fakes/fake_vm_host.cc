@@ -243,6 +243,16 @@ Status FakeVmHost::RemoveTemplate(const VmShape& shape) {
   return Status::Ok();
 }
 
+namespace {
+
+std::string FakeHostKeyOf(const VmSpec& spec) {
+  return spec.ssh_host_key_pub.empty()
+             ? "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOf" + spec.id + " warren-vm"
+             : spec.ssh_host_key_pub;
+}
+
+}  // namespace
+
 Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   std::lock_guard lock(mu_);
@@ -259,17 +269,82 @@ Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
   Emit(spec.id, VmState::kRunning);
   RestoredVm r;
   if (spec.egress == Egress::kAll) {
-    char mac[32];
-    std::snprintf(mac, sizeof mac, "52:54:00:00:%02x:%02x", (++macs_made_ >> 8) & 0xff,
-                  macs_made_ & 0xff);
-    r.mac = mac;
+    r.mac = NextMac();
+    vms_.find(spec.id)->second.mac = r.mac;
   }
-  r.host_key_pub =
-      spec.ssh_host_key_pub.empty()
-          ? "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOf" + spec.id + " warren-vm"
-          : spec.ssh_host_key_pub;
+  r.host_key_pub = FakeHostKeyOf(spec);
   r.restore_ms = 1;
   return r;
+}
+
+Result<RestoredVm> FakeVmHost::Reidentify(const VmSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  std::lock_guard lock(mu_);
+  if (auto f = TakeFailure()) return *f;
+  auto it = vms_.find(spec.id);
+  if (it == vms_.end()) return NotFound("no vm " + spec.id);
+  Vm& vm = it->second;
+  if (vm.info.state != VmState::kPaused && vm.info.state != VmState::kRunning) {
+    return Conflict("cannot give a " + std::string(VmStateName(vm.info.state)) +
+                    " vm a new identity");
+  }
+  if (!(ShapeOf(vm.spec) == ShapeOf(spec))) {
+    return InvalidArgument("vm " + spec.id + " is of shape " + VmShapeKey(ShapeOf(vm.spec)) +
+                           ", not " + VmShapeKey(ShapeOf(spec)));
+  }
+  const std::string mac = vm.mac;
+  vm.spec = spec;
+  vm.info.name = spec.name;
+  RestoredVm r;
+  r.mac = mac;
+  r.host_key_pub = FakeHostKeyOf(spec);
+  if (vm.info.state == VmState::kPaused) {
+    vm.info.state = VmState::kRunning;
+    Emit(spec.id, VmState::kRunning);
+  }
+  return r;
+}
+
+Result<RestoredVm> FakeVmHost::CopyLive(std::string_view source_id, const VmSpec& spec) {
+  WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");
+  std::lock_guard lock(mu_);
+  if (auto f = TakeFailure()) return *f;
+  auto src = vms_.find(source_id);
+  if (src == vms_.end()) return NotFound("no vm " + std::string(source_id));
+  if (src->second.info.state != VmState::kRunning) {
+    return Conflict("a live copy needs a running vm; " + std::string(source_id) + " is " +
+                    std::string(VmStateName(src->second.info.state)));
+  }
+  if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
+  WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, src->second.info.disk_gib}));
+  VmInfo& s = src->second.info;
+  s.disk_layers += 1;
+  const int copy_layers = s.disk_layers;
+  if (s.disk_layers > kMaxDiskLayers) s.disk_layers = 1;
+  Vm vm = Booted(spec, s.image, s.disk_gib, copy_layers > kMaxDiskLayers ? 1 : copy_layers);
+  vm.console = "";  // restored: its guest prints nothing until asked
+  RestoredVm r;
+  if (spec.egress == Egress::kAll) vm.mac = NextMac();
+  r.mac = vm.mac;
+  r.host_key_pub = FakeHostKeyOf(spec);
+  vms_.emplace(spec.id, std::move(vm));
+  live_copied_.insert(spec.id);
+  Emit(spec.id, VmState::kRunning);
+  return r;
+}
+
+bool FakeVmHost::WasLiveCopied(std::string_view id) {
+  std::lock_guard lock(mu_);
+  return live_copied_.count(id) > 0;
+}
+
+std::string FakeVmHost::NextMac() {
+  char mac[32];
+  ++macs_made_;
+  std::snprintf(mac, sizeof mac, "52:54:00:00:%02x:%02x", (macs_made_ >> 8) & 0xff,
+                macs_made_ & 0xff);
+  return mac;
 }
 
 bool FakeVmHost::WasRestored(std::string_view id) {

@@ -52,8 +52,12 @@ class FakeVmHost final : public VmHost {
   Result<std::vector<TemplateInfo>> Templates() override;
   Status RemoveTemplate(const VmShape& shape) override;
   Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) override;
+  Result<RestoredVm> Reidentify(const VmSpec& spec) override;
+  Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override;
   // Whether `id` was made by CreateFromTemplate.
   bool WasRestored(std::string_view id);
+  // Whether `id` was made by CopyLive.
+  bool WasLiveCopied(std::string_view id);
 
   // The next mutating call fails with `status` and changes nothing.
   void FailNext(Status status);
@@ -86,7 +90,9 @@ class FakeVmHost final : public VmHost {
     // The definition's values, which the live ones take at the next boot.
     int config_cpus = 0;
     int64_t config_memory_mib = 0;
+    std::string mac;  // restored VMs' (CreateFromTemplate, CopyLive)
   };
+  std::string NextMac();  // with mu_ held
   HostCapacity CapacityLocked() const;
   Status CheckRoom(const HostDemand& demand) const {
     return CheckHostRoom(CapacityLocked(), demand);
@@ -109,6 +115,7 @@ class FakeVmHost final : public VmHost {
   std::optional<Status> fail_next_;
   std::map<std::string, TemplateInfo> templates_;  // by VmShapeKey
   std::set<std::string, std::less<>> restored_;
+  std::set<std::string, std::less<>> live_copied_;
   int macs_made_ = 0;
   int64_t limit_memory_mib_ = INT64_MAX;
   int64_t limit_disk_gib_ = INT64_MAX;

@@ -117,3 +117,14 @@ set_tests_properties(vm_templates PROPERTIES
   TIMEOUT 900
   RUN_SERIAL TRUE
   LABELS "integration;vm;templates")
+
+# The warm pool (tiny): paused, connected VMs no user sees; `new` takes one that is its own
+# (identity, clock, restart) and the pool refills; SIGKILL while handing out and while
+# refilling leaves no domain, directory, disk or FIFO behind and the pool back to size.
+add_test(NAME vm_pool
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_pool.py)
+set_tests_properties(vm_pool PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 1200
+  RUN_SERIAL TRUE
+  LABELS "integration;vm;templates")

@@ -34,30 +34,8 @@ NOW = ("case $(date +%N) in *N*) adjtimex | awk '/tv_sec/ {s = $2} /tv_usec/ {u 
        "END {printf \"%d.%06d\\n\", s, u}' ;; *) date +%s.%N ;; esac")
 
 
-@unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
-class TemplateTest(VmTestCase):
-    EGRESS = "all"  # a network device: clones get MACs of their own
-
-    @classmethod
-    def start_vm_server(cls):
-        server = h.Server(cls.data, cls.admin, vms=True,
-                          extra_args=["--images-dir", IMAGES, "--vm-egress", cls.EGRESS,
-                                      "--vm-image", "tiny", "--vm-templates", "default",
-                                      "--guest-reach-timeout", "15"])
-        cls.addClassCleanup(server.stop)
-        server.start(timeout=120)
-        cls.pin_host_key(server)
-        return server
-
-    def template_files(self):
-        return glob.glob(os.path.join(self.data, "templates", "*", "template.json"))
-
-    def wait_for_template(self, timeout=300):
-        deadline = time.time() + timeout
-        while not self.template_files():
-            self.assertLess(time.time(), deadline, "no template after %d s:\n%s" %
-                            (timeout, self.server.log()[-3000:]))
-            time.sleep(1)
+class IdentityChecks:
+    """What tells two VMs apart, read in their guests (for VmTestCase classes)."""
 
     def facts(self, name):
         # One word for the lobby's tokenizer, which hands it to the VM's shell as it was.
@@ -78,6 +56,33 @@ class TemplateTest(VmTestCase):
         if guest > after:
             return guest - after
         return 0.0
+
+
+@unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
+class TemplateTest(IdentityChecks, VmTestCase):
+    EGRESS = "all"  # a network device: clones get MACs of their own
+
+    @classmethod
+    def start_vm_server(cls):
+        server = h.Server(cls.data, cls.admin, vms=True,
+                          extra_args=["--images-dir", IMAGES, "--vm-egress", cls.EGRESS,
+                                      "--vm-image", "tiny", "--vm-templates", "default",
+                                      "--pool", "none",
+                                      "--guest-reach-timeout", "15"])
+        cls.addClassCleanup(server.stop)
+        server.start(timeout=120)
+        cls.pin_host_key(server)
+        return server
+
+    def template_files(self):
+        return glob.glob(os.path.join(self.data, "templates", "*", "template.json"))
+
+    def wait_for_template(self, timeout=300):
+        deadline = time.time() + timeout
+        while not self.template_files():
+            self.assertLess(time.time(), deadline, "no template after %d s:\n%s" %
+                            (timeout, self.server.log()[-3000:]))
+            time.sleep(1)
 
     def test_1_clones_differ_in_identity_and_keep_it_across_a_restart(self):
         self.wait_for_template()

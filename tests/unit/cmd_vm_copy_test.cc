@@ -219,5 +219,118 @@ TEST_F(VmCopyTest, ReconcileRemovesACopyCutShort) {
   EXPECT_EQ(host_.Inspect(IdOf("web-one"))->state, VmState::kRunning);
 }
 
+// cp --live: the host copies the running source with its memory (no sync in the guest), and
+// the copy takes its own identity in the guest, as a VM restored from a template does.
+TEST_F(VmCopyTest, CpLiveCopiesARunningVmWithItsMemoryAndItsOwnIdentity) {
+  New(Alice(), {"--name", "web-one", "--tag", "prod"});
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two", "--live", "--json"});
+  ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  nlohmann::json j = o.Json();
+  EXPECT_EQ(j["live"], true);
+  EXPECT_EQ(j["synced"], false);
+  EXPECT_EQ(j["made"], "live-copy");
+  EXPECT_EQ(j["source_state"], "running");
+  EXPECT_FALSE(Ran(guests_, "sync"));  // memory and disk are of one instant: nothing to flush
+
+  VmRecord copy = store_->GetVmByName("web-two").value();
+  EXPECT_EQ(copy.phase, VmPhase::kReady);
+  EXPECT_EQ(copy.made, "live-copy");
+  EXPECT_GE(copy.made_ms, 1);
+  EXPECT_EQ(copy.tags, std::vector<std::string>{"prod"});
+  EXPECT_TRUE(host_.WasLiveCopied(copy.id));
+  EXPECT_FALSE(host_.WasLiveCopied(IdOf("web-one")));
+  std::optional<VmSpec> spec = host_.SpecOf(copy.id);
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_EQ(spec->name, "web-two");
+  // Its identity applied in the guest, and its own host key pinned from then on.
+  EXPECT_EQ(guests_.identities_applied(), std::vector<std::string>{copy.id});
+  EXPECT_TRUE(guests_.PinnedHostKey(copy.id).starts_with("ssh-ed25519 ")) << copy.id;
+  nlohmann::json stat = Exec(Alice(), {"stat", "web-two", "--json"}).Json();
+  EXPECT_EQ(stat["made"], "live-copy");
+  EXPECT_EQ(stat["made_ms"], copy.made_ms);
+  // Both run; the source is one layer deeper, as after a plain cp.
+  EXPECT_EQ(host_.Inspect(copy.id)->state, VmState::kRunning);
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->state, VmState::kRunning);
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->disk_layers, 2);
+
+  // In text: what was copied and how, with progress on stderr.
+  o = Exec(Alice(), {"cp", "web-one", "web-three", "--live"});
+  ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  EXPECT_TRUE(Has(o.out, "Copied web-one to web-three (memory and disk copied in")) << o.out;
+  EXPECT_TRUE(Has(o.out, "its processes running")) << o.out;
+  EXPECT_TRUE(Has(o.err, "copying web-one to web-three with its memory")) << o.err;
+  EXPECT_EQ(guests_.identities_applied().size(), 2u);
+  // A plain cp still boots its copy: no identity step.
+  ASSERT_TRUE(Exec(Alice(), {"cp", "web-one", "web-four"}).status.ok());
+  EXPECT_EQ(store_->GetVmByName("web-four")->made, "copy");
+  EXPECT_FALSE(host_.WasLiveCopied(IdOf("web-four")));
+  EXPECT_EQ(guests_.identities_applied().size(), 2u);
+}
+
+// A source that is not running has no processes to copy: --live copies its disk, and says so.
+TEST_F(VmCopyTest, CpLiveOfAStoppedOrPausedVmCopiesItsDisk) {
+  New(Alice(), {"--name", "web-one"});
+  ASSERT_TRUE(Exec(Alice(), {"stop", "web-one"}).status.ok());
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two", "--live"});
+  ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  EXPECT_TRUE(Has(o.out, "web-one was stopped, not running: copied its disk")) << o.out;
+  VmRecord copy = store_->GetVmByName("web-two").value();
+  EXPECT_EQ(copy.made, "copy");
+  EXPECT_FALSE(host_.WasLiveCopied(copy.id));
+  EXPECT_EQ(host_.Inspect(copy.id)->state, VmState::kRunning);
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->state, VmState::kStopped);
+
+  ASSERT_TRUE(Exec(Alice(), {"start", "web-one"}).status.ok());
+  ASSERT_TRUE(Exec(Alice(), {"pause", "web-one"}).status.ok());
+  o = Exec(Alice(), {"cp", "web-one", "web-three", "--live", "--json"});
+  ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  EXPECT_EQ(o.Json()["live"], false);
+  EXPECT_EQ(o.Json()["made"], "copy");
+  EXPECT_EQ(o.Json()["source_state"], "paused");
+  EXPECT_FALSE(host_.WasLiveCopied(IdOf("web-three")));
+  EXPECT_TRUE(guests_.identities_applied().empty());
+  EXPECT_EQ(host_.Inspect(IdOf("web-one"))->state, VmState::kPaused);
+}
+
+// The copy runs the source's machine, network device included: an egress that would need
+// another is refused before anything is made; one on the same side of it is fine.
+TEST_F(VmCopyTest, CpLiveKeepsTheSourcesNetworkDevice) {
+  New(Alice(), {"--name", "web-one"});  // egress all: a network device
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two", "--live", "--egress", "none"});
+  EXPECT_EQ(o.status.code(), Code::kInvalidArgument) << o.err;
+  EXPECT_TRUE(Has(o.err, "egress web-two none")) << o.err;
+  EXPECT_EQ(store_->ListVms()->size(), 1u);
+  EXPECT_EQ(host_.List()->size(), 1u);
+  // Without --live the disk is copied and the copy boots with the device it asks for.
+  EXPECT_TRUE(Exec(Alice(), {"cp", "web-one", "web-two", "--egress", "none"}).status.ok());
+  // No device either side: integrations and none are alike to the host.
+  New(Alice(), {"--name", "cut-off", "--egress", "none"});
+  o = Exec(Alice(), {"cp", "cut-off", "cut-off-2", "--live", "--egress", "integrations"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_EQ(store_->GetVmByName("cut-off-2")->egress, "integrations");
+  EXPECT_TRUE(host_.WasLiveCopied(IdOf("cut-off-2")));
+}
+
+TEST_F(VmCopyTest, CpLiveFailuresLeaveNothingAndTheSourceRunning) {
+  New(Alice(), {"--name", "web-one"});
+  const std::string src = IdOf("web-one");
+  host_.FailNext(Unavailable("injected: the snapshot failed"));
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two", "--live"});
+  EXPECT_EQ(o.status.code(), Code::kUnavailable) << o.err;
+  EXPECT_TRUE(Has(o.err, "injected: the snapshot failed")) << o.err;
+  // The copy never answering after its restore.
+  ready_timeout_ms_ = 300;
+  MakeInterpreter();
+  guests_.SetScript("true", {"", "", 1});
+  o = Exec(Alice(), {"cp", "web-one", "web-two", "--live"});
+  EXPECT_FALSE(o.status.ok()) << o.out;
+  guests_.SetScript("true", {});
+  ASSERT_EQ(store_->ListVms()->size(), 1u);
+  ASSERT_EQ(host_.List()->size(), 1u);
+  EXPECT_EQ(host_.Inspect(src)->state, VmState::kRunning);
+  EXPECT_TRUE(guests_.identities_applied().empty());
+  EXPECT_TRUE(Exec(Alice(), {"cp", "web-one", "web-two", "--live"}).status.ok());
+}
+
 }  // namespace
 }  // namespace warren::vmtest

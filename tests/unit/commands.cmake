@@ -37,7 +37,9 @@ add_executable(commands_test
   unit/sandbox_test.cc
   unit/cmd_sandbox_test.cc
   unit/cmd_usage_test.cc
-  unit/sandbox_view_test.cc)
+  unit/sandbox_view_test.cc
+  unit/vm_pool_test.cc
+  ../lobby/vm_pool.cc)
 target_link_libraries(commands_test PRIVATE
   warren_commands warren_keys warren_test_fakes warren_test_guest_fake GTest::gtest_main)
 gtest_discover_tests(commands_test DISCOVERY_MODE PRE_TEST)

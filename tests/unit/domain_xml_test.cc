@@ -156,6 +156,10 @@ TEST(VmMetadataXmlTest, ElementForSetMetadataHasNoPrefix) {
 TEST(StorageXmlTest, SnapshotPoolAndVolumes) {
   ExpectGolden("snapshot_vda.xml",
                DiskSnapshotXml("/var/lib/warren/disks/0a1b2c3d-5e6f7a8b.qcow2"));
+  // cp --live: the memory too, into a file of its own.
+  ExpectGolden("snapshot_vda_memory.xml",
+               DiskSnapshotXml("/var/lib/warren/disks/0a1b2c3d-5e6f7a8b.qcow2",
+                               "/var/lib/warren/tmp/live-0a1b2c3d.save"));
   ExpectGolden("pool_dir.xml", DirPoolXml("warren-disks-1234abcd", "/var/lib/warren/disks"));
   // The overlay for a known QEMU user is that user's; the seed here is for an unknown one.
   ExpectGolden("volume_overlay.xml",
@@ -167,8 +171,8 @@ TEST(StorageXmlTest, SnapshotPoolAndVolumes) {
 
 TEST(StorageXmlTest, PathsAreEscaped) {
   const std::string odd = "/v/it's <&> \"here\"/x.qcow2";
-  for (const std::string& xml :
-       {DiskSnapshotXml(odd), DirPoolXml("p", odd), OverlayVolumeXml("n", 1, odd)}) {
+  for (const std::string& xml : {DiskSnapshotXml(odd), DiskSnapshotXml("/d/top.qcow2", odd),
+                                 DirPoolXml("p", odd), OverlayVolumeXml("n", 1, odd)}) {
     EXPECT_EQ(xml.find(odd), std::string::npos) << xml;
     EXPECT_NE(xml.find(MarkupEscape(odd)), std::string::npos) << xml;
   }

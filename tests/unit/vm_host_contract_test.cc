@@ -463,6 +463,60 @@ TEST_P(VmHostContractTest, TemplatesSaveAVmAndRestoreClonesOfItsShape) {
   EXPECT_TRUE(host_->Destroy("aaaa0062").ok());
 }
 
+// A running VM copied with its memory (cp --live): the copy runs at once under its own id,
+// name, MAC and host key, on a disk of its own over the source's frozen top, while the source
+// runs on one layer deeper. Only of a running VM, never onto itself or an existing VM; a
+// refusal leaves nothing; the copy outlives its source and boots from its own disk.
+TEST_P(VmHostContractTest, CopyLiveRestoresARunningVmAsANewOne) {
+  VmSpec src = Spec("aaaa0070");
+  src.egress = Egress::kAll;  // a NIC: the copy gets a MAC of its own
+  ASSERT_TRUE(host_->Create(src).ok());
+  VmSpec one = src;
+  one.id = "aaaa0071";
+  one.name = "live-one";
+  Result<RestoredVm> a = host_->CopyLive("aaaa0070", one);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->mac.size(), 17u) << a->mac;
+  EXPECT_TRUE(a->host_key_pub.starts_with("ssh-ed25519 ")) << a->host_key_pub;
+  Result<VmInfo> info = host_->Inspect("aaaa0071");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->state, VmState::kRunning);
+  EXPECT_EQ(info->name, "live-one");
+  EXPECT_EQ(info->cpus, src.cpus);
+  EXPECT_EQ(info->memory_mib, src.memory_mib);
+  EXPECT_EQ(info->image, image_);
+  EXPECT_EQ(info->disk_layers, 2);
+  EXPECT_EQ(StateOf("aaaa0070"), S::kRunning);
+  EXPECT_EQ(host_->Inspect("aaaa0070")->disk_layers, 2);
+  if (auto* libvirt = dynamic_cast<LibvirtHost*>(host_.get())) {
+    // The memory file went once restored.
+    const auto tmp = std::filesystem::path(libvirt->DisksDir()).parent_path() / "tmp";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
+      EXPECT_FALSE(entry.path().filename().string().starts_with("live-")) << entry.path();
+    }
+  }
+
+  EXPECT_EQ(host_->CopyLive("aaaa0070", one).status().code(), Code::kConflict);
+  EXPECT_EQ(host_->CopyLive("aaaa0070", src).status().code(), Code::kInvalidArgument);
+  VmSpec two = src;
+  two.id = "aaaa0072";
+  EXPECT_EQ(host_->CopyLive("nosuchvm", two).status().code(), Code::kNotFound);
+  ASSERT_TRUE(host_->Pause("aaaa0070").ok());
+  EXPECT_EQ(host_->CopyLive("aaaa0070", two).status().code(), Code::kConflict);
+  EXPECT_EQ(host_->Inspect("aaaa0072").status().code(), Code::kNotFound);
+  ASSERT_TRUE(host_->Resume("aaaa0070").ok());
+  EXPECT_EQ(host_->List()->size(), 2u);
+
+  ASSERT_TRUE(host_->Destroy("aaaa0070").ok());
+  EXPECT_TRUE(host_->RemoveUnusedDisks().ok());
+  EXPECT_EQ(StateOf("aaaa0071"), S::kRunning);
+  EXPECT_TRUE(host_->Stop("aaaa0071").ok());
+  EXPECT_TRUE(host_->Start("aaaa0071").ok());  // boots from its own overlay over the frozen top
+  EXPECT_EQ(StateOf("aaaa0071"), S::kRunning);
+  EXPECT_TRUE(host_->Destroy("aaaa0071").ok());
+}
+
 HostCase FakeCase() {
   return {"Fake", [](std::string*) { return std::unique_ptr<VmHost>(new FakeVmHost()); },
           [] { return std::string("tiny@1"); },

@@ -1,0 +1,29 @@
+// WarmPool: what `new` sees of the warm pool (serve --pool; lobby/vm_pool.h keeps it). A
+// pooled VM is restored from its shape's saved template ahead of time, connected, and paused:
+// it has no record, so no user sees it, pays for it or has it counted against a limit. `new`
+// takes one of its shape, gives it the caller's identity (VmHost::Reidentify, then the guest
+// identity step) and records it; from Take on, the VM is the caller's to keep or destroy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "vmhost/vm_host.h"
+
+namespace warren {
+
+class WarmPool {
+ public:
+  virtual ~WarmPool() = default;
+  // The id of an idle pooled VM of `shape`, taken out of the pool (refilled behind it);
+  // nullopt when none is idle.
+  virtual std::optional<std::string> Take(const VmShape& shape) = 0;
+  // A VM taken but not used (the `new` was refused before it touched it): idle again.
+  virtual void PutBack(const VmShape& shape, const std::string& id) = 0;
+  // Makes room on the host: destroys idle pooled VMs until `memory_mib` more fits (or
+  // none is left), and refills no further until it does. How many went.
+  virtual int GiveWay(int64_t memory_mib) = 0;
+};
+
+}  // namespace warren

@@ -1,0 +1,311 @@
+#include "lobby/vm_pool.h"
+
+#include <algorithm>
+#include <climits>
+#include <set>
+
+#include "lobby/base/log.h"
+#include "lobby/base/streams.h"
+#include "lobby/commands/vm_egress.h"
+#include "lobby/commands/vm_flags.h"
+#include "vmhost/guest_control.h"
+
+namespace warren {
+namespace {
+
+constexpr int kMaxPoolSize = 64;
+constexpr int kConnectPollMs = 250;
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && s.size() <= 3 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The first command of a pooled VM: opens its control connection, which stays open while
+// it is paused (no channel, no keepalive), so `new` never pays for a handshake.
+Status Connect(GuestControl& guests, const std::string& id, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  Status last = Unavailable("no answer");
+  while (std::chrono::steady_clock::now() < deadline) {
+    DiscardSink discard;
+    GuestStreams streams;
+    streams.out = &discard;
+    streams.err = &discard;
+    streams.cancel = std::make_shared<CancelSignal>();
+    streams.wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           deadline - std::chrono::steady_clock::now())
+                                           .count());
+    if (streams.wait_ms <= 0) break;
+    Result<GuestProgress> p = guests.Exec(id, GuestCommand{"true", {}, ""}, streams);
+    if (p.ok() && p->finished && p->exit_code == 0) return Status::Ok();
+    last = p.ok() ? Unavailable("`true` did not succeed") : p.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(kConnectPollMs));
+  }
+  return last.Annotate("connecting to pooled vm " + id);
+}
+
+}  // namespace
+
+Result<PoolTarget> ParsePoolTarget(std::string_view text, const VmDefaults& defaults) {
+  const std::string usage =
+      "--pool takes IMAGE=N or IMAGE:CPUS,MEMORY,DISK[,EGRESS]=N, such as debian=1 or "
+      "tiny:1,256M,1G,none=2";
+  const size_t eq = text.rfind('=');
+  if (eq == std::string_view::npos || eq == 0) return InvalidArgument(usage);
+  if (!AllDigits(text.substr(eq + 1))) return InvalidArgument(usage);
+  PoolTarget t;
+  t.size = std::stoi(std::string(text.substr(eq + 1)));
+  if (t.size > kMaxPoolSize) {
+    return InvalidArgument("--pool: at most " + std::to_string(kMaxPoolSize) + " VMs per shape");
+  }
+  std::string_view head = text.substr(0, eq);
+  const size_t colon = head.find(':');
+  t.image = std::string(head.substr(0, colon));
+  if (t.image.empty()) return InvalidArgument(usage);
+  t.memory_mib = defaults.memory_mib;
+  t.disk_gib = defaults.disk_gib;
+  t.egress = HostEgressFor(defaults.egress);
+  if (colon == std::string_view::npos) return t;  // cpus 0: the default's, as `new` caps it
+  std::vector<std::string_view> parts;
+  std::string_view rest = head.substr(colon + 1);
+  while (true) {
+    const size_t comma = rest.find(',');
+    parts.push_back(rest.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  if (parts.size() < 3 || parts.size() > 4 || !AllDigits(parts[0])) {
+    return InvalidArgument(usage);
+  }
+  t.cpus = std::stoi(std::string(parts[0]));
+  if (t.cpus < 1 || t.cpus > 64) return InvalidArgument("--pool: the vCPUs are 1 to 64");
+  WARREN_ASSIGN_OR_RETURN(t.memory_mib, ParseMemoryMib(parts[1]));
+  WARREN_ASSIGN_OR_RETURN(t.disk_gib, ParseDiskGib(parts[2]));
+  if (parts.size() == 4) {
+    WARREN_ASSIGN_OR_RETURN(std::string policy, ParseEgressPolicy("--pool", parts[3]));
+    t.egress = HostEgressFor(policy);
+  }
+  return t;
+}
+
+VmPool::VmPool(Services& services, VmPoolOptions options)
+    : services_(services), options_(std::move(options)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+VmPool::~VmPool() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  std::map<std::string, std::vector<std::string>> idle;
+  {
+    std::lock_guard lock(mu_);
+    idle.swap(idle_);
+  }
+  for (const auto& [key, ids] : idle) {
+    for (const std::string& id : ids) Remove(id, "warren stops");
+  }
+}
+
+std::optional<std::string> VmPool::Take(const VmShape& shape) {
+  std::lock_guard lock(mu_);
+  auto it = idle_.find(VmShapeKey(shape));
+  if (it == idle_.end() || it->second.empty()) return std::nullopt;
+  // The newest: its connection is the freshest.
+  std::string id = std::move(it->second.back());
+  it->second.pop_back();
+  wake_ = true;
+  cv_.notify_all();
+  return id;
+}
+
+void VmPool::PutBack(const VmShape& shape, const std::string& id) {
+  std::lock_guard lock(mu_);
+  idle_[VmShapeKey(shape)].push_back(id);
+}
+
+int VmPool::GiveWay(int64_t memory_mib) {
+  int removed = 0;
+  while (AvailableMib() < memory_mib) {
+    std::string id;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [key, ids] : idle_) {
+        if (ids.empty()) continue;
+        id = std::move(ids.front());  // the oldest
+        ids.erase(ids.begin());
+        break;
+      }
+    }
+    if (id.empty()) break;
+    Remove(id, "the host needs its memory for a new VM");
+    ++removed;
+  }
+  return removed;
+}
+
+std::optional<VmShape> VmPool::ShapeFor(Services& services, const PoolTarget& t) {
+  VmShape shape;
+  shape.image = t.image;
+  if (services.images.resolve) {
+    Result<std::string> ref = services.images.resolve(t.image);
+    if (!ref.ok()) return std::nullopt;
+    shape.image = *ref;
+  }
+  shape.cpus = t.cpus;
+  if (shape.cpus == 0) {
+    // As `new` settles the default: never more vCPUs than the host has cores.
+    shape.cpus = services.vm_defaults.cpus;
+    Result<HostCapacity> host = services.vms->Capacity();
+    if (host.ok() && host->cpu_cores > 0) shape.cpus = std::min(shape.cpus, host->cpu_cores);
+  }
+  shape.memory_mib = t.memory_mib;
+  shape.disk_gib = t.disk_gib;
+  shape.egress = t.egress;
+  return shape;
+}
+
+std::vector<VmShape> VmPool::Shapes(Services& services, const std::vector<PoolTarget>& targets) {
+  std::vector<VmShape> shapes;
+  for (const PoolTarget& t : targets) {
+    if (t.size <= 0) continue;
+    if (std::optional<VmShape> shape = ShapeFor(services, t)) shapes.push_back(*shape);
+  }
+  return shapes;
+}
+
+std::map<std::string, int> VmPool::Idle() {
+  std::lock_guard lock(mu_);
+  std::map<std::string, int> out;
+  for (const auto& [key, ids] : idle_) out[key] = static_cast<int>(ids.size());
+  return out;
+}
+
+std::vector<VmPool::Wanted> VmPool::Resolve() {
+  std::vector<Wanted> wanted;
+  for (const PoolTarget& t : options_.targets) {
+    if (t.size <= 0) continue;
+    if (std::optional<VmShape> shape = ShapeFor(services_, t)) wanted.push_back({*shape, t.size});
+  }
+  return wanted;
+}
+
+int64_t VmPool::AvailableMib() {
+  Result<HostCapacity> host = services_.vms->Capacity();
+  if (!host.ok()) return INT64_MAX;
+  const int64_t uncommitted = host->memory_mib - host->memory_committed_mib;
+  return std::max<int64_t>(0, std::min(uncommitted, host->memory_free_mib));
+}
+
+Result<std::string> VmPool::Fill(const VmShape& shape) {
+  VmSpec spec;
+  spec.id = NewVmId();
+  spec.name = "pool-" + spec.id;  // a stand-in: `new` gives it the VM's own
+  spec.image = shape.image;
+  spec.cpus = shape.cpus;
+  spec.memory_mib = shape.memory_mib;
+  spec.disk_gib = shape.disk_gib;
+  spec.egress = shape.egress;
+  spec.authorized_keys = services_.control_authorized_key;
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<RestoredVm> restored = services_.vms->CreateFromTemplate(spec);
+  if (!restored.ok()) return restored.status();
+  Status st = Connect(*services_.guests, spec.id, services_.ready_timeout_ms);
+  if (st.ok()) st = services_.vms->Pause(spec.id);
+  if (!st.ok()) {
+    Remove(spec.id, "its refill failed");
+    return st;
+  }
+  LogInfo("pool: vm " + spec.id + " of " + VmShapeKey(shape) + " ready in " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count()) +
+          " ms");
+  return spec.id;
+}
+
+void VmPool::Remove(const std::string& id, const std::string& why) {
+  services_.guests->Disconnect(id);
+  Status st = services_.vms->Destroy(id);
+  if (!st.ok() && st.code() != Code::kNotFound) {
+    // Left without a record: the next start's reconcile removes it.
+    LogWarn("pool: removing vm " + id + " (" + why + "): " + st.ToString());
+    return;
+  }
+  LogInfo("pool: removed vm " + id + ": " + why);
+}
+
+bool VmPool::Check() {
+  const std::vector<Wanted> wanted = Resolve();
+  std::set<std::string> keys;
+  for (const Wanted& w : wanted) keys.insert(VmShapeKey(w.shape));
+  // VMs of a shape no longer kept (a newer image version, say), or one too many.
+  std::vector<std::string> stale;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, ids] : idle_) {
+      size_t keep = 0;
+      for (const Wanted& w : wanted) {
+        if (VmShapeKey(w.shape) == key) keep = static_cast<size_t>(w.size);
+      }
+      while (ids.size() > keep) {
+        stale.push_back(std::move(ids.front()));
+        ids.erase(ids.begin());
+      }
+    }
+  }
+  for (const std::string& id : stale) Remove(id, "its shape is no longer pooled");
+  if (std::chrono::steady_clock::now() < next_try_) return false;
+  for (const Wanted& w : wanted) {
+    const std::string key = VmShapeKey(w.shape);
+    size_t have = 0;
+    {
+      std::lock_guard lock(mu_);
+      have = idle_[key].size();
+    }
+    const int64_t available = AvailableMib();
+    if (available < w.shape.memory_mib && have > 0) {
+      // A VM of its own shape no longer fits: the pool gives back first.
+      GiveWay(w.shape.memory_mib);
+      continue;
+    }
+    if (have >= static_cast<size_t>(w.size)) continue;
+    // Room for the pooled VM and one more of its shape, or no refill.
+    if (available != INT64_MAX && available < 2 * w.shape.memory_mib) continue;
+    Result<std::string> made = Fill(w.shape);
+    if (!made.ok()) {
+      if (made.status().code() != Code::kNotFound) {  // NotFound: no template yet
+        LogWarn("pool: refilling " + key + ": " + made.status().ToString());
+        next_try_ = std::chrono::steady_clock::now() + options_.retry_after;
+      }
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (!stop_) {
+        idle_[key].push_back(*made);
+        return true;
+      }
+    }
+    Remove(*made, "warren stops");
+    return false;
+  }
+  return false;
+}
+
+void VmPool::Loop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    const bool more = Check();
+    lock.lock();
+    if (more) continue;
+    cv_.wait_for(lock, options_.interval, [this] { return stop_ || wake_; });
+    wake_ = false;
+  }
+}
+
+}  // namespace warren

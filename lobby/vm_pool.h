@@ -1,0 +1,101 @@
+// VmPool: the warm pool (serve --pool). For each target shape it keeps `size` VMs restored
+// from that shape's saved template (VmHost::CreateFromTemplate; the template keeper keeps
+// one per pool shape), connected over their control connection, and paused: `new` takes one
+// (WarmPool::Take), gives it its identity and resumes it, which takes a fraction of a
+// restore. Pooled VMs have no store record, so they are invisible to users (ls, usage,
+// limits); after a crash or a restart reconcile finds them without a record and removes them
+// (their disks collected), and the pool refills — nothing is leaked. They give way first
+// when the host runs short of memory: a refill waits until the host has room for the pooled
+// VM and one more of its shape, an idle VM is destroyed when one of its shape no longer
+// fits, and `new` asks the pool to give way (GiveWay) before it gives up for lack of memory.
+// Its own thread, like TemplateKeeper: started after reconcile and the template keeper,
+// stopped (its idle VMs destroyed) before the VM runtime it uses.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lobby/base/status.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/warm_pool.h"
+#include "vmhost/vm_host.h"
+
+namespace warren {
+
+// One shape the pool keeps: the image as given (NAME or NAME@VERSION, resolved at each check,
+// so a newer image's VMs replace the older's), the resources and egress, and how many.
+struct PoolTarget {
+  std::string image;
+  int cpus = 0;
+  int64_t memory_mib = 0;
+  int64_t disk_gib = 0;
+  Egress egress = Egress::kAll;
+  int size = 0;
+};
+
+// "IMAGE=N" (the default shape of `new` for that image) or "IMAGE:CPUS,MEMORY,DISK[,EGRESS]=N"
+// (e.g. tiny:1,256M,1G,none=2); N from 0 to 64. `defaults` gives the default shape.
+Result<PoolTarget> ParsePoolTarget(std::string_view text, const VmDefaults& defaults);
+
+struct VmPoolOptions {
+  std::vector<PoolTarget> targets;
+  // How often the pool looks at itself when nothing wakes it.
+  std::chrono::milliseconds interval{std::chrono::seconds(5)};
+  // After a refill failed, the next waits at least this long.
+  std::chrono::milliseconds retry_after{std::chrono::seconds(60)};
+};
+
+class VmPool final : public WarmPool {
+ public:
+  // `services` (vms, guests, images, control_authorized_key, ready_timeout_ms) must outlive
+  // the pool. Starts the thread.
+  VmPool(Services& services, VmPoolOptions options);
+  // Stops the thread (a refill under way is finished first) and destroys the idle VMs.
+  ~VmPool() override;
+
+  std::optional<std::string> Take(const VmShape& shape) override;
+  void PutBack(const VmShape& shape, const std::string& id) override;
+  int GiveWay(int64_t memory_mib) override;
+
+  // The shapes the pool keeps now (images resolved; a target whose image does not resolve
+  // is left out), for the template keeper.
+  static std::vector<VmShape> Shapes(Services& services, const std::vector<PoolTarget>& targets);
+  // The shape of one target now; nullopt when its image does not resolve.
+  static std::optional<VmShape> ShapeFor(Services& services, const PoolTarget& target);
+  // Idle VMs per shape (VmShapeKey), for logs and tests.
+  std::map<std::string, int> Idle();
+
+ private:
+  struct Wanted {
+    VmShape shape;
+    int size = 0;
+  };
+  void Loop();
+  // One pass: drops stale and crowding VMs, then refills one VM where one is missing. True
+  // when it made one (the loop goes on at once).
+  bool Check();
+  std::vector<Wanted> Resolve();
+  // Memory the host could give a new VM now; INT64_MAX when it does not say.
+  int64_t AvailableMib();
+  // Restores, connects and pauses one VM of `shape`.
+  Result<std::string> Fill(const VmShape& shape);
+  void Remove(const std::string& id, const std::string& why);
+
+  Services& services_;
+  const VmPoolOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool wake_ = false;
+  std::map<std::string, std::vector<std::string>> idle_;  // shape key -> ids, oldest first
+  std::chrono::steady_clock::time_point next_try_{};
+  std::thread thread_;
+};
+
+}  // namespace warren

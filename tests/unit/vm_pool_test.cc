@@ -1,0 +1,206 @@
+// The warm pool (lobby/vm_pool.h) under `new`, over FakeVmHost and FakeGuestControl: it fills
+// from its shape's template with paused, connected VMs no user sees; `new` of that shape takes
+// one, gives it the caller's identity and the pool refills; a refused `new` puts the VM back;
+// a VM that cannot take its identity is removed and the VM restored instead; the pool gives
+// way when the host runs short of memory. Also --pool's parsing.
+#include "lobby/vm_pool.h"
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "tests/unit/vm_test_fixture.h"
+
+namespace warren::vmtest {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kDefaultShape[] = "debian@20261129-2c-2048m-10g-all";
+
+class VmPoolTest : public VmCommandTest {
+ protected:
+  void SetUp() override {
+    VmCommandTest::SetUp();
+    restore_templates_ = true;
+    MakeInterpreter();
+    VmSpec spec;  // the template of the default shape
+    spec.id = "tplaaaabbbbcccc";
+    spec.image = "debian@20261129";
+    spec.cpus = 2;
+    spec.memory_mib = 2048;
+    spec.disk_gib = 10;
+    spec.egress = Egress::kAll;
+    ASSERT_TRUE(host_.Create(spec).ok());
+    ASSERT_TRUE(host_.SaveTemplate(spec.id, "runner-1").ok());
+  }
+
+  void TearDown() override {
+    if (pool_ != nullptr) interpreter_->services().pool = nullptr;
+    pool_.reset();
+    VmCommandTest::TearDown();
+  }
+
+  void StartPool(int size, std::chrono::milliseconds interval = std::chrono::milliseconds(20)) {
+    VmPoolOptions options;
+    PoolTarget t = ParsePoolTarget("debian=" + std::to_string(size), vm_defaults_).value();
+    options.targets.push_back(t);
+    options.interval = interval;
+    options.retry_after = std::chrono::milliseconds(20);
+    pool_ = std::make_unique<VmPool>(interpreter_->services(), options);
+    interpreter_->services().pool = pool_.get();
+  }
+
+  int Idle() { return pool_->Idle()[kDefaultShape]; }
+
+  // Waits up to 5 s for `done`.
+  bool Eventually(const std::function<bool()>& done) {
+    for (int i = 0; i < 500; ++i) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return done();
+  }
+
+  std::vector<VmInfo> Pooled() {
+    std::vector<VmInfo> out;
+    const std::vector<VmInfo> all = host_.List().value();
+    for (const VmInfo& info : all) {
+      if (info.name.starts_with("pool-")) out.push_back(info);
+    }
+    return out;
+  }
+
+  std::unique_ptr<VmPool> pool_;
+};
+
+TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
+  StartPool(2);
+  ASSERT_TRUE(Eventually([&] { return Idle() == 2; }));
+  std::vector<VmInfo> pooled = Pooled();
+  ASSERT_EQ(pooled.size(), 2u);
+  for (const VmInfo& info : pooled) {
+    EXPECT_EQ(info.state, VmState::kPaused);
+    EXPECT_TRUE(host_.WasRestored(info.id));
+    EXPECT_TRUE(Ran(guests_, "true"));  // connected before it was paused
+  }
+  // No record: not listed (not even to an admin), not counted, not metered.
+  EXPECT_TRUE(Exec(Root(), {"ls", "--json"}).Json()["vms"].empty());
+  EXPECT_TRUE(store_->ListVms()->empty());
+
+  Outcome o = Exec(Alice(), {"new", "--name", "web-one"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_TRUE(Has(o.err, "taken from the warm pool")) << o.err;
+  VmRecord vm = store_->GetVmByName("web-one").value();
+  EXPECT_EQ(vm.made, "pool");
+  EXPECT_EQ(vm.phase, VmPhase::kReady);
+  EXPECT_TRUE(vm.id == pooled[0].id || vm.id == pooled[1].id) << vm.id;
+  VmInfo info = host_.Inspect(vm.id).value();
+  EXPECT_EQ(info.state, VmState::kRunning);
+  EXPECT_EQ(info.name, "web-one");
+  EXPECT_EQ(host_.SpecOf(vm.id)->name, "web-one");
+  // Its own identity applied in the guest, and its new host key pinned.
+  EXPECT_EQ(guests_.identities_applied(), std::vector<std::string>{vm.id});
+  EXPECT_TRUE(guests_.PinnedHostKey(vm.id).starts_with("ssh-ed25519 ")) << vm.id;
+  EXPECT_EQ(Exec(Alice(), {"stat", "web-one", "--json"}).Json()["made"], "pool");
+  // The pool refills behind it; the user's VM is not the pool's any more.
+  ASSERT_TRUE(Eventually([&] { return Idle() == 2; }));
+  EXPECT_EQ(Pooled().size(), 2u);
+  EXPECT_EQ(Exec(Alice(), {"ls", "--json"}).Json()["vms"].size(), 1u);
+
+  // Another shape is not the pool's: restored or booted as before.
+  ASSERT_TRUE(Exec(Alice(), {"new", "--name", "web-two", "--disk", "20"}).status.ok());
+  EXPECT_EQ(store_->GetVmByName("web-two")->made, "boot");
+  EXPECT_EQ(Idle(), 2);
+}
+
+TEST_F(VmPoolTest, ARefusedNewPutsTheVmBack) {
+  vm_defaults_.user_limits.max_vms = 1;
+  MakeInterpreter();
+  StartPool(1);
+  ASSERT_TRUE(Eventually([&] { return Idle() == 1; }));
+  const std::string pooled = Pooled().at(0).id;
+  ASSERT_TRUE(Exec(Alice(), {"new", "--name", "web-one", "--disk", "20"}).status.ok());
+  Outcome o = Exec(Alice(), {"new", "--name", "web-two"});
+  EXPECT_EQ(o.status.code(), Code::kLimitExceeded) << o.err;
+  EXPECT_EQ(Idle(), 1);
+  EXPECT_EQ(host_.Inspect(pooled)->state, VmState::kPaused);
+  EXPECT_FALSE(store_->GetVmByName("web-two").ok());
+}
+
+TEST_F(VmPoolTest, AVmThatCannotTakeItsIdentityIsRemovedAndTheNewRestoresInstead) {
+  StartPool(1);
+  ASSERT_TRUE(Eventually([&] { return Idle() == 1; }));
+  const std::string pooled = Pooled().at(0).id;
+  // The refill's restore would take the failure meant for the hand-out: none while it runs.
+  host_.SetHostLimits(2048 * 2, 1000);
+  host_.FailNext(Internal("the seed volume is gone"));
+  Outcome o = Exec(Alice(), {"new", "--name", "web-one"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  VmRecord vm = store_->GetVmByName("web-one").value();
+  EXPECT_EQ(vm.made, "template");
+  EXPECT_EQ(vm.id, pooled);  // made again under the id it was recorded with
+  EXPECT_EQ(host_.Inspect(vm.id)->name, "web-one");
+  EXPECT_EQ(host_.Inspect(vm.id)->state, VmState::kRunning);
+}
+
+TEST_F(VmPoolTest, RefillsOnlyWithRoomForOneMoreAndGivesWayToUsersVms) {
+  host_.SetHostLimits(5 * 1024, 1000);
+  StartPool(2);
+  // A second pooled VM would leave no room for a user's: it is never made.
+  ASSERT_TRUE(Eventually([&] { return Idle() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(Idle(), 1);
+  ASSERT_TRUE(Exec(Alice(), {"new", "--name", "big-one", "--disk", "20"}).status.ok());
+  // A VM of its shape no longer fits: the pool gives its memory back by itself...
+  ASSERT_TRUE(Eventually([&] { return Idle() == 0; }));
+  EXPECT_TRUE(Pooled().empty());
+  ASSERT_TRUE(Exec(Alice(), {"new", "--name", "big-two", "--disk", "20"}).status.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(Idle(), 0);
+  // ...and refills once there is room again.
+  ASSERT_TRUE(Exec(Alice(), {"rm", "big-one", "big-two"}).status.ok());
+  ASSERT_TRUE(Eventually([&] { return Idle() == 1; }));
+}
+
+TEST_F(VmPoolTest, ANewTheHostHasNoRoomForTakesThePoolsMemory) {
+  host_.SetHostLimits(5 * 1024, 1000);
+  StartPool(1, std::chrono::hours(1));  // no look of its own after the first fill
+  ASSERT_TRUE(Eventually([&] { return Idle() == 1; }));
+  ASSERT_TRUE(Exec(Alice(), {"new", "--name", "big-one", "--disk", "20"}).status.ok());
+  EXPECT_EQ(Idle(), 1);
+  Outcome o = Exec(Alice(), {"new", "--name", "big-two", "--disk", "20"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_EQ(store_->GetVmByName("big-two")->made, "boot");
+  EXPECT_EQ(Idle(), 0);
+  EXPECT_TRUE(Pooled().empty());
+  // With nothing left to give, the host's refusal stands.
+  Outcome full = Exec(Alice(), {"new", "--name", "big-three", "--disk", "20"});
+  EXPECT_EQ(full.status.code(), Code::kLimitExceeded) << full.err;
+}
+
+TEST(PoolTargetTest, ParsesImagesShapesAndSizes) {
+  VmDefaults d;
+  PoolTarget t = ParsePoolTarget("debian=3", d).value();
+  EXPECT_EQ(t.image, "debian");
+  EXPECT_EQ(t.cpus, 0);  // the default's, capped at the host's cores when resolved
+  EXPECT_EQ(t.memory_mib, 2048);
+  EXPECT_EQ(t.disk_gib, 10);
+  EXPECT_EQ(t.egress, Egress::kAll);
+  EXPECT_EQ(t.size, 3);
+  t = ParsePoolTarget("tiny@3:1,256M,1G,none=2", d).value();
+  EXPECT_EQ(t.image, "tiny@3");
+  EXPECT_EQ(t.cpus, 1);
+  EXPECT_EQ(t.memory_mib, 256);
+  EXPECT_EQ(t.disk_gib, 1);
+  EXPECT_EQ(t.egress, Egress::kNone);
+  EXPECT_EQ(t.size, 2);
+  for (const char* bad :
+       {"debian", "=1", "debian=", "debian=x", "debian=65", "tiny:1,256M=1", "tiny:0,256M,1G=1",
+        "tiny:1,lots,1G=1", "tiny:1,256M,1G,some=1", "tiny:1,256M,1G,none,x=1"}) {
+    EXPECT_EQ(ParsePoolTarget(bad, d).status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace warren::vmtest
