@@ -57,6 +57,17 @@ class VmBench:
             f.write("[127.0.0.1]:%d %s\n" % (self.server.port, self.server.host_public_key()))
         return self.server
 
+    def restart(self, extra_args=()):
+        """Stops the server and starts it again over the same data (and key)."""
+        self.server.stop()
+        self.server = h.Server(self.data, self.key, vms=True,
+                               extra_args=["--images-dir", IMAGES, "--vm-egress", "none"] +
+                               list(extra_args))
+        self.server.start(120)
+        with open(self.known_hosts, "w") as f:
+            f.write("[127.0.0.1]:%d %s\n" % (self.server.port, self.server.host_public_key()))
+        return self.server
+
     def ssh(self, *cmd):
         """Runs one lobby command; returns (seconds, stdout). Raises when it fails."""
         return self.ssh_as(self.key, *cmd)

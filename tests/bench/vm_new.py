@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """new -> first command latency through the SSH lobby, for the tiny and the default image:
-restored from a saved template against booted, in one run.
+taken from the warm pool, restored from a saved template, and booted, in one run.
 
 For each image it starts its own `warren serve` (VMs on, guests without network, that image
-as the default, `--vm-templates default`), waits until the server has saved the template of
-its default shape, then runs N times each: `new` of the default shape (restored from the
-template) and `new --disk 11` (another shape: booted), each followed by the first
-`ssh VM true`, and prints the medians and the template's time relative to the boot's. It also
+as the default, `--vm-templates default --pool IMAGE=1`), waits until the server has saved
+the template of its default shape, then runs N times: `new` of the default shape taken from
+the pool (once the pool has refilled and the host is quiet). Then it restarts the server
+with `--pool none` and runs N times each: `new` restored from the template, and
+`new --disk 11` (another shape: booted). Each `new` is followed by the first `ssh VM true`;
+it prints the medians and each one's time relative to the boot's. It also
 reports the RSS of each idle VM's QEMU (template-restored and booted) and, for the default
 image, how many such idle VMs fit in 20 GiB. Also times `ssh VM true` on the warm control
 connection against the lobby's own `whoami` (the SSH-to-warren floor every `ssh VM …`
@@ -16,6 +18,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import statistics
 import time
 
@@ -43,10 +46,16 @@ def qemu_rss_mib(data_dir, vm_id):
     return None
 
 
+def pool_ready(log):
+    """Ids of the pooled VMs the server's log says are ready, in order."""
+    return re.findall(r"pool: vm ([a-z0-9]+) of \S+ ready", log)
+
+
 def bench_image(image, runs, warm_runs):
     bench = vm_bench.VmBench()
     try:
-        bench.start(["--vm-image", image, "--vm-templates", "default"])
+        # First with a warm pool of one: each `new` takes the pooled VM, then the pool refills.
+        bench.start(["--vm-image", image, "--vm-templates", "default", "--pool", image + "=1"])
 
         def ssh(*cmd):
             return bench.ssh(*cmd)[0]
@@ -61,9 +70,12 @@ def bench_image(image, runs, warm_runs):
             time.sleep(1)
         template_ready = time.monotonic() - t0
         out = {"template_ready": template_ready}
-        for how, extra in (("template", ()), ("boot", ("--disk", "11"))):
+
+        def measure(how, extra, runs, before=None):
             news, firsts, rss = [], [], []
             for i in range(runs):
+                if before:
+                    before(i)
                 name = "bench-%s-%s-%d" % (image, how, i)
                 news.append(ssh("new", "--name", name, *extra))
                 firsts.append(ssh("ssh", name, "true"))
@@ -78,6 +90,24 @@ def bench_image(image, runs, warm_runs):
                         out["floor"] = [ssh("whoami") for _ in range(warm_runs)]
                 ssh("rm", name)
             out[how] = (statistics.median(news), statistics.median(firsts), rss[0])
+
+        def pooled_one(i):
+            # The pool holds its next VM, paused and connected, and the host is quiet again.
+            t = time.monotonic()
+            while len(pool_ready(bench.server.log())) < i + 1:
+                if time.monotonic() - t > 600:
+                    raise RuntimeError("the pool did not refill in 600 s")
+                time.sleep(0.5)
+            if i == 0:
+                time.sleep(10)
+                out["pooled_rss"] = qemu_rss_mib(bench.data, pool_ready(bench.server.log())[0])
+            time.sleep(5)
+
+        measure("pool", (), runs, pooled_one)
+        # Then without the pool: restored from the template (the same one), and booted.
+        bench.restart(["--vm-image", image, "--vm-templates", "default", "--pool", "none"])
+        measure("template", (), runs)
+        measure("boot", ("--disk", "11"), runs)
         return out
     finally:
         bench.close()
@@ -99,13 +129,15 @@ def main():
     for image, r in results.items():
         bt = sum(r["boot"][:2])
         print("  %-7s template saved %.0f s after start" % (image, r["template_ready"]))
-        for how in ("template", "boot"):
+        for how in ("pool", "template", "boot"):
             new, first, rss = r[how]
             total = new + first
             print("  %-7s %-8s new %6.2fs  first ssh %5.2fs  total %6.2fs  (%.2fx boot)  "
                   "idle RSS %s MiB" % (image, how, new, first, total, total / bt,
                                        "%.0f" % rss if rss else "?"))
         rss = r["template"][2]
+        if r.get("pooled_rss"):
+            print("  %-7s idle pooled (paused) VM RSS %.0f MiB" % (image, r["pooled_rss"]))
         if rss:
             print("  %-7s idle VMs in 20 GiB: %d" % (image, int(20 * 1024 // rss)))
     for r in results.values():
