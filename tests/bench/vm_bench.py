@@ -49,17 +49,14 @@ class VmBench:
     def start(self, extra_args=()):
         """Starts the server (with `extra_args` for `warren serve`); returns it."""
         self.key = h.Key(self.tmp, "bench")
-        self.server = h.Server(self.data, self.key, vms=True,
-                               extra_args=["--images-dir", IMAGES, "--vm-egress", "none"] +
-                               list(extra_args))
-        self.server.start(120)
-        with open(self.known_hosts, "w") as f:
-            f.write("[127.0.0.1]:%d %s\n" % (self.server.port, self.server.host_public_key()))
-        return self.server
+        return self._launch(extra_args)
 
     def restart(self, extra_args=()):
         """Stops the server and starts it again over the same data (and key)."""
         self.server.stop()
+        return self._launch(extra_args)
+
+    def _launch(self, extra_args):
         self.server = h.Server(self.data, self.key, vms=True,
                                extra_args=["--images-dir", IMAGES, "--vm-egress", "none"] +
                                list(extra_args))

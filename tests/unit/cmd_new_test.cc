@@ -19,19 +19,6 @@ using nlohmann::json;
 
 // --- new ---------------------------------------------------------------------------------
 
-// A template of the shape `new` makes by default (debian, 2 vCPU, 2 GiB, 10 GiB, a NIC).
-void SaveDefaultTemplate(FakeVmHost& host) {
-  VmSpec spec;
-  spec.id = "tplaaaabbbbcccc";
-  spec.image = "debian@20261129";
-  spec.cpus = 2;
-  spec.memory_mib = 2048;
-  spec.disk_gib = 10;
-  spec.egress = Egress::kAll;
-  ASSERT_TRUE(host.Create(spec).ok());
-  ASSERT_TRUE(host.SaveTemplate(spec.id, "runner-1").ok());
-}
-
 TEST_F(VmCommandTest, NewRestoresAVmOfATemplatesShapeAndGivesItItsOwnIdentity) {
   restore_templates_ = true;
   MakeInterpreter();

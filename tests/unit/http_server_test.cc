@@ -30,19 +30,27 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-// Sends `request` and reads until the server closes or `timeout_s` passes.
-std::string RoundTrip(int port, const std::string& request) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+// A TCP connection to the server on 127.0.0.1; -1 when it cannot connect.
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     close(fd);
-    return "";
+    return -1;
   }
+  return fd;
+}
+
+// Sends `request` and reads until the server closes or 5 s pass.
+std::string RoundTrip(int port, const std::string& request) {
+  int fd = Connect(port);
+  if (fd < 0) return "";
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   (void)!write(fd, request.data(), request.size());
   std::string out;
   char buf[4096];
@@ -232,12 +240,8 @@ TEST_F(HttpSeamTest, AClientThatGoesAwayCancelsTheRequest) {
     cv.notify_all();
     EXPECT_FALSE(res->Write("late"));  // nothing to write into: not streaming, client gone
   };
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
   std::string req = "GET /t/slow HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -280,12 +284,8 @@ TEST_F(HttpSeamTest, ClientsHangingUpOnCompleteAnswersCancelNothing) {
     res->Respond(504, {}, std::string(64 * 1024, 'x'));
   };
   for (int i = 0; i < 200; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    int fd = Connect(server_->port());
+    ASSERT_GE(fd, 0);
     std::string req = "GET /t/late HTTP/1.1\r\nHost: x\r\n\r\n";
     ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
     // Read up to the body's last byte, then hang up at once.

@@ -24,15 +24,7 @@ class VmPoolTest : public VmCommandTest {
     VmCommandTest::SetUp();
     restore_templates_ = true;
     MakeInterpreter();
-    VmSpec spec;  // the template of the default shape
-    spec.id = "tplaaaabbbbcccc";
-    spec.image = "debian@20261129";
-    spec.cpus = 2;
-    spec.memory_mib = 2048;
-    spec.disk_gib = 10;
-    spec.egress = Egress::kAll;
-    ASSERT_TRUE(host_.Create(spec).ok());
-    ASSERT_TRUE(host_.SaveTemplate(spec.id, "runner-1").ok());
+    SaveDefaultTemplate(host_);
   }
 
   void TearDown() override {

@@ -50,6 +50,19 @@ inline constexpr const char* kBobKey =
 inline constexpr const char* kRootKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMB5w2LyB75lM5WD8EA8f0X/QABdHKB6FqvxdfdV35PT root@host";
 
+// A template of the shape `new` makes by default (debian, 2 vCPU, 2 GiB, 10 GiB, a NIC).
+inline void SaveDefaultTemplate(FakeVmHost& host) {
+  VmSpec spec;
+  spec.id = "tplaaaabbbbcccc";
+  spec.image = "debian@20261129";
+  spec.cpus = 2;
+  spec.memory_mib = 2048;
+  spec.disk_gib = 10;
+  spec.egress = Egress::kAll;
+  ASSERT_TRUE(host.Create(spec).ok());
+  ASSERT_TRUE(host.SaveTemplate(spec.id, "runner-1").ok());
+}
+
 inline constexpr int64_t kStart = 1'700'000'000;
 
 class TestClock final : public Clock {
