@@ -1,14 +1,17 @@
 #!/usr/bin/python3
-"""new -> first command latency through the SSH lobby, for the tiny and the default image:
-taken from the warm pool, restored from a saved template, and booted, in one run.
+"""new (and cp) -> first command latency through the SSH lobby, for the tiny and the default
+image: taken from the warm pool, restored from a saved template, booted, copied and copied
+live, in one run.
 
 For each image it starts its own `warren serve` (VMs on, guests without network, that image
 as the default, `--vm-templates default --pool IMAGE=1`), waits until the server has saved
 the template of its default shape, then runs N times: `new` of the default shape taken from
 the pool (once the pool has refilled and the host is quiet). Then it restarts the server
 with `--pool none` and runs N times each: `new` restored from the template, and
-`new --disk 11` (another shape: booted). Each `new` is followed by the first `ssh VM true`;
-it prints the medians and each one's time relative to the boot's. It also
+`new --disk 11` (another shape: booted); then N times each `cp SRC` and `cp --live SRC` of
+a running VM of the default shape (a fresh SRC every 4 copies, so no chain gets deep enough to
+be flattened meanwhile). Each `new` or `cp` is followed by the first `ssh VM true`; it prints
+the medians and each one's time relative to the boot's. It also
 reports the RSS of each idle VM's QEMU (template-restored and booted) and, for the default
 image, how many such idle VMs fit in 20 GiB. Also times `ssh VM true` on the warm control
 connection against the lobby's own `whoami` (the SSH-to-warren floor every `ssh VM …`
@@ -108,6 +111,28 @@ def bench_image(image, runs, warm_runs):
         bench.restart(["--vm-image", image, "--vm-templates", "default", "--pool", "none"])
         measure("template", (), runs)
         measure("boot", ("--disk", "11"), runs)
+
+        def copies(how, flags):
+            cps, firsts, src = [], [], None
+            for i in range(runs):
+                if i % 4 == 0:
+                    if src:
+                        ssh("rm", src)
+                    src = "bench-%s-%s-src-%d" % (image, how, i)
+                    ssh("new", "--name", src)
+                    ssh("ssh", src, "true")
+                name = "bench-%s-%s-%d" % (image, how, i)
+                cps.append(ssh("cp", src, name, *flags))
+                firsts.append(ssh("ssh", name, "true"))
+                made = stat(name)["made"]
+                if made != how:
+                    raise RuntimeError("%s was made by %s, not %s" % (name, made, how))
+                ssh("rm", name)
+            ssh("rm", src)
+            out[how] = (statistics.median(cps), statistics.median(firsts), None)
+
+        copies("copy", ())
+        copies("live-copy", ("--live",))
         return out
     finally:
         bench.close()
@@ -124,16 +149,17 @@ def main():
     for n, image in enumerate(args.images.split(",")):
         results[image] = bench_image(image, args.runs, args.warm if n == 0 else 0)
 
-    print("new -> first command, median of %d, TCG, 2 cores, default shape (2 vCPU, 2 GiB)"
-          % args.runs)
+    print("new (or cp) -> first command, median of %d, TCG, 2 cores, default shape "
+          "(2 vCPU, 2 GiB)" % args.runs)
     for image, r in results.items():
         bt = sum(r["boot"][:2])
         print("  %-7s template saved %.0f s after start" % (image, r["template_ready"]))
-        for how in ("pool", "template", "boot"):
+        for how in ("pool", "template", "boot", "copy", "live-copy"):
             new, first, rss = r[how]
             total = new + first
-            print("  %-7s %-8s new %6.2fs  first ssh %5.2fs  total %6.2fs  (%.2fx boot)  "
-                  "idle RSS %s MiB" % (image, how, new, first, total, total / bt,
+            verb = {"copy": "cp", "live-copy": "cp --live"}.get(how, "new")
+            print("  %-7s %-9s %-9s %6.2fs  first ssh %5.2fs  total %6.2fs  (%.2fx boot)  "
+                  "idle RSS %s MiB" % (image, how, verb, new, first, total, total / bt,
                                        "%.0f" % rss if rss else "?"))
         rss = r["template"][2]
         if r.get("pooled_rss"):

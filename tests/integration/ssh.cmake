@@ -55,6 +55,17 @@ set_tests_properties(vm_copy PROPERTIES
   RUN_SERIAL TRUE
   LABELS "integration;vm")
 
+# cp --live (tiny): a server started by hand in the source answers in the copy, which never
+# booted and has its own hostname, host key and MAC; writes do not cross; made=live-copy; a
+# stopped source is copied by its disk. Prints cp --live's time against a plain cp's.
+add_test(NAME vm_live_copy
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_live_copy.py)
+set_tests_properties(vm_live_copy PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 900
+  RUN_SERIAL TRUE
+  LABELS "integration;vm")
+
 # A busy VM (busy loops on every vCPU) leaves the lobby and another VM responsive: <cputune>.
 add_test(NAME vm_cpu_share
          COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_cpu_share.py)
