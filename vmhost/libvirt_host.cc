@@ -852,13 +852,9 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
 
   VmSpec copy = spec;
   copy.image = image;
-  if (copy.ssh_host_key.empty()) {
-    // The disk carries the source's host key: the copy gets its own, through its seed.
-    WARREN_ASSIGN_OR_RETURN(auto key,
-                            NewSshHostKey((fs::path(options_.data_dir) / "tmp").string()));
-    copy.ssh_host_key = std::move(key.first);
-    copy.ssh_host_key_pub = std::move(key.second);
-  }
+  // The disk carries the source's host key: the copy gets its own, through its seed.
+  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(copy.ssh_host_key, copy.ssh_host_key_pub,
+                                          (fs::path(options_.data_dir) / "tmp").string()));
   WARREN_RETURN_IF_ERROR(
       DefineAndStart(conn, copy, image, fork.copy_top.path, fork.qemu, rollback));
   rollback.Commit();

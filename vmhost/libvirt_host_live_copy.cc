@@ -170,11 +170,7 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   // The disk carries the source's host key: the copy gets its own, through its seed.
   VmSpec own = spec;
   own.image = image.ref;
-  if (own.ssh_host_key.empty()) {
-    WARREN_ASSIGN_OR_RETURN(auto key, NewSshHostKey(tmp.string()));
-    own.ssh_host_key = std::move(key.first);
-    own.ssh_host_key_pub = std::move(key.second);
-  }
+  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub, tmp.string()));
   WARREN_ASSIGN_OR_RETURN(std::string seed, MakeSeed(conn, own, fork.qemu));
   DomainConfig config = ConfigFor(own, image, fork.copy_top.path, seed, fork.qemu);
   if (spec.egress == Egress::kAll) {

@@ -350,12 +350,8 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
                                               "restore", rollback));
   // The disk carries the template's host key: the clone gets its own, through its seed.
   VmSpec own = spec;
-  if (own.ssh_host_key.empty()) {
-    WARREN_ASSIGN_OR_RETURN(auto key,
-                            NewSshHostKey((fs::path(options_.data_dir) / "tmp").string()));
-    own.ssh_host_key = std::move(key.first);
-    own.ssh_host_key_pub = std::move(key.second);
-  }
+  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub,
+                                          (fs::path(options_.data_dir) / "tmp").string()));
   const int64_t disk_ms = MillisSince(t0);
   WARREN_ASSIGN_OR_RETURN(std::string seed, MakeSeed(conn, own, qemu));
   const int64_t seed_ms = MillisSince(t0);
@@ -486,12 +482,8 @@ Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec) {
                            VmShapeKey(ShapeOf(spec)));
   }
   VmSpec own = spec;
-  if (own.ssh_host_key.empty()) {
-    WARREN_ASSIGN_OR_RETURN(auto key,
-                            NewSshHostKey((fs::path(options_.data_dir) / "tmp").string()));
-    own.ssh_host_key = std::move(key.first);
-    own.ssh_host_key_pub = std::move(key.second);
-  }
+  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub,
+                                          (fs::path(options_.data_dir) / "tmp").string()));
   WARREN_RETURN_IF_ERROR(MakeSeed(vm.conn, own, qemu_user(), /*rewrite=*/true).status());
   WARREN_RETURN_IF_ERROR(RenameDomain(vm, spec.id, spec.name));
   RestoredVm r;

@@ -140,4 +140,12 @@ Result<std::pair<std::string, std::string>> NewSshHostKey(const std::string& tmp
   return key;
 }
 
+Status EnsureSshHostKey(std::string& key, std::string& pub, const std::string& tmp_dir) {
+  if (!key.empty()) return Status::Ok();
+  WARREN_ASSIGN_OR_RETURN(auto made, NewSshHostKey(tmp_dir));
+  key = std::move(made.first);
+  pub = std::move(made.second);
+  return Status::Ok();
+}
+
 }  // namespace warren

@@ -42,5 +42,8 @@ Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& 
 // A fresh ed25519 host key for a VM's seed: (private key file, .pub line), made with
 // ssh-keygen in `tmp_dir` and read back; no file is left there.
 Result<std::pair<std::string, std::string>> NewSshHostKey(const std::string& tmp_dir);
+// When `key` is empty (a VM whose disk carries another's host key: a clone, a copy), a new one
+// into `key` and `pub`; otherwise nothing (the caller pinned one of its own).
+Status EnsureSshHostKey(std::string& key, std::string& pub, const std::string& tmp_dir);
 
 }  // namespace warren

@@ -1,5 +1,7 @@
 #include "tests/fakes/fake_vm_host.h"
 
+#include <atomic>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -245,10 +247,12 @@ Status FakeVmHost::RemoveTemplate(const VmShape& shape) {
 
 namespace {
 
+// The spec's host key, or a new one (each different, as ssh-keygen's are).
 std::string FakeHostKeyOf(const VmSpec& spec) {
-  return spec.ssh_host_key_pub.empty()
-             ? "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOf" + spec.id + " warren-vm"
-             : spec.ssh_host_key_pub;
+  static std::atomic<int> made{0};
+  return spec.ssh_host_key_pub.empty() ? "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOf" +
+                                             spec.id + "n" + std::to_string(++made) + " warren-vm"
+                                       : spec.ssh_host_key_pub;
 }
 
 }  // namespace

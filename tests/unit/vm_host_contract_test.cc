@@ -447,6 +447,27 @@ TEST_P(VmHostContractTest, TemplatesSaveAVmAndRestoreClonesOfItsShape) {
   EXPECT_EQ(host_->CreateFromTemplate(other).status().code(), Code::kNotFound);
   EXPECT_EQ(host_->Inspect("aaaa0063").status().code(), Code::kNotFound);
 
+  // A paused clone (a warm pool's) takes another identity and runs on: its name, a new host
+  // key, its MAC kept. Only of its own shape.
+  ASSERT_TRUE(host_->Pause("aaaa0062").ok());
+  VmSpec pooled = two;
+  pooled.name = "handed-out";
+  pooled.env = {{"GREETING", "hi"}};
+  other.id = two.id;
+  EXPECT_EQ(host_->Reidentify(other).status().code(), Code::kInvalidArgument);
+  pooled.id = "aaaa0069";
+  EXPECT_EQ(host_->Reidentify(pooled).status().code(), Code::kNotFound);
+  pooled.id = two.id;
+  Result<RestoredVm> handed = host_->Reidentify(pooled);
+  ASSERT_TRUE(handed.ok()) << handed.status().ToString();
+  EXPECT_EQ(handed->mac, b->mac);
+  EXPECT_TRUE(handed->host_key_pub.starts_with("ssh-ed25519 ")) << handed->host_key_pub;
+  EXPECT_NE(handed->host_key_pub, b->host_key_pub);
+  info = host_->Inspect(two.id);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->state, VmState::kRunning);
+  EXPECT_EQ(info->name, "handed-out");
+
   // Removing the template leaves its clones running on their disks.
   ASSERT_TRUE(host_->RemoveTemplate(ShapeOf(base)).ok());
   EXPECT_EQ(host_->RemoveTemplate(ShapeOf(base)).code(), Code::kNotFound);
