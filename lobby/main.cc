@@ -874,6 +874,12 @@ int main(int argc, char** argv) {
                     "rules are nftables matched on QEMU's user: they act on every QEMU of this "
                     "host; a range covering this host's own addresses opens them too");
   serve
+      ->add_option("--vm-tb-cache", flags.vm.tb_cache_mib,
+                   "MiB of translated code each TCG guest may keep (QEMU's cache; most of an "
+                   "idle TCG VM's memory); 0: QEMU's own default of 1024")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  serve
       ->add_option("--guest-reach-timeout", flags.vm.guest_reach_timeout_s,
                    "Seconds a command waits for a running VM's control connection before "
                    "the VM is reported unavailable")

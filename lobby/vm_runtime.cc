@@ -72,6 +72,7 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   host_options.uri = options.libvirt_uri;
   host_options.data_dir = options.data_dir;
   host_options.images_dir = images_dir;
+  host_options.tb_cache_mib = options.tb_cache_mib;
   WARREN_ASSIGN_OR_RETURN(rt->host_, StartLibvirtHost(host_options, options.accel));
   // Before anything starts or stops a VM, so no transition goes unmetered.
   rt->meter_ = std::make_unique<UsageMeter>(*services.store, *services.clock);

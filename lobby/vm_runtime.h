@@ -25,7 +25,8 @@ struct VmRuntimeOptions {
   // How long a command waits for a running VM's control connection (a guest whose sshd is
   // gone, or one still booting) before it reports the VM unavailable.
   int guest_reach_timeout_s = 60;
-  std::string runner_path;  // the guest runner; empty: next to the warren binary
+  int tb_cache_mib = kTcgTbCacheMib;  // serve --vm-tb-cache (domain_xml.h)
+  std::string runner_path;            // the guest runner; empty: next to the warren binary
   // Ranges VMs may reach although the host's isolation rules close them (--vm-egress-allow).
   std::vector<Cidr> egress_allow;
   EgressFirewallOptions firewall;

@@ -153,8 +153,8 @@ std::string DomainXml(const DomainConfig& c) {
   x << "  </os>\n";
   // ACPI is what makes a graceful Stop (the power button) reach the guest.
   x << "  <features>\n    <acpi/>\n";
-  if (!c.kvm) {
-    x << "    <tcg>\n      <tb-cache unit='MiB'>" << kTcgTbCacheMib << "</tb-cache>\n    </tcg>\n";
+  if (!c.kvm && c.tb_cache_mib > 0) {
+    x << "    <tcg>\n      <tb-cache unit='MiB'>" << c.tb_cache_mib << "</tb-cache>\n    </tcg>\n";
   }
   x << "  </features>\n";
   // Under TCG libvirt's default CPU model is the portable one; with KVM give the guest the

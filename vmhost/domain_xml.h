@@ -43,7 +43,7 @@ int CpuSharesFor(int cpus);
 // The translation-block cache of every TCG domain, in MiB (<features><tcg><tb-cache>).
 // QEMU 7.2 sizes it at 1 GiB by default, and translated code is most of an idle TCG VM's RSS;
 // 128 MiB keeps a booted Debian guest near 430 MB with no slower boot (tests/bench/vm_new.py
-// measures it: RSS with and without the cap).
+// measures it: RSS with and without the cap). serve --vm-tb-cache sets another.
 inline constexpr int kTcgTbCacheMib = 128;
 
 // The user and group QEMU runs as, as libvirt's DAC driver names them ("+UID:+GID", from the
@@ -65,6 +65,7 @@ struct DomainConfig {
   std::string uuid;  // fixed by the caller so the XML is reproducible
   std::string image;
   bool kvm = false;  // <domain type='kvm'> when the probe found working KVM, else 'qemu' (TCG)
+  int tb_cache_mib = kTcgTbCacheMib;  // TCG's translation cache; 0: QEMU's own default (1 GiB)
   int cpus = 1;
   int64_t memory_mib = 256;
   // Direct kernel boot from the image.

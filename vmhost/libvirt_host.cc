@@ -628,6 +628,7 @@ DomainConfig LibvirtHost::ConfigFor(const VmSpec& spec, const GuestImage& image,
   config.uuid = NewUuid();
   config.image = image.ref;
   config.kvm = options_.accel == Accel::kKvm;
+  config.tb_cache_mib = options_.tb_cache_mib;
   config.cpus = spec.cpus;
   config.memory_mib = spec.memory_mib;
   config.kernel = image.kernel;

@@ -57,6 +57,8 @@ struct LibvirtHostOptions {
   std::string data_dir = "/var/lib/warren";
   std::string images_dir = "/var/lib/warren/images";
   Accel accel = Accel::kTcg;
+  // TCG's translation cache per domain, MiB (domain_xml.h); 0: QEMU's default.
+  int tb_cache_mib = kTcgTbCacheMib;
   // How long Stop and Restart wait for a guest to power off by itself before pulling the plug.
   std::chrono::milliseconds stop_timeout{30000};
   std::string mkfs = "mkfs.ext4";

@@ -111,6 +111,12 @@ TEST(DomainXmlTest, TcgDomainsGetABoundedTranslationCache) {
   DomainConfig kvm = Typical();
   kvm.kvm = true;
   EXPECT_EQ(DomainXml(kvm).find("<tcg>"), std::string::npos);
+  // serve --vm-tb-cache: another size, or 0 for QEMU's own.
+  DomainConfig other = Typical();
+  other.tb_cache_mib = 256;
+  EXPECT_NE(DomainXml(other).find("<tb-cache unit='MiB'>256</tb-cache>"), std::string::npos);
+  other.tb_cache_mib = 0;
+  EXPECT_EQ(DomainXml(other).find("<tcg>"), std::string::npos);
 }
 
 // A fixed MAC (a clone keeps the one it was restored with) goes into the NIC; none without
