@@ -277,7 +277,7 @@ class IdentityRunnerTest : public ::testing::Test {
     WriteFile(
         dir_ + "/usr-lib.up/warren/apply-seed",
         "#!/bin/sh\n"
-        "echo \"$#:$*\" >> " +
+        "echo \"$#:$*:${WARREN_SEED_DEVICE-unset}\" >> " +
             dir_ +
             "/apply-seed.args\n"
             "if [ -f " +
@@ -379,8 +379,8 @@ TEST_F(IdentityRunnerTest, AWholeRunReseedsReappliesTheSeedAndAsksTheTime) {
   asked.hostname = "clone-host";
   Result<GuestIdentityReport> report = ParseGuestIdentityReport(r.out.substr(7), asked);
   ASSERT_TRUE(report.ok()) << report.status().ToString() << "\n" << r.out;
-  // apply-seed ran once, told that this is a restored clone.
-  EXPECT_EQ(ReadFile(dir_ + "/apply-seed.args"), "1:--restored\n");
+  // apply-seed ran once, told that this is a restored clone and where its seed is.
+  EXPECT_EQ(ReadFile(dir_ + "/apply-seed.args"), "1:--restored:/dev/vdb\n");
   EXPECT_EQ(BoundFile("/etc/hostname"), "clone-host\n");
   // A new machine-id, written in place (the file is a bind mount: a rename over it fails).
   if (HasBound("/etc/machine-id")) {

@@ -16,8 +16,10 @@
 // Then, in order (a failed step: exit 1 with a one-line reason on stderr):
 //   1. RNDADDENTROPY with the host's bytes, then RNDRESEEDCRNG: the clone's RNG no longer
 //      repeats the template's (its kernel has no vmgenid driver to do it);
-//   2. BLKFLSBUF on the seed device, then `/usr/lib/warren/apply-seed --restored` (hostname
-//      from the seed, not the template's kernel command line; authorized_keys, env, host key);
+//   2. BLKFLSBUF on the seed device, then `/usr/lib/warren/apply-seed --restored` with
+//      WARREN_SEED_DEVICE=/dev/vdX (so it need not search for the label; an image whose
+//      apply-seed predates the variable ignores it) (hostname from the seed, not the
+//      template's kernel command line; authorized_keys, env, host key);
 //   3. a new /etc/machine-id when the file exists (getrandom, after the reseed), and
 //      /var/lib/dbus/machine-id when it is a regular file;
 //   4. the MAC of the first physical ethernet interface, when asked (SIOCSIFHWADDR; down,
@@ -293,7 +295,9 @@ static void last_line(const char* text, size_t len, char* out, size_t max) {
   out[n] = '\0';
 }
 
-static int run_apply_seed(void) {
+static int run_apply_seed(const char* seed_device) {
+  char device_env[sizeof "WARREN_SEED_DEVICE=" + sizeof((struct identity_request*)0)->seed_device];
+  snprintf(device_env, sizeof device_env, "WARREN_SEED_DEVICE=%s", seed_device);
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return fail(kExitInternal, "pipe: %s", strerror(errno));
   pid_t pid = fork();
@@ -303,7 +307,7 @@ static int run_apply_seed(void) {
     if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) _exit(127);
     signal(SIGPIPE, SIG_DFL);
     char* argv[] = {"apply-seed", "--restored", NULL};
-    char* envp[] = {(char*)kChildPath, NULL};
+    char* envp[] = {(char*)kChildPath, device_env, NULL};
     execve(kApplySeed, argv, envp);
     dprintf(2, "cannot run %s: %s\n", kApplySeed, strerror(errno));
     _exit(127);
@@ -623,7 +627,7 @@ int cmd_identity(void) {
   if (rc != kExitOk) return rc;
 
   if ((rc = flush_seed_device(req.seed_device)) != kExitOk) return rc;
-  if ((rc = run_apply_seed()) != kExitOk) return rc;
+  if ((rc = run_apply_seed(req.seed_device)) != kExitOk) return rc;
   struct utsname uts;
   if (uname(&uts) != 0 || !valid_hostname(uts.nodename)) {
     return fail(kExitInternal, "apply-seed left no valid hostname");
