@@ -22,16 +22,19 @@ bool AllDigits(std::string_view s) {
 }
 
 // The first command of a pooled VM: opens its control connection, which stays open while
-// it is paused (no channel, no keepalive), so `new` never pays for a handshake.
-Status Connect(GuestControl& guests, const std::string& id, int timeout_ms) {
+// it is paused (no channel, no keepalive), so `new` never pays for a handshake. Gives up
+// (Cancelled) as soon as `cancel` is: warren stops.
+Status Connect(GuestControl& guests, const std::string& id, int timeout_ms,
+               const std::shared_ptr<CancelSignal>& cancel) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   Status last = Unavailable("no answer");
   while (std::chrono::steady_clock::now() < deadline) {
+    if (cancel->cancelled()) return Cancelled("warren stops");
     DiscardSink discard;
     GuestStreams streams;
     streams.out = &discard;
     streams.err = &discard;
-    streams.cancel = std::make_shared<CancelSignal>();
+    streams.cancel = cancel;
     streams.wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                            deadline - std::chrono::steady_clock::now())
                                            .count());
@@ -98,6 +101,7 @@ VmPool::~VmPool() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
+  stopping_->Cancel();  // a refill waiting for its guest gives up (and removes its VM)
   cv_.notify_all();
   thread_.join();
   std::map<std::string, std::vector<std::string>> idle;
@@ -213,7 +217,7 @@ Result<std::string> VmPool::Fill(const VmShape& shape) {
   const auto t0 = std::chrono::steady_clock::now();
   Result<RestoredVm> restored = services_.vms->CreateFromTemplate(spec);
   if (!restored.ok()) return restored.status();
-  Status st = Connect(*services_.guests, spec.id, services_.ready_timeout_ms);
+  Status st = Connect(*services_.guests, spec.id, services_.ready_timeout_ms, stopping_);
   if (st.ok()) st = services_.vms->Pause(spec.id);
   if (!st.ok()) {
     Remove(spec.id, "its refill failed");

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "lobby/base/status.h"
+#include "lobby/base/streams.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/warm_pool.h"
 #include "vmhost/vm_host.h"
@@ -56,7 +58,8 @@ class VmPool final : public WarmPool {
   // `services` (vms, guests, images, control_authorized_key, ready_timeout_ms) must outlive
   // the pool. Starts the thread.
   VmPool(Services& services, VmPoolOptions options);
-  // Stops the thread (a refill under way is finished first) and destroys the idle VMs.
+  // Stops the thread (a refill under way is cut short, its VM removed) and destroys the idle
+  // VMs.
   ~VmPool() override;
 
   std::optional<std::string> Take(const VmShape& shape) override;
@@ -93,6 +96,8 @@ class VmPool final : public WarmPool {
   std::condition_variable cv_;
   bool stop_ = false;
   bool wake_ = false;
+  // Cancelled when the pool stops: a refill under way gives up at once.
+  std::shared_ptr<CancelSignal> stopping_ = std::make_shared<CancelSignal>();
   std::map<std::string, std::vector<std::string>> idle_;  // shape key -> ids, oldest first
   std::chrono::steady_clock::time_point next_try_{};
   std::thread thread_;

@@ -106,5 +106,15 @@ class VmBench:
     def close(self):
         if self.server is not None:
             self.server.stop()
+        # A VM the bench failed to remove (it stopped half-way) would outlive its files.
+        names = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+                               capture_output=True, text=True, timeout=30).stdout.split()
+        for name in names:
+            xml = subprocess.run(["virsh", "-c", "qemu:///system", "dumpxml", name],
+                                 capture_output=True, text=True, timeout=30).stdout
+            if self.data + "/" in xml:
+                for verb in ("destroy", "undefine"):
+                    subprocess.run(["virsh", "-c", "qemu:///system", verb, name],
+                                   capture_output=True, timeout=60)
         shutil.rmtree(self.tmp, ignore_errors=True)
         shutil.rmtree(self.data, ignore_errors=True)

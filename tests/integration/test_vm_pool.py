@@ -5,6 +5,7 @@ VM it answers with is its own (hostname, host key, MAC, random numbers differ be
 clock agrees with the host's; a restart keeps the identity); the pool refills. Then warren is
 killed (SIGKILL) while a pooled VM is handed out and while one is being refilled: after a
 restart no domain, VM directory, disk or restore FIFO is left over and the pool is back to size.
+A clean stop removes the pooled VMs.
 
 Serial (guests share 2 cores); skips when the tiny image or libvirt is missing (fails under
 CI).
@@ -156,6 +157,14 @@ class PoolTest(IdentityChecks, VmTestCase):
         self.kill_and_restart()
         self.assert_nothing_left_over()
         self.assertEqual(self.vm_ok("ssh", "pool-three", "hostname").stdout.strip(), "pool-three")
+
+    def test_3_a_clean_stop_removes_the_pooled_vms(self):
+        self.wait_for_pool()
+        self.assertEqual(self.recorded_ids(), set())
+        type(self).server.stop(timeout=60)
+        self.assertEqual(self.ours(), set())
+        self.assertIn("pool: removed vm", self.server.log())
+        type(self).server = self.start_vm_server()
 
 
 if __name__ == "__main__":
