@@ -322,11 +322,7 @@ Result<RestoredVm> FakeVmHost::CopyLive(std::string_view source_id, const VmSpec
   }
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
   WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, src->second.info.disk_gib}));
-  VmInfo& s = src->second.info;
-  s.disk_layers += 1;
-  const int copy_layers = s.disk_layers;
-  if (s.disk_layers > kMaxDiskLayers) s.disk_layers = 1;
-  Vm vm = Booted(spec, s.image, s.disk_gib, copy_layers > kMaxDiskLayers ? 1 : copy_layers);
+  Vm vm = Forked(src->second, spec);
   vm.console = "";  // restored: its guest prints nothing until asked
   RestoredVm r;
   if (spec.egress == Egress::kAll) vm.mac = NextMac();
@@ -377,6 +373,16 @@ Result<bool> FakeVmHost::SetNetwork(std::string_view id, Egress egress) {
   return vm.info.state == VmState::kRunning || vm.info.state == VmState::kPaused;
 }
 
+FakeVmHost::Vm FakeVmHost::Forked(Vm& source, const VmSpec& spec) const {
+  // Both now sit on a fresh overlay over the source's old top; the real host flattens a
+  // running chain in the background, the fake at once.
+  VmInfo& s = source.info;
+  s.disk_layers += 1;
+  const int copy_layers = s.disk_layers;
+  if (s.disk_layers > kMaxDiskLayers && s.state != VmState::kStopped) s.disk_layers = 1;
+  return Booted(spec, s.image, s.disk_gib, copy_layers > kMaxDiskLayers ? 1 : copy_layers);
+}
+
 Status FakeVmHost::Copy(std::string_view source_id, const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");
@@ -386,13 +392,7 @@ Status FakeVmHost::Copy(std::string_view source_id, const VmSpec& spec) {
   if (src == vms_.end()) return NotFound("no vm " + std::string(source_id));
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
   WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, src->second.info.disk_gib}));
-  // Both now sit on a fresh overlay over the source's old top; the real host flattens a
-  // running chain in the background, the fake at once.
-  VmInfo& s = src->second.info;
-  s.disk_layers += 1;
-  const int copy_layers = s.disk_layers;
-  if (s.disk_layers > kMaxDiskLayers && s.state != VmState::kStopped) s.disk_layers = 1;
-  Vm vm = Booted(spec, s.image, s.disk_gib, copy_layers > kMaxDiskLayers ? 1 : copy_layers);
+  Vm vm = Forked(src->second, spec);
   vm.console = "fake boot of a copy of " + std::string(source_id) + "\nlogin:\n";
   vms_.emplace(spec.id, std::move(vm));
   Emit(spec.id, VmState::kRunning);

@@ -99,6 +99,8 @@ class FakeVmHost final : public VmHost {
   }
   // A VM just made from `spec`, running: what Create and Copy add.
   Vm Booted(const VmSpec& spec, const std::string& image, int64_t disk_gib, int disk_layers) const;
+  // A copy of `source` as `spec`, made running: Copy's and CopyLive's disk fork.
+  Vm Forked(Vm& source, const VmSpec& spec) const;
   // Runs a transition under the lock, honouring FailNext.
   Status Transition(std::string_view id, std::initializer_list<VmState> from, VmState to,
                     const char* verb);
