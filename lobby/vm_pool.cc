@@ -278,15 +278,22 @@ bool VmPool::Check() {
     }
     if (have >= static_cast<size_t>(w.size)) continue;
     // Room for the pooled VM and one more of its shape, or no refill.
-    if (available != INT64_MAX && available < 2 * w.shape.memory_mib) continue;
+    if (available != INT64_MAX && available < 2 * w.shape.memory_mib) {
+      Waiting(key, "room on the host: " + std::to_string(available) + " MiB available, " +
+                       std::to_string(2 * w.shape.memory_mib) + " needed");
+      continue;
+    }
     Result<std::string> made = Fill(w.shape);
     if (!made.ok()) {
-      if (made.status().code() != Code::kNotFound) {  // NotFound: no template yet
+      if (made.status().code() == Code::kNotFound) {
+        Waiting(key, made.status().message());  // no template yet
+      } else {
         LogWarn("pool: refilling " + key + ": " + made.status().ToString());
         next_try_ = std::chrono::steady_clock::now() + options_.retry_after;
       }
       continue;
     }
+    waiting_.erase(key);
     {
       std::lock_guard lock(mu_);
       if (!stop_) {
@@ -298,6 +305,13 @@ bool VmPool::Check() {
     return false;
   }
   return false;
+}
+
+void VmPool::Waiting(const std::string& key, const std::string& why) {
+  std::string& was = waiting_[key];
+  if (was == why) return;
+  was = why;
+  LogInfo("pool: " + key + " waits for " + why);
 }
 
 void VmPool::Loop() {

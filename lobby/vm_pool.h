@@ -89,6 +89,8 @@ class VmPool final : public WarmPool {
   // Restores, connects and pauses one VM of `shape`.
   Result<std::string> Fill(const VmShape& shape);
   void Remove(const std::string& id, const std::string& why);
+  // Logs why a shape is not refilled, once per reason (the pool's thread only).
+  void Waiting(const std::string& key, const std::string& why);
 
   Services& services_;
   const VmPoolOptions options_;
@@ -100,6 +102,7 @@ class VmPool final : public WarmPool {
   std::shared_ptr<CancelSignal> stopping_ = std::make_shared<CancelSignal>();
   std::map<std::string, std::vector<std::string>> idle_;  // shape key -> ids, oldest first
   std::chrono::steady_clock::time_point next_try_{};
+  std::map<std::string, std::string> waiting_;  // shape key -> why it is not refilled
   std::thread thread_;
 };
 

@@ -189,6 +189,10 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
   if (!restored.host_key_pub.empty()) {
     WARREN_RETURN_IF_ERROR(guests.RepinHostKey(vm.id, restored.host_key_pub));
   }
+  // The guest's control sshd (one per connection) read its SetEnv lines when the connection
+  // opened, before the seed's env was applied: the VM's env reaches commands from the next
+  // connection on, so that one starts now.
+  if (!vm.env.empty()) guests.Disconnect(vm.id);
   return Status::Ok();  // ApplyGuestIdentity logged what the guest reported
 }
 

@@ -13,6 +13,7 @@ CI).
 import glob
 import os
 import re
+import shlex
 import signal
 import subprocess
 import threading
@@ -92,7 +93,17 @@ class PoolTest(IdentityChecks, VmTestCase):
         for name in ("pool-one", "pool-two"):
             offset = self.clock_offset(name)
             self.assertLess(abs(offset), 0.1, "%s's clock is %.3f s off" % (name, offset))
-        # The pool refills behind them.
+        # The pool refills behind them. A VM's env reaches its commands.
+        self.wait_for_pool()
+        self.remove_on_exit("pool-env")
+        self.vm_ok("new", "--name=pool-env", "--env", shlex.quote("GREETING=hello there"),
+                   timeout=300)
+        r = self.vm_ok("ssh", "pool-env", shlex.quote('echo "[$GREETING]"'))
+        self.assertEqual(r.stdout.strip(), "[hello there]")
+        self.assertEqual(self.ssh_json(self.admin, "stat", "pool-env")["made"], "pool")
+        # The pool refills only with room for a VM and one more: three users' VMs may fill a
+        # small host (libvirt may count less memory than the machine has).
+        self.vm_ok("rm", "pool-env")
         self.wait_for_pool()
         # A restart boots from the VM's own disk and seed: the same identity, the host key
         # warren re-pinned at the hand-out.

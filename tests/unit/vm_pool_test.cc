@@ -100,6 +100,14 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   EXPECT_EQ(Pooled().size(), 2u);
   EXPECT_EQ(Exec(Alice(), {"ls", "--json"}).Json()["vms"].size(), 1u);
 
+  // A VM with env: its connection (opened before the seed's env was applied) starts again.
+  EXPECT_TRUE(guests_.disconnected().empty());
+  ASSERT_TRUE(Exec(Alice(), {"new", "--name", "web-env", "--env", "FOO=bar"}).status.ok());
+  VmRecord with_env = store_->GetVmByName("web-env").value();
+  EXPECT_EQ(with_env.made, "pool");
+  EXPECT_EQ(guests_.disconnected(), std::vector<std::string>{with_env.id});
+  ASSERT_TRUE(Eventually([&] { return Idle() == 2; }));
+
   // Another shape is not the pool's: restored or booted as before.
   ASSERT_TRUE(Exec(Alice(), {"new", "--name", "web-two", "--disk", "20"}).status.ok());
   EXPECT_EQ(store_->GetVmByName("web-two")->made, "boot");
