@@ -596,6 +596,10 @@ int Serve(const ServeFlags& flags) {
     if (!vm_runtime || flags.vm_templates == "none") {
       LogInfo("pool: off (the warm pool is refilled from templates: --vm-templates default)");
     } else {
+      guest::SshGuestControl& guests = vm_runtime->ssh_guests();
+      pool_options.open_channels = [&guests](const std::string& id) {
+        return guests.OpenChannels(id);
+      };
       services.pool = (pool = std::make_unique<VmPool>(services, pool_options)).get();
     }
   }

@@ -15,6 +15,10 @@ namespace {
 
 constexpr int kMaxPoolSize = 64;
 constexpr int kConnectPollMs = 250;
+constexpr std::chrono::seconds kChannelSettle{1};
+// A refill waits this long after a hand-out: the VM handed out takes its identity meanwhile,
+// which a restore beside it (two cores) would slow.
+constexpr std::chrono::seconds kRefillAfterTake{3};
 
 bool AllDigits(std::string_view s) {
   return !s.empty() && s.size() <= 3 &&
@@ -121,6 +125,7 @@ std::optional<std::string> VmPool::Take(const VmShape& shape) {
   // The newest: its connection is the freshest.
   std::string id = std::move(it->second.back());
   it->second.pop_back();
+  refill_after_ = std::chrono::steady_clock::now() + kRefillAfterTake;
   wake_ = true;
   cv_.notify_all();
   return id;
@@ -218,6 +223,12 @@ Result<std::string> VmPool::Fill(const VmShape& shape) {
   Result<RestoredVm> restored = services_.vms->CreateFromTemplate(spec);
   if (!restored.ok()) return restored.status();
   Status st = Connect(*services_.guests, spec.id, services_.ready_timeout_ms, stopping_);
+  if (st.ok() && options_.open_channels) {
+    const auto settle = std::chrono::steady_clock::now() + kChannelSettle;
+    while (options_.open_channels(spec.id) > 0 && std::chrono::steady_clock::now() < settle) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   if (st.ok()) st = services_.vms->Pause(spec.id);
   if (!st.ok()) {
     Remove(spec.id, "its refill failed");
@@ -263,6 +274,10 @@ bool VmPool::Check() {
   }
   for (const std::string& id : stale) Remove(id, "its shape is no longer pooled");
   if (std::chrono::steady_clock::now() < next_try_) return false;
+  {
+    std::lock_guard lock(mu_);
+    if (std::chrono::steady_clock::now() < refill_after_) return false;
+  }
   for (const Wanted& w : wanted) {
     const std::string key = VmShapeKey(w.shape);
     size_t have = 0;
@@ -321,7 +336,10 @@ void VmPool::Loop() {
     const bool more = Check();
     lock.lock();
     if (more) continue;
-    cv_.wait_for(lock, options_.interval, [this] { return stop_ || wake_; });
+    // After a hand-out, back as soon as the refill may start.
+    auto until = std::chrono::steady_clock::now() + options_.interval;
+    if (refill_after_ > std::chrono::steady_clock::now()) until = std::min(until, refill_after_);
+    cv_.wait_until(lock, until, [this] { return stop_ || wake_; });
     wake_ = false;
   }
 }

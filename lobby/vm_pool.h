@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,11 @@ struct VmPoolOptions {
   std::chrono::milliseconds interval{std::chrono::seconds(5)};
   // After a refill failed, the next waits at least this long.
   std::chrono::milliseconds retry_after{std::chrono::seconds(60)};
+  // Optional: the channels open on a VM's control connection. A VM is paused only once its
+  // connecting command's channel has closed on both sides (up to a second): a channel the
+  // paused guest never closed would keep the connection probing with keepalives it cannot
+  // answer, and it would be dropped.
+  std::function<int(const std::string& vm_id)> open_channels;
 };
 
 class VmPool final : public WarmPool {
@@ -102,7 +108,8 @@ class VmPool final : public WarmPool {
   std::shared_ptr<CancelSignal> stopping_ = std::make_shared<CancelSignal>();
   std::map<std::string, std::vector<std::string>> idle_;  // shape key -> ids, oldest first
   std::chrono::steady_clock::time_point next_try_{};
-  std::map<std::string, std::string> waiting_;  // shape key -> why it is not refilled
+  std::chrono::steady_clock::time_point refill_after_{};  // under mu_
+  std::map<std::string, std::string> waiting_;            // shape key -> why it is not refilled
   std::thread thread_;
 };
 
