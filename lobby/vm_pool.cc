@@ -294,14 +294,15 @@ bool VmPool::Check() {
     if (have >= static_cast<size_t>(w.size)) continue;
     // Room for the pooled VM and one more of its shape, or no refill.
     if (available != INT64_MAX && available < 2 * w.shape.memory_mib) {
-      Waiting(key, "room on the host: " + std::to_string(available) + " MiB available, " +
-                       std::to_string(2 * w.shape.memory_mib) + " needed");
+      Waiting(key, "room",
+              "room on the host: " + std::to_string(available) + " MiB available, " +
+                  std::to_string(2 * w.shape.memory_mib) + " needed");
       continue;
     }
     Result<std::string> made = Fill(w.shape);
     if (!made.ok()) {
       if (made.status().code() == Code::kNotFound) {
-        Waiting(key, made.status().message());  // no template yet
+        Waiting(key, "template", made.status().message());
       } else {
         LogWarn("pool: refilling " + key + ": " + made.status().ToString());
         next_try_ = std::chrono::steady_clock::now() + options_.retry_after;
@@ -322,11 +323,11 @@ bool VmPool::Check() {
   return false;
 }
 
-void VmPool::Waiting(const std::string& key, const std::string& why) {
+void VmPool::Waiting(const std::string& key, const std::string& reason, const std::string& detail) {
   std::string& was = waiting_[key];
-  if (was == why) return;
-  was = why;
-  LogInfo("pool: " + key + " waits for " + why);
+  if (was == reason) return;  // the free memory moves all the time: once per reason
+  was = reason;
+  LogInfo("pool: " + key + " waits for " + detail);
 }
 
 void VmPool::Loop() {

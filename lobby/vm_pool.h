@@ -95,8 +95,9 @@ class VmPool final : public WarmPool {
   // Restores, connects and pauses one VM of `shape`.
   Result<std::string> Fill(const VmShape& shape);
   void Remove(const std::string& id, const std::string& why);
-  // Logs why a shape is not refilled, once per reason (the pool's thread only).
-  void Waiting(const std::string& key, const std::string& why);
+  // Logs why a shape is not refilled ("room", "template": `detail` says more), once per
+  // reason until it is refilled (the pool's thread only).
+  void Waiting(const std::string& key, const std::string& reason, const std::string& detail);
 
   Services& services_;
   const VmPoolOptions options_;
@@ -109,7 +110,7 @@ class VmPool final : public WarmPool {
   std::map<std::string, std::vector<std::string>> idle_;  // shape key -> ids, oldest first
   std::chrono::steady_clock::time_point next_try_{};
   std::chrono::steady_clock::time_point refill_after_{};  // under mu_
-  std::map<std::string, std::string> waiting_;            // shape key -> why it is not refilled
+  std::map<std::string, std::string> waiting_;            // shape key -> reason it is not refilled
   std::thread thread_;
 };
 

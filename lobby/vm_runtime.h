@@ -52,16 +52,15 @@ class VmRuntime {
   // isolated meanwhile. Logs what it did.
   ~VmRuntime();
 
+  // The guest control connections (also services.guests), for what only they can say.
+  guest::SshGuestControl& ssh_guests() { return *guests_; }
+
  private:
   VmRuntime() = default;
   std::unique_ptr<LibvirtHost> host_;
   // Told of every state change of the host's VMs (VmHost::WatchStates) until the end.
   std::unique_ptr<UsageMeter> meter_;
   std::unique_ptr<guest::SshGuestControl> guests_;
-
- public:
-  // The guest control connections (also services.guests), for what only they can say.
-  guest::SshGuestControl& ssh_guests() { return *guests_; }
   std::unique_ptr<EgressFirewall> firewall_;
   // Made before guests_ (which calls its sink) and torn down around it: see ~VmRuntime.
   std::unique_ptr<IntegrationRuntime> integrations_;
