@@ -1,6 +1,6 @@
 // The per-VM seed: a small ext4 image, attached read-only as the guest's second disk
 // (label "warren-seed"), that gives a guest its identity; the guest applies it at every
-// boot (packaging/images/guest/common/apply-seed, layout in packaging/images/README.md).
+// boot (apply-seed: vmhost/guest/runner/seed.c, layout in packaging/images/README.md).
 // Files at the root of the file system:
 //   hostname         the VM's name (the kernel's warren.hostname= wins when present)
 //   authorized_keys  keys the guest's control sshd accepts (warren's control key)

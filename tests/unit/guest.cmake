@@ -45,14 +45,24 @@ target_link_libraries(guest_identity_test PRIVATE warren_vmhost GTest::gtest_mai
 gtest_discover_tests(guest_identity_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
 
 # `warren-run identity` run as root on this machine inside new mount, UTS and network
-# namespaces (stand-ins for apply-seed and run-setup, temp files over machine-id and the
-# hostname files, the clock calls made no-ops by seccomp): nothing on the host changes.
+# namespaces (unit/guest_runner_sandbox.h: overlays, a real seed disk on a loop device, a
+# stand-in for run-setup, temp files over machine-id, the clock calls made no-ops by
+# seccomp): nothing on the host changes.
 add_executable(guest_identity_runner_test unit/guest_identity_runner_test.cc)
-target_link_libraries(guest_identity_runner_test PRIVATE warren_vmhost GTest::gtest_main)
+target_link_libraries(guest_identity_runner_test PRIVATE warren_libvirt GTest::gtest_main)
 target_compile_definitions(guest_identity_runner_test PRIVATE
   WARREN_RUN_BINARY="${WARREN_RUN_BINARY}")
 add_dependencies(guest_identity_runner_test warren_run)
 gtest_discover_tests(guest_identity_runner_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
+
+# `warren-run apply-seed` (the boot path, and --restored) in the same sandbox, against seed
+# disks on loop devices: full, partial, hostile and absent seeds.
+add_executable(guest_seed_runner_test unit/guest_seed_runner_test.cc)
+target_link_libraries(guest_seed_runner_test PRIVATE warren_libvirt GTest::gtest_main)
+target_compile_definitions(guest_seed_runner_test PRIVATE
+  WARREN_RUN_BINARY="${WARREN_RUN_BINARY}")
+add_dependencies(guest_seed_runner_test warren_run)
+gtest_discover_tests(guest_seed_runner_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
 
 # The identity of a running tiny guest (with a NIC on slirp) replaced by hand as a restore
 # would need it: a second seed written under it, the clock, the MAC. Serial: a TCG guest.

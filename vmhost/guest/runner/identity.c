@@ -16,10 +16,9 @@
 // Then, in order (a failed step: exit 1 with a one-line reason on stderr):
 //   1. RNDADDENTROPY with the host's bytes, then RNDRESEEDCRNG: the clone's RNG no longer
 //      repeats the template's (its kernel has no vmgenid driver to do it);
-//   2. BLKFLSBUF on the seed device, then `/usr/lib/warren/apply-seed --restored` with
-//      WARREN_SEED_DEVICE=/dev/vdX (so it need not search for the label; an image whose
-//      apply-seed predates the variable ignores it) (hostname from the seed, not the
-//      template's kernel command line; authorized_keys, env, host key);
+//   2. BLKFLSBUF on the seed device, then apply-seed --restored on it, in this process
+//      (seed.c, what every boot runs too): hostname from the seed, not the template's
+//      kernel command line; authorized_keys, env, host key;
 //   3. a new /etc/machine-id when the file exists (getrandom, after the reseed), and
 //      /var/lib/dbus/machine-id when it is a regular file;
 //   4. the MAC of the first physical ethernet interface, when asked (SIOCSIFHWADDR; down,
@@ -64,13 +63,11 @@ enum {
   kMaxRecordLine = 256,  // the longest record is `random` + 128 digits
   kMaxRequestBytes = 1024,
   kMaxClockLine = 64,
-  kKeptChildOutput = 2048,  // apply-seed's last output bytes, for a failure's reason
   // A stalled host or step must not leave a root process behind forever; the host's own
   // deadline is shorter.
   kIdentityAlarmSeconds = 120,
 };
 
-static const char kApplySeed[] = "/usr/lib/warren/apply-seed";
 static const char kRunSetup[] = "/usr/lib/warren/run-setup";
 static const char kSetupScript[] = "/etc/warren/setup-script";
 static const char kSetupDone[] = "/var/lib/warren/setup-done";
@@ -280,68 +277,11 @@ static int flush_seed_device(const char* dev) {
   return kExitOk;
 }
 
-// The last non-empty line of `text`, printable ASCII only, at most `max` bytes.
-static void last_line(const char* text, size_t len, char* out, size_t max) {
-  while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' ')) {
-    len--;
-  }
-  size_t start = len;
-  while (start > 0 && text[start - 1] != '\n') start--;
-  size_t n = 0;
-  for (size_t i = start; i < len && n + 1 < max; i++) {
-    unsigned char c = (unsigned char)text[i];
-    out[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-  }
-  out[n] = '\0';
-}
-
 static int run_apply_seed(const char* seed_device) {
-  char device_env[sizeof "WARREN_SEED_DEVICE=" + sizeof((struct identity_request*)0)->seed_device];
-  snprintf(device_env, sizeof device_env, "WARREN_SEED_DEVICE=%s", seed_device);
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return fail(kExitInternal, "pipe: %s", strerror(errno));
-  pid_t pid = fork();
-  if (pid < 0) return fail(kExitInternal, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) _exit(127);
-    signal(SIGPIPE, SIG_DFL);
-    char* argv[] = {"apply-seed", "--restored", NULL};
-    char* envp[] = {(char*)kChildPath, device_env, NULL};
-    execve(kApplySeed, argv, envp);
-    dprintf(2, "cannot run %s: %s\n", kApplySeed, strerror(errno));
-    _exit(127);
-  }
-  close(out[1]);
-  // Its output is kept only for a failure's reason (it prints paths, never file contents).
-  char kept[kKeptChildOutput];
-  size_t len = 0;
-  char buf[kKeptChildOutput / 2];
-  for (;;) {
-    ssize_t n = read(out[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    // buf is smaller than kept: drop the oldest bytes to make room.
-    if (len + (size_t)n > sizeof kept) {
-      size_t drop = len + (size_t)n - sizeof kept;
-      memmove(kept, kept + drop, len - drop);
-      len -= drop;
-    }
-    memcpy(kept + len, buf, (size_t)n);
-    len += (size_t)n;
-  }
-  close(out[0]);
-  int st;
-  while (waitpid(pid, &st, 0) < 0) {
-    if (errno != EINTR) return fail(kExitInternal, "waitpid: %s", strerror(errno));
-  }
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return kExitOk;
-  char why[256];
-  last_line(kept, len, why, sizeof why);
-  if (WIFSIGNALED(st)) {
-    return fail(kExitInternal, "apply-seed was killed by signal %d: %s", WTERMSIG(st), why);
-  }
-  return fail(kExitInternal, "apply-seed failed (exit %d): %s", WEXITSTATUS(st), why);
+  // Its progress lines go nowhere: stdout is the protocol's.
+  char why[512];
+  if (apply_seed(true, seed_device, -1, why, sizeof why) == kExitOk) return kExitOk;
+  return fail(kExitInternal, "apply-seed failed: %s", why);
 }
 
 // ---- 3. machine-id ----

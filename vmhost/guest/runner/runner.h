@@ -1,8 +1,9 @@
 // warren-run's internal interfaces, shared by its C files (warren-run.c, header.c, jobdir.c,
-// attach.c, identity.c). The runner is a small static program that runs inside the guest as
-// the VM user (`identity` alone as root, through sudo); the wire protocol it speaks with the
-// host is described in vmhost/guest/README.md and mirrored on the host by
-// vmhost/guest/runner_protocol.h (identity's by vmhost/guest/identity.h). Single-threaded.
+// attach.c, identity.c, seed.c). The runner is a small static program that runs inside the
+// guest as the VM user (as root: `identity`, through sudo, and `apply-seed` at boot); the
+// wire protocol it speaks with the host is described in vmhost/guest/README.md and mirrored
+// on the host by vmhost/guest/runner_protocol.h (identity's by vmhost/guest/identity.h).
+// Single-threaded.
 #ifndef WARREN_RUNNER_H_
 #define WARREN_RUNNER_H_
 
@@ -116,6 +117,18 @@ int attach_loop(const char* id, uint64_t out_from, uint64_t err_from, int stdin_
                 const char* pending, size_t pending_len, bool send_started);
 // Sends one Error frame (and nothing else) on stdout, best effort.
 void send_error(const char* kind, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// ---- seed.c: the seed disk applied (`apply-seed`, at every boot and inside `identity`) ----
+
+// Gives this VM the identity its seed disk carries, by the rules at the top of seed.c:
+// restored for a VM restored from a template (`identity`); device names the seed's block
+// device, NULL searches for the ext4 file system labelled warren-seed. Progress lines
+// ("warren: ...") go to say_fd, nowhere when it is -1 (identity's stdout is its protocol).
+// Returns kExitOk, or kExitInternal with a one-line reason in why (never a file's contents).
+int apply_seed(bool restored, const char* device, int say_fd, char* why, size_t why_len);
+// `apply-seed [--restored]` (argv: what follows the verb): progress on stdout, a failure's
+// reason on stderr, WARREN_SEED_DEVICE as the device with --restored. The exit status.
+int cmd_apply_seed(int argc, char** argv);
 
 // ---- identity.c: `identity`, run as root in a VM restored from a template ----
 

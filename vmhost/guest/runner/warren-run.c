@@ -10,6 +10,11 @@
 //   warren-run list                   one line per job (below)
 //   warren-run gc                     removes jobs that ended more than a day ago
 //   warren-run identity               as root: a restored clone's own identity (identity.c)
+//   warren-run apply-seed [--restored]
+//                                     as root: the seed disk applied (seed.c), at every boot
+//                                     and inside `identity`. Run by the name apply-seed (the
+//                                     images link /usr/lib/warren/apply-seed here), the
+//                                     program is `warren-run apply-seed`.
 //
 // A job is `$SHELL -c COMMAND` in its own session (so its process group is the whole tree
 // unless a process leaves it), stdout and stderr spooled to files in ~/.warren/jobs/ID/
@@ -605,6 +610,10 @@ static int cmd_gc(void) {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a host that goes away shows up as EPIPE
+  const char* base = argc > 0 ? strrchr(argv[0], '/') : NULL;
+  if (argc > 0 && strcmp(base != NULL ? base + 1 : argv[0], "apply-seed") == 0) {
+    return cmd_apply_seed(argc - 1, argv + 1);
+  }
   if (argc == 2 && strcmp(argv[1], "--version") == 0) {
     printf("warren-run %s\n", WARREN_RUN_VERSION);
     return kExitOk;
@@ -615,8 +624,9 @@ int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "list") == 0) return cmd_list();
   if (argc == 2 && strcmp(argv[1], "gc") == 0) return cmd_gc();
   if (argc == 2 && strcmp(argv[1], "identity") == 0) return cmd_identity();
+  if (argc >= 2 && strcmp(argv[1], "apply-seed") == 0) return cmd_apply_seed(argc - 2, argv + 2);
   fprintf(stderr,
           "usage: warren-run --version | start ID | attach ID OUT ERR | kill ID | list | gc | "
-          "identity\n");
+          "identity | apply-seed [--restored]\n");
   return kExitInvalid;
 }
