@@ -3,7 +3,8 @@
 # OUT_DIR/debian@VERSION/ (vmlinuz, initrd.img, rootfs.qcow2, image.json): Debian bookworm
 # from mmdebstrap (minbase + systemd, OpenSSH, sudo, python3, curl, git, docker.io and the
 # cloud kernel), user dev with passwordless sudo, the control-port launcher as a systemd
-# unit, no background network jobs. Tree -> ext4 (mke2fs -d, no mounts) -> qcow2.
+# unit, the guest runner for apply-seed, no background network jobs. Tree -> ext4 (mke2fs -d,
+# no mounts) -> qcow2.
 #
 # Idempotent: an existing OUT_DIR/debian@VERSION is left alone (VMs may be using it as their
 # base) unless WARREN_IMAGE_FORCE=1. Downloaded .debs are kept in OUT_DIR/.cache/debs.
@@ -31,6 +32,7 @@ image_build_begin debian "$@"
 ROOT=$WORK/root
 
 timed "launcher" build_launcher "$WORK/warren-launcher"
+timed "runner" build_runner "$WORK/warren-run"
 
 # 1. The tree. The hooks are ours: guest/debian/{essential,customize}-hook.sh.
 pkgs=$(
@@ -40,7 +42,7 @@ pkgs=$(
 timed "mmdebstrap" mmdebstrap_cached "$DEB_CACHE" "$ROOT" \
   --variant=minbase --include="$pkgs" \
   --essential-hook="$GUEST_DIR/debian/essential-hook.sh \"\$1\"" \
-  --customize-hook="$GUEST_DIR/debian/customize-hook.sh \"\$1\" $GUEST_DIR $WORK/warren-launcher"
+  --customize-hook="$GUEST_DIR/debian/customize-hook.sh \"\$1\" $GUEST_DIR $WORK/warren-launcher $WORK/warren-run"
 
 # 2. Kernel and initrd from the tree.
 kernels=("$ROOT"/boot/vmlinuz-*)

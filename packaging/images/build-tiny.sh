@@ -2,8 +2,9 @@
 # build-tiny.sh OUT_DIR [VERSION]: builds the "tiny" guest image into OUT_DIR/tiny@VERSION/
 # (vmlinuz, initrd.img, rootfs.qcow2, image.json) for fast tests: Debian's cloud kernel, a
 # busybox initrd that loads the virtio modules, and a small ext4 root with busybox, OpenSSH
-# (sshd, sftp-server, ssh-keygen), sudo and the control-port launcher. Everything comes from
-# Debian's packages (extracted, never installed); no loop mounts.
+# (sshd, sftp-server, ssh-keygen), sudo, the control-port launcher and the guest runner
+# (apply-seed). Everything else comes from Debian's packages (extracted, never installed);
+# no loop mounts.
 #
 # Idempotent: an existing OUT_DIR/tiny@VERSION is left alone (VMs may be using it as their
 # base) unless WARREN_IMAGE_FORCE=1. Downloaded .debs are kept in OUT_DIR/.cache/debs.
@@ -59,7 +60,9 @@ make_root() {
     /lib/x86_64-linux-gnu/security/pam_permit.so /lib/x86_64-linux-gnu/security/pam_deny.so
 
   build_launcher usr/sbin/warren-launcher
-  cp "$GUEST_DIR"/common/{apply-seed,hostkeys,run-setup,setup-as-dev,control} usr/lib/warren/
+  build_runner usr/lib/warren/warren-run
+  ln -s warren-run usr/lib/warren/apply-seed
+  cp "$GUEST_DIR"/common/{hostkeys,run-setup,setup-as-dev,control} usr/lib/warren/
   cp "$GUEST_DIR"/tiny/{rc.sysinit,rc.firstboot,rc.shutdown} usr/lib/warren/tiny/
   cp "$GUEST_DIR/tiny/inittab" etc/inittab
   cp "$GUEST_DIR/tiny/udhcpc.script" usr/share/udhcpc/default.script

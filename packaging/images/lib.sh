@@ -4,6 +4,8 @@
 # `mke2fs -d` from a directory tree.
 
 IMAGES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The repository the images are built from (build_runner compiles its guest runner).
+WARREN_REPO_DIR=$(cd "$IMAGES_DIR/../.." && pwd)
 # shellcheck disable=SC2034 # used by the scripts that source this file
 GUEST_DIR=$IMAGES_DIR/guest
 
@@ -175,6 +177,19 @@ make_initrd() {
 build_launcher() {
   gcc -static -O2 -Wall -Wextra -Werror -o "$1" "$IMAGES_DIR/launcher/warren-launcher.c"
   strip "$1"
+}
+
+# build_runner OUT: the guest runner warren-run (vmhost/guest/runner), static like the launcher
+# and built with the flags CMake gives it. In an image it is /usr/lib/warren/warren-run, and
+# /usr/lib/warren/apply-seed links to it (apply-seed at boot, in one process: no program is
+# started). The host still uploads its own build to ~/.warren/bin for jobs and identity; the
+# image's says `image-HASH` (its sources' hash) to --version, so it is never taken for that.
+build_runner() {
+  local src=$WARREN_REPO_DIR/vmhost/guest/runner hash
+  hash=$(cat "$src"/*.c "$src"/*.h | sha256sum | cut -c1-12)
+  gcc -static -O2 -s -Wall -Wextra -Werror -std=gnu11 "-DWARREN_RUN_VERSION=\"image-$hash\"" \
+    -o "$1" "$src"/*.c
+  chmod 0755 "$1"
 }
 
 # make_ext4 SRC_DIR IMAGE SIZE LABEL: an ext4 file system holding SRC_DIR, without mounting.

@@ -1,11 +1,12 @@
 #!/bin/sh
 # mmdebstrap --customize-hook for the debian image: turns the installed tree into a warren
 # guest. Runs on the build host as root; $1 is the image's root directory, $2 the directory
-# of packaging/images/guest, $3 the static warren-launcher binary.
+# of packaging/images/guest, $3 the static warren-launcher binary, $4 the static warren-run.
 set -eu
 root=$1
 guest=$2
 launcher=$3
+runner=$4
 in_root() { chroot "$root" "$@"; }
 
 # The user: dev (uid 1000), passwordless sudo, docker without sudo. "*" = no password but
@@ -16,10 +17,13 @@ in_root usermod --password '*' dev
 echo 'dev ALL=(ALL:ALL) NOPASSWD: ALL' >"$root/etc/sudoers.d/warren-dev"
 chmod 0440 "$root/etc/sudoers.d/warren-dev"
 
-# warren's pieces: launcher, boot scripts, control sshd config, units.
+# warren's pieces: launcher, runner (apply-seed is the runner by that name), boot scripts,
+# control sshd config, units.
 install -m 0755 "$launcher" "$root/usr/sbin/warren-launcher"
 mkdir -p "$root/usr/lib/warren" "$root/etc/warren" "$root/var/lib/warren"
-for f in apply-seed hostkeys run-setup setup-as-dev control; do
+install -m 0755 "$runner" "$root/usr/lib/warren/warren-run"
+ln -sf warren-run "$root/usr/lib/warren/apply-seed"
+for f in hostkeys run-setup setup-as-dev control; do
   install -m 0755 "$guest/common/$f" "$root/usr/lib/warren/$f"
 done
 sed 's/@USE_PAM@/yes/' "$guest/common/sshd_config.in" >"$root/etc/warren/sshd_config"
