@@ -7,6 +7,7 @@
 #include "lobby/base/log.h"
 #include "lobby/base/streams.h"
 #include "lobby/commands/vm_egress.h"
+#include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
 
 namespace warren {
@@ -119,6 +120,12 @@ Status TemplateKeeper::MakeTemplate(Services& services, const VmShape& shape,
   if (!ready.ok()) return abandon(ready.Annotate("template vm " + spec.id + " never answered"));
   if (Status st = RunInGuest(guests, spec.id, kSettleCommand, kSettleTimeoutMs); !st.ok()) {
     return abandon(st.Annotate("settling template vm " + spec.id));
+  }
+  // Every clone then has a root process waiting for its identity: no sudo at `new`.
+  if (Status st = PrepareGuestIdentity(guests, spec.id,
+                                       std::chrono::milliseconds(services.ready_timeout_ms));
+      !st.ok()) {
+    return abandon(st.Annotate("readying template vm " + spec.id));
   }
   // A connection open at the save would be a dead one in every clone.
   guests.Disconnect(spec.id);

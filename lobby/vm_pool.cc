@@ -8,6 +8,7 @@
 #include "lobby/base/streams.h"
 #include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
+#include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
 
 namespace warren {
@@ -223,6 +224,11 @@ Result<std::string> VmPool::Fill(const VmShape& shape) {
   Result<RestoredVm> restored = services_.vms->CreateFromTemplate(spec);
   if (!restored.ok()) return restored.status();
   Status st = Connect(*services_.guests, spec.id, services_.ready_timeout_ms, stopping_);
+  // A root process left waiting for the identity, so the hand-out needs no sudo.
+  if (st.ok()) {
+    st = PrepareGuestIdentity(*services_.guests, spec.id,
+                              std::chrono::milliseconds(services_.ready_timeout_ms));
+  }
   if (st.ok() && options_.open_channels) {
     const auto settle = std::chrono::steady_clock::now() + kChannelSettle;
     while (options_.open_channels(spec.id) > 0 && std::chrono::steady_clock::now() < settle) {

@@ -181,6 +181,8 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
   WARREN_ASSIGN_OR_RETURN(GuestIdentity identity, NewGuestIdentity(!restored.mac.empty()));
   if (!restored.mac.empty()) identity.mac = restored.mac;
   identity.hostname = vm.name;
+  // Template clones and pooled VMs have a root process waiting (TemplateKeeper, VmPool).
+  identity.prepared = vm.made == "pool" || vm.made == "template";
   const auto left = std::chrono::milliseconds(ctx.services.ready_timeout_ms);
   Result<GuestIdentityReport> report = ApplyGuestIdentity(guests, vm.id, identity, left);
   if (!report.ok()) {

@@ -78,6 +78,55 @@ class EchoPipe final : public GuestPipe {
   bool closed_ = false;
 };
 
+// A command that prints `out` and `err` and exits with `status` once its input closed (the
+// runner's `identity-wait`, and `identity` without root when nothing waits).
+class FixedPipe final : public GuestPipe {
+ public:
+  FixedPipe(std::function<void()> notify, std::string out, std::string err, int status)
+      : notify_(std::move(notify)), out_(std::move(out)), err_(std::move(err)), status_(status) {}
+  bool opening() override { return false; }
+  Status status() override { return Status::Ok(); }
+  size_t Write(std::string_view bytes) override { return bytes.size(); }
+  void CloseInput() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      eof_ = true;
+    }
+    if (notify_) notify_();
+  }
+  void Resize(const GuestTerminal&) override {}
+  void Signal(std::string_view) override {}
+  bool PeekOutput(bool is_stderr, size_t max, std::string* bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string& from = is_stderr ? err_ : out_;
+    if (from.empty()) return false;
+    bytes->assign(from, 0, std::min(max, from.size()));
+    return true;
+  }
+  void ConsumeOutput(bool is_stderr, size_t n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    (is_stderr ? err_ : out_).erase(0, n);
+  }
+  End end() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    End e;
+    // Ends by itself when its output is all read (`identity` refusing does not wait for
+    // input), or once its input closed.
+    e.output_eof = out_.empty() && err_.empty() && (eof_ || status_ != 0);
+    e.closed = e.output_eof;
+    if (e.closed) e.exit_status = status_;
+    return e;
+  }
+  void Close() override {}
+
+ private:
+  const std::function<void()> notify_;
+  std::mutex mu_;
+  std::string out_, err_;
+  const int status_;
+  bool eof_ = false;
+};
+
 // The runner's `identity` verb as the guest plays it (runner/identity.c): the request's
 // records up to `end`, then `clock?`, then, once the clock line came, one report line and
 // exit 0. Runs on the caller's writes; no thread.
@@ -162,8 +211,23 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
     channel_requests_.push_back(request);
     if (!reachable_) return Unavailable("VM " + std::string(vm_id) + " is not reachable");
   }
-  if (request.kind == GuestChannelRequest::Kind::kExec &&
-      request.command == kGuestIdentityCommand) {
+  const bool exec = request.kind == GuestChannelRequest::Kind::kExec;
+  if (exec && request.command == kGuestIdentityWaitCommand) {
+    std::lock_guard<std::mutex> lock(mu_);
+    identity_waits_.insert(std::string(vm_id));
+    return std::shared_ptr<GuestPipe>(
+        std::make_shared<FixedPipe>(std::move(notify), kGuestIdentityWaits, "", 0));
+  }
+  bool handed_over = false;
+  if (exec && request.command == kGuestIdentityHandOverCommand) {
+    std::lock_guard<std::mutex> lock(mu_);
+    handed_over = identity_waits_.erase(std::string(vm_id)) > 0;
+    if (!handed_over) {
+      return std::shared_ptr<GuestPipe>(std::make_shared<FixedPipe>(
+          std::move(notify), "", "warren-run identity: must run as root\n", 5));
+    }
+  }
+  if (exec && (handed_over || request.command == kGuestIdentityCommand)) {
     std::string hostname;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,9 @@ class FakeGuestControl final : public GuestControl {
   // on its input ends it with exit status 0. Unavailable while unreachable. The runner's
   // `identity` command (vmhost/guest/identity.h) is played instead: it reads the request,
   // asks `clock?`, and reports the hostname SetHostnames gives and the MAC it was asked for
-  // (IdentitiesApplied counts them).
+  // (IdentitiesApplied counts them). `identity-wait` leaves the VM waiting (prints
+  // kGuestIdentityWaits); the hand-over command plays `identity` once per wait, else it is
+  // refused as not root (exit 5).
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override;
@@ -115,6 +118,7 @@ class FakeGuestControl final : public GuestControl {
   std::vector<std::string> disconnected_;
   std::vector<GuestChannelRequest> channel_requests_;
   std::function<std::string(std::string_view)> hostname_of_;
+  std::set<std::string, std::less<>> identity_waits_;
   std::shared_ptr<std::vector<std::string>> identities_ =
       std::make_shared<std::vector<std::string>>();
 };

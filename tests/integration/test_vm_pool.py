@@ -85,6 +85,8 @@ class PoolTest(IdentityChecks, VmTestCase):
             self.assertEqual(made[name]["made"], "pool", made[name])
             self.assertIn(made[name]["id"], pooled)
             self.assertEqual(self.ssh_json(self.admin, "stat", name)["made"], "pool")
+        for name in ("pool-one", "pool-two"):
+            self.assert_identity_handed_over(name, made[name]["id"])
         one, two = self.facts("pool-one"), self.facts("pool-two")
         self.assertEqual((one["hostname"], two["hostname"]), ("pool-one", "pool-two"))
         for item in ("mac", "random", "host_key"):

@@ -15,6 +15,7 @@ CI).
 """
 import glob
 import os
+import re
 import shlex
 import time
 import unittest
@@ -57,6 +58,16 @@ class IdentityChecks:
             return guest - after
         return 0.0
 
+    def assert_identity_handed_over(self, name, vm_id):
+        """The VM took its identity from the root process waiting in it (no sudo on the
+        hand-out), which then left: one hand-over per wait, a second is refused as not root."""
+        self.assertRegex(self.server.log(),
+                         r"guest identity applied vm=%s .* via=waiter" % re.escape(vm_id))
+        r = self.vm_ok("ssh", name, shlex.quote(
+            "ls -A /run/warren; ~/.warren/bin/warren-run identity </dev/null; echo exit=$?"))
+        self.assertNotIn("identity.sock", r.stdout)
+        self.assertIn("exit=5", r.stdout)
+
 
 @unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
 class TemplateTest(IdentityChecks, VmTestCase):
@@ -97,6 +108,8 @@ class TemplateTest(IdentityChecks, VmTestCase):
             # Restored with QEMU's own threads uncapped (they load the memory), capped after.
             self.assertEqual(schedinfo(stat["id"])["emulator_quota"],
                              str(EMULATOR_CAP_PERCENT * 1000))
+        for name in ("tpl-one", "tpl-two"):
+            self.assert_identity_handed_over(name, made[name]["id"])
         one, two = self.facts("tpl-one"), self.facts("tpl-two")
         self.assertEqual((one["hostname"], two["hostname"]), ("tpl-one", "tpl-two"))
         for item in ("mac", "random", "host_key"):

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -335,7 +336,7 @@ class PlayedGuests final : public GuestControl {
   using Guest = std::function<void(PlayedPipe&)>;
   explicit PlayedGuests(Guest guest) : guest_(std::move(guest)) {}
   ~PlayedGuests() override {
-    if (thread_.joinable()) thread_.join();
+    for (std::thread& t : threads_) t.join();
   }
 
   Result<GuestProgress> Exec(std::string_view vm_id, const GuestCommand& command,
@@ -368,7 +369,7 @@ class PlayedGuests final : public GuestControl {
     opened.push_back(std::string(vm_id) + ": " + request.command);
     EXPECT_EQ(request.kind, GuestChannelRequest::Kind::kExec);
     auto pipe = std::make_shared<PlayedPipe>(std::move(notify));
-    thread_ = std::thread([this, pipe] { guest_(*pipe); });
+    threads_.emplace_back([this, pipe] { guest_(*pipe); });
     return std::shared_ptr<GuestPipe>(pipe);
   }
 
@@ -378,7 +379,7 @@ class PlayedGuests final : public GuestControl {
 
  private:
   Guest guest_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;  // one per channel
 };
 
 // Reads the request the way the runner does; false when it is not what `asked` makes.
@@ -551,6 +552,97 @@ TEST(ApplyGuestIdentityTest, NotRootIsPermissionDenied) {
   Result<GuestIdentityReport> r =
       ApplyGuestIdentity(guests, "vm1", SomeIdentity(), milliseconds(5000));
   EXPECT_EQ(r.status().code(), Code::kPermissionDenied) << r.status().ToString();
+}
+
+// The guest's whole identity conversation, answered well.
+void PlayIdentity(PlayedPipe& p, const GuestIdentity& id) {
+  p.Open();
+  if (!ReadRequest(p, id)) return p.Exit(2);
+  p.Send("clock?\n");
+  if (!p.ReadLine()) return p.Exit(1);
+  p.Send(ReportFor(id));
+  p.Exit(0);
+}
+
+TEST(ApplyGuestIdentityTest, APreparedVmIsHandedOverWithoutSudoOrRunnerCheck) {
+  GuestIdentity id = SomeIdentity();
+  id.prepared = true;
+  PlayedGuests guests([&](PlayedPipe& p) { PlayIdentity(p, id); });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->hostname, "clone-1");
+  EXPECT_TRUE(guests.execs.empty());  // the preparation checked the runner
+  EXPECT_EQ(guests.opened, std::vector<std::string>{"vm1: ~/.warren/bin/warren-run identity"});
+}
+
+TEST(ApplyGuestIdentityTest, APreparedVmWithNothingWaitingTakesItThroughSudo) {
+  GuestIdentity id = SomeIdentity();
+  id.prepared = true;
+  std::atomic<int> channels{0};
+  PlayedGuests guests([&](PlayedPipe& p) {
+    if (channels++ == 0) {
+      p.Open();
+      p.Send("warren-run identity: must run as root\n", true);
+      return p.Exit(5);
+    }
+    PlayIdentity(p, id);
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(guests.opened,
+            (std::vector<std::string>{"vm1: ~/.warren/bin/warren-run identity",
+                                      "vm1: sudo -n ~/.warren/bin/warren-run identity"}));
+  // Any other failure of the hand-over is the answer: the guest may have applied part.
+  channels = 0;
+  PlayedGuests failing([&](PlayedPipe& p) {
+    channels++;
+    p.Open();
+    p.Send("warren-run identity: apply-seed failed\n", true);
+    p.Exit(1);
+  });
+  r = ApplyGuestIdentity(failing, "vm1", id, milliseconds(5000));
+  EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
+  EXPECT_EQ(failing.opened.size(), 1u);
+}
+
+TEST(PrepareGuestIdentityTest, LeavesARootProcessWaiting) {
+  bool input_closed = false;
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    input_closed = !p.ReadLine().has_value();  // nothing to read: EOF at once
+    p.Send(kGuestIdentityWaits);
+    p.Exit(0);
+  });
+  EXPECT_TRUE(PrepareGuestIdentity(guests, "vm1", milliseconds(5000)).ok());
+  EXPECT_TRUE(input_closed);
+  EXPECT_EQ(guests.opened,
+            std::vector<std::string>{"vm1: sudo -n ~/.warren/bin/warren-run identity-wait"});
+}
+
+TEST(PrepareGuestIdentityTest, FailuresSayWhy) {
+  PlayedGuests refused([&](PlayedPipe& p) {
+    p.Open();
+    p.Send("sudo: a password is required\n", true);
+    p.Exit(1);
+  });
+  Status st = PrepareGuestIdentity(refused, "vm1", milliseconds(5000));
+  EXPECT_EQ(st.code(), Code::kInternal);
+  EXPECT_NE(st.message().find("exit 1): sudo: a password is required"), std::string::npos)
+      << st.ToString();
+  PlayedGuests odd([&](PlayedPipe& p) {
+    p.Open();
+    p.Send("\x1b[31mhello\n");
+    p.Exit(0);
+  });
+  st = PrepareGuestIdentity(odd, "vm1", milliseconds(5000));
+  EXPECT_EQ(st.code(), Code::kInternal);
+  EXPECT_EQ(st.message().find('\x1b'), std::string::npos) << st.ToString();
+  PlayedGuests mute([&](PlayedPipe& p) { p.WaitHostClose(milliseconds(5000)); });
+  st = PrepareGuestIdentity(mute, "vm1", milliseconds(200));
+  EXPECT_EQ(st.code(), Code::kTimeout) << st.ToString();
+  PlayedGuests gone([&](PlayedPipe& p) { p.Refuse(Unavailable("the connection went")); });
+  st = PrepareGuestIdentity(gone, "vm1", milliseconds(5000));
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
 }
 
 TEST(ApplyGuestIdentityTest, ExitZeroWithoutTheQuestionOrReportIsRefused) {

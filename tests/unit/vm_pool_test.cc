@@ -5,11 +5,13 @@
 // way when the host runs short of memory. Also --pool's parsing.
 #include "lobby/vm_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <thread>
 
 #include "tests/unit/vm_test_fixture.h"
+#include "vmhost/guest/identity.h"
 
 namespace warren::vmtest {
 namespace {
@@ -91,8 +93,15 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   EXPECT_EQ(info.state, VmState::kRunning);
   EXPECT_EQ(info.name, "web-one");
   EXPECT_EQ(host_.SpecOf(vm.id)->name, "web-one");
-  // Its own identity applied in the guest, and its new host key pinned.
+  // Its own identity applied in the guest, and its new host key pinned: handed to the root
+  // process the pool left waiting before the pause, never through sudo.
   EXPECT_EQ(guests_.identities_applied(), std::vector<std::string>{vm.id});
+  std::vector<std::string> opened;
+  for (const GuestChannelRequest& r : guests_.channel_requests()) opened.push_back(r.command);
+  EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityWaitCommand), 2)
+      << opened.size();
+  EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityHandOverCommand), 1);
+  EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityCommand), 0);
   EXPECT_TRUE(guests_.PinnedHostKey(vm.id).starts_with("ssh-ed25519 ")) << vm.id;
   EXPECT_EQ(Exec(Alice(), {"stat", "web-one", "--json"}).Json()["made"], "pool");
   // The pool refills behind it; the user's VM is not the pool's any more.

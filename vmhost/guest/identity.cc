@@ -277,26 +277,70 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
   return r;
 }
 
-Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string_view vm_id,
-                                               const GuestIdentity& identity,
-                                               std::chrono::milliseconds timeout) {
-  const auto t0 = Clock::now();
-  const auto deadline = t0 + timeout;
+Status PrepareGuestIdentity(GuestControl& guests, std::string_view vm_id,
+                            std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
   const std::string vm(vm_id);
-  WARREN_ASSIGN_OR_RETURN(std::string request, GuestIdentityRequest(identity));
-  struct WipeOnExit {
-    std::string& s;
-    ~WipeOnExit() { Wipe(s); }
-  } wipe{request};
-
-  WARREN_RETURN_IF_ERROR(EnsureRunner(guests, vm_id, deadline));
-
   auto events = std::make_shared<PipeEvents>();
   GuestChannelRequest open;
   open.kind = GuestChannelRequest::Kind::kExec;
-  open.command = kGuestIdentityCommand;
+  open.command = kGuestIdentityWaitCommand;
   WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestPipe> pipe,
                           guests.OpenChannel(vm_id, open, [events] { events->Notify(); }));
+  struct CloseOnExit {
+    GuestPipe& p;
+    ~CloseOnExit() { p.Close(); }
+  } close{*pipe};
+  bool input_closed = false;
+  std::string out, err;
+  for (;;) {
+    if (!pipe->opening()) {
+      Status st = pipe->status();
+      if (!st.ok()) return Unavailable("VM " + vm + ": readying its identity: " + st.message());
+      if (!input_closed) {
+        pipe->CloseInput();
+        input_closed = true;
+      }
+      std::string chunk;
+      for (bool is_stderr : {false, true}) {
+        std::string& kept = is_stderr ? err : out;
+        while (pipe->PeekOutput(is_stderr, kPeekBytes, &chunk)) {
+          if (kept.size() < kKeptStderr) kept.append(chunk, 0, kKeptStderr - kept.size());
+          pipe->ConsumeOutput(is_stderr, chunk.size());
+        }
+      }
+      GuestPipe::End end = pipe->end();
+      if (end.closed) {
+        if (end.exit_status == 0 && out == kGuestIdentityWaits) return Status::Ok();
+        std::string reason = SanitizeGuestText(err.substr(0, err.find('\n')), 300);
+        if (reason.empty()) reason = "it printed \"" + SanitizeGuestText(out, 40) + "\"";
+        return Internal("VM " + vm + ": warren-run identity-wait failed (exit " +
+                        std::to_string(end.exit_status.value_or(-1)) + "): " + reason);
+      }
+    }
+    if (Clock::now() >= deadline) {
+      return Timeout("VM " + vm + ": readying its identity: no answer within " +
+                     std::to_string(timeout.count()) + " ms");
+    }
+    events->WaitUntil(deadline);
+  }
+}
+
+namespace {
+
+// One identity channel running `command` (the identity protocol: request, clock question and
+// answer, report), within the deadline.
+Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::string& vm,
+                                               const char* command, const char* via,
+                                               const std::string& request,
+                                               const GuestIdentity& identity, Clock::time_point t0,
+                                               Clock::time_point deadline) {
+  auto events = std::make_shared<PipeEvents>();
+  GuestChannelRequest open;
+  open.kind = GuestChannelRequest::Kind::kExec;
+  open.command = command;
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestPipe> pipe,
+                          guests.OpenChannel(vm, open, [events] { events->Notify(); }));
   struct CloseOnExit {
     GuestPipe& p;
     ~CloseOnExit() { p.Close(); }
@@ -370,16 +414,45 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
                 " setup=" + (report.setup_started ? "started" : "none") +
                 " clock_step_ms=" + std::to_string(report.clock_step_ms) + " clock_rtt_us=" +
                 std::to_string(report.clock_rtt_us) + " work_ms=" + std::to_string(report.work_ms) +
-                " dur_ms=" + std::to_string(report.total_ms));
+                " dur_ms=" + std::to_string(report.total_ms) + " via=" + via);
         return report;
       }
     }
     if (Clock::now() >= deadline) {
-      return Timeout("VM " + vm + ": " + phase + ": no answer within " +
-                     std::to_string(timeout.count()) + " ms");
+      return Timeout(
+          "VM " + vm + ": " + phase + ": no answer within " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - t0).count()) +
+          " ms");
     }
     events->WaitUntil(deadline);
   }
+}
+
+}  // namespace
+
+Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string_view vm_id,
+                                               const GuestIdentity& identity,
+                                               std::chrono::milliseconds timeout) {
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + timeout;
+  const std::string vm(vm_id);
+  WARREN_ASSIGN_OR_RETURN(std::string request, GuestIdentityRequest(identity));
+  struct WipeOnExit {
+    std::string& s;
+    ~WipeOnExit() { Wipe(s); }
+  } wipe{request};
+  if (identity.prepared) {
+    Result<GuestIdentityReport> handed = RunIdentityChannel(
+        guests, vm, kGuestIdentityHandOverCommand, "waiter", request, identity, t0, deadline);
+    if (handed.ok() || handed.status().code() != Code::kPermissionDenied) return handed;
+    LogWarn("guest identity: vm " + LogQuote(vm) +
+            " had no root process waiting for its identity; running it through sudo");
+  } else {
+    WARREN_RETURN_IF_ERROR(EnsureRunner(guests, vm_id, deadline));
+  }
+  return RunIdentityChannel(guests, vm, kGuestIdentityCommand, "sudo", request, identity, t0,
+                            deadline);
 }
 
 }  // namespace warren

@@ -33,6 +33,13 @@ inline constexpr size_t kGuestRandomBytes = 64;
 // What the guest's user shell runs (it expands the ~; the runner lives where runner_install
 // puts it, vmhost/guest/runner_protocol.h's kRunnerPath). stdin is the request.
 inline constexpr char kGuestIdentityCommand[] = "sudo -n ~/.warren/bin/warren-run identity";
+// The same without sudo, for a guest where PrepareGuestIdentity left a root process waiting
+// (runner/identity_wait.c): sudo's ~0.2 s under TCG leaves the path of a pooled `new`.
+inline constexpr char kGuestIdentityHandOverCommand[] = "~/.warren/bin/warren-run identity";
+// What PrepareGuestIdentity runs, and what it prints when the process waits.
+inline constexpr char kGuestIdentityWaitCommand[] =
+    "sudo -n ~/.warren/bin/warren-run identity-wait";
+inline constexpr char kGuestIdentityWaits[] = "identity waits\n";
 // The most the runner may print after the clock question: one report line.
 inline constexpr size_t kMaxGuestIdentityReport = 512;
 
@@ -48,6 +55,10 @@ struct GuestIdentity {
   std::array<uint8_t, kGuestRandomBytes> random{};
   // The hostname the clone's seed carries: when set, a report naming another is refused.
   std::string hostname;
+  // PrepareGuestIdentity ran on this VM's open connection (a pooled VM): the identity is
+  // handed to the root process it left (no sudo) and the runner check is skipped (the
+  // preparation made it). Should that process be gone, the identity runs through sudo.
+  bool prepared = false;
 };
 
 // What the guest reports, checked.
@@ -83,9 +94,17 @@ std::string GuestClockAnswer(const timespec& now);
 Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
                                                      const GuestIdentity& asked);
 
+// Readies VM `vm_id` (running, its connection open and its runner checked) for a later
+// ApplyGuestIdentity with `prepared` set: runs kGuestIdentityWaitCommand over a raw channel,
+// which leaves a root process in the guest waiting for the identity. Timeout, Unavailable,
+// or Internal with the guest's one-line reason.
+Status PrepareGuestIdentity(GuestControl& guests, std::string_view vm_id,
+                            std::chrono::milliseconds timeout);
+
 // Applies `identity` to VM `vm_id`, which must be running: first a cheap Exec (`true`),
 // which makes sure the connection's runner is this warren's (OpenChannel runs no runner
-// check), then the identity channel (GuestControl::OpenChannel, kExec). Returns the checked
+// check), then the identity channel (GuestControl::OpenChannel, kExec); when `prepared`, the
+// hand-over channel alone (through sudo after all, should it be refused). Returns the checked
 // report. Timeout when `timeout` passed first (the guest may have applied part of it);
 // Unavailable when the guest could not be reached; Internal with the guest's one-line reason
 // when a step failed or it sent anything malformed; PermissionDenied when it did not run as

@@ -1,6 +1,7 @@
 // `warren-run identity`: gives a VM restored from a saved, already-booted template its own
 // identity, in one process, as root (the host runs `sudo -n ~/.warren/bin/warren-run
-// identity`). Inside, a restored clone is a copy of the template: same kernel RNG state,
+// identity`, or the same without sudo where a root process waits to take it over:
+// identity_wait.c). Inside, a restored clone is a copy of the template: same kernel RNG state,
 // hostname, SSH host key, machine-id, MAC, and a clock that stopped when the template was
 // saved. The clone's own seed disk (packaging/images/README.md) sits where the template's
 // was, so most of it is applied by re-running apply-seed once the kernel forgets the
@@ -548,6 +549,9 @@ static bool valid_hostname(const char* s) {
 
 int cmd_identity(void) {
   if (geteuid() != 0) {
+    // A template clone's or pooled VM's root process waits for this (identity_wait.c).
+    int handed = identity_hand_over();
+    if (handed >= 0) return handed;
     return fail(kExitNotRoot, "must run as root (sudo -n ~/.warren/bin/warren-run identity)");
   }
   alarm(kIdentityAlarmSeconds);

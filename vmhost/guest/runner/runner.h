@@ -1,9 +1,9 @@
 // warren-run's internal interfaces, shared by its C files (warren-run.c, header.c, jobdir.c,
-// attach.c, identity.c, seed.c). The runner is a small static program that runs inside the
-// guest as the VM user (as root: `identity`, through sudo, and `apply-seed` at boot); the
-// wire protocol it speaks with the host is described in vmhost/guest/README.md and mirrored
-// on the host by vmhost/guest/runner_protocol.h (identity's by vmhost/guest/identity.h).
-// Single-threaded.
+// attach.c, identity.c, identity_wait.c, seed.c). The runner is a small static program that
+// runs inside the guest as the VM user (as root: `identity` and `identity-wait`, through
+// sudo or handed to the waiting process, and `apply-seed` at boot); the wire protocol it speaks
+// with the host is described in vmhost/guest/README.md and mirrored on the host by
+// vmhost/guest/runner_protocol.h (identity's by vmhost/guest/identity.h). Single-threaded.
 #ifndef WARREN_RUNNER_H_
 #define WARREN_RUNNER_H_
 
@@ -135,5 +135,14 @@ int cmd_apply_seed(int argc, char** argv);
 // Reads the request on stdin, applies the clone's identity, asks the host for the time and
 // prints the report (the protocol is at the top of identity.c). Returns the exit status.
 int cmd_identity(void);
+
+// ---- identity_wait.c: a root `identity` made ready in templates and pooled VMs ----
+
+// `identity-wait`, as root through sudo: leaves a detached root process waiting on
+// /run/warren/identity.sock for one `identity` run by the VM user, then exits 0.
+int cmd_identity_wait(void);
+// `identity` without root: hands stdin, stdout and stderr to the waiting process and returns
+// the status it ran with; -1 when none waits.
+int identity_hand_over(void);
 
 #endif  // WARREN_RUNNER_H_

@@ -9,7 +9,9 @@
 //   warren-run kill ID                SIGTERM to the job's processes, SIGKILL after 2 s
 //   warren-run list                   one line per job (below)
 //   warren-run gc                     removes jobs that ended more than a day ago
-//   warren-run identity               as root: a restored clone's own identity (identity.c)
+//   warren-run identity               as root: a restored clone's own identity (identity.c);
+//                                     without root: handed to the process identity-wait left
+//   warren-run identity-wait          as root: a root `identity` made ready (identity_wait.c)
 //   warren-run apply-seed [--restored]
 //                                     as root: the seed disk applied (seed.c), at every boot
 //                                     and inside `identity`. Run by the name apply-seed (the
@@ -624,9 +626,10 @@ int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "list") == 0) return cmd_list();
   if (argc == 2 && strcmp(argv[1], "gc") == 0) return cmd_gc();
   if (argc == 2 && strcmp(argv[1], "identity") == 0) return cmd_identity();
+  if (argc == 2 && strcmp(argv[1], "identity-wait") == 0) return cmd_identity_wait();
   if (argc >= 2 && strcmp(argv[1], "apply-seed") == 0) return cmd_apply_seed(argc - 2, argv + 2);
   fprintf(stderr,
           "usage: warren-run --version | start ID | attach ID OUT ERR | kill ID | list | gc | "
-          "identity | apply-seed [--restored]\n");
+          "identity | identity-wait | apply-seed [--restored]\n");
   return kExitInvalid;
 }

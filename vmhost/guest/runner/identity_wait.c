@@ -1,0 +1,286 @@
+// A root `identity` made ready ahead of time, so that a VM handed out from the warm pool
+// takes its identity without sudo (about 0.2 s of PAM and sudoers under TCG, on the path of
+// every pooled `new`).
+//
+// `warren-run identity-wait`, as root through sudo, is the template keeper's last command in
+// a VM before it saves it as a template (so every clone restored from it has one waiting),
+// and the warm pool's before it pauses a VM. It binds the socket /run/warren/identity.sock
+// (0600, owned by the user sudo ran it for: SUDO_UID), starts a detached root process that
+// waits on it (its pid in /run/warren/identity.pid), prints `identity waits` and exits 0;
+// when one already waits it only says so.
+//
+// `warren-run identity` run without root (the host's command for a pooled VM) connects to
+// that socket and hands its stdin, stdout and stderr over (SCM_RIGHTS); the waiting process
+// checks the caller's uid (SO_PEERCRED: that user or root), unlinks the socket, runs the
+// whole `identity` on those descriptors (identity.c: the protocol is unchanged), sends its
+// exit status back as one byte and exits. The caller exits with that status. One hand-over
+// per wait: a second `identity` finds no socket and is refused as not root (exit 5), after
+// which the host runs it through sudo.
+//
+// Only root and the VM user can reach the socket, and that user has sudo: the waiter gives
+// no one a power they lack; it saves the time sudo takes.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runner.h"
+
+static const char kWaitDir[] = "/run/warren";
+static const char kWaitSocket[] = "/run/warren/identity.sock";
+static const char kWaitPid[] = "/run/warren/identity.pid";
+
+static int wait_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static int wait_fail(int code, const char* fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  dprintf(STDERR_FILENO, "warren-run identity-wait: %s\n", msg);
+  return code;
+}
+
+// A decimal uid/gid from sudo's environment; -1 when absent or malformed.
+static long env_id(const char* name) {
+  const char* s = getenv(name);
+  if (s == NULL || *s == '\0' || strlen(s) > 9) return -1;
+  long v = 0;
+  for (const char* p = s; *p; p++) {
+    if (*p < '0' || *p > '9') return -1;
+    v = v * 10 + (*p - '0');
+  }
+  return v;
+}
+
+static void socket_address(struct sockaddr_un* addr) {
+  memset(addr, 0, sizeof *addr);
+  addr->sun_family = AF_UNIX;
+  snprintf(addr->sun_path, sizeof addr->sun_path, "%s", kWaitSocket);
+}
+
+// Receives the caller's three descriptors; false unless exactly three came.
+static bool receive_fds(int conn, int fds[3]) {
+  char byte;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    char buf[CMSG_SPACE(3 * sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.buf,
+                       .msg_controllen = sizeof control.buf};
+  ssize_t n;
+  do {
+    n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  if (n != 1 || c == NULL || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+    return false;
+  }
+  size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+  int got[3];
+  if (count != 3 || (msg.msg_flags & MSG_CTRUNC) != 0) {
+    for (size_t i = 0; i < count && i < 3; i++) {
+      memcpy(&got[0], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      close(got[0]);
+    }
+    return false;
+  }
+  memcpy(got, CMSG_DATA(c), sizeof got);
+  for (int i = 0; i < 3; i++) fds[i] = got[i];
+  return true;
+}
+
+// True when a waiter is alive: its pid file names a live warren-run and its socket is there
+// (a VM restored from a template saved with one waiting, or readied twice).
+static bool already_waiting(void) {
+  char buf[32];
+  int fd = open(kWaitPid, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  char* end;
+  long pid = strtol(buf, &end, 10);
+  if (end == buf || (*end != '\n' && *end != '\0') || pid <= 1 || kill((pid_t)pid, 0) != 0) {
+    return false;
+  }
+  char path[64], comm[32];
+  snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  n = read(fd, comm, sizeof comm - 1);
+  close(fd);
+  if (n <= 0) return false;
+  comm[n] = '\0';
+  struct stat st;
+  return strcmp(comm, "warren-run\n") == 0 && lstat(kWaitSocket, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+// The detached root process: serves one caller of the right uid, then exits.
+static void serve_one(int listener, uid_t allowed) {
+  char pid[24];
+  int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+  int fd = open(kWaitPid, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd >= 0) {
+    if (write(fd, pid, (size_t)len) != len) unlink(kWaitPid);
+    close(fd);
+  }
+  for (;;) {
+    int conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    if (conn < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      _exit(kExitInternal);
+    }
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        (cred.uid != allowed && cred.uid != 0)) {
+      close(conn);
+      continue;
+    }
+    int fds[3];
+    if (!receive_fds(conn, fds)) {
+      close(conn);
+      continue;
+    }
+    unlink(kWaitSocket);
+    unlink(kWaitPid);
+    close(listener);
+    for (int i = 0; i < 3; i++) {
+      if (dup2(fds[i], i) < 0) _exit(kExitInternal);
+    }
+    for (int i = 0; i < 3; i++) {
+      if (fds[i] > 2) close(fds[i]);
+    }
+    unsigned char status = (unsigned char)cmd_identity();
+    // The caller exits with this; the channel ends once both of us closed its descriptors.
+    close(STDIN_FILENO);
+    close(STDOUT_FILENO);
+    close(STDERR_FILENO);
+    ssize_t w;
+    do {
+      w = write(conn, &status, 1);
+    } while (w < 0 && errno == EINTR);
+    _exit(status);
+  }
+}
+
+int cmd_identity_wait(void) {
+  if (geteuid() != 0) return wait_fail(kExitNotRoot, "must run as root (through sudo)");
+  long uid = env_id("SUDO_UID");
+  long gid = env_id("SUDO_GID");
+  if (uid < 0 || gid < 0) return wait_fail(kExitInvalid, "SUDO_UID and SUDO_GID must be set");
+  if (mkdir(kWaitDir, 0755) != 0 && errno != EEXIST) {
+    return wait_fail(kExitInternal, "cannot make %s: %s", kWaitDir, strerror(errno));
+  }
+  struct stat st;
+  if (lstat(kWaitDir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+      (st.st_mode & 022) != 0) {
+    return wait_fail(kExitInternal, "%s is not a root-owned directory only root may write",
+                     kWaitDir);
+  }
+  if (already_waiting()) {
+    printf("identity waits\n");
+    return kExitOk;
+  }
+  // A dead waiter's socket.
+  if (unlink(kWaitSocket) != 0 && errno != ENOENT) {
+    return wait_fail(kExitInternal, "cannot remove %s: %s", kWaitSocket, strerror(errno));
+  }
+  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return wait_fail(kExitInternal, "socket: %s", strerror(errno));
+  struct sockaddr_un addr;
+  socket_address(&addr);
+  mode_t old = umask(0177);  // born 0600 root-owned, then given to the user
+  int rc = bind(listener, (struct sockaddr*)&addr, sizeof addr);
+  umask(old);
+  if (rc != 0) return wait_fail(kExitInternal, "bind %s: %s", kWaitSocket, strerror(errno));
+  if (chown(kWaitSocket, (uid_t)uid, (gid_t)gid) != 0 || listen(listener, 4) != 0) {
+    int e = errno;
+    unlink(kWaitSocket);
+    return wait_fail(kExitInternal, "preparing %s: %s", kWaitSocket, strerror(e));
+  }
+  pid_t child = fork();
+  if (child < 0) return wait_fail(kExitInternal, "fork: %s", strerror(errno));
+  if (child == 0) {
+    setsid();
+    pid_t waiter = fork();
+    if (waiter != 0) _exit(waiter < 0 ? 1 : 0);
+    // Off the channel: the pool pauses the VM once the channel closed on both sides.
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(127);
+    if (null > 2) close(null);
+    if (chdir("/") != 0) _exit(127);
+    serve_one(listener, (uid_t)uid);
+  }
+  close(listener);
+  int status;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return wait_fail(kExitInternal, "waitpid: %s", strerror(errno));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    unlink(kWaitSocket);
+    return wait_fail(kExitInternal, "could not start the waiting process");
+  }
+  printf("identity waits\n");
+  return kExitOk;
+}
+
+int identity_hand_over(void) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  struct sockaddr_un addr;
+  socket_address(&addr);
+  if (connect(s, (struct sockaddr*)&addr, sizeof addr) != 0) {
+    close(s);
+    return -1;  // no waiter: the caller refuses as not root
+  }
+  char byte = 'i';
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    char buf[CMSG_SPACE(3 * sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.buf,
+                       .msg_controllen = sizeof control.buf};
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+  int fds[3] = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO};
+  memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ssize_t n;
+  do {
+    n = sendmsg(s, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) {
+    close(s);
+    return -1;
+  }
+  unsigned char status;
+  do {
+    n = read(s, &status, 1);
+  } while (n < 0 && errno == EINTR);
+  close(s);
+  if (n != 1) {
+    dprintf(STDERR_FILENO, "warren-run identity: the waiting root process went away\n");
+    return kExitInternal;
+  }
+  return status;
+}
