@@ -50,6 +50,20 @@ def domains():
     return {line.strip() for line in out.stdout.splitlines() if line.strip()}
 
 
+def remove_domains_of(data_dir):
+    """Destroys and undefines every domain whose files live in `data_dir`: a test whose server
+    died or was killed must not leave VMs that the next test would count as its own."""
+    virsh = ["virsh", "-c", "qemu:///system"]
+    for name in domains():
+        xml = subprocess.run(virsh + ["dumpxml", name], capture_output=True, text=True,
+                             timeout=30).stdout
+        if data_dir + "/" not in xml:
+            continue
+        subprocess.run(virsh + ["destroy", name], capture_output=True, timeout=60)
+        subprocess.run(virsh + ["undefine", name, "--managed-save", "--snapshots-metadata"],
+                       capture_output=True, timeout=60)
+
+
 class LoopbackListener:
     """An HTTP server on 127.0.0.1 port 0 that answers every GET with a random token and
     counts the requests: what a guest reaches through QEMU's gateway (10.0.2.2:port)."""
@@ -107,6 +121,7 @@ class VmTestCase(h.LobbyTestCase):
         cls.data = tempfile.mkdtemp(prefix="e2e-", dir=DATA_PARENT)
         os.chmod(cls.data, 0o711)
         cls.addClassCleanup(shutil.rmtree, cls.data, ignore_errors=True)
+        cls.addClassCleanup(remove_domains_of, cls.data)  # after the server stopped
         # warren keeps its isolation chain while any domain of the host runs (other tests'
         # may): the test removes it once its server is gone.
         cls.addClassCleanup(outside_net.remove_chain, cls.data)
