@@ -165,6 +165,7 @@ class NewCommand final : public Command {
       WARREN_ASSIGN_OR_RETURN(vm.egress, ParseEgressPolicy("--egress", egress_));
     }
     WARREN_ASSIGN_OR_RETURN(vm.tags, ParseTags(tags_));
+    WARREN_RETURN_IF_ERROR(CheckGivenTags(ctx, vm.tags));
     WARREN_RETURN_IF_ERROR(SettleNewVmTags(ctx, vm.tags));
     WARREN_RETURN_IF_ERROR(CheckComment(comment_));
     vm.comment = comment_;
@@ -273,6 +274,7 @@ void RegisterNewCommand(CommandTable& table) {
           "reaches the lobby, ssh vm+NAME@HOST a VM). Without --name one is made up. "
           "--setup-script reads the script from "
           "your stdin (/dev/stdin): the server cannot open files on your machine.\n"
+          "A key or token limited to a tag gives its VMs that tag, and no other.\n"
           "--sandbox makes a sandbox: a VM of a --size whose vCPUs and memory are reserved on "
           "the host (a new sandbox that would overcommit it is refused), which is destroyed, "
           "disk and all, when its --timeout runs out (default 15m, at most 24h; `extend` gives "

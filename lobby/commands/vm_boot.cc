@@ -62,6 +62,18 @@ Result<VmRecord> PlanNewVm(const CommandContext& ctx, const std::string& name) {
   return vm;
 }
 
+Status CheckGivenTags(const CommandContext& ctx, const std::vector<std::string>& tags) {
+  const std::string& scope_tag = ctx.caller().scope.tag;
+  if (scope_tag.empty()) return Status::Ok();
+  for (const std::string& t : tags) {
+    if (t != scope_tag) {
+      return PermissionDenied(CredentialNoun(ctx.caller()) + " is limited to the tag \"" +
+                              scope_tag + "\" and may not give a VM another tag (\"" + t + "\")");
+    }
+  }
+  return Status::Ok();
+}
+
 Status SettleNewVmTags(const CommandContext& ctx, std::vector<std::string>& tags) {
   // A credential limited to a tag makes VMs it can see.
   if (!ctx.caller().scope.tag.empty()) MergeTags(tags, {ctx.caller().scope.tag});

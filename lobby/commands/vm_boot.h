@@ -20,6 +20,11 @@ class GuestControl;
 // running; named `name` (checked) unless it is empty, when RecordNewVm makes one up.
 Result<VmRecord> PlanNewVm(const CommandContext& ctx, const std::string& name);
 
+// The tags a command line gives a new VM (new --tag): a credential limited to a tag may give
+// only that one, since a VM it makes with another would reach past its scope (integrations
+// attached to the other tag, credentials limited to it), as `tag` refuses. PermissionDenied.
+Status CheckGivenTags(const CommandContext& ctx, const std::vector<std::string>& tags);
+
 // Adds the tag a tag-limited credential is held to (so it can see the VM it makes) and
 // checks the count: InvalidArgument past kMaxTagsPerVm.
 Status SettleNewVmTags(const CommandContext& ctx, std::vector<std::string>& tags);

@@ -219,6 +219,27 @@ TEST_F(VmCommandTest, NewImageTagsCommentAndEnv) {
   EXPECT_EQ(store_->ListVms()->size(), 1u);
 }
 
+// A key limited to the tag "ci" gives its VMs "ci" and no other tag: a VM tagged "prod" too
+// would reach what is attached to tag:prod and be seen by keys limited to "prod" (found by
+// the scope matrix, issue 16: `new --tag prod` made such a VM).
+TEST_F(VmCommandTest, ATagLimitedKeyGivesItsVmsOnlyItsTag) {
+  Outcome o = Exec(AliceCi(), {"new", "--name", "ci-one", "--tag", "prod"});
+  EXPECT_EQ(o.status.code(), Code::kPermissionDenied) << o.err;
+  EXPECT_TRUE(Has(o.err, "limited to the tag \"ci\"")) << o.err;
+  o = Exec(AliceCi(), {"new", "--sandbox", "--name", "ci-sbx", "--tag", "ci,prod"});
+  EXPECT_EQ(o.status.code(), Code::kPermissionDenied) << o.err;
+  EXPECT_TRUE(store_->ListVms()->empty());
+
+  New(AliceCi(), {"--name", "ci-two", "--tag", "ci"});
+  New(AliceCi(), {"--name", "ci-three"});
+  EXPECT_EQ(store_->GetVmByName("ci-two")->tags, (std::vector<std::string>{"ci"}));
+  EXPECT_EQ(store_->GetVmByName("ci-three")->tags, (std::vector<std::string>{"ci"}));
+  // An unrestricted key gives any tags, and a copy keeps its source's.
+  New(Alice(), {"--name", "both-one", "--tag", "ci,prod"});
+  ASSERT_TRUE(Exec(AliceCi(), {"cp", "both-one", "both-two"}).status.ok());
+  EXPECT_EQ(store_->GetVmByName("both-two")->tags, (std::vector<std::string>{"ci", "prod"}));
+}
+
 TEST_F(VmCommandTest, NewSetupScriptComesFromStdinOnly) {
   Outcome o = Exec(Alice(), {"new", "--name", "web-one", "--setup-script", "/dev/stdin"},
                    "#!/bin/sh\necho hi\n");

@@ -70,12 +70,13 @@ enum class Cred {
   kOtherUser,    // alice
   kAdmin,        // root: an admin, but not the VMs' owner
   kOtherTag,     // bob, limited to the tag "ci" (bob's VMs carry "hidden7q")
+  kOwnTag,       // bob, limited to the tag "hidden7q" his VMs carry
   kCmdsWithout,  // bob, limited by --cmds to a list without the command
   kExpired,      // bob, past its --exp
   kRevoked,      // bob, its key or token label removed
 };
-constexpr Cred kCreds[] = {Cred::kOwner,       Cred::kOtherUser, Cred::kAdmin,  Cred::kOtherTag,
-                           Cred::kCmdsWithout, Cred::kExpired,   Cred::kRevoked};
+constexpr Cred kCreds[] = {Cred::kOwner,  Cred::kOtherUser,   Cred::kAdmin,   Cred::kOtherTag,
+                           Cred::kOwnTag, Cred::kCmdsWithout, Cred::kExpired, Cred::kRevoked};
 
 const char* CredName(Cred c) {
   switch (c) {
@@ -87,6 +88,8 @@ const char* CredName(Cred c) {
       return "admin";
     case Cred::kOtherTag:
       return "other-tag";
+    case Cred::kOwnTag:
+      return "own-tag";
     case Cred::kCmdsWithout:
       return "cmds-without";
     case Cred::kExpired:
@@ -224,10 +227,14 @@ struct Sample {
   std::string line;  // as typed after `ssh HOST`, with kNamed placeholders and {CODE}
   // Lines run by bob (unrestricted) first, for the state the line needs.
   std::vector<std::string> setup = {};
-  // What bob's tag-limited credential gets where the table's facts and the names cannot say:
-  // the line acts on something of bob's account wider than that credential.
-  std::optional<Verdict> other_tag = {};
+  // What a credential gets where the table's facts and the names the line gives cannot say
+  // (a tag-limited credential's own rules), with the reason beside the sample.
+  std::map<Cred, Verdict> except = {};
 };
+
+// Refused to a tag-limited credential of bob's, whichever tag.
+const std::map<Cred, Verdict> kTagLimitedDenied = {{Cred::kOtherTag, Verdict::kDenied},
+                                                   {Cred::kOwnTag, Verdict::kDenied}};
 
 // Every command of the table needs at least one line here (the test fails otherwise). Bob
 // (the owner, unrestricted) must be able to run each line; the other cells follow from the
@@ -241,6 +248,8 @@ const std::vector<Sample>& Samples() {
       {"stat", "stat {SBX}"},
       {"console", "console {VM}"},
       {"new", "new"},
+      // A tag-limited credential gives its VMs its tag and no other.
+      {"new", "new --tag extra", {}, kTagLimitedDenied},
       {"images", "images"},
       {"authorize", "authorize {CODE}"},
       {"oauth clients list", "oauth clients list"},
@@ -255,7 +264,8 @@ const std::vector<Sample>& Samples() {
       {"resume", "resume {VM}", {"pause {VM}"}},
       {"rm", "rm {SBX}"},
       {"rename", "rename {VM} renamed-7q"},
-      {"tag", "tag {VM} extra"},
+      // A tag-limited credential may not change tags (it sees no VM of another tag at all).
+      {"tag", "tag {VM} extra", {}, {{Cred::kOwnTag, Verdict::kDenied}}},
       {"comment", "comment {VM} hello"},
       {"extend", "extend {SBX} --minutes 5"},
       {"ssh", "ssh {SBX} echo hi"},
@@ -265,18 +275,23 @@ const std::vector<Sample>& Samples() {
       {"jobs", "jobs {VM}"},
       {"usage", "usage"},
       {"usage", "usage --vm {VM}"},
+      // A tag-limited credential may not add, remove or rename integrations (refused before
+      // the name is looked up), sees only those that reach its tag's VMs, and of those only
+      // the attachments within its tag.
       {"integrations add",
        "integrations add http-proxy --name new-int --target https://example.com",
        {},
-       Verdict::kDenied},  // a tag-limited credential may not add integrations
+       kTagLimitedDenied},
       {"integrations list", "integrations list"},
       {"integrations show", "integrations show {INT}"},
-      // Nor remove or rename them, whichever they are: refused before the name is looked up.
-      {"integrations remove", "integrations remove {INT}", {}, Verdict::kDenied},
-      {"integrations rename", "integrations rename {INT} renamed-int", {}, Verdict::kDenied},
+      {"integrations remove", "integrations remove {INT}", {}, kTagLimitedDenied},
+      {"integrations rename", "integrations rename {INT} renamed-int", {}, kTagLimitedDenied},
       // Both users have an integration called shared-int: each may attach only their own to
-      // only their own VMs.
-      {"integrations attach", "integrations attach shared-int vm:{VM}"},
+      // only their own VMs. Bob's reaches no VM, so no tag-limited credential sees it.
+      {"integrations attach",
+       "integrations attach shared-int vm:{VM}",
+       {},
+       {{Cred::kOwnTag, Verdict::kNotFound}}},
       {"integrations detach", "integrations detach {INT} vm:{VM}"},
       {"share show", "share show {VM}"},
       {"share port", "share port {VM} 3000"},
@@ -291,10 +306,10 @@ const std::vector<Sample>& Samples() {
       {"ssh-key add", std::string("ssh-key add ") + kFreshKey},
       // victim-key and victim-label are unrestricted: a restricted credential may not touch
       // what is wider than itself.
-      {"ssh-key remove", "ssh-key remove {KEY}", {}, Verdict::kDenied},
-      {"ssh-key remove", "ssh-key remove {LABEL}", {}, Verdict::kDenied},
-      {"ssh-key rename", "ssh-key rename {KEY} renamed-key", {}, Verdict::kDenied},
-      {"ssh-key rename", "ssh-key rename {LABEL} renamed-label", {}, Verdict::kDenied},
+      {"ssh-key remove", "ssh-key remove {KEY}", {}, kTagLimitedDenied},
+      {"ssh-key remove", "ssh-key remove {LABEL}", {}, kTagLimitedDenied},
+      {"ssh-key rename", "ssh-key rename {KEY} renamed-key", {}, kTagLimitedDenied},
+      {"ssh-key rename", "ssh-key rename {LABEL} renamed-label", {}, kTagLimitedDenied},
       {"ssh-key generate-api-key", "ssh-key generate-api-key --label fresh-label"},
       {"user add", std::string("user add newbie --key '") + kNewUserKey + "'"},
       {"user ls", "user ls"},
@@ -327,8 +342,9 @@ const std::set<std::string> kSandboxTools = {"create_sandbox", "exec", "extend_s
 // The curated endpoint's tool for a line, or nullopt: it runs ls, new, ssh and help only.
 std::optional<Request> CuratedRequest(const std::string& path,
                                       const std::vector<std::string>& argv) {
-  if (path == "ls") return Request{"list_vms", json::object()};
-  if (path == "new") return Request{"create_vm", json::object()};
+  // list_vms and create_vm take no flags: a line with some is not one of theirs.
+  if (path == "ls" && argv.size() == 1) return Request{"list_vms", json::object()};
+  if (path == "new" && argv.size() == 1) return Request{"create_vm", json::object()};
   if (path == "help") return Request{"get_cli_help", {{"command", JoinWords(argv, 1)}}};
   if (path == "ssh") {
     return Request{"run_vm_command", {{"vm", argv.at(1)}, {"command", JoinWords(argv, 2)}}};
@@ -348,6 +364,8 @@ std::string FirstOperand(const std::vector<std::string>& argv) {
 std::optional<Request> RestRequest(const std::string& path, const std::vector<std::string>& argv) {
   Request r;
   const std::string id = FirstOperand(argv);
+  // Creating and listing take none of the lobby's flags.
+  if ((path == "new" || path == "ls") && argv.size() > 1) return std::nullopt;
   if (path == "new") {
     r = {"", {}, "POST", "/v1/sandboxes", "{}"};
   } else if (path == "ls") {
@@ -378,7 +396,7 @@ std::optional<Request> RestRequest(const std::string& path, const std::vector<st
 std::optional<Request> McpSandboxRequest(const std::string& path,
                                          const std::vector<std::string>& argv) {
   const std::string id = FirstOperand(argv);
-  if (path == "new") return Request{"create_sandbox", json::object()};
+  if (path == "new" && argv.size() == 1) return Request{"create_sandbox", json::object()};
   if (path == "ssh") {
     return Request{"exec", {{"sandbox_id", id}, {"command", JoinWords(argv, 2)}}};
   }
@@ -445,7 +463,7 @@ Verdict Expected(const CommandSpec& spec, const CommandSpec* described, const Sa
   if (CommandRefuses(spec, cred)) return Verdict::kDenied;
   if (described != nullptr && CommandRefuses(*described, cred)) return Verdict::kDenied;
   if (surface == Surface::kMcpReadOnly && !spec.read_only) return Verdict::kDenied;
-  if (cred == Cred::kOtherTag && sample.other_tag.has_value()) return *sample.other_tag;
+  if (auto e = sample.except.find(cred); e != sample.except.end()) return e->second;
   if (NamesHidden(sample.line, cred)) return Verdict::kNotFound;
   return Verdict::kAllow;
 }
@@ -841,6 +859,9 @@ void World::MakeCredential() {
     case Cred::kOtherTag:
       flags = " --tag ci";
       break;
+    case Cred::kOwnTag:
+      flags = std::string(" --tag ") + kBobTag;
+      break;
     case Cred::kCmdsWithout:
       // A list without the command under test: whoami, or for whoami itself images.
       flags = path_ == "whoami" ? " --cmds images" : " --cmds whoami";
@@ -930,10 +951,13 @@ std::vector<std::string> World::Secrets(bool everything) const {
     add(bob_vms);
     add(bob_account_secrets_);
     add(alice);
+    // Except what the credential holds itself: its own tag.
+    if (cred_ == Cred::kOwnTag) std::erase(out, std::string(kBobTag));
     return out;
   }
   switch (cred_) {
     case Cred::kOwner:
+    case Cred::kOwnTag:
     case Cred::kCmdsWithout:
       add(alice);
       break;
