@@ -1,9 +1,10 @@
 // Fuzzes a command line as every surface hands it to the interpreter
-// (Interpreter::ExecuteLine): the tokenizer, the command table's lookup, each command's
-// flags parsed by CLI11 on a fresh App, the permission and read-only checks, and the handlers
-// themselves over a real store with no VMs. Input: one option byte (bit 0: --json session,
-// bit 1: the agent's token instead of the admin's key, bit 2: a read-only session), then the
-// line; bytes after a NUL are the command's stdin (the tokenizer refuses NUL anyway).
+// (Interpreter::ExecuteLine): the tokenizer, the command table's lookup, each command's flags
+// parsed by CLI11 on a fresh App, the permission and read-only checks, and the handlers
+// themselves over a real store and the fake VM host and guest (command_world.h). Input: one
+// option byte (bit 0: --json session, bit 1: the agent's token instead of the admin's key,
+// bit 2: a read-only session), then the line; bytes after a NUL are the command's stdin (the
+// tokenizer refuses NUL anyway).
 // Invariants: the outcome is a Status of the closed set with its mapped exit status, and no
 // command throws (the interpreter turns that into an internal error, which is still a bug).
 #include <cstddef>
@@ -16,20 +17,11 @@
 #include "lobby/commands/session.h"
 #include "tests/fuzz/command_world.h"
 
-namespace {
-
-// The admin's commands write (users, keys, integrations...): a fresh store this often keeps
-// earlier inputs from deciding later ones for long.
-constexpr int kInputsPerStore = 2000;
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace warren;
   if (size == 0) return 0;
   fuzz::CommandWorld& world = fuzz::CommandWorld::Get();
-  static int inputs = 0;
-  if (++inputs % kInputsPerStore == 0) world.Reset();
+  if (world.Due()) world.Reset();
 
   const uint8_t options = data[0];
   std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
@@ -50,6 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   world.interpreter().ExecuteLine(session, line);
 
   const Code code = session.status.code();
+  fuzz::Note(std::string(CodeName(code)) + ": " + session.status.message() + " | " + out.str());
   if (CodeName(code).empty()) fuzz::Fail("a status outside the closed set");
   if (code == Code::kInternal) fuzz::Fail("internal error: " + session.status.message());
   if (code != Code::kCommandFailed && session.exit_status != ExitStatusFor(code)) {

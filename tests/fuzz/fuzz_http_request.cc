@@ -48,51 +48,59 @@ constexpr size_t kUnroutedBodyBytes = 64 * 1024;
 constexpr char kClientId[] = "wc-0123456789abcdef0123456789abcdef";
 
 struct Server {
+  warren::CommandRunner runner;  // declared first: destroyed last, after the handlers
   std::vector<std::shared_ptr<warren::HttpHandler>> handlers;
   std::shared_ptr<warren::mcp::McpHandler> mcp;
 };
 
 // The handlers as `warren serve` mounts them (lobby/main.cc), without its rate limits: the
 // fuzzer sends far more than a client may, and a 429 for everything would hide the rest.
+std::unique_ptr<Server> MakeServer(warren::fuzz::CommandWorld& world) {
+  auto s = std::make_unique<Server>();
+  warren::OAuthOptions oauth;
+  oauth.public_url = "https://warren.example";
+  oauth.ssh_host = "warren.example";
+  oauth.ssh_port = [] { return 2222; };
+  oauth.registrations_per_minute = 1e12;
+  oauth.sign_ins_per_minute = 1e12;
+  warren::OAuthClient client;
+  client.id = kClientId;
+  client.name = "Fuzz Client";
+  client.redirect_uris = {"http://localhost:9999/cb"};
+  client.created_at = warren::fuzz::kNow;
+  if (!world.store().CreateOAuthClient(client).ok()) Fail("registering the OAuth client");
+  auto oauth_handler = std::make_shared<warren::OAuthHandler>(world.store(), world.store(),
+                                                              world.signer(), world.clock(), oauth);
+  warren::mcp::McpOptions mcp;
+  mcp.challenge = [oauth_handler](std::string_view) {
+    return warren::oauth::WwwAuthenticate(oauth_handler->urls());
+  };
+  warren::Interpreter& interpreter = world.interpreter();
+  s->mcp = std::make_shared<warren::mcp::McpHandler>(
+      interpreter, s->runner,
+      [&interpreter, oauth_handler](std::string_view token, std::string_view) {
+        return interpreter.CallerForToken(token, "mcp", oauth_handler->urls().mcp_resource());
+      },
+      mcp);
+  warren::ExecHandlerOptions exec;
+  exec.rate_per_second = exec.burst = 1e12;
+  warren::SandboxHandlerOptions sandbox;
+  sandbox.rate_per_second = sandbox.burst = 1e12;
+  s->handlers = {oauth_handler, s->mcp,
+                 std::make_shared<warren::ExecHandler>(interpreter, s->runner, exec),
+                 std::make_shared<warren::SandboxHandler>(interpreter, s->runner, sandbox)};
+  return s;
+}
+
+// The server over the current world; made again with each world.
 Server& TheServer() {
-  static Server* server = [] {
-    warren::fuzz::CommandWorld& world = warren::fuzz::CommandWorld::Get();
-    auto* s = new Server;
-    auto* runner = new warren::CommandRunner();  // never destroyed: tasks may still hold it
-    warren::OAuthOptions oauth;
-    oauth.public_url = "https://warren.example";
-    oauth.ssh_host = "warren.example";
-    oauth.ssh_port = [] { return 2222; };
-    oauth.registrations_per_minute = 1e12;
-    oauth.sign_ins_per_minute = 1e12;
-    warren::OAuthClient client;
-    client.id = kClientId;
-    client.name = "Fuzz Client";
-    client.redirect_uris = {"http://localhost:9999/cb"};
-    client.created_at = warren::fuzz::kNow;
-    if (!world.store().CreateOAuthClient(client).ok()) Fail("registering the OAuth client");
-    auto oauth_handler = std::make_shared<warren::OAuthHandler>(
-        world.store(), world.store(), world.signer(), world.clock(), oauth);
-    warren::mcp::McpOptions mcp;
-    mcp.challenge = [oauth_handler](std::string_view) {
-      return warren::oauth::WwwAuthenticate(oauth_handler->urls());
-    };
-    warren::Interpreter& interpreter = world.interpreter();
-    s->mcp = std::make_shared<warren::mcp::McpHandler>(
-        interpreter, *runner,
-        [&interpreter, oauth_handler](std::string_view token, std::string_view) {
-          return interpreter.CallerForToken(token, "mcp", oauth_handler->urls().mcp_resource());
-        },
-        mcp);
-    warren::ExecHandlerOptions exec;
-    exec.rate_per_second = exec.burst = 1e12;
-    warren::SandboxHandlerOptions sandbox;
-    sandbox.rate_per_second = sandbox.burst = 1e12;
-    s->handlers = {oauth_handler, s->mcp,
-                   std::make_shared<warren::ExecHandler>(interpreter, *runner, exec),
-                   std::make_shared<warren::SandboxHandler>(interpreter, *runner, sandbox)};
-    return s;
-  }();
+  static std::unique_ptr<Server> server;
+  warren::fuzz::CommandWorld& world = warren::fuzz::CommandWorld::Get();
+  if (world.Due()) {
+    server.reset();  // its handlers and runner hold the interpreter
+    world.Reset();
+  }
+  if (!server) server = MakeServer(world);
   return *server;
 }
 
@@ -104,7 +112,7 @@ std::string Replace(std::string text, std::string_view from, const std::string& 
 }
 
 // An MCP session of the agent on /mcp, opened as a client opens one.
-std::string NewSession() {
+std::string NewSession(Server& server) {
   HttpRequest req;
   req.method = "POST";
   req.target = req.path = "/mcp";
@@ -116,7 +124,7 @@ std::string NewSession() {
       R"("capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}})";
   req.remote_address = req.source = "127.0.0.1";
   auto record = std::make_shared<Record>();
-  TheServer().mcp->Handle(std::move(req), std::make_shared<RecordingResponder>(record));
+  server.mcp->Handle(std::move(req), std::make_shared<RecordingResponder>(record));
   record->AwaitReleased();
   std::string id = record->Header("Mcp-Session-Id");
   if (id.empty()) Fail("initialize made no session: " + record->body);
@@ -141,6 +149,7 @@ HttpRequest ToRequest(http::request<http::string_body>& req, std::string path) {
 }
 
 void CheckAnswer(Record& r) {
+  warren::fuzz::Note(std::to_string(r.status) + " " + r.body);
   if (r.responses != 1) Fail(std::to_string(r.responses) + " answers to one request");
   if (r.status < 100 || r.status > 599) Fail("status " + std::to_string(r.status));
   if (r.status == 500) Fail("500: " + r.body);
@@ -156,7 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
   bytes = Replace(std::move(bytes), "@TOKEN@", warren::fuzz::CommandWorld::Get().agent_token());
   if (bytes.find("@SESSION@") != std::string::npos) {
-    bytes = Replace(std::move(bytes), "@SESSION@", NewSession());
+    bytes = Replace(std::move(bytes), "@SESSION@", NewSession(server));
   }
 
   // The head first, within HttpServer's header limit; then the body within the route's.

@@ -1,10 +1,11 @@
 // Fuzzes MCP's tool-argument mapping (bridge/mcp/tools.h, sandbox_tools.cc): the params of a
 // tools/call — {"name": TOOL, "arguments": {...}, "_meta": {"progressToken": ...}} — run on
 // one of the endpoints' tool sets, as McpHandler::CallTool runs them, by the agent's token
-// (command_world.h: a real interpreter and store, no VMs). Input: one byte choosing the endpoint
-// (/mcp, /mcp/claude, /mcp/sandbox), then the params as JSON.
+// (command_world.h: a real interpreter and store, the fake VM host and guest). Input: one
+// byte choosing the endpoint (/mcp, /mcp/claude, /mcp/sandbox), then the params as JSON.
 // Invariants: a tool never throws; its result is a CallToolResult — a content array and a
 // boolean isError, structuredContent an object when present — that dumps as JSON.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -39,12 +40,19 @@ void CheckResult(const json& result) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   warren::fuzz::CommandWorld& world = warren::fuzz::CommandWorld::Get();
-  // Built once: the agent's commands never change the store, so the world is never reset.
-  static const mcp::ToolSet endpoints[] = {mcp::FullTools(world.interpreter()),
-                                           mcp::CuratedTools(world.interpreter()),
-                                           mcp::SandboxTools(world.interpreter())};
+  // The endpoints' tool sets hold the interpreter: made again with each world.
+  static std::unique_ptr<std::array<mcp::ToolSet, 3>> endpoints;
+  if (world.Due()) {
+    endpoints.reset();
+    world.Reset();
+  }
+  if (!endpoints) {
+    endpoints = std::make_unique<std::array<mcp::ToolSet, 3>>(std::array<mcp::ToolSet, 3>{
+        mcp::FullTools(world.interpreter()), mcp::CuratedTools(world.interpreter()),
+        mcp::SandboxTools(world.interpreter())});
+  }
 
-  const mcp::ToolSet& tools = endpoints[data[0] % std::size(endpoints)];
+  const mcp::ToolSet& tools = (*endpoints)[data[0] % endpoints->size()];
   std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   json params = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!params.is_object()) return 0;  // Decode hands CallTool only object params
@@ -64,6 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       call.notify = [](const json& n) { (void)json::parse(mcp::Dump(n)); };
     }
   }
-  CheckResult(tool->run(params.value("arguments", json::object()), call));
+  json result = tool->run(params.value("arguments", json::object()), call);
+  warren::fuzz::Note(mcp::Dump(result));
+  CheckResult(result);
   return 0;
 }
