@@ -51,6 +51,7 @@
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/sandbox.h"
 #include "lobby/commands/tokenizer.h"
+#include "lobby/commands/vm_login.h"
 #include "lobby/ssh/channel_io.h"
 #include "lobby/ssh/lobby_workers.h"
 #include "tests/fakes/fake_guest_control.h"
@@ -183,6 +184,8 @@ constexpr Named kNamed[] = {
 
 constexpr char kBobVm[] = "secret-vm-7q";
 constexpr char kBobSandbox[] = "secret-sbx-7q";
+// Bob's VM without his VMs' tag: no tag-limited credential of his may see it.
+constexpr char kBobUntaggedVm[] = "plain-vm-7q";
 constexpr char kBobComment[] = "classified-7q";
 constexpr char kBobTag[] = "hidden7q";
 constexpr char kBobIntegration[] = "secret-int-7q";
@@ -577,6 +580,10 @@ class World {
   std::vector<std::string> Secrets(bool everything) const;
   // tools/list of an MCP endpoint, as the cell's credential.
   json ListTools(const std::string& endpoint);
+  // `ssh vm+NAME@HOST` as the cell's (SSH) credential: where the bare login NAME leads (the
+  // VM's name, or nullopt for the lobby) and whether the caller may go into VM `name`.
+  std::optional<std::string> VmLoginTarget(const std::string& login);
+  Observed VmLogin(const std::string& name);
 
   // What went wrong building the world (a step that should have worked): empty when fine.
   const std::string& broken() const { return broken_; }
@@ -629,8 +636,9 @@ class World {
   Caller caller_;
   std::string token_;
   std::string mcp_session_;
+  std::string mcp_init_body_;  // its initialize answer: the instructions name the limits
 
-  std::string vm_id_, sandbox_id_, job_, link_id_, alice_vm_id_;
+  std::string vm_id_, sandbox_id_, untagged_id_, job_, link_id_, alice_vm_id_;
   std::vector<std::string> bob_account_secrets_;
 };
 
@@ -720,8 +728,13 @@ World::World(Cred cred, Surface surface, const Sample& sample)
   const std::string job =
       Do(bob_, std::string("ssh --wait-seconds 0 ") + kBobVm + " sleep-7q").value("job", "");
   if (job.find('/') != std::string::npos) job_ = job.substr(job.find('/') + 1);
+  untagged_id_ = Do(bob_, std::string("new --name ") + kBobUntaggedVm).value("id", "");
+  Do(bob_, std::string("ssh --wait-seconds 0 ") + kBobUntaggedVm + " sleep-7q");
+  // Seen by a credential limited to the tag secret-vm-7q carries, but never its attachment to
+  // plain-vm-7q.
   Do(bob_, std::string("integrations add http-proxy --name ") + kBobIntegration +
-               " --target https://example.com --attach vm:" + kBobVm);
+               " --target https://example.com --attach vm:" + kBobVm +
+               " --attach vm:" + kBobUntaggedVm);
   Do(bob_, std::string("integrations add http-proxy --name shared-int --target ") +
                kBobIntegrationTarget);
   link_id_ = Do(bob_, std::string("share add-link ") + kBobVm).value("id", "");
@@ -816,6 +829,7 @@ std::string World::McpInit(const std::string& endpoint) {
   mcp_->Handle(std::move(req), r);
   r->Await();
   if (r->status() != 200) Break("MCP initialize on " + endpoint + ": " + r->body());
+  mcp_init_body_ = r->body();
   return r->header("Mcp-Session-Id");
 }
 
@@ -835,6 +849,21 @@ json World::ListTools(const std::string& endpoint) {
   json body = json::parse(r->body(), nullptr, false);
   if (body.is_discarded()) return json::array();
   return body.value("result", json::object()).value("tools", json::array());
+}
+
+std::optional<std::string> World::VmLoginTarget(const std::string& login) {
+  return warren::VmLoginTarget(*store_, caller_, login);
+}
+
+Observed World::VmLogin(const std::string& name) {
+  Caller caller = caller_;
+  Result<VmRecord> vm = AuthorizeVmLogin(*interpreter_, caller, name);
+  Observed o;
+  o.ran = true;
+  o.code = vm.ok() ? Code::kOk : vm.status().code();
+  o.message = vm.ok() ? "" : vm.status().message();
+  o.wire = o.message;
+  return o;
 }
 
 // The cell's credential, made as a user makes one: bob adds a key or mints a token with the
@@ -941,8 +970,10 @@ std::string World::Unfill(const std::string& text, bool absent) const {
 }
 
 std::vector<std::string> World::Secrets(bool everything) const {
+  std::vector<std::string> untagged = {kBobUntaggedVm, untagged_id_};
   std::vector<std::string> bob_vms = {kBobVm,      vm_id_,  kBobSandbox,    sandbox_id_,
                                       kBobComment, kBobTag, kBobIntegration};
+  bob_vms.insert(bob_vms.end(), untagged.begin(), untagged.end());
   std::vector<std::string> alice = {kAliceVm, alice_vm_id_, kAliceIntegrationTarget,
                                     KeyRecord(kAliceKey, "", "").fingerprint};
   std::vector<std::string> out;
@@ -957,9 +988,12 @@ std::vector<std::string> World::Secrets(bool everything) const {
   }
   switch (cred_) {
     case Cred::kOwner:
-    case Cred::kOwnTag:
     case Cred::kCmdsWithout:
       add(alice);
+      break;
+    case Cred::kOwnTag:
+      add(alice);
+      add(untagged);
       break;
     case Cred::kOtherTag:
       add(alice);
@@ -1180,7 +1214,9 @@ Observed World::RunMcp(const std::string& endpoint, const Request& request) {
   if (r->status() != 200) return HttpOutcome(*r, false, true);  // refused before any tool
 
   Observed o;
-  o.wire = r->body();
+  // What the client was told when it connected is the call's too (its instructions describe
+  // the credential's limits).
+  o.wire = mcp_init_body_ + r->body();
   json body = json::parse(r->body(), nullptr, false);
   std::optional<Code> session = SessionCode();
   o.ran = session.has_value();
@@ -1419,6 +1455,92 @@ TEST_F(ScopeMatrixTest, EndpointsOfferWhatTheMatrixKnows) {
     std::set<std::string> listed;
     for (const json& tool : world.ListTools(endpoint)) listed.insert(tool.value("name", ""));
     EXPECT_EQ(listed, *known) << endpoint;
+  }
+}
+
+// The scans are not blind: what the owner is shown holds the names the others must not see,
+// and a credential limited to a tag is shown its VMs and not the rest.
+TEST_F(ScopeMatrixTest, TheAnswersScannedHoldWhatTheCallerMaySee) {
+  struct Case {
+    Cred cred;
+    Surface surface;
+    std::string path, line;
+    std::vector<std::string> shown, hidden;
+  };
+  const std::vector<Case> cases = {
+      {Cred::kOwner, Surface::kExec, "ls", "ls", {kBobVm, kBobSandbox, kBobUntaggedVm}, {kAliceVm}},
+      {Cred::kOwner,
+       Surface::kSsh,
+       "integrations show",
+       "integrations show {INT}",
+       {kBobVm, kBobUntaggedVm},
+       {}},
+      {Cred::kOwnTag,
+       Surface::kMcpExec,
+       "integrations show",
+       "integrations show {INT}",
+       {kBobVm},
+       {kBobUntaggedVm}},
+      {Cred::kOwnTag, Surface::kCurated, "ls", "ls", {kBobVm, kBobSandbox}, {kBobUntaggedVm}},
+      {Cred::kOwnTag, Surface::kExec, "jobs", "jobs", {kBobVm}, {kBobUntaggedVm}},
+      {Cred::kOwner, Surface::kExec, "jobs", "jobs", {kBobVm, kBobUntaggedVm}, {}},
+      {Cred::kOwner, Surface::kRest, "ls", "ls", {kBobSandbox}, {kBobVm}},
+      {Cred::kOtherUser, Surface::kExec, "ls", "ls", {kAliceVm}, {kBobVm}},
+      {Cred::kOtherUser,
+       Surface::kMcpReadOnly,
+       "integrations list",
+       "integrations list",
+       {"alice-only"},
+       {"bob-only"}},
+  };
+  for (const Case& c : cases) {
+    World world(c.cred, c.surface, {c.path, c.line});
+    ASSERT_EQ(world.broken(), "");
+    Observed o = world.Run(c.path, world.Fill(c.line, false));
+    ASSERT_EQ(o.code, Code::kOk) << c.line << ": " << o.message;
+    for (const std::string& s : c.shown) {
+      EXPECT_NE(o.wire.find(s), std::string::npos)
+          << c.line << " as " << CredName(c.cred) << " should show " << s << ":\n"
+          << o.wire;
+    }
+    for (const std::string& s : c.hidden) {
+      EXPECT_EQ(o.wire.find(s), std::string::npos)
+          << c.line << " as " << CredName(c.cred) << " shows " << s << ":\n"
+          << o.wire;
+    }
+  }
+}
+
+// `ssh vm+NAME@HOST` (the SSH VM route) is allowed exactly when the lobby's `ssh NAME CMD` is,
+// and a bare login NAME leads into a VM only the caller can see (else to the lobby), so a
+// login name reveals nothing.
+TEST_F(ScopeMatrixTest, VmLoginsFollowTheSshRow) {
+  CommandTable table;
+  RegisterBuiltinCommands(table);
+  const Sample* ssh_row = nullptr;
+  for (const Sample& s : Samples()) {
+    if (s.path == "ssh") ssh_row = &s;
+  }
+  ASSERT_NE(ssh_row, nullptr);
+  for (Cred cred : kCreds) {
+    World world(cred, Surface::kSsh, *ssh_row);
+    ASSERT_EQ(world.broken(), "") << CredName(cred);
+    const Verdict want = Expected(*table.Find("ssh"), nullptr, *ssh_row, cred, Surface::kSsh, true);
+    Observed got = world.VmLogin(kBobSandbox);
+    EXPECT_EQ(got.verdict(), want) << CredName(cred) << ": " << got.message;
+    Observed absent = world.VmLogin("absent-sbx-7q");
+    if (want != Verdict::kAllow) {
+      EXPECT_EQ(absent.code, got.code) << CredName(cred);
+      EXPECT_EQ(Replace(absent.message, "absent-sbx-7q", kBobSandbox), got.message);
+    }
+    // Routing is decided once, after authentication (which refuses an expired or removed
+    // key): an expired or revoked credential routed while it was valid, and is refused on
+    // each channel (above).
+    const bool sees = cred != Cred::kOtherUser && cred != Cred::kAdmin && cred != Cred::kOtherTag;
+    EXPECT_EQ(world.VmLoginTarget(kBobSandbox).has_value(), sees) << CredName(cred);
+    EXPECT_FALSE(world.VmLoginTarget(kBobUntaggedVm).has_value() &&
+                 (cred == Cred::kOwnTag || cred == Cred::kOtherTag || cred == Cred::kOtherUser))
+        << CredName(cred);
   }
 }
 
