@@ -168,18 +168,23 @@ const char* VerdictName(Verdict v) {
 // naming the twin).
 struct Named {
   const char* placeholder;
-  // Hidden from bob's credential limited to another tag too (it is, or reaches only, bob's
-  // VMs outside that tag), not only from other users.
-  bool vm_level;
+  // Who besides other users may not see it.
+  enum Reach {
+    kAccount,   // bob's account's: every credential of bob's sees it
+    kTagged,    // of bob's VMs tagged hidden7q: hidden from his credential limited to ci
+    kUntagged,  // of bob's VM without a tag: hidden from every tag-limited credential of his
+  } reach;
 };
 constexpr Named kNamed[] = {
-    {"{VM}", true},      // bob's VM secret-vm-7q
-    {"{SBX}", true},     // bob's sandbox secret-sbx-7q
-    {"{JOB}", true},     // a job running in secret-vm-7q
-    {"{INT}", true},     // bob's integration secret-int-7q, attached to secret-vm-7q only
-    {"{LINK}", true},    // a share link of secret-vm-7q
-    {"{KEY}", false},    // bob's spare SSH key, victim-key
-    {"{LABEL}", false},  // bob's spare API token label, victim-label
+    {"{VM}", Named::kTagged},       // bob's VM secret-vm-7q
+    {"{SBX}", Named::kTagged},      // bob's sandbox secret-sbx-7q
+    {"{JOB}", Named::kTagged},      // a job running in secret-vm-7q
+    {"{INT}", Named::kTagged},      // bob's integration secret-int-7q, attached to
+                                    // secret-vm-7q and plain-vm-7q
+    {"{LINK}", Named::kTagged},     // a share link of secret-vm-7q
+    {"{PLAIN}", Named::kUntagged},  // bob's VM plain-vm-7q, without a tag
+    {"{KEY}", Named::kAccount},     // bob's spare SSH key, victim-key
+    {"{LABEL}", Named::kAccount},   // bob's spare API token label, victim-label
 };
 
 constexpr char kBobVm[] = "secret-vm-7q";
@@ -296,6 +301,12 @@ const std::vector<Sample>& Samples() {
        {},
        {{Cred::kOwnTag, Verdict::kNotFound}}},
       {"integrations detach", "integrations detach {INT} vm:{VM}"},
+      {"integrations detach", "integrations detach {INT} vm:{PLAIN}"},
+      // ...and attaches only within its tag.
+      {"integrations attach",
+       "integrations attach {INT} tag:extra",
+       {},
+       {{Cred::kOwnTag, Verdict::kDenied}}},
       {"share show", "share show {VM}"},
       {"share port", "share port {VM} 3000"},
       {"share set-public", "share set-public {VM}"},
@@ -314,6 +325,13 @@ const std::vector<Sample>& Samples() {
       {"ssh-key rename", "ssh-key rename {KEY} renamed-key", {}, kTagLimitedDenied},
       {"ssh-key rename", "ssh-key rename {LABEL} renamed-label", {}, kTagLimitedDenied},
       {"ssh-key generate-api-key", "ssh-key generate-api-key --label fresh-label"},
+      // A restricted credential makes only narrower ones.
+      {"ssh-key generate-api-key",
+       "ssh-key generate-api-key --label fresh-label --tag extra",
+       {},
+       kTagLimitedDenied},
+      {"ssh-key add", std::string("ssh-key add --tag extra ") + kFreshKey, {}, kTagLimitedDenied},
+      {"authorize", "authorize {CODE} --tag extra", {}, kTagLimitedDenied},
       {"user add", std::string("user add newbie --key '") + kNewUserKey + "'"},
       {"user ls", "user ls"},
       {"user set", "user set dave --max-vms 3"},
@@ -436,14 +454,8 @@ bool NamesHidden(const std::string& line, Cred cred) {
   for (const Named& n : kNamed) {
     if (!Names(line, n)) continue;
     if (cred == Cred::kOtherUser || cred == Cred::kAdmin) return true;
-    if (cred == Cred::kOtherTag && n.vm_level) return true;
-  }
-  return false;
-}
-
-bool NamesBobs(const std::string& line) {
-  for (const Named& n : kNamed) {
-    if (Names(line, n)) return true;
+    if (cred == Cred::kOtherTag && n.reach != Named::kAccount) return true;
+    if (cred == Cred::kOwnTag && n.reach == Named::kUntagged) return true;
   }
   return false;
 }
@@ -568,9 +580,9 @@ class World {
   ~World();
 
   // The line with bob's real names put in (or, with `absent`, their twins).
-  std::string Fill(const std::string& line, bool absent) const;
+  std::string Fill(const std::string& line, const std::set<std::string>& absent = {}) const;
   // `text` with bob's real names (or their twins) back to placeholders.
-  std::string Unfill(const std::string& text, bool absent) const;
+  std::string Unfill(const std::string& text) const;
   // Runs the line (filled in) of command `path` as the cell's credential on its surface.
   Observed Run(const std::string& path, const std::string& line);
   // Everything a refused call must leave as it was.
@@ -589,7 +601,8 @@ class World {
   const std::string& broken() const { return broken_; }
 
  private:
-  std::vector<std::pair<std::string, std::string>> Values(bool absent) const;
+  std::vector<std::pair<std::string, std::string>> Values(
+      const std::set<std::string>& absent) const;
   Caller KeyCaller(const char* key_line);
   // Runs `line` as `caller` outside any surface (building the world); a failure breaks it.
   json Do(const Caller& caller, const std::string& line);
@@ -769,7 +782,7 @@ World::World(Cred cred, Surface surface, const Sample& sample)
     Break("oauth request: " + st.ToString());
   }
 
-  for (const std::string& line : sample.setup) Do(bob_, Fill(line, false));
+  for (const std::string& line : sample.setup) Do(bob_, Fill(line));
   MakeCredential();
 }
 
@@ -930,41 +943,44 @@ void World::MakeCredential() {
   }
 }
 
-std::vector<std::pair<std::string, std::string>> World::Values(bool absent) const {
-  if (absent) {
-    return {{"{VM}", "absent-vm-7q"},
-            {"{SBX}", "absent-sbx-7q"},
-            {"{JOB}", "absent-vm-7q/" + job_},
-            {"{INT}", "absent-int-7q"},
-            {"{LINK}", std::string(link_id_.size(), '0')},
-            {"{KEY}", "absent-key"},
-            {"{LABEL}", "absent-label"},
-            {"{CODE}", kOAuthCode}};
+// Each placeholder's value: bob's real name, or for the placeholders in `absent` a twin of the
+// same form that names nothing.
+std::vector<std::pair<std::string, std::string>> World::Values(
+    const std::set<std::string>& absent) const {
+  const std::vector<std::tuple<std::string, std::string, std::string>> values = {
+      {"{VM}", kBobVm, "absent-vm-7q"},
+      {"{SBX}", kBobSandbox, "absent-sbx-7q"},
+      {"{JOB}", std::string(kBobVm) + "/" + job_, "absent-vm-7q/" + job_},
+      {"{INT}", kBobIntegration, "absent-int-7q"},
+      {"{LINK}", link_id_, std::string(link_id_.size(), '0')},
+      {"{PLAIN}", kBobUntaggedVm, "absent-plain-7q"},
+      {"{KEY}", "victim-key", "absent-key"},
+      {"{LABEL}", "victim-label", "absent-label"},
+      {"{CODE}", kOAuthCode, kOAuthCode}};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [placeholder, real, twin] : values) {
+    out.emplace_back(placeholder, absent.count(placeholder) ? twin : real);
   }
-  return {{"{VM}", kBobVm},
-          {"{SBX}", kBobSandbox},
-          {"{JOB}", std::string(kBobVm) + "/" + job_},
-          {"{INT}", kBobIntegration},
-          {"{LINK}", link_id_},
-          {"{KEY}", "victim-key"},
-          {"{LABEL}", "victim-label"},
-          {"{CODE}", kOAuthCode}};
+  return out;
 }
 
-std::string World::Fill(const std::string& line, bool absent) const {
+std::string World::Fill(const std::string& line, const std::set<std::string>& absent) const {
   std::string out = line;
   for (const auto& [placeholder, value] : Values(absent)) out = Replace(out, placeholder, value);
   return out;
 }
 
-// The text with bob's names (real or absent) back to their placeholders, for comparing a call
+// The text with bob's names and their twins back to their placeholders, for comparing a call
 // naming real things with the same call naming absent ones.
-std::string World::Unfill(const std::string& text, bool absent) const {
-  std::string out = text;
+std::string World::Unfill(const std::string& text) const {
+  std::set<std::string> all;
+  for (const Named& n : kNamed) all.insert(n.placeholder);
+  auto values = Values({});
+  for (auto& v : Values(all)) values.push_back(std::move(v));
   // Longest first: the job's name holds the VM's.
-  auto values = Values(absent);
   std::sort(values.begin(), values.end(),
             [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  std::string out = text;
   for (const auto& [placeholder, value] : values) out = Replace(out, value, placeholder);
   return out;
 }
@@ -1355,7 +1371,7 @@ void RunCell(const CommandTable& table, const CommandSpec& spec, const Sample& s
   World world(cred, surface, sample);
   if (!world.broken().empty()) return fail({}, "world: " + world.broken());
 
-  const std::string line = world.Fill(sample.line, /*absent=*/false);
+  const std::string line = world.Fill(sample.line);
   const std::string before = world.Digest();
   Observed got = world.Run(sample.path, line);
   if (got.verdict() != want) return fail(got, "");
@@ -1375,16 +1391,23 @@ void RunCell(const CommandTable& table, const CommandSpec& spec, const Sample& s
   // A refusal naming bob's things the caller may not see (or reached before anything named is
   // looked up) must read as the same refusal naming things that do not exist: it tells
   // nothing of their existence.
-  if (!NamesBobs(sample.line)) return;
-  if (!NamesHidden(sample.line, cred) && !RefusedBeforeLookup(spec, want, cred, surface)) return;
+  // Made absent: what the caller may not see, or everything named when nothing is looked up.
+  std::set<std::string> twins;
+  const bool before_lookup = RefusedBeforeLookup(spec, want, cred, surface);
+  for (const Named& n : kNamed) {
+    if (Names(sample.line, n) && (before_lookup || NamesHidden(n.placeholder, cred))) {
+      twins.insert(n.placeholder);
+    }
+  }
+  if (twins.empty()) return;
   ++tally.compared;
-  Observed absent = world.Run(sample.path, world.Fill(sample.line, /*absent=*/true));
+  Observed absent = world.Run(sample.path, world.Fill(sample.line, twins));
   if (absent.verdict() != got.verdict() || absent.code != got.code) {
     return fail(got,
                 "naming absent things gives " + std::string(CodeName(absent.code)) + " instead");
   }
-  const std::string real_text = world.Unfill(got.wire, false);
-  const std::string absent_text = world.Unfill(absent.wire, true);
+  const std::string real_text = world.Unfill(got.wire);
+  const std::string absent_text = world.Unfill(absent.wire);
   if (real_text != absent_text) {
     return fail(got, "answers differ from naming absent things: \"" + real_text.substr(0, 160) +
                          "\" vs \"" + absent_text.substr(0, 160) + "\"");
@@ -1439,7 +1462,9 @@ TEST_F(ScopeMatrixTest, EveryCommandOfTheTableHasASample) {
     bool names_vm = false;
     for (const Sample& s : Samples()) {
       if (s.path != spec.path) continue;
-      for (const Named& n : kNamed) names_vm = names_vm || (n.vm_level && Names(s.line, n));
+      for (const Named& n : kNamed) {
+        names_vm = names_vm || (n.reach != Named::kAccount && Names(s.line, n));
+      }
     }
     EXPECT_TRUE(names_vm) << "\"" << spec.path << "\" acts on a VM but no sample names bob's";
   }
@@ -1496,7 +1521,7 @@ TEST_F(ScopeMatrixTest, TheAnswersScannedHoldWhatTheCallerMaySee) {
   for (const Case& c : cases) {
     World world(c.cred, c.surface, {c.path, c.line});
     ASSERT_EQ(world.broken(), "");
-    Observed o = world.Run(c.path, world.Fill(c.line, false));
+    Observed o = world.Run(c.path, world.Fill(c.line));
     ASSERT_EQ(o.code, Code::kOk) << c.line << ": " << o.message;
     for (const std::string& s : c.shown) {
       EXPECT_NE(o.wire.find(s), std::string::npos)
