@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "keys/public_key.h"
+#include "keys/scope.h"
 #include "lobby/base/log.h"
 #include "lobby/base/streams.h"
 #include "lobby/commands/session.h"
@@ -21,33 +22,10 @@ constexpr const char* kAgentLabelId = "0123456789abcdef0123456789abcdef";
 
 // What the agent's token may run: the VM commands, sandboxes' and those that read; nothing
 // that manages users, keys, OAuth clients or integrations.
-const std::vector<std::string> kAgentCommands = {"help",
-                                                 "whoami",
-                                                 "ls",
-                                                 "stat",
-                                                 "console",
-                                                 "jobs",
-                                                 "images",
-                                                 "usage",
-                                                 "new",
-                                                 "ssh",
-                                                 "wait",
-                                                 "kill",
-                                                 "extend",
-                                                 "rm",
-                                                 "cp",
-                                                 "resize",
-                                                 "tag",
-                                                 "comment",
-                                                 "rename",
-                                                 "start",
-                                                 "stop",
-                                                 "restart",
-                                                 "egress",
-                                                 "share show",
-                                                 "ssh-key list",
-                                                 "integrations list",
-                                                 "integrations show"};
+constexpr const char* kAgentCommands =
+    "help,whoami,ls,stat,console,jobs,images,usage,new,ssh,wait,kill,extend,rm,cp,resize,tag,"
+    "comment,rename,start,stop,restart,egress,share show,ssh-key list,integrations list,"
+    "integrations show";
 
 template <typename T>
 T Must(Result<T> r, const char* what) {
@@ -112,7 +90,7 @@ void CommandWorld::Reset() {
   TokenClaims claims;
   claims.user = "agent";
   claims.label_id = kAgentLabelId;
-  claims.scope.cmds = kAgentCommands;
+  claims.scope.cmds = Must(ParseCommandList(kAgentCommands), "the agent's commands");
   claims.issued_at = kNow;
   Must(store_->RecordToken("agent", "fuzz", kAgentLabelId, {claims.scope, kNow}, kNow).status(),
        "recording the agent's token");
