@@ -3,7 +3,8 @@
 // units (one unit = 2 vCPUs and 4 GiB for an hour) and, when the server has a price, money.
 // The stored day rows plus what each live VM accrued since its meter's last mark, so the
 // figures are exact to the moment asked. A credential limited to a tag sees only VMs that
-// carry (or carried, for removed ones) its tag; `--all` (admins) shows every user's.
+// carry (or carried, for removed ones) its tag; `--all` (admins, with a credential not limited
+// to a tag) shows every user's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -119,6 +120,11 @@ class UsageCommand final : public Command {
   Result<CommandResult> Run(CommandContext& ctx) override {
     const Caller& caller = ctx.caller();
     if (all_ && !caller.admin) return PermissionDenied("usage --all is for admins");
+    // Every user's VMs are not what a credential limited to a tag may see, admin or not.
+    if (all_ && !caller.scope.tag.empty()) {
+      return PermissionDenied("usage --all shows every user's VMs, and " + CredentialNoun(caller) +
+                              " is limited to the tag \"" + caller.scope.tag + "\"");
+    }
     int64_t since_day = 0;
     if (since_opt_->count() > 0) {
       // Braced: the macro is two statements.

@@ -129,6 +129,23 @@ TEST_F(UsageTest, EachCallerSeesOnlyWhatItMaySee) {
   EXPECT_EQ(Exec(Bob(), {"usage", "--vm", "web-one"}).status.code(), Code::kNotFound);
 }
 
+// An admin's key limited to a tag sees only its tag's VMs, --all included: it listed every
+// user's VMs, names and owners (found by the scope matrix, issue 16).
+TEST_F(UsageTest, AllIsRefusedToACredentialLimitedToATag) {
+  constexpr const char* kRootCiKey =
+      "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIELtkoa6DV+K3HQz8TzhLItzGgU9jftscZYh32uiZM/Y "
+      "root@ci";
+  Scope ci;
+  ci.tag = "ci";
+  ASSERT_TRUE(store_->AddKey(KeyRecord(kRootCiKey, "root", "root-ci", ci)).ok());
+  Run(Bob(), {"new", "--name", "bob-one"});
+  Outcome o = Exec(As(kRootCiKey), {"usage", "--all"});
+  EXPECT_EQ(o.status.code(), Code::kPermissionDenied) << o.out;
+  EXPECT_TRUE(Has(o.err, "limited to the tag \"ci\"")) << o.err;
+  EXPECT_FALSE(Has(o.out + o.err, "bob-one"));
+  EXPECT_EQ(Usage(Root(), {"--all"})["vms"].size(), 1u);
+}
+
 TEST_F(UsageTest, SinceCountsFromThatDayAndPriceMakesMoney) {
   sandboxes_.price_unit = 0.105;
   MakeInterpreter();

@@ -70,14 +70,16 @@ enum class Cred {
   kOwner,        // bob, unrestricted
   kOtherUser,    // alice
   kAdmin,        // root: an admin, but not the VMs' owner
+  kAdminTag,     // root, limited to the tag "ci"
   kOtherTag,     // bob, limited to the tag "ci" (bob's VMs carry "hidden7q")
   kOwnTag,       // bob, limited to the tag "hidden7q" his VMs carry
   kCmdsWithout,  // bob, limited by --cmds to a list without the command
   kExpired,      // bob, past its --exp
   kRevoked,      // bob, its key or token label removed
 };
-constexpr Cred kCreds[] = {Cred::kOwner,  Cred::kOtherUser,   Cred::kAdmin,   Cred::kOtherTag,
-                           Cred::kOwnTag, Cred::kCmdsWithout, Cred::kExpired, Cred::kRevoked};
+constexpr Cred kCreds[] = {Cred::kOwner,       Cred::kOtherUser, Cred::kAdmin,
+                           Cred::kAdminTag,    Cred::kOtherTag,  Cred::kOwnTag,
+                           Cred::kCmdsWithout, Cred::kExpired,   Cred::kRevoked};
 
 const char* CredName(Cred c) {
   switch (c) {
@@ -87,6 +89,8 @@ const char* CredName(Cred c) {
       return "other-user";
     case Cred::kAdmin:
       return "admin";
+    case Cred::kAdminTag:
+      return "admin-tag";
     case Cred::kOtherTag:
       return "other-tag";
     case Cred::kOwnTag:
@@ -238,11 +242,22 @@ struct Sample {
   // What a credential gets where the table's facts and the names the line gives cannot say
   // (a tag-limited credential's own rules), with the reason beside the sample.
   std::map<Cred, Verdict> except = {};
+  // The line uses an admin's power (as every admin_only command does): what it shows an
+  // unrestricted admin is the admin's to see (product.md: admins manage every account).
+  bool admin_power = false;
 };
 
-// Refused to a tag-limited credential of bob's, whichever tag.
-const std::map<Cred, Verdict> kTagLimitedDenied = {{Cred::kOtherTag, Verdict::kDenied},
+bool IsAdmin(Cred c) { return c == Cred::kAdmin || c == Cred::kAdminTag; }
+
+// Refused to every credential limited to a tag, whichever (a rule of such credentials,
+// checked before anything the line names is looked up).
+const std::map<Cred, Verdict> kTagLimitedDenied = {{Cred::kAdminTag, Verdict::kDenied},
+                                                   {Cred::kOtherTag, Verdict::kDenied},
                                                    {Cred::kOwnTag, Verdict::kDenied}};
+// Refused to bob's credentials limited to a tag: the line acts on something of his account
+// wider than they are.
+const std::map<Cred, Verdict> kBobsTagLimitedDenied = {{Cred::kOtherTag, Verdict::kDenied},
+                                                       {Cred::kOwnTag, Verdict::kDenied}};
 
 // Every command of the table needs at least one line here (the test fails otherwise). Bob
 // (the owner, unrestricted) must be able to run each line; the other cells follow from the
@@ -283,6 +298,16 @@ const std::vector<Sample>& Samples() {
       {"jobs", "jobs {VM}"},
       {"usage", "usage"},
       {"usage", "usage --vm {VM}"},
+      // Every user's VMs: for admins, and not for a credential limited to a tag.
+      {"usage",
+       "usage --all",
+       {},
+       {{Cred::kOwner, Verdict::kDenied},
+        {Cred::kOtherUser, Verdict::kDenied},
+        {Cred::kAdminTag, Verdict::kDenied},
+        {Cred::kOtherTag, Verdict::kDenied},
+        {Cred::kOwnTag, Verdict::kDenied}},
+       /*admin_power=*/true},
       // A tag-limited credential may not add, remove or rename integrations (refused before
       // the name is looked up), sees only those that reach its tag's VMs, and of those only
       // the attachments within its tag.
@@ -320,10 +345,10 @@ const std::vector<Sample>& Samples() {
       {"ssh-key add", std::string("ssh-key add ") + kFreshKey},
       // victim-key and victim-label are unrestricted: a restricted credential may not touch
       // what is wider than itself.
-      {"ssh-key remove", "ssh-key remove {KEY}", {}, kTagLimitedDenied},
-      {"ssh-key remove", "ssh-key remove {LABEL}", {}, kTagLimitedDenied},
-      {"ssh-key rename", "ssh-key rename {KEY} renamed-key", {}, kTagLimitedDenied},
-      {"ssh-key rename", "ssh-key rename {LABEL} renamed-label", {}, kTagLimitedDenied},
+      {"ssh-key remove", "ssh-key remove {KEY}", {}, kBobsTagLimitedDenied},
+      {"ssh-key remove", "ssh-key remove {LABEL}", {}, kBobsTagLimitedDenied},
+      {"ssh-key rename", "ssh-key rename {KEY} renamed-key", {}, kBobsTagLimitedDenied},
+      {"ssh-key rename", "ssh-key rename {LABEL} renamed-label", {}, kBobsTagLimitedDenied},
       {"ssh-key generate-api-key", "ssh-key generate-api-key --label fresh-label"},
       // A restricted credential makes only narrower ones.
       {"ssh-key generate-api-key",
@@ -404,9 +429,13 @@ std::optional<Request> RestRequest(const std::string& path, const std::vector<st
          "/v1/sandboxes/" + id + "/exec",
          json{{"command", JoinWords(argv, 2)}}.dump()};
   } else if (path == "usage") {
+    // ?since= and ?vm=; nothing else.
     r = {"", {}, "GET", "/v1/usage", ""};
-    auto vm = std::find(argv.begin(), argv.end(), "--vm");
-    if (vm != argv.end() && vm + 1 != argv.end()) r.target += "?vm=" + *(vm + 1);
+    if (argv.size() == 3 && argv[1] == "--vm") {
+      r.target += "?vm=" + argv[2];
+    } else if (argv.size() != 1) {
+      return std::nullopt;
+    }
   } else {
     return std::nullopt;
   }
@@ -428,6 +457,14 @@ std::optional<Request> McpSandboxRequest(const std::string& path,
   return std::nullopt;
 }
 
+// The first flag of a line, without its dashes ("all" for usage --all).
+std::string FirstFlag(const std::vector<std::string>& argv) {
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (argv[i].starts_with("--")) return argv[i].substr(2);
+  }
+  return "flag";
+}
+
 // How a surface that does not offer a command is asked for it anyway: the tool or REST path
 // named after the command. It must refuse that cleanly, saying nothing of anyone's VMs.
 Request NotOfferedRequest(Surface surface, const std::string& path,
@@ -435,6 +472,8 @@ Request NotOfferedRequest(Surface surface, const std::string& path,
   std::string slug = path;
   std::replace(slug.begin(), slug.end(), ' ', '_');
   if (surface == Surface::kRest) {
+    // A flag of usage the API has no parameter for, as a path of its own.
+    if (path == "usage") return {"", {}, "GET", "/v1/usage/" + FirstFlag(argv), ""};
     std::string target = "/v1/" + slug;
     if (std::string id = FirstOperand(argv); !id.empty())
       target = "/v1/sandboxes/" + id + "/" + slug;
@@ -453,7 +492,7 @@ bool Names(const std::string& line, const Named& n) {
 bool NamesHidden(const std::string& line, Cred cred) {
   for (const Named& n : kNamed) {
     if (!Names(line, n)) continue;
-    if (cred == Cred::kOtherUser || cred == Cred::kAdmin) return true;
+    if (cred == Cred::kOtherUser || IsAdmin(cred)) return true;
     if (cred == Cred::kOtherTag && n.reach != Named::kAccount) return true;
     if (cred == Cred::kOwnTag && n.reach == Named::kUntagged) return true;
   }
@@ -463,7 +502,7 @@ bool NamesHidden(const std::string& line, Cred cred) {
 // Whether the command's own checks (admin, --cmds) refuse `cred`.
 bool CommandRefuses(const CommandSpec& spec, Cred cred) {
   if (spec.always_allowed) return false;
-  return (spec.admin_only && cred != Cred::kAdmin) || cred == Cred::kCmdsWithout;
+  return (spec.admin_only && !IsAdmin(cred)) || cred == Cred::kCmdsWithout;
 }
 
 // The expected verdict, from the table entry: dispatch checks the credential (expiry,
@@ -587,9 +626,13 @@ class World {
   Observed Run(const std::string& path, const std::string& line);
   // Everything a refused call must leave as it was.
   std::string Digest();
-  // What the cell's credential must never be shown; `everything` for a refused call, which
-  // shows nothing of anyone's.
-  std::vector<std::string> Secrets(bool everything) const;
+  // What the cell's credential must never be shown.
+  enum class Shown {
+    kCredential,  // what the credential may see
+    kNothing,     // a refused call shows nothing of anyone's
+    kAdminPower,  // an admin using an admin's power (Sample::admin_power)
+  };
+  std::vector<std::string> Secrets(Shown shown) const;
   // tools/list of an MCP endpoint, as the cell's credential.
   json ListTools(const std::string& endpoint);
   // `ssh vm+NAME@HOST` as the cell's (SSH) credential: where the bare login NAME leads (the
@@ -898,6 +941,10 @@ void World::MakeCredential() {
     case Cred::kAdmin:
       owner = KeyCaller(kRootKey);
       break;
+    case Cred::kAdminTag:
+      owner = KeyCaller(kRootKey);
+      flags = " --tag ci";
+      break;
     case Cred::kOtherTag:
       flags = " --tag ci";
       break;
@@ -916,10 +963,11 @@ void World::MakeCredential() {
       break;
   }
 
+  // A credential with limits is a key or token made for it; the others are the user's own.
   const bool own_key = cred_ != Cred::kOwner && cred_ != Cred::kOtherUser && cred_ != Cred::kAdmin;
   if (ssh) {
     if (own_key) {
-      Do(bob_, std::string("ssh-key add --name scoped-key") + flags + " " + kScopedKey);
+      Do(owner, std::string("ssh-key add --name scoped-key") + flags + " " + kScopedKey);
       caller_ = KeyCaller(kScopedKey);
     } else {
       caller_ = owner;
@@ -985,7 +1033,7 @@ std::string World::Unfill(const std::string& text) const {
   return out;
 }
 
-std::vector<std::string> World::Secrets(bool everything) const {
+std::vector<std::string> World::Secrets(Shown shown) const {
   std::vector<std::string> untagged = {kBobUntaggedVm, untagged_id_};
   std::vector<std::string> bob_vms = {kBobVm,      vm_id_,  kBobSandbox,    sandbox_id_,
                                       kBobComment, kBobTag, kBobIntegration};
@@ -994,7 +1042,15 @@ std::vector<std::string> World::Secrets(bool everything) const {
                                     KeyRecord(kAliceKey, "", "").fingerprint};
   std::vector<std::string> out;
   auto add = [&](const std::vector<std::string>& v) { out.insert(out.end(), v.begin(), v.end()); };
-  if (everything) {
+  if (shown == Shown::kAdminPower) {
+    // An unrestricted admin sees every account; one limited to a tag still no VM outside it.
+    if (cred_ == Cred::kAdminTag) {
+      add(bob_vms);
+      add({kAliceVm, alice_vm_id_});
+    }
+    return out;
+  }
+  if (shown == Shown::kNothing) {
     add(bob_vms);
     add(bob_account_secrets_);
     add(alice);
@@ -1020,6 +1076,7 @@ std::vector<std::string> World::Secrets(bool everything) const {
       add(bob_account_secrets_);
       break;
     case Cred::kAdmin:
+    case Cred::kAdminTag:
     case Cred::kExpired:
     case Cred::kRevoked:
       add(bob_vms);
@@ -1378,12 +1435,14 @@ void RunCell(const CommandTable& table, const CommandSpec& spec, const Sample& s
   if (!got.shape.empty()) return fail(got, got.shape);
 
   // Nothing the caller may not see, except what its own line said (compared below).
-  const bool admin_sees = cred == Cred::kAdmin && spec.admin_only && want == Verdict::kAllow;
-  if (!admin_sees) {
-    for (const std::string& secret : world.Secrets(want != Verdict::kAllow)) {
-      if (secret.empty() || line.find(secret) != std::string::npos) continue;
-      if (got.wire.find(secret) != std::string::npos) return fail(got, "leaks \"" + secret + "\"");
-    }
+  World::Shown shown = World::Shown::kCredential;
+  if (want != Verdict::kAllow) shown = World::Shown::kNothing;
+  if (want == Verdict::kAllow && IsAdmin(cred) && (spec.admin_only || sample.admin_power)) {
+    shown = World::Shown::kAdminPower;
+  }
+  for (const std::string& secret : world.Secrets(shown)) {
+    if (secret.empty() || line.find(secret) != std::string::npos) continue;
+    if (got.wire.find(secret) != std::string::npos) return fail(got, "leaks \"" + secret + "\"");
   }
   if (want == Verdict::kAllow) return;
   if (world.Digest() != before) return fail(got, "a refused call changed something");
@@ -1561,10 +1620,9 @@ TEST_F(ScopeMatrixTest, VmLoginsFollowTheSshRow) {
     // Routing is decided once, after authentication (which refuses an expired or removed
     // key): an expired or revoked credential routed while it was valid, and is refused on
     // each channel (above).
-    const bool sees = cred != Cred::kOtherUser && cred != Cred::kAdmin && cred != Cred::kOtherTag;
+    const bool sees = !NamesHidden("{SBX}", cred);
     EXPECT_EQ(world.VmLoginTarget(kBobSandbox).has_value(), sees) << CredName(cred);
-    EXPECT_FALSE(world.VmLoginTarget(kBobUntaggedVm).has_value() &&
-                 (cred == Cred::kOwnTag || cred == Cred::kOtherTag || cred == Cred::kOtherUser))
+    EXPECT_EQ(world.VmLoginTarget(kBobUntaggedVm).has_value(), !NamesHidden("{PLAIN}", cred))
         << CredName(cred);
   }
 }
