@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 namespace warren {
@@ -137,19 +139,25 @@ Status FakeVmHost::Create(const VmSpec& spec) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   }
   std::lock_guard lock(mu_);
+  Step("create", "before", spec.id);
   if (auto f = TakeFailure()) return *f;
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
   WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, spec.disk_gib}));
   Vm vm = Booted(spec, spec.image, spec.disk_gib, /*disk_layers=*/1);
   vm.console = "fake boot of " + spec.image + "\nlogin:\n";
+  MakeVmFiles(spec.id);
+  Step("create", "files", spec.id);
   vms_.emplace(spec.id, std::move(vm));
+  Persist();
   Emit(spec.id, VmState::kRunning);
+  Step("create", "after", spec.id);
   return Status::Ok();
 }
 
 Status FakeVmHost::Transition(std::string_view id, std::initializer_list<VmState> from, VmState to,
                               const char* verb) {
   std::lock_guard lock(mu_);
+  Step(verb, "before", id);
   if (auto f = TakeFailure()) return *f;
   auto it = vms_.find(id);
   if (it == vms_.end()) return NotFound("no vm " + std::string(id));
@@ -178,6 +186,8 @@ Status FakeVmHost::Transition(std::string_view id, std::initializer_list<VmState
     if (info.disk_layers > kMaxDiskLayers) info.disk_layers = 1;
   }
   if (to == VmState::kStopped) info.started_at = 0;
+  Persist();
+  Step(verb, "after", id);
   return Status::Ok();
 }
 
@@ -200,16 +210,22 @@ Status FakeVmHost::Restart(std::string_view id) {
 
 Status FakeVmHost::Destroy(std::string_view id) {
   std::lock_guard lock(mu_);
+  Step("destroy", "before", id);
   if (auto f = TakeFailure()) return *f;
   auto it = vms_.find(id);
   if (it == vms_.end()) return NotFound("no vm " + std::string(id));
   vms_.erase(it);
+  Persist();
   Emit(id, VmState::kStopped);  // removed
+  Step("destroy", "undefined", id);
+  RemoveVmFiles(std::string(id));
+  Step("destroy", "after", id);
   return Status::Ok();
 }
 
 Status FakeVmHost::SaveTemplate(std::string_view id, std::string_view tag) {
   std::lock_guard lock(mu_);
+  Step("save-template", "before", id);
   if (auto f = TakeFailure()) return *f;
   auto it = vms_.find(id);
   if (it == vms_.end()) return NotFound("no vm " + std::string(id));
@@ -223,9 +239,18 @@ Status FakeVmHost::SaveTemplate(std::string_view id, std::string_view tag) {
   t.tag = std::string(tag);
   t.saved_at = clock_.NowUnix();
   t.bytes = it->second.spec.memory_mib * 1024 * 1024 / 4;
-  templates_[VmShapeKey(t.shape)] = t;
+  const std::string key = VmShapeKey(t.shape);
+  if (!dir_.empty()) {
+    std::ofstream(TemplateFile(key)) << "fake memory of " << id << "\n";
+    Step("save-template", "files", key);
+  }
+  templates_[key] = t;
   vms_.erase(it);
+  Persist();
   Emit(id, VmState::kStopped);  // removed
+  Step("save-template", "saved", key);
+  RemoveVmFiles(std::string(id));
+  Step("save-template", "after", key);
   return Status::Ok();
 }
 
@@ -238,10 +263,14 @@ Result<std::vector<TemplateInfo>> FakeVmHost::Templates() {
 
 Status FakeVmHost::RemoveTemplate(const VmShape& shape) {
   std::lock_guard lock(mu_);
+  const std::string key = VmShapeKey(shape);
+  Step("remove-template", "before", key);
   if (auto f = TakeFailure()) return *f;
-  if (templates_.erase(VmShapeKey(shape)) == 0) {
-    return NotFound("no template of shape " + VmShapeKey(shape));
-  }
+  if (templates_.erase(key) == 0) return NotFound("no template of shape " + key);
+  Persist();
+  Step("remove-template", "forgotten", key);
+  if (!dir_.empty()) std::filesystem::remove(TemplateFile(key));
+  Step("remove-template", "after", key);
   return Status::Ok();
 }
 
@@ -260,6 +289,7 @@ std::string FakeHostKeyOf(const VmSpec& spec) {
 Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   std::lock_guard lock(mu_);
+  Step("restore", "before", spec.id);
   if (auto f = TakeFailure()) return *f;
   if (!templates_.count(VmShapeKey(ShapeOf(spec)))) {
     return NotFound("no template of shape " + VmShapeKey(ShapeOf(spec)));
@@ -268,22 +298,24 @@ Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, spec.disk_gib}));
   Vm vm = Booted(spec, spec.image, spec.disk_gib, /*disk_layers=*/1);
   vm.console = "";  // a restored guest prints nothing until it is asked to
+  RestoredVm r;
+  if (spec.egress == Egress::kAll) vm.mac = r.mac = NextMac();
+  MakeVmFiles(spec.id);
+  Step("restore", "files", spec.id);
   vms_.emplace(spec.id, std::move(vm));
   restored_.insert(spec.id);
+  Persist();
   Emit(spec.id, VmState::kRunning);
-  RestoredVm r;
-  if (spec.egress == Egress::kAll) {
-    r.mac = NextMac();
-    vms_.find(spec.id)->second.mac = r.mac;
-  }
   r.host_key_pub = FakeHostKeyOf(spec);
   r.restore_ms = 1;
+  Step("restore", "after", spec.id);
   return r;
 }
 
 Result<RestoredVm> FakeVmHost::Reidentify(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   std::lock_guard lock(mu_);
+  Step("reidentify", "before", spec.id);
   if (auto f = TakeFailure()) return *f;
   auto it = vms_.find(spec.id);
   if (it == vms_.end()) return NotFound("no vm " + spec.id);
@@ -306,6 +338,8 @@ Result<RestoredVm> FakeVmHost::Reidentify(const VmSpec& spec) {
     vm.info.state = VmState::kRunning;
     Emit(spec.id, VmState::kRunning);
   }
+  Persist();
+  Step("reidentify", "after", spec.id);
   return r;
 }
 
@@ -313,6 +347,7 @@ Result<RestoredVm> FakeVmHost::CopyLive(std::string_view source_id, const VmSpec
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");
   std::lock_guard lock(mu_);
+  Step("copy-live", "before", spec.id);
   if (auto f = TakeFailure()) return *f;
   auto src = vms_.find(source_id);
   if (src == vms_.end()) return NotFound("no vm " + std::string(source_id));
@@ -322,15 +357,27 @@ Result<RestoredVm> FakeVmHost::CopyLive(std::string_view source_id, const VmSpec
   }
   if (vms_.count(spec.id)) return Conflict("vm " + spec.id + " already exists");
   WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, src->second.info.disk_gib}));
+  // The source's memory, saved beside its snapshot, is restored as the copy.
+  const std::string memory = dir_.empty() ? "" : dir_ + "/tmp/live-" + spec.id + ".save";
+  if (!memory.empty()) {
+    std::ofstream(memory) << "fake memory of " << source_id << "\n";
+    Step("copy-live", "memory", spec.id);
+  }
   Vm vm = Forked(src->second, spec);
   vm.console = "";  // restored: its guest prints nothing until asked
   RestoredVm r;
   if (spec.egress == Egress::kAll) vm.mac = NextMac();
   r.mac = vm.mac;
   r.host_key_pub = FakeHostKeyOf(spec);
+  MakeVmFiles(spec.id);
+  Step("copy-live", "files", spec.id);
   vms_.emplace(spec.id, std::move(vm));
   live_copied_.insert(spec.id);
+  Persist();
   Emit(spec.id, VmState::kRunning);
+  Step("copy-live", "restored", spec.id);
+  if (!memory.empty()) std::filesystem::remove(memory);
+  Step("copy-live", "after", spec.id);
   return r;
 }
 
@@ -355,21 +402,27 @@ bool FakeVmHost::WasRestored(std::string_view id) {
 Status FakeVmHost::Rename(std::string_view id, std::string_view name) {
   WARREN_RETURN_IF_ERROR(ValidateVmName(name));
   std::lock_guard lock(mu_);
+  Step("rename", "before", id);
   if (auto f = TakeFailure()) return *f;
   auto it = vms_.find(id);
   if (it == vms_.end()) return NotFound("no vm " + std::string(id));
   it->second.info.name = std::string(name);
+  Persist();
+  Step("rename", "after", id);
   return Status::Ok();
 }
 
 Result<bool> FakeVmHost::SetNetwork(std::string_view id, Egress egress) {
   std::lock_guard lock(mu_);
+  Step("set-network", "before", id);
   if (auto f = TakeFailure()) return *f;
   auto it = vms_.find(id);
   if (it == vms_.end()) return NotFound("no vm " + std::string(id));
   Vm& vm = it->second;
   if (vm.spec.egress == egress) return false;
   vm.spec.egress = egress;
+  Persist();
+  Step("set-network", "after", id);
   return vm.info.state == VmState::kRunning || vm.info.state == VmState::kPaused;
 }
 
@@ -387,6 +440,7 @@ Status FakeVmHost::Copy(std::string_view source_id, const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");
   std::lock_guard lock(mu_);
+  Step("copy", "before", spec.id);
   if (auto f = TakeFailure()) return *f;
   auto src = vms_.find(source_id);
   if (src == vms_.end()) return NotFound("no vm " + std::string(source_id));
@@ -394,14 +448,19 @@ Status FakeVmHost::Copy(std::string_view source_id, const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(CheckRoom({spec.cpus, spec.memory_mib, src->second.info.disk_gib}));
   Vm vm = Forked(src->second, spec);
   vm.console = "fake boot of a copy of " + std::string(source_id) + "\nlogin:\n";
+  MakeVmFiles(spec.id);
+  Step("copy", "files", spec.id);
   vms_.emplace(spec.id, std::move(vm));
+  Persist();
   Emit(spec.id, VmState::kRunning);
+  Step("copy", "after", spec.id);
   return Status::Ok();
 }
 
 Result<ResizeOutcome> FakeVmHost::Resize(std::string_view id, const ResizeSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateResizeSpec(spec));
   std::lock_guard lock(mu_);
+  Step("resize", "before", id);
   if (auto f = TakeFailure()) return *f;
   auto it = vms_.find(id);
   if (it == vms_.end()) return NotFound("no vm " + std::string(id));
@@ -415,8 +474,11 @@ Result<ResizeOutcome> FakeVmHost::Resize(std::string_view id, const ResizeSpec& 
                  std::max<int64_t>(0, spec.disk_gib - vm.info.disk_gib)}));
   ResizeOutcome out;
   if (spec.disk_gib > vm.info.disk_gib) {
+    // The disk grows first, as on the real host (a block resize, then the definition).
     vm.info.disk_gib = spec.disk_gib;
     out.disk_grown = true;
+    Persist();
+    Step("resize", "disk", id);
   }
   const bool live = vm.info.state == VmState::kRunning || vm.info.state == VmState::kPaused;
   if (spec.cpus != 0 && spec.cpus != vm.config_cpus) {
@@ -431,10 +493,15 @@ Result<ResizeOutcome> FakeVmHost::Resize(std::string_view id, const ResizeSpec& 
     vm.info.cpus = vm.config_cpus;
     vm.info.memory_mib = vm.config_memory_mib;
   }
+  Persist();
+  Step("resize", "after", id);
   return out;
 }
 
-Result<int> FakeVmHost::RemoveUnusedDisks() { return 0; }
+Result<int> FakeVmHost::RemoveUnusedDisks() {
+  std::lock_guard lock(mu_);
+  return RemoveLeftoverFiles();
+}
 
 Result<VmInfo> FakeVmHost::Inspect(std::string_view id) {
   std::lock_guard lock(mu_);

@@ -3,12 +3,15 @@
 // fail the next operation. WatchStates delivers as LibvirtHost does (VmStateDelivery: its
 // own thread, in order); FlushStateEvents waits for it, and a test can change a VM's state
 // behind warren's back or have the host report every state as after a reconnect.
-// Thread-safe.
+// Optionally persistent (PersistIn): its state lives in a data directory, as libvirt's
+// persistent domains outlive warren, so a test can kill the process and start it again over
+// the same host (tests/crash). Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -82,6 +85,33 @@ class FakeVmHost final : public VmHost {
   // Waits until every state change so far has reached the listener.
   void FlushStateEvents();
 
+  // ---- Persistence. With PersistIn(dir) the host's state lives in dir/fake-host.json,
+  // written through (atomically) after every change, and each VM, template and live copy
+  // has small files where the real host keeps its own: vms/<id>/{seed.img,console.log,
+  // control.sock} (a regular file stands for the socket), disks/<id>.qcow2,
+  // templates/<shape key>.save, tmp/live-<id>.save while a live copy is restored. A change
+  // makes its files before the VM is recorded and removes them after it is forgotten, so a
+  // process killed in between leaves files no VM owns, which RemoveUnusedDisks collects
+  // (as the real host's collection does). Loads what an earlier process left there. Call it
+  // first, before any other method; Internal when the state cannot be read.
+  Status PersistIn(const std::string& dir);
+  // Called at each step of every change, under the host's lock: "create:before",
+  // "create:files", "create:after"... with the VM's id (or the template's shape key). The
+  // hook must not call the host; a crash test prints the step and may SIGKILL the process
+  // there. Steps with "before" come before anything changed, "after" once it is persisted.
+  using StepHook = std::function<void(std::string_view step, std::string_view what)>;
+  void SetStepHook(StepHook hook);
+  // The definition of `id`: what its next boot takes (a resize of a running VM changes it,
+  // not VmInfo's live figures), and its label and NIC.
+  struct Definition {
+    std::string name;
+    int cpus = 0;
+    int64_t memory_mib = 0;
+    int64_t disk_gib = 0;
+    Egress egress = Egress::kAll;
+  };
+  std::optional<Definition> DefinitionOf(std::string_view id);
+
  private:
   struct Vm {
     VmInfo info;
@@ -110,6 +140,13 @@ class FakeVmHost final : public VmHost {
   void Emit(std::string_view id, VmState state);
   // The delivery, once WatchStates made it (under mu_); it outlives every other member.
   VmStateDelivery* Delivery();
+  // Persistence (no-ops unless PersistIn), with mu_ held. Step calls the hook.
+  void Step(const char* verb, const char* phase, std::string_view what);
+  void Persist();
+  void MakeVmFiles(const std::string& id);
+  void RemoveVmFiles(const std::string& id);
+  std::string TemplateFile(const std::string& shape_key) const;
+  int RemoveLeftoverFiles();
 
   const Clock& clock_;
   std::mutex mu_;
@@ -123,6 +160,8 @@ class FakeVmHost final : public VmHost {
   int64_t limit_disk_gib_ = INT64_MAX;
   int cores_ = 64;
   std::atomic<int64_t> create_delay_ms_{0};
+  std::string dir_;  // PersistIn's; empty: in memory only
+  StepHook step_hook_;
   // Last: destroyed first, its thread stopped while what its full report reads still exists.
   std::unique_ptr<VmStateDelivery> delivery_;
 };

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include <filesystem>
+#include <fstream>
+#include <tuple>
 
 #include "tests/fakes/fake_vm_host.h"
 #include "tests/unit/real_libvirt_env.h"
@@ -687,6 +689,63 @@ TEST(FakeVmHostTest, FailNextChangesNothing) {
   EXPECT_EQ(host.Create(s).code(), Code::kUnavailable);
   EXPECT_TRUE(host.List()->empty());
   EXPECT_TRUE(host.Create(s).ok());
+}
+
+// Persisted (PersistIn), the fake is the same host again in a new process: VMs, their
+// definitions and templates come back, each has its files, and files no VM or template owns
+// (what a process killed mid-change leaves) go at the next RemoveUnusedDisks.
+TEST(FakeVmHostTest, PersistedStateOutlivesTheObject) {
+  char tmpl[] = "/tmp/warren-fake-host-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::vector<std::string> steps;
+  {
+    FakeVmHost host;
+    ASSERT_TRUE(host.PersistIn(dir).ok());
+    host.SetStepHook([&](std::string_view step, std::string_view) { steps.emplace_back(step); });
+    VmSpec s;
+    s.id = "aaaa0101";
+    s.image = "tiny@1";
+    s.cpus = 1;
+    s.memory_mib = 256;
+    s.disk_gib = 1;
+    ASSERT_TRUE(host.Create(s).ok());
+    EXPECT_EQ(steps, (std::vector<std::string>{"create:before", "create:files", "create:after"}));
+    ResizeSpec r;
+    r.cpus = 2;
+    r.disk_gib = 3;
+    ASSERT_TRUE(host.Resize(s.id, r).ok());
+    ASSERT_TRUE(host.Rename(s.id, "renamed").ok());
+    VmSpec t = s;
+    t.id = "aaaa0102";
+    ASSERT_TRUE(host.Create(t).ok());
+    ASSERT_TRUE(host.SaveTemplate(t.id, "runner-1").ok());
+    ASSERT_TRUE(host.Stop(s.id).ok());
+  }
+  FakeVmHost again;
+  ASSERT_TRUE(again.PersistIn(dir).ok());
+  ASSERT_EQ(again.List()->size(), 1u);
+  EXPECT_EQ(again.Inspect("aaaa0101")->state, VmState::kStopped);
+  std::optional<FakeVmHost::Definition> d = again.DefinitionOf("aaaa0101");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ((std::tuple{d->name, d->cpus, d->disk_gib}), (std::tuple{"renamed", 2, int64_t{3}}));
+  ASSERT_EQ(again.Templates()->size(), 1u);
+  namespace fs = std::filesystem;
+  EXPECT_TRUE(fs::exists(dir + "/vms/aaaa0101/control.sock"));
+  EXPECT_TRUE(fs::exists(dir + "/disks/aaaa0101.qcow2"));
+  EXPECT_FALSE(fs::exists(dir + "/vms/aaaa0102"));  // saved: its files went
+  // Leftovers of a change cut short: a VM's files without its VM, a live copy's memory.
+  fs::create_directories(dir + "/vms/aaaa0199");
+  std::ofstream(dir + "/disks/aaaa0199.qcow2") << "x";
+  std::ofstream(dir + "/tmp/live-aaaa0199.save") << "x";
+  EXPECT_EQ(again.RemoveUnusedDisks().value(), 1);
+  EXPECT_FALSE(fs::exists(dir + "/vms/aaaa0199"));
+  EXPECT_FALSE(fs::exists(dir + "/tmp/live-aaaa0199.save"));
+  EXPECT_TRUE(fs::exists(dir + "/disks/aaaa0101.qcow2"));
+  ASSERT_TRUE(again.Destroy("aaaa0101").ok());
+  EXPECT_FALSE(fs::exists(dir + "/vms/aaaa0101"));
+  EXPECT_FALSE(fs::exists(dir + "/disks/aaaa0101.qcow2"));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 # The fake VmHost lives here, in tests, never in the product.
-add_library(warren_test_fakes STATIC fakes/fake_vm_host.cc)
-target_link_libraries(warren_test_fakes PUBLIC warren_vmhost)
+add_library(warren_test_fakes STATIC fakes/fake_vm_host.cc fakes/fake_vm_host_state.cc)
+target_link_libraries(warren_test_fakes PUBLIC warren_vmhost PRIVATE nlohmann_json::nlohmann_json)
 
 # No fake: finds (or starts) the real libvirtd, the tiny image and a data dir for the
 # real-QEMU tests.
