@@ -1429,7 +1429,9 @@ void RunCell(const CommandTable& table, const CommandSpec& spec, const Sample& s
   if (!world.broken().empty()) return fail({}, "world: " + world.broken());
 
   const std::string line = world.Fill(sample.line);
-  const std::string before = world.Digest();
+  // What must not change: everything, for a refusal or a read-only command.
+  const bool unchanged = want != Verdict::kAllow || spec.read_only;
+  const std::string before = unchanged ? world.Digest() : "";
   Observed got = world.Run(sample.path, line);
   if (got.verdict() != want) return fail(got, "");
   if (!got.shape.empty()) return fail(got, got.shape);
@@ -1444,7 +1446,13 @@ void RunCell(const CommandTable& table, const CommandSpec& spec, const Sample& s
     if (secret.empty() || line.find(secret) != std::string::npos) continue;
     if (got.wire.find(secret) != std::string::npos) return fail(got, "leaks \"" + secret + "\"");
   }
-  if (want == Verdict::kAllow) return;
+  if (want == Verdict::kAllow) {
+    // What exec_read_only may run changes nothing, as its table entry says.
+    if (spec.read_only && world.Digest() != before) {
+      return fail(got, "a read-only command changed something");
+    }
+    return;
+  }
   if (world.Digest() != before) return fail(got, "a refused call changed something");
 
   // A refusal naming bob's things the caller may not see (or reached before anything named is
