@@ -65,7 +65,7 @@ using nlohmann::json;
 
 // ---- The axes -------------------------------------------------------------------------------
 
-// Who calls. Every credential but kOtherUser's and kAdmin's is the VMs' owner's (bob's).
+// Who calls: the VMs' owner, bob, with each kind of limit, or another user (alice, or root).
 enum class Cred {
   kOwner,        // bob, unrestricted
   kOtherUser,    // alice
@@ -217,7 +217,7 @@ constexpr char kVictimKey[] =
     "victim@matrix";
 constexpr char kDaveKey[] =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAWKsLPz8yXZEomgrO7aOaEZtIilaqyfOGNZuVogwtez dave@matrix";
-// The credential under test, when it is a key bob adds (tag, cmds, expired, revoked).
+// The credential under test when it is a key added for it (every limited one).
 constexpr char kScopedKey[] =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIELtkoa6DV+K3HQz8TzhLItzGgU9jftscZYh32uiZM/Y "
     "scoped@matrix";
@@ -260,8 +260,8 @@ const std::map<Cred, Verdict> kBobsTagLimitedDenied = {{Cred::kOtherTag, Verdict
                                                        {Cred::kOwnTag, Verdict::kDenied}};
 
 // Every command of the table needs at least one line here (the test fails otherwise). Bob
-// (the owner, unrestricted) must be able to run each line; the other cells follow from the
-// command's table entry and from what the line names.
+// (the owner, unrestricted) must be able to run each line unless its `except` says; the other
+// cells follow from the command's table entry and from what the line names.
 const std::vector<Sample>& Samples() {
   static const auto* samples = new std::vector<Sample>{
       {"help", "help new"},
@@ -611,6 +611,10 @@ std::string WorldRoot() {
   return root;
 }
 
+// One cell's world: a store in a temp dir with alice, bob, root and dave; bob's VMs,
+// sandbox, job, integrations, share link and spare key and label; alice's VM and integration;
+// a pending OAuth sign-in; the interpreter, /exec, REST and MCP handlers on one command
+// runner; and the cell's credential. Used by one thread.
 class World {
  public:
   // Builds the world for one cell of `sample`: its setup runs as bob before the credential
@@ -618,13 +622,13 @@ class World {
   World(Cred cred, Surface surface, const Sample& sample);
   ~World();
 
-  // The line with bob's real names put in (or, with `absent`, their twins).
+  // The line with bob's real names put in (for the placeholders in `absent`, their twins).
   std::string Fill(const std::string& line, const std::set<std::string>& absent = {}) const;
   // `text` with bob's real names (or their twins) back to placeholders.
   std::string Unfill(const std::string& text) const;
   // Runs the line (filled in) of command `path` as the cell's credential on its surface.
   Observed Run(const std::string& path, const std::string& line);
-  // Everything a refused call must leave as it was.
+  // Everything a refused call, or a read-only command, must leave as it was.
   std::string Digest();
   // What the cell's credential must never be shown.
   enum class Shown {
