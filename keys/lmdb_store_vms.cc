@@ -28,6 +28,8 @@ std::string_view VmPhaseName(VmPhase p) {
       return "creating";
     case VmPhase::kReady:
       return "ready";
+    case VmPhase::kRemoving:
+      return "removing";
   }
   return "creating";
 }
@@ -42,7 +44,7 @@ Result<DesiredState> ParseDesiredState(std::string_view s) {
 }
 
 Result<VmPhase> ParsePhase(std::string_view s) {
-  for (VmPhase p : {VmPhase::kCreating, VmPhase::kReady}) {
+  for (VmPhase p : {VmPhase::kCreating, VmPhase::kReady, VmPhase::kRemoving}) {
     if (VmPhaseName(p) == s) return p;
   }
   return Internal("unknown phase \"" + std::string(s) + "\"");
@@ -57,30 +59,36 @@ namespace lmdb {
 nlohmann::json Codec<VmRecord>::Encode(const VmRecord& vm) {
   nlohmann::json env = nlohmann::json::array();
   for (const auto& [k, v] : vm.env) env.push_back({k, v});
-  return {{"id", vm.id},
-          {"name", vm.name},
-          {"owner", vm.owner},
-          {"image", vm.image},
-          {"cpus", vm.cpus},
-          {"memory_mib", vm.memory_mib},
-          {"disk_gib", vm.disk_gib},
-          {"tags", vm.tags},
-          {"comment", vm.comment},
-          {"env", std::move(env)},
-          {"egress", vm.egress},
-          {"created_at", vm.created_at},
-          {"desired_state", DesiredStateName(vm.desired_state)},
-          {"phase", VmPhaseName(vm.phase)},
-          {"kind", vm.kind},
-          {"size", vm.size},
-          {"expires_at", vm.expires_at},
-          {"made", vm.made},
-          {"made_ms", vm.made_ms},
-          {"meter",
-           {{"running_since_ms", vm.meter.running_since_ms},
-            {"running_cpus", vm.meter.running_cpus},
-            {"running_memory_mib", vm.meter.running_memory_mib},
-            {"disk_since_ms", vm.meter.disk_since_ms}}}};
+  nlohmann::json j = {{"id", vm.id},
+                      {"name", vm.name},
+                      {"owner", vm.owner},
+                      {"image", vm.image},
+                      {"cpus", vm.cpus},
+                      {"memory_mib", vm.memory_mib},
+                      {"disk_gib", vm.disk_gib},
+                      {"tags", vm.tags},
+                      {"comment", vm.comment},
+                      {"env", std::move(env)},
+                      {"egress", vm.egress},
+                      {"created_at", vm.created_at},
+                      {"desired_state", DesiredStateName(vm.desired_state)},
+                      {"phase", VmPhaseName(vm.phase)},
+                      {"kind", vm.kind},
+                      {"size", vm.size},
+                      {"expires_at", vm.expires_at},
+                      {"made", vm.made},
+                      {"made_ms", vm.made_ms},
+                      {"meter",
+                       {{"running_since_ms", vm.meter.running_since_ms},
+                        {"running_cpus", vm.meter.running_cpus},
+                        {"running_memory_mib", vm.meter.running_memory_mib},
+                        {"disk_since_ms", vm.meter.disk_since_ms}}}};
+  if (vm.pending_resize) {
+    j["pending_resize"] = {{"cpus", vm.pending_resize->cpus},
+                           {"memory_mib", vm.pending_resize->memory_mib},
+                           {"disk_gib", vm.pending_resize->disk_gib}};
+  }
+  return j;
 }
 
 Result<VmRecord> Codec<VmRecord>::Decode(const nlohmann::json& j) {
@@ -112,6 +120,10 @@ Result<VmRecord> Codec<VmRecord>::Decode(const nlohmann::json& j) {
     // Records written before these fields were all booted; how long it took is unknown.
     vm.made = j.value("made", "boot");
     vm.made_ms = j.value("made_ms", int64_t{0});
+    if (auto it = j.find("pending_resize"); it != j.end()) {
+      vm.pending_resize = PendingResize{it->value("cpus", 0), it->value("memory_mib", int64_t{0}),
+                                        it->value("disk_gib", int64_t{0})};
+    }
     if (auto it = j.find("meter"); it != j.end()) {
       vm.meter.running_since_ms = it->value("running_since_ms", int64_t{0});
       vm.meter.running_cpus = it->value("running_cpus", 0);

@@ -85,11 +85,22 @@ inline constexpr size_t kMaxTokensPerLabel = 100;
 enum class DesiredState { kRunning, kStopped, kPaused };
 std::string_view DesiredStateName(DesiredState s);  // "running", "stopped", "paused"
 
-// How far a VM's creation got. A record is written (kCreating) before the hypervisor is
-// asked for anything, so a crash half-way leaves a record that reconcile can clean up
-// rather than a domain nobody knows about.
-enum class VmPhase { kCreating, kReady };
-std::string_view VmPhaseName(VmPhase p);  // "creating", "ready"
+// How far a VM's creation (or removal) got. A record is written (kCreating) before the
+// hypervisor is asked for anything, so a crash half-way leaves a record that reconcile can
+// clean up rather than a domain nobody knows about; `rm` marks it kRemoving before it
+// destroys the domain, so a crash before the record is deleted leaves one that reconcile
+// finishes removing rather than a record whose domain is gone.
+enum class VmPhase { kCreating, kReady, kRemoving };
+std::string_view VmPhaseName(VmPhase p);  // "creating", "ready", "removing"
+
+// A resize asked of the hypervisor and not yet recorded: `resize` writes it before it asks the
+// host and replaces it with the new sizes once the host agreed, so after a crash in between
+// reconcile asks the host again and records them. 0 leaves a value as it is.
+struct PendingResize {
+  int cpus = 0;
+  int64_t memory_mib = 0;
+  int64_t disk_gib = 0;
+};
 
 struct VmRecord {
   std::string id;     // [a-z0-9]{12}, random, never reused: the domain is "warren-<id>"
@@ -113,6 +124,8 @@ struct VmRecord {
   std::string kind = "vm";
   std::string size;        // a sandbox's size name ("small"); "" for a VM
   int64_t expires_at = 0;  // Unix seconds a sandbox is destroyed at; 0 for a VM
+  // Set only while a resize is between the host and the store (see PendingResize).
+  std::optional<PendingResize> pending_resize;
   // How it was made and how long that took, for operators and benchmarks (stat --json):
   // kVmMadeHow below; made_ms from the request to the guest answering.
   std::string made = "boot";
@@ -122,6 +135,15 @@ struct VmRecord {
   // keeps the stored meter whatever `change` does to it.
   VmMeter meter;
 };
+
+// The sizes a resize leaves in `vm` once the host made them (a disk only grows), with no
+// resize pending any more.
+inline void ApplyResize(VmRecord& vm, const PendingResize& resize) {
+  if (resize.cpus != 0) vm.cpus = resize.cpus;
+  if (resize.memory_mib != 0) vm.memory_mib = resize.memory_mib;
+  if (resize.disk_gib > vm.disk_gib) vm.disk_gib = resize.disk_gib;
+  vm.pending_resize.reset();
+}
 
 // What VmRecord::made may say: booted from its image, restored from a saved template under its
 // own identity, taken from the warm pool (a paused VM restored from a template beforehand),

@@ -121,26 +121,39 @@ class ResizeCommand final : public Command {
 
  private:
   // The host's resize and the new sizes in the store, under the owner's quota lock once
-  // their limits allow the growth (vm_quota.h). `vm` becomes the record as stored.
+  // their limits allow the growth (vm_quota.h). The resize is recorded as pending before the
+  // host is asked, so reconcile finishes it should warren stop in between (the host may
+  // have made it, or half of it: a disk grown, the definition not yet). `vm` becomes the
+  // record as stored.
   static Result<ResizeOutcome> ResizeAndRecord(CommandContext& ctx, VmHost& host,
                                                const ResizeSpec& spec, VmRecord& vm) {
     UserQuotaLock quota(vm.owner);
+    const PendingResize resize{spec.cpus, spec.memory_mib, spec.disk_gib};
     VmRecord planned = vm;
-    if (spec.cpus != 0) planned.cpus = spec.cpus;
-    if (spec.memory_mib != 0) planned.memory_mib = spec.memory_mib;
-    if (spec.disk_gib != 0) planned.disk_gib = std::max(planned.disk_gib, spec.disk_gib);
+    ApplyResize(planned, resize);
     WARREN_RETURN_IF_ERROR(CheckUserQuota(ctx, planned));
+    WARREN_RETURN_IF_ERROR(ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
+      r.pending_resize = resize;
+      return Status::Ok();
+    }));
     Result<ResizeOutcome> out = host.Resize(vm.id, spec);
     if (!out.ok()) {
+      // Refused (the host checks before it changes anything) or failed: not pending.
+      if (Status st = ctx.store().UpdateVm(vm.id,
+                                           [](VmRecord& r) {
+                                             r.pending_resize.reset();
+                                             return Status::Ok();
+                                           });
+          !st.ok()) {
+        LogWarn("resize: " + LogQuote(vm.name) + ": " + LogQuote(st.ToString()));
+      }
       if (out.status().code() == Code::kNotFound) {
         return NotFound(vm.name + "'s domain is missing; rm it and make a new one");
       }
       return out.status().Annotate("resizing " + vm.name);
     }
     WARREN_RETURN_IF_ERROR(ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
-      if (spec.cpus != 0) r.cpus = spec.cpus;
-      if (spec.memory_mib != 0) r.memory_mib = spec.memory_mib;
-      if (spec.disk_gib != 0) r.disk_gib = std::max(r.disk_gib, spec.disk_gib);
+      ApplyResize(r, resize);
       vm = r;
       return Status::Ok();
     }));

@@ -5,6 +5,7 @@
 
 #include "lobby/base/log.h"
 #include "lobby/commands/job_names.h"
+#include "lobby/commands/vm_egress.h"
 
 namespace warren {
 namespace {
@@ -26,13 +27,14 @@ class Reconciler {
       recorded.insert(vm.id);
       auto it = by_id.find(vm.id);
       const VmInfo* domain = it == by_id.end() ? nullptr : &it->second;
-      if (vm.phase == VmPhase::kCreating) {
+      if (vm.phase == VmPhase::kCreating || vm.phase == VmPhase::kRemoving) {
         RemoveUnfinished(vm, domain != nullptr);
       } else if (domain == nullptr) {
         LogWarn("reconcile: VM " + LogQuote(vm.name) + " (" + vm.id + ", owner " +
                 LogQuote(vm.owner) + ") has no domain; its record is kept and shows as missing");
         r_.missing.push_back(vm.name);
       } else {
+        FinishChanges(vm, *domain);
         Converge(vm, *domain);
       }
     }
@@ -57,9 +59,11 @@ class Reconciler {
     if (first_error_.ok()) first_error_ = st.Annotate(what);
   }
 
+  // A `new` or `cp` that did not finish, or an `rm` that did not: the VM goes.
   void RemoveUnfinished(const VmRecord& vm, bool has_domain) {
-    LogWarn("reconcile: VM " + LogQuote(vm.name) + " (" + vm.id +
-            ") was still being created when warren stopped; removing it");
+    const bool removing = vm.phase == VmPhase::kRemoving;
+    LogWarn("reconcile: VM " + LogQuote(vm.name) + " (" + vm.id + ") was still being " +
+            (removing ? "removed" : "created") + " when warren stopped; removing it");
     if (guests_ != nullptr) guests_->Disconnect(vm.id);
     if (has_domain) {
       Status st = host_.Destroy(vm.id);
@@ -72,7 +76,46 @@ class Reconciler {
     if (!st.ok() && st.code() != Code::kNotFound) {
       return Fail("deleting the record of unfinished VM " + vm.name, st);
     }
-    r_.unfinished_removed.push_back(vm.name);
+    (removing ? r_.removals_finished : r_.unfinished_removed).push_back(vm.name);
+  }
+
+  // What a command left half-way between the host and the store: the store says what was
+  // asked (rename and egress write the store first or last; either way the domain follows
+  // the record), and a resize recorded as pending is asked of the host again (the same sizes
+  // change nothing twice) and then recorded.
+  void FinishChanges(const VmRecord& vm, const VmInfo& domain) {
+    if (domain.name != vm.name) {
+      Status st = host_.Rename(vm.id, vm.name);
+      if (!st.ok()) return Fail("renaming the domain of " + vm.name, st);
+      r_.relabelled.push_back(vm.name);
+    }
+    Result<bool> nic = host_.SetNetwork(vm.id, HostEgressFor(vm.egress));
+    if (!nic.ok()) return Fail("setting the network device of " + vm.name, nic.status());
+    if (vm.pending_resize) FinishResize(vm);
+  }
+
+  void FinishResize(const VmRecord& vm) {
+    const PendingResize& p = *vm.pending_resize;
+    ResizeSpec spec;
+    spec.cpus = p.cpus;
+    spec.memory_mib = p.memory_mib;
+    spec.disk_gib = p.disk_gib;
+    Result<ResizeOutcome> out = host_.Resize(vm.id, spec);
+    const Code code = out.status().code();
+    if (!out.ok() && code != Code::kInvalidArgument && code != Code::kLimitExceeded) {
+      return Fail("finishing the resize of " + vm.name, out.status());  // again next time
+    }
+    Status st = store_.UpdateVm(vm.id, [&](VmRecord& r) {
+      if (out.ok()) {
+        ApplyResize(r, p);
+      } else {
+        r.pending_resize.reset();  // refused now: it stays as it was
+      }
+      return Status::Ok();
+    });
+    if (!out.ok()) return Fail("finishing the resize of " + vm.name, out.status());
+    if (!st.ok()) return Fail("recording the resize of " + vm.name, st);
+    r_.resized.push_back(vm.name);
   }
 
   void DestroyOrphan(const VmInfo& domain) {
@@ -169,12 +212,14 @@ Status Reconcile(Store& store, VmHost& host, GuestControl* guests, const Clock& 
   ReconcileReport& r = report != nullptr ? *report : local;
   Status st = Reconciler(store, host, guests, clock.NowUnix(), r).Run();
   LogInfo("reconcile: " + std::to_string(r.unfinished_removed.size()) + " unfinished removed, " +
-          std::to_string(r.orphans_destroyed.size()) + " orphans destroyed, " +
-          std::to_string(r.missing.size()) + " missing, " + std::to_string(r.started.size()) +
-          " started, " + std::to_string(r.paused.size()) + " paused, " +
-          std::to_string(r.stopped.size()) + " stopped, " + std::to_string(r.jobs_expired) +
-          " expired jobs, " + std::to_string(r.disks_removed) + " unused disks removed, " +
-          std::to_string(r.errors.size()) + " errors");
+          std::to_string(r.removals_finished.size()) + " removals finished, " +
+          std::to_string(r.relabelled.size()) + " relabelled, " + std::to_string(r.resized.size()) +
+          " resizes finished, " + std::to_string(r.orphans_destroyed.size()) +
+          " orphans destroyed, " + std::to_string(r.missing.size()) + " missing, " +
+          std::to_string(r.started.size()) + " started, " + std::to_string(r.paused.size()) +
+          " paused, " + std::to_string(r.stopped.size()) + " stopped, " +
+          std::to_string(r.jobs_expired) + " expired jobs, " + std::to_string(r.disks_removed) +
+          " unused disks removed, " + std::to_string(r.errors.size()) + " errors");
   return st;
 }
 

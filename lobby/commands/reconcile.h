@@ -2,6 +2,10 @@
 // starts, so that warren "restarts from the store plus what libvirt reports":
 //   - a record still "creating" (warren stopped in the middle of `new`): its domain, if
 //     any, is destroyed and the record deleted — that VM was never handed to anyone;
+//   - a record "removing" (warren stopped in the middle of `rm`): the removal is finished;
+//   - a domain whose name or network device is not the record's (a `rename` or `egress`
+//     cut short): made the record's; a resize recorded as pending (a `resize` cut short):
+//     asked of the host again and recorded;
 //   - a domain with no record (an orphan): destroyed, and logged;
 //   - a record whose domain is gone: kept (the user's record is not silently dropped) and
 //     logged; ls and stat show it as "missing" and rm removes it;
@@ -32,6 +36,9 @@ namespace warren {
 // What Reconcile did, for the daemon's log and for tests. VMs by name, orphans by id.
 struct ReconcileReport {
   std::vector<std::string> unfinished_removed;
+  std::vector<std::string> removals_finished;
+  std::vector<std::string> relabelled;  // domains renamed to their record's name
+  std::vector<std::string> resized;     // pending resizes finished
   std::vector<std::string> orphans_destroyed;
   std::vector<std::string> missing;
   std::vector<std::string> started;

@@ -114,12 +114,36 @@ Result<GuestControl*> RequireGuests(CommandContext& ctx) {
   return ctx.services.guests;
 }
 
+namespace {
+
+// Sets a ready VM's phase (a creating one keeps its own: reconcile removes it either way).
+Status MarkVm(Store& store, const std::string& id, VmPhase from, VmPhase to) {
+  return store.UpdateVm(id, [&](VmRecord& r) {
+    if (r.phase == from) r.phase = to;
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
 Status RemoveVm(Services& services, const VmRecord& vm) {
   if (services.vms == nullptr) return Unavailable("this server runs no VMs");
+  // Marked first: should warren die between the domain and the record, reconcile finishes
+  // the removal instead of keeping a record whose domain is gone.
+  Status st = MarkVm(*services.store, vm.id, VmPhase::kReady, VmPhase::kRemoving);
+  if (st.code() == Code::kNotFound) return Status::Ok();  // removed meanwhile
+  WARREN_RETURN_IF_ERROR(st.Annotate("removing " + vm.name));
   if (services.guests != nullptr) services.guests->Disconnect(vm.id);
-  Status st = services.vms->Destroy(vm.id);
+  st = services.vms->Destroy(vm.id);
   // A domain already gone ("missing") is what removing it wanted anyway.
-  if (!st.ok() && st.code() != Code::kNotFound) return st.Annotate("removing " + vm.name);
+  if (!st.ok() && st.code() != Code::kNotFound) {
+    // Still there: it stays as it was, and can be removed again.
+    if (Status back = MarkVm(*services.store, vm.id, VmPhase::kRemoving, VmPhase::kReady);
+        !back.ok()) {
+      LogError("removing " + LogQuote(vm.name) + ": " + LogQuote(back.ToString()));
+    }
+    return st.Annotate("removing " + vm.name);
+  }
   st = services.store->DeleteVm(vm.id, services.clock->NowUnixMs());
   if (!st.ok() && st.code() != Code::kNotFound) {
     LogError("removing " + LogQuote(vm.name) +
@@ -133,6 +157,7 @@ Status RemoveVm(Services& services, const VmRecord& vm) {
 
 Status RequireReady(const VmRecord& vm) {
   if (vm.phase == VmPhase::kReady) return Status::Ok();
+  if (vm.phase == VmPhase::kRemoving) return Conflict(vm.name + " is being removed");
   return Conflict(vm.name + " is still being created");
 }
 

@@ -60,12 +60,14 @@ Result<std::vector<VmRecord>> VisibleVms(CommandContext& ctx);
 Result<VmHost*> RequireVmHost(CommandContext& ctx);
 Result<GuestControl*> RequireGuests(CommandContext& ctx);
 
-// Conflict unless the VM has finished being created.
+// Conflict unless the VM has finished being created and is not being removed.
 Status RequireReady(const VmRecord& vm);
 
-// Destroys the VM's domain and disk (one already gone is fine), drops its control
-// connection, then deletes its record and jobs. On a hypervisor error nothing is deleted,
-// so the VM stays listed and can be removed again. Needs services.vms.
+// Marks the record "removing" (reconcile finishes the removal should warren stop
+// half-way), destroys the VM's domain and disk (one already gone is fine), drops its
+// control connection, then deletes its record and jobs. On a hypervisor error nothing is
+// deleted and the mark is taken back, so the VM stays listed and can be removed again.
+// Needs services.vms.
 Status RemoveVm(Services& services, const VmRecord& vm);
 
 }  // namespace warren

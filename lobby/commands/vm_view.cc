@@ -26,6 +26,7 @@ std::string VmUrlLine(const ServerInfo& info, std::string_view name) {
 
 std::string VmStateText(const VmRecord& vm, const Result<VmInfo>& info) {
   if (vm.phase == VmPhase::kCreating) return "creating";
+  if (vm.phase == VmPhase::kRemoving) return "removing";
   if (info.ok()) return std::string(VmStateName(info->state));
   if (info.status().code() == Code::kNotFound) return "missing";
   return "unknown";

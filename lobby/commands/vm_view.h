@@ -31,7 +31,8 @@ std::string VmUrl(const ServerInfo& info, std::string_view name);
 // VmUrl and a newline, or "" with no web listener: the text never shows a dead link.
 std::string VmUrlLine(const ServerInfo& info, std::string_view name);
 
-// What `ls` and `stat` call a VM's state: "creating" while `new` runs, else the
+// What `ls` and `stat` call a VM's state: "creating" while `new` runs, "removing" while
+// `rm` does, else the
 // hypervisor's ("running", "paused", "stopped", "crashed"), "missing" when the hypervisor
 // has no such domain, "unknown" when it could not be asked.
 std::string VmStateText(const VmRecord& vm, const Result<VmInfo>& info);

@@ -3,6 +3,9 @@
 // host's, a disk that only grows, unknown, invisible or unfinished VMs), live disk growth
 // with the guest's file system, a file system that would not grow, and the restart note for
 // CPUs and memory.
+#include <optional>
+#include <tuple>
+
 #include "lobby/base/error_map.h"
 #include "tests/unit/vm_test_fixture.h"
 
@@ -61,6 +64,31 @@ TEST_F(ResizeCommandTest, Refusals) {
   EXPECT_EQ(vm->disk_gib, 10);
   EXPECT_EQ(host_.Inspect(vm->id)->disk_gib, 10);
   EXPECT_FALSE(Ran(guests_, "sudo -n resize2fs /dev/vda"));
+}
+
+// The resize is in the record (pending) while the host makes it, so a warren killed before
+// the new sizes are recorded leaves what reconcile finishes (reconcile_test), not a host and
+// a store that disagree (crash points, issue 16). Done or refused, nothing stays pending.
+TEST_F(ResizeCommandTest, IsPendingInTheRecordWhileTheHostResizes) {
+  New(Alice(), {"--name", "web-one"});
+  const std::string id = IdOf("web-one");
+  std::optional<PendingResize> pending;
+  host_.SetStepHook([&](std::string_view step, std::string_view) {
+    if (step == "resize:before") pending = store_->GetVm(id)->pending_resize;
+  });
+  ASSERT_TRUE(Exec(Alice(), {"resize", "web-one", "--cpu", "4", "--disk", "20G"}).status.ok());
+  ASSERT_TRUE(pending.has_value());
+  EXPECT_EQ((std::tuple{pending->cpus, pending->memory_mib, pending->disk_gib}),
+            (std::tuple{4, int64_t{0}, int64_t{20}}));
+  VmRecord vm = store_->GetVm(id).value();
+  EXPECT_FALSE(vm.pending_resize.has_value());
+  EXPECT_EQ((std::tuple{vm.cpus, vm.memory_mib, vm.disk_gib}),
+            (std::tuple{4, int64_t{2048}, int64_t{20}}));
+  host_.SetStepHook(nullptr);
+  host_.SetHostLimits(3000, 1000);
+  EXPECT_EQ(Exec(Alice(), {"resize", "web-one", "--memory", "8G"}).status.code(),
+            Code::kLimitExceeded);
+  EXPECT_FALSE(store_->GetVm(id)->pending_resize.has_value());
 }
 
 TEST_F(ResizeCommandTest, ReportsAFileSystemThatWouldNotGrow) {

@@ -2,6 +2,7 @@
 // Interpreter::Execute: the transition table, partial failures, VMs still being created.
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -66,7 +67,43 @@ TEST_F(VmCommandTest, RmKeepsTheRecordWhenTheDomainWillNotGo) {
   host_.FailNext(Unavailable("injected: libvirt down"));
   Outcome o = Exec(Alice(), {"rm", "web-one"});
   EXPECT_EQ(o.status.code(), Code::kUnavailable);
-  EXPECT_TRUE(store_->GetVmByName("web-one").ok());
+  ASSERT_TRUE(store_->GetVmByName("web-one").ok());
+  EXPECT_EQ(store_->GetVmByName("web-one")->phase, VmPhase::kReady);  // as it was
+  EXPECT_TRUE(Exec(Alice(), {"stop", "web-one"}).status.ok());
+}
+
+// The record says "removing" before the domain goes, so a warren killed between the two
+// leaves what reconcile finishes (reconcile_test), not a record whose domain is gone (crash
+// points, issue 16). Meanwhile the VM shows as removing and takes no command.
+TEST_F(VmCommandTest, RmMarksTheRecordBeforeTheDomainGoes) {
+  New(Alice(), {"--name", "web-one"});
+  const std::string id = IdOf("web-one");
+  std::optional<VmPhase> phase;
+  host_.SetStepHook([&](std::string_view step, std::string_view) {
+    if (step != "destroy:before") return;
+    phase = store_->GetVm(id)->phase;
+  });
+  ASSERT_TRUE(Exec(Alice(), {"rm", "web-one"}).status.ok());
+  ASSERT_TRUE(phase.has_value());
+  EXPECT_EQ(*phase, VmPhase::kRemoving);
+  host_.SetStepHook(nullptr);
+
+  // What a kill at that moment leaves: a record removing, its domain still there.
+  New(Alice(), {"--name", "web-two"});
+  ASSERT_TRUE(store_
+                  ->UpdateVm(IdOf("web-two"),
+                             [](VmRecord& vm) {
+                               vm.phase = VmPhase::kRemoving;
+                               return Status::Ok();
+                             })
+                  .ok());
+  EXPECT_EQ(Exec(Alice(), {"stat", "web-two", "--json"}).Json()["state"], "removing");
+  Outcome o = Exec(Alice(), {"start", "web-two"});
+  EXPECT_EQ(o.status.code(), Code::kConflict);
+  EXPECT_TRUE(Has(o.err, "being removed")) << o.err;
+  EXPECT_TRUE(Exec(Alice(), {"rm", "web-two"}).status.ok());  // rm finishes it
+  EXPECT_TRUE(store_->ListVms()->empty());
+  EXPECT_TRUE(host_.List()->empty());
 }
 
 TEST_F(VmCommandTest, StateTransitions) {

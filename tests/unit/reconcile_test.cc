@@ -3,6 +3,8 @@
 // a failure that leaves the record for the next start.
 #include "lobby/commands/reconcile.h"
 
+#include <tuple>
+
 #include "tests/unit/vm_test_fixture.h"
 
 namespace warren::vmtest {
@@ -141,6 +143,90 @@ TEST_F(ReconcileTest, ExpiredJobsAreDropped) {
   ASSERT_TRUE(Reconcile(*store_, host_, &guests_, clock_, &r).ok());
   EXPECT_EQ(r.jobs_expired, 1u);
   EXPECT_EQ(store_->ListJobs("aaaaaaaaaaaa")->size(), 2u);
+}
+
+// `rm` killed between destroying the domain and deleting the record (crash points, issue
+// 16): the record was kept as "missing" before; a record marked removing is now removed,
+// with its domain when it still has one.
+TEST_F(ReconcileTest, UnfinishedRemovalsAreFinished) {
+  Vm("aaaaaaaaaaaa", "domain-gone", DesiredState::kRunning, VmState::kRunning, VmPhase::kRemoving,
+     /*domain=*/false);
+  Vm("bbbbbbbbbbbb", "domain-left", DesiredState::kRunning, VmState::kRunning, VmPhase::kRemoving);
+  ReconcileReport r;
+  ASSERT_TRUE(Reconcile(*store_, host_, &guests_, clock_, &r).ok());
+  EXPECT_EQ(r.removals_finished, (std::vector<std::string>{"domain-gone", "domain-left"}));
+  EXPECT_TRUE(r.missing.empty());
+  EXPECT_TRUE(store_->ListVms()->empty());
+  EXPECT_TRUE(host_.List()->empty());
+}
+
+// `rename` (store first) and `egress` (host first) killed half-way (crash points, issue 16):
+// the domain kept its old name, or had the NIC the record does not say; it follows the record.
+TEST_F(ReconcileTest, ADomainFollowsItsRecordsNameAndEgress) {
+  Vm("aaaaaaaaaaaa", "new-name", DesiredState::kRunning, VmState::kRunning);
+  ASSERT_TRUE(host_.Rename("aaaaaaaaaaaa", "old-name").ok());
+  Vm("bbbbbbbbbbbb", "cut-off", DesiredState::kStopped, VmState::kStopped);
+  ASSERT_TRUE(store_
+                  ->UpdateVm("bbbbbbbbbbbb",
+                             [](VmRecord& vm) {
+                               vm.egress = "none";
+                               return Status::Ok();
+                             })
+                  .ok());
+  ReconcileReport r;
+  ASSERT_TRUE(Reconcile(*store_, host_, &guests_, clock_, &r).ok());
+  EXPECT_EQ(r.relabelled, (std::vector<std::string>{"new-name"}));
+  EXPECT_EQ(host_.Inspect("aaaaaaaaaaaa")->name, "new-name");
+  EXPECT_EQ(host_.DefinitionOf("bbbbbbbbbbbb")->egress, Egress::kNone);
+  EXPECT_EQ(host_.DefinitionOf("aaaaaaaaaaaa")->egress, Egress::kAll);  // as it was
+  EXPECT_TRUE(r.errors.empty());
+}
+
+// `resize` killed after the host resized (wholly, or only the disk) and before the store
+// recorded it (crash points, issue 16): the store kept the old sizes. A resize pending in the
+// record is asked of the host again and recorded; one the host refuses now is dropped.
+TEST_F(ReconcileTest, APendingResizeIsFinished) {
+  Vm("aaaaaaaaaaaa", "resized", DesiredState::kRunning, VmState::kRunning);
+  Vm("bbbbbbbbbbbb", "not-yet", DesiredState::kStopped, VmState::kStopped);
+  Vm("cccccccccccc", "too-big", DesiredState::kRunning, VmState::kRunning);
+  const PendingResize grow{2, 512, 3};
+  ResizeSpec done;
+  done.cpus = 2;
+  done.memory_mib = 512;
+  done.disk_gib = 3;
+  ASSERT_TRUE(host_.Resize("aaaaaaaaaaaa", done).ok());  // the host made it all
+  for (const char* id : {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}) {
+    ASSERT_TRUE(store_
+                    ->UpdateVm(id,
+                               [&](VmRecord& vm) {
+                                 vm.pending_resize = grow;
+                                 return Status::Ok();
+                               })
+                    .ok());
+  }
+  ASSERT_TRUE(store_
+                  ->UpdateVm("cccccccccccc",
+                             [&](VmRecord& vm) {
+                               vm.pending_resize = PendingResize{200, 0, 0};  // > the host's cores
+                               return Status::Ok();
+                             })
+                  .ok());
+  ReconcileReport r;
+  EXPECT_EQ(Reconcile(*store_, host_, &guests_, clock_, &r).code(), Code::kInvalidArgument);
+  EXPECT_EQ(r.resized, (std::vector<std::string>{"not-yet", "resized"}));
+  for (const char* id : {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}) {
+    VmRecord vm = store_->GetVm(id).value();
+    EXPECT_EQ((std::tuple{vm.cpus, vm.memory_mib, vm.disk_gib}),
+              (std::tuple{2, int64_t{512}, int64_t{3}}));
+    EXPECT_FALSE(vm.pending_resize.has_value());
+    FakeVmHost::Definition d = *host_.DefinitionOf(id);
+    EXPECT_EQ((std::tuple{d.cpus, d.memory_mib, d.disk_gib}),
+              (std::tuple{2, int64_t{512}, int64_t{3}}));
+  }
+  VmRecord refused = store_->GetVm("cccccccccccc").value();
+  EXPECT_FALSE(refused.pending_resize.has_value());
+  EXPECT_EQ(refused.cpus, 1);
+  ASSERT_EQ(r.errors.size(), 1u);
 }
 
 }  // namespace

@@ -260,6 +260,23 @@ TEST_F(VmStoreTest, VmsAndJobsSurviveAReopen) {
   EXPECT_FALSE(job_back.exit_code.has_value());
   EXPECT_EQ(job_back.signal, 9);
   EXPECT_EQ(job_back.stderr_offset, 12u);
+  EXPECT_FALSE(back.pending_resize.has_value());
+  // What `rm` and `resize` leave for reconcile should warren stop half-way.
+  ASSERT_TRUE(store_
+                  ->UpdateVm("aaaaaaaaaaaa",
+                             [](VmRecord& r) {
+                               r.phase = VmPhase::kRemoving;
+                               r.pending_resize = PendingResize{4, 0, 20};
+                               return Status::Ok();
+                             })
+                  .ok());
+  Reopen();
+  back = store_->GetVmByName("web-one").value();
+  EXPECT_EQ(back.phase, VmPhase::kRemoving);
+  ASSERT_TRUE(back.pending_resize.has_value());
+  EXPECT_EQ(back.pending_resize->cpus, 4);
+  EXPECT_EQ(back.pending_resize->memory_mib, 0);
+  EXPECT_EQ(back.pending_resize->disk_gib, 20);
 }
 
 // A store as schema version 1 left it (users and keys only) gains the VM tables on open,
