@@ -13,6 +13,7 @@
 #include "keys/token.h"
 #include "lobby/base/clock.h"
 #include "lobby/base/log.h"
+#include "lobby/base/utf8.h"
 
 namespace warren {
 namespace {
@@ -325,6 +326,8 @@ void OAuthHandler::Authorize(const HttpRequest& req, HttpResponder& res) {
     return fail("invalid_request", st.message());
   }
   if (state.size() > kMaxStateBytes) return fail("invalid_request", "state is too long");
+  // The store keeps text as UTF-8 only: a state of other bytes would fail there, as a 500.
+  if (!IsValidUtf8(state)) return fail("invalid_request", "state must be UTF-8 text");
   Result<std::string> resource = oauth::CanonicalResource(u, Param(q, "resource"));
   if (!resource.ok()) return fail("invalid_target", resource.status().message());
 
