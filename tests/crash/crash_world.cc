@@ -15,7 +15,8 @@
 //     N (the count starts after the first start's users are made). With --states, after
 //     each answer "S OP STATE-JSON" (see dump).
 //   crash_world dump DATA [--known-ids FILE] [--templates]
-//     starts (reconcile included), then prints one JSON line: {"state": what users and the
+//     starts (reconcile included), lets guests told to power off before a kill finish doing
+//     so (FakeVmHost::SettleShutdowns), then prints one JSON line: {"state": what users and the
 //     host have, by name, free of random ids and times; "problems": every broken invariant
 //     found: a domain or file no record owns, a record without its domain or not ready, a
 //     record and its domain disagreeing, a store record naming a VM id from FILE (one per
@@ -389,6 +390,8 @@ class World {
     return p;
   }
 
+  void SettleShutdowns() { host_.SettleShutdowns(); }
+
   // The ids of every VM record and domain.
   std::set<std::string> LiveIds() {
     std::set<std::string> ids;
@@ -531,6 +534,8 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (mode != "dump") return Usage();
+  // A guest told to power off before the kill does so by now, whatever reconcile saw.
+  world.SettleShutdowns();
   json out = {{"state", world.State()}};
   std::vector<std::string> problems = world.Problems();
   const std::set<std::string> live = world.LiveIds();

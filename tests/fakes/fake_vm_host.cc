@@ -59,6 +59,18 @@ Status FakeVmHost::SimulateOutOfBand(std::string_view id, VmState state) {
   return Status::Ok();
 }
 
+void FakeVmHost::SettleShutdowns() {
+  std::lock_guard lock(mu_);
+  for (auto& [id, vm] : vms_) {
+    if (!vm.shutting_down) continue;
+    vm.shutting_down = false;
+    vm.info.state = VmState::kStopped;
+    vm.info.started_at = 0;
+    Emit(id, VmState::kStopped);
+  }
+  Persist();
+}
+
 void FakeVmHost::SimulateReconnect() {
   if (VmStateDelivery* d = Delivery()) d->Resync();
 }
@@ -171,6 +183,15 @@ Status FakeVmHost::Transition(std::string_view id, std::initializer_list<VmState
     WARREN_RETURN_IF_ERROR(CheckRoom({it->second.config_cpus, it->second.config_memory_mib, 0})
                                .Annotate("starting vm " + std::string(id)));
   }
+  // The power button first, as on the real host (an ACPI shutdown): from here on the guest
+  // powers off by itself, also should the process that pressed it die (SettleShutdowns).
+  const std::string_view v(verb);
+  if ((v == "stop" || v == "restart") && info.state != VmState::kCrashed) {
+    it->second.shutting_down = true;
+    Persist();
+    Step(verb, "asked", id);
+  }
+  it->second.shutting_down = false;  // done below: off, or off and booted again
   // What libvirt reports on the real host: a restart is a stop and a start; a paused VM is
   // resumed before it is stopped (a paused guest cannot hear the power button).
   if (std::string_view(verb) == "restart") Emit(id, VmState::kStopped);

@@ -82,6 +82,11 @@ class FakeVmHost final : public VmHost {
   Status SimulateOutOfBand(std::string_view id, VmState state);
   // What a reconnect to the hypervisor ends with: every VM's current state, reported once.
   void SimulateReconnect();
+  // Stop and Restart press the power button before the VM is off (step "stop:asked",
+  // "restart:asked"), as the real host's ACPI shutdown does; a process killed there leaves a
+  // guest that powers off by itself a little later. This is that later: every such VM is
+  // now stopped (reported). For crash tests, after the next start.
+  void SettleShutdowns();
   // Waits until every state change so far has reached the listener.
   void FlushStateEvents();
 
@@ -120,7 +125,8 @@ class FakeVmHost final : public VmHost {
     // The definition's values, which the live ones take at the next boot.
     int config_cpus = 0;
     int64_t config_memory_mib = 0;
-    std::string mac;  // restored VMs' (CreateFromTemplate, CopyLive)
+    std::string mac;             // restored VMs' (CreateFromTemplate, CopyLive)
+    bool shutting_down = false;  // told to power off, not yet off (SettleShutdowns)
   };
   std::string NextMac();  // with mu_ held
   HostCapacity CapacityLocked() const;

@@ -145,6 +145,7 @@ Status FakeVmHost::PersistIn(const std::string& dir) {
       vm.config_cpus = v.at("config_cpus");
       vm.config_memory_mib = v.at("config_memory_mib");
       vm.mac = v.at("mac");
+      vm.shutting_down = v.value("shutting_down", false);
       vms_.emplace(id, std::move(vm));
     }
     templates_.clear();
@@ -185,7 +186,8 @@ void FakeVmHost::Persist() {
                {"console", vm.console},
                {"config_cpus", vm.config_cpus},
                {"config_memory_mib", vm.config_memory_mib},
-               {"mac", vm.mac}};
+               {"mac", vm.mac},
+               {"shutting_down", vm.shutting_down}};
   }
   json templates = json::object();
   for (const auto& [key, t] : templates_) templates[key] = TemplateJson(t);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -746,6 +747,28 @@ TEST(FakeVmHostTest, PersistedStateOutlivesTheObject) {
   EXPECT_FALSE(fs::exists(dir + "/vms/aaaa0101"));
   EXPECT_FALSE(fs::exists(dir + "/disks/aaaa0101.qcow2"));
   fs::remove_all(dir);
+}
+
+// Stop presses the power button first: a process that dies there (here, a hook that throws)
+// leaves a guest that powers off by itself later (SettleShutdowns), as a real one does.
+TEST(FakeVmHostTest, AShutdownAskedForFinishesWithoutWarren) {
+  FakeVmHost host;
+  VmSpec s;
+  s.id = "aaaa0111";
+  s.image = "tiny@1";
+  ASSERT_TRUE(host.Create(s).ok());
+  host.SetStepHook([](std::string_view step, std::string_view) {
+    if (step == "stop:asked") throw std::runtime_error("killed");
+  });
+  EXPECT_THROW((void)host.Stop(s.id), std::runtime_error);
+  host.SetStepHook(nullptr);
+  EXPECT_EQ(host.Inspect(s.id)->state, VmState::kRunning);  // not yet
+  host.SettleShutdowns();
+  EXPECT_EQ(host.Inspect(s.id)->state, VmState::kStopped);
+  host.SettleShutdowns();  // once
+  ASSERT_TRUE(host.Start(s.id).ok());
+  host.SettleShutdowns();
+  EXPECT_EQ(host.Inspect(s.id)->state, VmState::kRunning);
 }
 
 }  // namespace
