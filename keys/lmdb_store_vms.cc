@@ -83,6 +83,7 @@ nlohmann::json Codec<VmRecord>::Encode(const VmRecord& vm) {
                         {"running_cpus", vm.meter.running_cpus},
                         {"running_memory_mib", vm.meter.running_memory_mib},
                         {"disk_since_ms", vm.meter.disk_since_ms}}}};
+  if (vm.restarting) j["restarting"] = true;
   if (vm.pending_resize) {
     j["pending_resize"] = {{"cpus", vm.pending_resize->cpus},
                            {"memory_mib", vm.pending_resize->memory_mib},
@@ -120,6 +121,7 @@ Result<VmRecord> Codec<VmRecord>::Decode(const nlohmann::json& j) {
     // Records written before these fields were all booted; how long it took is unknown.
     vm.made = j.value("made", "boot");
     vm.made_ms = j.value("made_ms", int64_t{0});
+    vm.restarting = j.value("restarting", false);
     if (auto it = j.find("pending_resize"); it != j.end()) {
       vm.pending_resize = PendingResize{it->value("cpus", 0), it->value("memory_mib", int64_t{0}),
                                         it->value("disk_gib", int64_t{0})};

@@ -126,6 +126,9 @@ struct VmRecord {
   int64_t expires_at = 0;  // Unix seconds a sandbox is destroyed at; 0 for a VM
   // Set only while a resize is between the host and the store (see PendingResize).
   std::optional<PendingResize> pending_resize;
+  // Set only while `restart` runs: the guest, told to shut down, powers off by itself even
+  // should warren die before it starts the VM again; reconcile restarts a VM that has it.
+  bool restarting = false;
   // How it was made and how long that took, for operators and benchmarks (stat --json):
   // kVmMadeHow below; made_ms from the request to the guest answering.
   std::string made = "boot";

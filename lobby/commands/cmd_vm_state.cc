@@ -1,6 +1,10 @@
 // start, stop, restart, pause, resume, rm, rename: changing what a VM is. Each state change
 // asks the hypervisor first (which refuses a wrong state with Conflict) and then records the
-// new desired state, which reconcile restores after a restart of warren or the host.
+// new desired state, which reconcile restores after a restart of warren or the host. Those
+// that press the power button record first: a guest told to shut down powers off by itself,
+// also should warren die before it records anything, and reconcile (which may still see it
+// running) must know: `stop` records the desired state first (taken back when the host
+// refuses), `restart` marks the record restarting while it runs.
 #include <optional>
 #include <set>
 
@@ -30,6 +34,9 @@ struct Transition {
   bool drops_guest;  // the guest's control connection does not survive it
   // The VM holds its vCPUs and memory again, so its owner's limits must allow it (vm_quota.h).
   bool holds = false;
+  // How the record is kept true should warren die half-way (see the top of this file).
+  enum class Record { kAfter, kFirst, kMarkRestarting };
+  Record record = Record::kAfter;
 };
 
 class StateCommand final : public Command {
@@ -55,15 +62,30 @@ class StateCommand final : public Command {
       }
     }
     if (t_.drops_guest && ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
+    const DesiredState was = vm.desired_state;
+    auto record = [&](DesiredState desired, bool restarting) {
+      return ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
+        r.desired_state = desired;
+        r.restarting = restarting;
+        return Status::Ok();
+      });
+    };
+    if (t_.record != Transition::Record::kAfter) {
+      WARREN_RETURN_IF_ERROR(record(t_.record == Transition::Record::kFirst ? t_.then : was,
+                                    t_.record == Transition::Record::kMarkRestarting));
+    }
     Status st = (host->*t_.act)(vm.id);
+    if (!st.ok() && t_.record != Transition::Record::kAfter) {
+      if (Status back = record(was, false); !back.ok()) {
+        LogError(std::string(t_.verb) + ": " + LogQuote(vm.name) + ": " +
+                 LogQuote(back.ToString()));
+      }
+    }
     if (st.code() == Code::kNotFound) {
       return NotFound(vm.name + "'s domain is missing; rm it and make a new one");
     }
     WARREN_RETURN_IF_ERROR(st.Annotate(vm.name));
-    WARREN_RETURN_IF_ERROR(ctx.store().UpdateVm(vm.id, [&](VmRecord& r) {
-      r.desired_state = t_.then;
-      return Status::Ok();
-    }));
+    WARREN_RETURN_IF_ERROR(record(t_.then, false));
     room.reset();
     quota.reset();
     Result<VmInfo> info = host->Inspect(vm.id);
@@ -81,8 +103,18 @@ class StateCommand final : public Command {
 };
 
 const Transition kStart{"start", "started", DesiredState::kRunning, &VmHost::Start, false, true};
-const Transition kStop{"stop", "stopped", DesiredState::kStopped, &VmHost::Stop, true};
-const Transition kRestart{"restart", "restarted", DesiredState::kRunning, &VmHost::Restart, true};
+const Transition kStop{.verb = "stop",
+                       .done = "stopped",
+                       .then = DesiredState::kStopped,
+                       .act = &VmHost::Stop,
+                       .drops_guest = true,
+                       .record = Transition::Record::kFirst};
+const Transition kRestart{.verb = "restart",
+                          .done = "restarted",
+                          .then = DesiredState::kRunning,
+                          .act = &VmHost::Restart,
+                          .drops_guest = true,
+                          .record = Transition::Record::kMarkRestarting};
 const Transition kPause{"pause", "paused", DesiredState::kPaused, &VmHost::Pause, false};
 const Transition kResume{"resume", "resumed", DesiredState::kRunning, &VmHost::Resume, false};
 

@@ -92,6 +92,22 @@ class Reconciler {
     Result<bool> nic = host_.SetNetwork(vm.id, HostEgressFor(vm.egress));
     if (!nic.ok()) return Fail("setting the network device of " + vm.name, nic.status());
     if (vm.pending_resize) FinishResize(vm);
+    if (vm.restarting) FinishRestart(vm, domain);
+  }
+
+  // A `restart` cut short: its guest may be shutting down still, and would stay off. It is
+  // restarted now (one that is down already is booted by Converge, as it should run).
+  void FinishRestart(const VmRecord& vm, const VmInfo& domain) {
+    if (domain.state == VmState::kRunning) {
+      if (guests_ != nullptr) guests_->Disconnect(vm.id);
+      if (Status st = host_.Restart(vm.id); !st.ok()) return Fail("restarting " + vm.name, st);
+      r_.restarted.push_back(vm.name);
+    }
+    Status st = store_.UpdateVm(vm.id, [](VmRecord& r) {
+      r.restarting = false;
+      return Status::Ok();
+    });
+    if (!st.ok()) Fail("recording the restart of " + vm.name, st);
   }
 
   void FinishResize(const VmRecord& vm) {
@@ -214,12 +230,13 @@ Status Reconcile(Store& store, VmHost& host, GuestControl* guests, const Clock& 
   LogInfo("reconcile: " + std::to_string(r.unfinished_removed.size()) + " unfinished removed, " +
           std::to_string(r.removals_finished.size()) + " removals finished, " +
           std::to_string(r.relabelled.size()) + " relabelled, " + std::to_string(r.resized.size()) +
-          " resizes finished, " + std::to_string(r.orphans_destroyed.size()) +
-          " orphans destroyed, " + std::to_string(r.missing.size()) + " missing, " +
-          std::to_string(r.started.size()) + " started, " + std::to_string(r.paused.size()) +
-          " paused, " + std::to_string(r.stopped.size()) + " stopped, " +
-          std::to_string(r.jobs_expired) + " expired jobs, " + std::to_string(r.disks_removed) +
-          " unused disks removed, " + std::to_string(r.errors.size()) + " errors");
+          " resizes finished, " + std::to_string(r.restarted.size()) + " restarts finished, " +
+          std::to_string(r.orphans_destroyed.size()) + " orphans destroyed, " +
+          std::to_string(r.missing.size()) + " missing, " + std::to_string(r.started.size()) +
+          " started, " + std::to_string(r.paused.size()) + " paused, " +
+          std::to_string(r.stopped.size()) + " stopped, " + std::to_string(r.jobs_expired) +
+          " expired jobs, " + std::to_string(r.disks_removed) + " unused disks removed, " +
+          std::to_string(r.errors.size()) + " errors");
   return st;
 }
 

@@ -5,7 +5,8 @@
 //   - a record "removing" (warren stopped in the middle of `rm`): the removal is finished;
 //   - a domain whose name or network device is not the record's (a `rename` or `egress`
 //     cut short): made the record's; a resize recorded as pending (a `resize` cut short):
-//     asked of the host again and recorded;
+//     asked of the host again and recorded; a VM marked restarting (a `restart` cut short,
+//     whose guest may be powering off still): restarted;
 //   - a domain with no record (an orphan): destroyed, and logged;
 //   - a record whose domain is gone: kept (the user's record is not silently dropped) and
 //     logged; ls and stat show it as "missing" and rm removes it;
@@ -39,6 +40,7 @@ struct ReconcileReport {
   std::vector<std::string> removals_finished;
   std::vector<std::string> relabelled;  // domains renamed to their record's name
   std::vector<std::string> resized;     // pending resizes finished
+  std::vector<std::string> restarted;   // restarts finished
   std::vector<std::string> orphans_destroyed;
   std::vector<std::string> missing;
   std::vector<std::string> started;

@@ -106,6 +106,38 @@ TEST_F(VmCommandTest, RmMarksTheRecordBeforeTheDomainGoes) {
   EXPECT_TRUE(host_.List()->empty());
 }
 
+// A guest told to shut down powers off by itself, also should warren die before it records
+// anything (crash points, issue 16): `stop` records the desired state before it asks the
+// host (and takes it back when the host refuses), `restart` marks the VM restarting while
+// the host restarts it (reconcile_test finishes either).
+TEST_F(VmCommandTest, StopAndRestartRecordBeforeThePowerButton) {
+  New(Alice(), {"--name", "web-one"});
+  const std::string id = IdOf("web-one");
+  std::vector<std::string> seen;
+  host_.SetStepHook([&](std::string_view step, std::string_view) {
+    if (step != "stop:before" && step != "restart:before") return;
+    VmRecord vm = store_->GetVm(id).value();
+    seen.push_back(std::string(step) + " " + std::string(DesiredStateName(vm.desired_state)) +
+                   (vm.restarting ? " restarting" : ""));
+  });
+  ASSERT_TRUE(Exec(Alice(), {"restart", "web-one"}).status.ok());
+  EXPECT_FALSE(store_->GetVm(id)->restarting);
+  ASSERT_TRUE(Exec(Alice(), {"stop", "web-one"}).status.ok());
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"restart:before running restarting", "stop:before stopped"}));
+  EXPECT_EQ(store_->GetVm(id)->desired_state, DesiredState::kStopped);
+  host_.SetStepHook(nullptr);
+
+  // Refused by the host: the record is as it was.
+  ASSERT_TRUE(Exec(Alice(), {"start", "web-one"}).status.ok());
+  host_.FailNext(Unavailable("injected: libvirt down"));
+  EXPECT_EQ(Exec(Alice(), {"stop", "web-one"}).status.code(), Code::kUnavailable);
+  EXPECT_EQ(store_->GetVm(id)->desired_state, DesiredState::kRunning);
+  host_.FailNext(Unavailable("injected: libvirt down"));
+  EXPECT_EQ(Exec(Alice(), {"restart", "web-one"}).status.code(), Code::kUnavailable);
+  EXPECT_FALSE(store_->GetVm(id)->restarting);
+}
+
 TEST_F(VmCommandTest, StateTransitions) {
   New(Alice(), {"--name", "web-one"});
   const std::string id = IdOf("web-one");

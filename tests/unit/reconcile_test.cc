@@ -3,6 +3,7 @@
 // a failure that leaves the record for the next start.
 #include "lobby/commands/reconcile.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "tests/unit/vm_test_fixture.h"
@@ -227,6 +228,37 @@ TEST_F(ReconcileTest, APendingResizeIsFinished) {
   EXPECT_FALSE(refused.pending_resize.has_value());
   EXPECT_EQ(refused.cpus, 1);
   ASSERT_EQ(r.errors.size(), 1u);
+}
+
+// `restart` killed after it pressed the power button (crash points, issue 16): the guest
+// powered off a little later by itself, after reconcile had seen it running, and stayed off
+// while its record wanted it running. A VM marked restarting is restarted (booted, if it is
+// off already) and the mark dropped.
+TEST_F(ReconcileTest, AnUnfinishedRestartIsFinished) {
+  Vm("aaaaaaaaaaaa", "still-up", DesiredState::kRunning, VmState::kRunning);
+  Vm("bbbbbbbbbbbb", "went-down", DesiredState::kRunning, VmState::kStopped);
+  for (const char* id : {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}) {
+    ASSERT_TRUE(store_
+                    ->UpdateVm(id,
+                               [](VmRecord& vm) {
+                                 vm.restarting = true;
+                                 return Status::Ok();
+                               })
+                    .ok());
+  }
+  std::vector<std::string> steps;
+  host_.SetStepHook([&](std::string_view step, std::string_view id) {
+    steps.push_back(std::string(step) + " " + std::string(id));
+  });
+  ReconcileReport r;
+  ASSERT_TRUE(Reconcile(*store_, host_, &guests_, clock_, &r).ok());
+  EXPECT_EQ(r.restarted, (std::vector<std::string>{"still-up"}));
+  EXPECT_EQ(r.started, (std::vector<std::string>{"went-down"}));
+  EXPECT_NE(std::find(steps.begin(), steps.end(), "restart:after aaaaaaaaaaaa"), steps.end());
+  for (const char* id : {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}) {
+    EXPECT_EQ(StateOf(id), VmState::kRunning);
+    EXPECT_FALSE(store_->GetVm(id)->restarting);
+  }
 }
 
 }  // namespace
