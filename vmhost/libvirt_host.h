@@ -254,7 +254,9 @@ class LibvirtHost final : public VmHost {
   // The bases of the templates in place (DiskChains' pinned tops).
   std::vector<std::string> TemplateBases() const;
   // Deletes what a save, removal, restore or live copy cut short left (DATA/templates/.new-*,
-  // .old-*, DATA/tmp/restore-*.fifo, DATA/tmp/live-*.save). Call with the chains' lock held.
+  // .old-*, DATA/tmp/restore-*.fifo, DATA/tmp/live-*.save), and the scratch of a seed or
+  // host key another process was making (DATA/tmp: seed_image.h IsScratchOfAnotherProcess).
+  // Call with the chains' lock held.
   void RemoveTemplateLeftovers();
   // The end of CreateFromTemplate and CopyLive: the saved domain `def` (the XML of `header`,
   // whose memory stream `memory_fd` holds) made `config`'s — name, UUID, title, metadata,

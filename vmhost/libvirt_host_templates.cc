@@ -165,13 +165,15 @@ std::vector<std::string> LibvirtHost::TemplateBases() const {
 void LibvirtHost::RemoveTemplateLeftovers() {
   std::error_code ec;
   // A restore's FIFO, or a live copy's memory, outlives it only when warren died mid-way
-  // (both hold the chains' lock, as the caller does).
+  // (both hold the chains' lock, as the caller does). So does a seed's or host key's scratch,
+  // made without that lock: only another process's goes.
   for (const auto& entry : fs::directory_iterator(fs::path(options_.data_dir) / "tmp", ec)) {
     const std::string name = entry.path().filename().string();
     if ((name.starts_with("restore-") && name.ends_with(".fifo")) ||
         (name.starts_with("live-") && name.ends_with(".save"))) {
       fs::remove(entry.path(), ec);
     }
+    if (IsScratchOfAnotherProcess(name)) fs::remove_all(entry.path(), ec);
   }
   for (const auto& entry : fs::directory_iterator(TemplatesDir(), ec)) {
     const std::string name = entry.path().filename().string();

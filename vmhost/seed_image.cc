@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -41,7 +42,8 @@ Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& 
                                    const std::string& mkfs) {
   std::error_code ec;
   fs::create_directories(scratch_dir, ec);
-  std::string tmpl = (fs::path(scratch_dir) / "seed.XXXXXX").string();
+  std::string tmpl =
+      (fs::path(scratch_dir) / ("seed." + std::to_string(getpid()) + ".XXXXXX")).string();
   if (mkdtemp(tmpl.data()) == nullptr) return Internal("mkdtemp in " + scratch_dir);
   ScratchDir scratch{tmpl};
   fs::path root = scratch.path / "root";
@@ -118,7 +120,8 @@ Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& 
 Result<std::pair<std::string, std::string>> NewSshHostKey(const std::string& tmp_dir) {
   std::error_code ec;
   fs::create_directories(tmp_dir, ec);
-  const std::string path = (fs::path(tmp_dir) / ("hostkey-" + RandomHex(12))).string();
+  const std::string path =
+      (fs::path(tmp_dir) / ("hostkey-" + std::to_string(getpid()) + "-" + RandomHex(12))).string();
   auto cleanup = [&] {
     fs::remove(path, ec);
     fs::remove(path + ".pub", ec);
@@ -138,6 +141,20 @@ Result<std::pair<std::string, std::string>> NewSshHostKey(const std::string& tmp
   cleanup();
   if (key.first.empty() || key.second.empty()) return Internal("reading a new ssh host key");
   return key;
+}
+
+bool IsScratchOfAnotherProcess(std::string_view name) {
+  std::string_view rest;
+  if (name.starts_with("seed.")) {
+    rest = name.substr(5);
+  } else if (name.starts_with("hostkey-")) {
+    rest = name.substr(8);
+  } else {
+    return false;
+  }
+  const std::string mine = std::to_string(getpid());
+  return !(rest.starts_with(mine) && rest.size() > mine.size() &&
+           (rest[mine.size()] == '.' || rest[mine.size()] == '-'));
 }
 
 Status EnsureSshHostKey(std::string& key, std::string& pub, const std::string& tmp_dir) {

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,15 +36,20 @@ struct SeedContents {
 };
 
 // The image's bytes, built with `mkfs.ext4 -d` (no mount, no root needed) in a temporary
-// directory under `scratch_dir`, which is removed again.
+// directory under `scratch_dir` (seed.<pid>.XXXXXX), which is removed again.
 Result<std::string> BuildSeedImage(const SeedContents& seed, const std::string& scratch_dir,
                                    const std::string& mkfs = "mkfs.ext4");
 
 // A fresh ed25519 host key for a VM's seed: (private key file, .pub line), made with
-// ssh-keygen in `tmp_dir` and read back; no file is left there.
+// ssh-keygen in `tmp_dir` (hostkey-<pid>-HEX) and read back; no file is left there.
 Result<std::pair<std::string, std::string>> NewSshHostKey(const std::string& tmp_dir);
 // When `key` is empty (a VM whose disk carries another's host key: a clone, a copy), a new one
 // into `key` and `pub`; otherwise nothing (the caller pinned one of its own).
 Status EnsureSshHostKey(std::string& key, std::string& pub, const std::string& tmp_dir);
+
+// Whether `name`, an entry of the directory the two above make their scratch in, is such a
+// scratch made by another process than this one (or by a warren that did not name its pid):
+// what a process killed half-way left, since its own cleanup never ran.
+bool IsScratchOfAnotherProcess(std::string_view name);
 
 }  // namespace warren

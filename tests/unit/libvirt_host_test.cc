@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -597,6 +598,35 @@ TEST_F(TestDriverHostTest, RenameRewritesMetadataTitleAndNextBootHostname) {
   EXPECT_NE(def.find("warren.hostname=new-name</cmdline>"), std::string::npos) << def;
   EXPECT_NE(def.find("<title>new-name</title>"), std::string::npos);
   EXPECT_EQ(def.find("old-name"), std::string::npos);
+}
+
+// What a warren killed while it made a seed or a host key left in DATA/tmp (crash points,
+// issue 16): their scratch goes at the next collection (reconcile's), but never one this
+// process may be making now (the scratch is named with its maker's pid).
+TEST_F(TestDriverHostTest, CollectionRemovesAnotherProcesssScratch) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::path(dir_.path()) / "tmp";
+  const std::string me = std::to_string(getpid());
+  const std::string other = std::to_string(getpid() + 1);
+  fs::create_directories(fs::path(dir_.path()) / "disks");
+  fs::create_directories(tmp / ("seed." + other + ".AbC123") / "root");
+  std::ofstream(tmp / ("hostkey-" + other + "-0123456789ab")) << "key";
+  std::ofstream(tmp / ("hostkey-" + other + "-0123456789ab.pub")) << "pub";
+  fs::create_directories(tmp / "seed.XyZ789");               // an older warren's: no pid
+  fs::create_directories(tmp / ("seed." + me + ".Now456"));  // this process's
+  std::ofstream(tmp / ("hostkey-" + me + "-aaaaaaaaaaaa")) << "key";
+  fs::create_directories(tmp / "keep-me");  // not a scratch
+  // The test driver makes no storage pool, so the collection of disk layers fails here; the
+  // leftovers go first.
+  (void)host_->RemoveUnusedDisks();
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tmp)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"hostkey-" + me + "-aaaaaaaaaaaa", "keep-me",
+                                            "seed." + me + ".Now456"}));
+  EXPECT_FALSE(IsScratchOfAnotherProcess("seed." + me + ".Q1w2e3"));
+  EXPECT_TRUE(IsScratchOfAnotherProcess("seed." + me + "0.Q1w2e3"));
+  EXPECT_FALSE(IsScratchOfAnotherProcess("restore-abc.fifo"));
 }
 
 TEST_F(TestDriverHostTest, UnknownIdsAreNotFound) {
