@@ -36,7 +36,9 @@ namespace warren {
 namespace {
 
 namespace fs = std::filesystem;
+using runner_sandbox::ExpectRootFile;
 using runner_sandbox::LoopDevice;
+using runner_sandbox::Mode;
 using runner_sandbox::ReadFile;
 using runner_sandbox::Sandbox;
 using runner_sandbox::WriteFile;
@@ -144,10 +146,6 @@ class IdentityRunnerTest : public ::testing::Test {
   }
   // A path under /etc as the sandbox left it (the overlay's upper layer).
   std::string Etc(const std::string& path) const { return dir_ + "/etc.up" + path; }
-  static mode_t Mode(const std::string& path) {
-    struct stat st {};
-    return ::lstat(path.c_str(), &st) == 0 ? st.st_mode : 0;
-  }
 
   std::string Binary() const { return WARREN_RUN_BINARY; }
   std::string Request(bool with_mac = false) {
@@ -228,13 +226,7 @@ TEST_F(IdentityRunnerTest, AWholeRunReseedsReappliesTheSeedAndAsksTheTime) {
       {"/ssh/ssh_host_ed25519_key", seed.ssh_host_key, 0600},
       {"/ssh/ssh_host_ed25519_key.pub", seed.ssh_host_key_pub, 0644},
   };
-  for (const auto& f : files) {
-    EXPECT_EQ(ReadFile(Etc(f.path)), f.text) << f.path;
-    EXPECT_EQ(Mode(Etc(f.path)), S_IFREG | f.mode) << f.path;
-    struct stat st {};
-    EXPECT_EQ(::stat(Etc(f.path).c_str(), &st), 0);
-    EXPECT_EQ(st.st_uid, 0u) << f.path;
-  }
+  for (const auto& f : files) ExpectRootFile(Etc(f.path), f.text, f.mode);
   EXPECT_FALSE(fs::exists(Etc("/warren/setup-script")));
   // A new machine-id, written in place (the file is a bind mount: a rename over it fails).
   if (HasBound("/etc/machine-id")) {

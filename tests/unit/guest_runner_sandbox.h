@@ -66,6 +66,22 @@ inline void WriteFile(const std::string& path, const std::string& text, mode_t m
   ::chmod(path.c_str(), mode);
 }
 
+// The file type and mode bits of `path` itself (lstat); 0 when it is not there.
+inline mode_t Mode(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 ? st.st_mode : 0;
+}
+
+// A file the seed put in place: `text`, a regular file with `mode`, owned by root.
+inline void ExpectRootFile(const std::string& path, const std::string& text, mode_t mode) {
+  EXPECT_EQ(ReadFile(path), text) << path;
+  EXPECT_EQ(Mode(path), S_IFREG | mode) << path;
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  EXPECT_EQ(st.st_uid, 0u) << path;
+  EXPECT_EQ(st.st_gid, 0u) << path;
+}
+
 // What the child makes before it execs; everything is prepared before the fork.
 struct Sandbox {
   std::vector<std::pair<std::string, std::string>> binds;     // temp file -> real path

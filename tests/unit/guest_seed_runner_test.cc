@@ -27,7 +27,9 @@ namespace warren {
 namespace {
 
 namespace fs = std::filesystem;
+using runner_sandbox::ExpectRootFile;
 using runner_sandbox::LoopDevice;
+using runner_sandbox::Mode;
 using runner_sandbox::ReadFile;
 using runner_sandbox::Sandbox;
 using runner_sandbox::SandboxRun;
@@ -171,10 +173,6 @@ class SeedRunnerTest : public ::testing::Test {
   // A path under /etc or /var/lib as the runs left it (the overlays' upper layers).
   std::string Etc(const std::string& path) const { return dir_ + "/etc.up" + path; }
   std::string VarLib(const std::string& path) const { return dir_ + "/var-lib.up" + path; }
-  static mode_t Mode(const std::string& path) {
-    struct stat st {};
-    return ::lstat(path.c_str(), &st) == 0 ? st.st_mode : 0;
-  }
   // What a template or an earlier boot left in /etc/warren and /etc/ssh.
   void OldIdentity() {
     WriteFile(Etc("/hostname"), "prior-name\n");
@@ -232,14 +230,7 @@ TEST_F(SeedRunnerTest, AFullSeedAtBoot) {
       {"/ssh/ssh_host_ed25519_key", seed.ssh_host_key, 0600},
       {"/ssh/ssh_host_ed25519_key.pub", seed.ssh_host_key_pub, 0644},
   };
-  for (const auto& f : files) {
-    EXPECT_EQ(ReadFile(Etc(f.path)), f.text) << f.path;
-    EXPECT_EQ(Mode(Etc(f.path)), S_IFREG | f.mode) << f.path;
-    struct stat st {};
-    EXPECT_EQ(::stat(Etc(f.path).c_str(), &st), 0);
-    EXPECT_EQ(st.st_uid, 0u) << f.path;
-    EXPECT_EQ(st.st_gid, 0u) << f.path;
-  }
+  for (const auto& f : files) ExpectRootFile(Etc(f.path), f.text, f.mode);
   EXPECT_TRUE(fs::is_directory(VarLib("/warren")) || fs::is_directory("/var/lib/warren"));
   EXPECT_EQ(r.mountinfo.find("/run/warren-seed"), std::string::npos) << "the seed stayed mounted";
   ExpectNoTempFiles();
