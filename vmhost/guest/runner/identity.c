@@ -84,19 +84,24 @@ struct identity_request {
   unsigned char random[kRandomBytes];
 };
 
-// A one-line reason on stderr; exits with `code`.
-static int fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int code, const char* fmt, ...) {
+int verb_failure(const char* verb, int code, const char* fmt, va_list ap) {
   char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   for (char* p = msg; *p; p++) {
     if (*p == '\n' || *p == '\r') *p = ' ';
   }
-  dprintf(STDERR_FILENO, "warren-run identity: %s\n", msg);
+  dprintf(STDERR_FILENO, "warren-run %s: %s\n", verb, msg);
   return code;
+}
+
+// A one-line reason on stderr; exits with `code`.
+static int fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = verb_failure("identity", code, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 static int64_t ns_of(const struct timespec* t) {

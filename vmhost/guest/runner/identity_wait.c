@@ -41,13 +41,11 @@ static const char kWaitPid[] = "/run/warren/identity.pid";
 
 static int wait_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 static int wait_fail(int code, const char* fmt, ...) {
-  char msg[256];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int rc = verb_failure("identity-wait", code, fmt, ap);
   va_end(ap);
-  dprintf(STDERR_FILENO, "warren-run identity-wait: %s\n", msg);
-  return code;
+  return rc;
 }
 
 // A decimal uid/gid from sudo's environment; -1 when absent or malformed.

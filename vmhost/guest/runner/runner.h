@@ -7,6 +7,7 @@
 #ifndef WARREN_RUNNER_H_
 #define WARREN_RUNNER_H_
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -135,6 +136,10 @@ int cmd_apply_seed(int argc, char** argv);
 // Reads the request on stdin, applies the clone's identity, asks the host for the time and
 // prints the report (the protocol is at the top of identity.c). Returns the exit status.
 int cmd_identity(void);
+// `warren-run VERB: REASON` on stderr, the reason on one line (at most 511 bytes); returns
+// `code`. Shared by identity's verbs.
+int verb_failure(const char* verb, int code, const char* fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 // ---- identity_wait.c: a root `identity` made ready in templates and pooled VMs ----
 
