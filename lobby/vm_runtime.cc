@@ -12,6 +12,8 @@
 namespace warren {
 
 VmRuntime::~VmRuntime() {
+  // No reconcile after a reconnection from here on (waits for one under way).
+  if (host_) host_->OnReconnected(nullptr);
   if (host_ && meter_) {
     if (Status st = host_->WatchStates(nullptr); !st.ok()) LogWarn("usage meter: " + st.ToString());
   }
@@ -126,6 +128,17 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   // What ran while warren was down is counted up to now; from here the events keep it.
   if (Status st = rt->meter_->Resync(*rt->host_); !st.ok())
     LogWarn("usage meter: " + st.ToString());
+  // The same reconcile after the host lost libvirt and got it back (libvirtd killed or
+  // restarted): what changed meanwhile, and what commands cut off by the loss left (a
+  // domain of a `new` that failed half-way), is put right. It runs before any other caller
+  // may use the host again, so no command changes the host beside it; the host then reports
+  // every VM's state to the usage meter.
+  rt->host_->OnReconnected([store = services.store, host = rt->host_.get(),
+                            guests = rt->guests_.get(), clock = services.clock] {
+    LogInfo("reconcile: after reconnecting to libvirt");
+    Status st = Reconcile(*store, *host, guests, *clock);
+    if (!st.ok()) LogWarn("reconcile: " + st.ToString());
+  });
 
   services.images = DirectoryImageCatalog(images_dir);
   services.control_authorized_key = control_key;

@@ -40,8 +40,9 @@ class VmRuntime {
   // the host's isolation rules for QEMU's user (egress_firewall.h) before any VM starts,
   // makes the control key, opens guest control, meters VMs' usage from the host's state
   // changes (usage_meter.h), removes sandboxes that expired while warren was down,
-  // reconciles the store with what libvirt reports, and fills `services` (vms, guests,
-  // images, control key). On failure `*fatal`
+  // reconciles the store with what libvirt reports (and again each time the host gets its
+  // lost libvirt connection back: LibvirtHost::OnReconnected), and fills `services` (vms,
+  // guests, images, control key). On failure `*fatal`
   // says whether serve must stop — the isolation rules could not be installed, and VMs must
   // not run without them — rather than serve a lobby without VMs.
   static Result<std::unique_ptr<VmRuntime>> Start(const VmRuntimeOptions& options,

@@ -90,17 +90,39 @@ void LifecycleSink::OnLifecycle(virDomainPtr dom, int event, int detail) {
   if (delivery_ != nullptr) delivery_->Push({std::string(sv.substr(prefix_.size())), *state});
 }
 
+namespace {
+
+std::string CloseReason(int reason) {
+  switch (reason) {
+    case VIR_CONNECT_CLOSE_REASON_ERROR:
+      return "the daemon's socket failed";
+    case VIR_CONNECT_CLOSE_REASON_EOF:
+      return "the daemon closed the connection";
+    case VIR_CONNECT_CLOSE_REASON_KEEPALIVE:
+      return "the daemon stopped answering keepalives";
+    default:
+      return "closed, reason " + std::to_string(reason);
+  }
+}
+
+}  // namespace
+
 void LifecycleSink::OnClose(int reason) {
   if (reason == VIR_CONNECT_CLOSE_REASON_CLIENT) return;  // we closed it ourselves
-  LogWarn("vmhost: lost the libvirt connection (reason " + std::to_string(reason) +
-          "); reconnecting to report every vm's state");
   std::lock_guard lock(mu_);
+  if (on_lost_) {
+    on_lost_(CloseReason(reason));  // logs, reconnects, then reports every vm's state
+    return;
+  }
+  LogWarn("vmhost: lost the libvirt connection (" + CloseReason(reason) +
+          "); reconnecting to report every vm's state");
   if (delivery_ != nullptr) delivery_->Resync();
 }
 
 void LifecycleSink::Detach() {
   std::lock_guard lock(mu_);
   delivery_ = nullptr;
+  on_lost_ = nullptr;
 }
 
 Result<std::unique_ptr<LifecycleRegistration>> LifecycleRegistration::Register(

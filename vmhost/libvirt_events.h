@@ -14,6 +14,7 @@
 
 #include <libvirt/libvirt.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,14 +38,16 @@ void StartLibvirtEventLoop();
 std::optional<VmState> StateAfterLifecycleEvent(int event, int detail);
 
 // Where a connection's lifecycle events go: those of domains named `prefix` + id, as
-// VmStateEvents into `delivery`; a close of the connection (but ours) asks it for a full
-// report, which reconnects. Runs on libvirt's event loop thread and only queues. Detach()
-// cuts it off from `delivery` (before the delivery goes away); after it returns nothing is
-// passed on.
+// VmStateEvents into `delivery`; a close of the connection (but ours) is told to `on_lost`
+// (the host's reconnector, which reports every state once reconnected), or without one asks
+// the delivery for a full report. Runs on libvirt's event loop thread and only queues.
+// Detach() cuts it off from `delivery` and `on_lost` (before they go away); after it
+// returns nothing is passed on.
 class LifecycleSink {
  public:
-  LifecycleSink(std::string prefix, VmStateDelivery* delivery)
-      : prefix_(std::move(prefix)), delivery_(delivery) {}
+  using LostFn = std::function<void(const std::string& why)>;
+  LifecycleSink(std::string prefix, VmStateDelivery* delivery, LostFn on_lost = nullptr)
+      : prefix_(std::move(prefix)), delivery_(delivery), on_lost_(std::move(on_lost)) {}
   void OnLifecycle(virDomainPtr dom, int event, int detail);
   void OnClose(int reason);
   void Detach();
@@ -53,6 +56,7 @@ class LifecycleSink {
   const std::string prefix_;
   std::mutex mu_;  // held while passing on, so Detach waits for a call in progress
   VmStateDelivery* delivery_;
+  LostFn on_lost_;
 };
 
 // One connection's registrations for `sink`: lifecycle events of every domain and the close

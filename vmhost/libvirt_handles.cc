@@ -59,6 +59,12 @@ Status LibvirtError(std::string_view what) {
       err->domain != VIR_FROM_RPC) {
     code = Code::kInternal;
   }
+  // A call cut off by the daemon's death says so plainly (the host reconnects meanwhile).
+  if (code == Code::kUnavailable && err->code != VIR_ERR_AUTH_FAILED &&
+      err->code != VIR_ERR_AUTH_UNAVAILABLE) {
+    message =
+        "VM host unavailable (the connection to libvirt failed; warren reconnects): " + message;
+  }
   virResetLastError();
   return Status(code, std::move(message));
 }
@@ -69,9 +75,11 @@ Result<ConnectHandle> OpenLibvirt(const std::string& uri) {
   StartLibvirtEventLoop();
   ConnectHandle conn(virConnectOpen(uri.c_str()));
   if (!conn) {
-    Status st = LibvirtError("connecting to " + uri);
+    virErrorPtr err = virGetLastError();
+    std::string why = err != nullptr && err->message != nullptr ? err->message : "no message";
+    virResetLastError();
     // A failed open is always "the hypervisor is not reachable" to our callers.
-    return Unavailable(st.message());
+    return Unavailable("connecting to " + uri + ": " + why);
   }
   // A daemon that stops answering (hung, or a remote host whose link dropped without a
   // word) closes the connection after about 30 s instead of never: the close callback then

@@ -122,6 +122,14 @@ LibvirtHost::LibvirtHost(LibvirtHostOptions options)
       chains_({DisksDir(), options_.images_dir, options_.domain_prefix,
                [this] { return TemplateBases(); }}) {
   SilenceLibvirtErrors();
+  ReconnectorOptions ro;
+  ro.what = "libvirt at " + options_.uri;
+  ReconnectorSteps steps;
+  steps.connect = [this] { return Reopen(); };
+  steps.restart = [this] { return RestartDaemon(); };
+  steps.restored = [this] { Restored(); };
+  steps.reopened = [this] { Reopened(); };
+  reconnector_ = std::make_unique<Reconnector>(std::move(ro), std::move(steps));
 }
 
 LibvirtHost::LibvirtHost(LibvirtHostOptions options, ConnectHandle conn)
@@ -130,12 +138,17 @@ LibvirtHost::LibvirtHost(LibvirtHostOptions options, ConnectHandle conn)
 }
 
 LibvirtHost::~LibvirtHost() {
-  // The watch goes first, in this order: the sink passes nothing on any more, the delivery
-  // thread (which may be reconnecting through this host) ends, then the callbacks go.
-  std::unique_ptr<VmStateDelivery> delivery;
+  // The watch goes first, in this order: the sink passes nothing on any more (nor tells the
+  // reconnector of a loss), the reconnector's thread (which calls into the watch) ends, the
+  // delivery thread ends, then the callbacks go.
   {
     std::lock_guard lock(watch_mu_);
     if (sink_) sink_->Detach();
+  }
+  reconnector_.reset();
+  std::unique_ptr<VmStateDelivery> delivery;
+  {
+    std::lock_guard lock(watch_mu_);
     delivery = std::move(delivery_);
   }
   delivery.reset();
@@ -156,17 +169,85 @@ std::string LibvirtHost::DisksDir() const {
 }
 
 Result<LibvirtHost::Conn> LibvirtHost::Connect() {
+  WARREN_RETURN_IF_ERROR(reconnector_->Check());
+  {
+    std::lock_guard lock(conn_mu_);
+    if (!conn_) {  // the first connection, made lazily
+      WARREN_ASSIGN_OR_RETURN(ConnectHandle h, OpenLibvirt(options_.uri));
+      conn_ = Conn(std::move(h));
+      qemu_user_read_ = false;
+    }
+    if (virConnectIsAlive(conn_.get()) == 1) {
+      if (!qemu_user_read_) {
+        qemu_user_ = QemuUserOf(conn_.get(), options_.accel);
+        qemu_user_read_ = true;
+      }
+      return conn_;
+    }
+  }
+  // Not under conn_mu_: the reconnector's own steps take it.
+  reconnector_->Lost("the connection is no longer alive");
+  WARREN_RETURN_IF_ERROR(reconnector_->Check());
+  return Unavailable("VM host unavailable: lost the connection to libvirt at " + options_.uri);
+}
+
+Status LibvirtHost::Reopen() {
+  WARREN_ASSIGN_OR_RETURN(ConnectHandle h, OpenLibvirt(options_.uri));
   std::lock_guard lock(conn_mu_);
-  if (!conn_ || virConnectIsAlive(conn_.get()) != 1) {
-    WARREN_ASSIGN_OR_RETURN(ConnectHandle h, OpenLibvirt(options_.uri));
-    conn_ = Conn(std::move(h));
-    qemu_user_read_ = false;
+  conn_ = Conn(std::move(h));
+  qemu_user_read_ = false;
+  return Status::Ok();
+}
+
+void LibvirtHost::RestartDaemonWith(const LibvirtdOptions& daemon) {
+  std::lock_guard lock(daemon_mu_);
+  daemon_ = daemon;
+}
+
+Status LibvirtHost::RestartDaemon() {
+  std::optional<LibvirtdOptions> daemon;
+  {
+    std::lock_guard lock(daemon_mu_);
+    daemon = daemon_;
   }
-  if (!qemu_user_read_) {
-    qemu_user_ = QemuUserOf(conn_.get(), options_.accel);
-    qemu_user_read_ = true;
+  // Not ours to start: wait for whoever runs it (Reopen's failure stands).
+  if (!daemon) return Unavailable("no libvirt daemon answers at " + options_.uri);
+  WARREN_ASSIGN_OR_RETURN(LibvirtdStatus up, EnsureLibvirtd(*daemon));
+  LogInfo("vmhost: " + std::string(up.started ? "restarted" : "found") +
+          " libvirtd uri=" + options_.uri + " kvm_masked=" + (up.masked ? "yes" : "no") +
+          " ms=" + std::to_string(int(up.seconds * 1000)));
+  return Status::Ok();
+}
+
+void LibvirtHost::OnReconnected(std::function<void()> hook) {
+  std::lock_guard lock(hook_mu_);
+  reconnected_hook_ = std::move(hook);
+}
+
+void LibvirtHost::Restored() {
+  bool watching = false;
+  {
+    std::lock_guard lock(watch_mu_);
+    watching = sink_ != nullptr;
   }
-  return conn_;
+  if (watching) {
+    Result<Conn> conn = Connect();
+    Status st = conn.ok() ? WatchConnection(*conn) : conn.status();
+    if (!st.ok()) {
+      // Without the callbacks no change would be seen: try the whole reconnection again.
+      LogWarn("vmhost: watching vm states on the new connection: " + st.ToString());
+      reconnector_->Lost("could not watch vm states on the new connection");
+      return;
+    }
+  }
+  std::lock_guard lock(hook_mu_);
+  if (reconnected_hook_) reconnected_hook_();
+}
+
+void LibvirtHost::Reopened() {
+  // What changed while the connection was down (and what the hook changed) is reported once.
+  std::lock_guard lock(watch_mu_);
+  if (delivery_) delivery_->Resync();
 }
 
 QemuUser LibvirtHost::qemu_user() {
@@ -1090,7 +1171,11 @@ Result<std::unique_ptr<LibvirtHost>> StartLibvirtHost(LibvirtHostOptions options
   }
   if (!up.warning.empty()) LogWarn("vmhost: " + up.warning);
   WARREN_ASSIGN_OR_RETURN(ConnectHandle conn, OpenLibvirt(options.uri));
-  return std::make_unique<LibvirtHost>(std::move(options), std::move(conn));
+  auto host = std::make_unique<LibvirtHost>(std::move(options), std::move(conn));
+  // A daemon warren started is warren's to start again when it dies (one it found running
+  // is its operator's: warren waits for it to come back).
+  if (up.started) host->RestartDaemonWith(daemon);
+  return host;
 }
 
 }  // namespace warren

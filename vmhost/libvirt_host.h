@@ -29,6 +29,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,8 @@
 #include "vmhost/libvirt_domain_ops.h"
 #include "vmhost/libvirt_events.h"
 #include "vmhost/libvirt_handles.h"
+#include "vmhost/libvirtd_launcher.h"
+#include "vmhost/reconnector.h"
 #include "vmhost/vm_host.h"
 #include "vmhost/vm_state_delivery.h"
 
@@ -67,9 +70,16 @@ struct LibvirtHostOptions {
   std::string domain_prefix = "warren-";
 };
 
+// A lost connection (the daemon killed or restarted; seen by the close callback or by the
+// next call) is got back by a Reconnector (reconnector.h) on its own thread, with backoff,
+// restarting the daemon first when warren started it (RestartDaemonWith). Meanwhile every
+// call fails at once, Unavailable ("VM host unavailable ... reconnecting"); a call in flight
+// fails with libvirt's error. Once connected again, the host re-registers its event
+// callbacks and runs the OnReconnected hook (the binary's reconcile) before anyone else may
+// call it, then reports every VM's state to the WatchStates listener.
 class LibvirtHost final : public VmHost {
  public:
-  // Connects lazily, on the first call (and again after the daemon went away).
+  // Connects lazily, on the first call; after a loss, the reconnector does.
   explicit LibvirtHost(LibvirtHostOptions options);
   // Adopts an open connection. Lets tests share one test:///default instance (each
   // connection to it is a private world) with the code under test.
@@ -128,6 +138,17 @@ class LibvirtHost final : public VmHost {
   Result<RestoredVm> Reidentify(const VmSpec& spec) override;
   Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override;
 
+  // When the connection is lost and connecting fails, the daemon is started again with
+  // these options (EnsureLibvirtd): for a daemon warren started itself. Call before use.
+  void RestartDaemonWith(const LibvirtdOptions& daemon);
+  // Runs after each reconnection, on the reconnector's thread, before other callers may use
+  // the host again (so what it changes on the host races with nothing); an empty one none.
+  // Replacing it waits for a run in progress. The binary reconciles here.
+  void OnReconnected(std::function<void()> hook);
+  // Whether the host is connected (not reconnecting), and what the reconnector counted.
+  bool connected() const { return reconnector_->up(); }
+  ReconnectorStats reconnect_stats() const { return reconnector_->stats(); }
+
   // Every running domain of the connection, warren's or not (egress_firewall.h: the
   // isolation rules stay while any QEMU of the host runs).
   Result<int> ActiveDomainCount();
@@ -161,7 +182,15 @@ class LibvirtHost final : public VmHost {
     DomainHandle dom;
   };
 
+  // The connection; Unavailable at once while reconnecting (and a dead one found here starts
+  // the reconnection).
   Result<Conn> Connect();
+  // The reconnector's steps: a new connection made the host's; the daemon started again;
+  // callbacks registered on the new connection and the hook run; every state reported.
+  Status Reopen();
+  Status RestartDaemon();
+  void Restored();
+  void Reopened();
   VmGuard LockVm(std::string_view id);
   // Locks the VM, connects and looks its domain up. NotFound when there is no such VM.
   Result<OpenVm> LockAndOpen(std::string_view id);
@@ -299,6 +328,12 @@ class LibvirtHost final : public VmHost {
   std::unique_ptr<LifecycleRegistration> registration_;
   std::mutex own_mu_;                           // a leaf
   std::set<std::string, std::less<>> own_ids_;  // known to be this host's (AdmitEvent)
+  std::mutex daemon_mu_;                        // a leaf; guards daemon_
+  std::optional<LibvirtdOptions> daemon_;
+  std::mutex hook_mu_;  // held while the hook runs
+  std::function<void()> reconnected_hook_;
+  // Last: its thread calls into everything above, and it goes first.
+  std::unique_ptr<Reconnector> reconnector_;
 };
 
 // warren's startup in one call: decides kvm or TCG (ProbeAccel with a kernel from the

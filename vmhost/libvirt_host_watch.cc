@@ -18,7 +18,9 @@ Status LibvirtHost::WatchStates(VmStateListener listener) {
           [this](const std::atomic<bool>&) { return ReportAllStates(); },
           VmStateDelivery::kDefaultMaxQueued,
           [this](const VmStateEvent& e) { return AdmitEvent(e); });
-      auto sink = std::make_shared<LifecycleSink>(options_.domain_prefix, made.get());
+      auto sink = std::make_shared<LifecycleSink>(
+          options_.domain_prefix, made.get(),
+          [this](const std::string& why) { reconnector_->Lost(why); });
       delivery_ = std::move(made);
       sink_ = std::move(sink);
     }

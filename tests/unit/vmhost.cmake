@@ -42,3 +42,9 @@ target_compile_definitions(vmhost_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE
 target_link_libraries(vmhost_test
   PRIVATE warren_test_fakes warren_test_real_libvirt_env GTest::gtest_main)
 gtest_discover_tests(vmhost_test DISCOVERY_MODE PRE_TEST PROPERTIES RUN_SERIAL TRUE)
+
+# A host's reconnect logic (vmhost/reconnector.h: backoff, the daemon restarted only when
+# warren started it, others refused while it restores): steps are switches here, no daemon.
+add_executable(reconnector_test unit/reconnector_test.cc)
+target_link_libraries(reconnector_test PRIVATE warren_libvirt GTest::gtest_main)
+gtest_discover_tests(reconnector_test DISCOVERY_MODE PRE_TEST)
