@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -83,29 +84,47 @@ bool DaemonSeesDevKvm(const LibvirtdOptions& o) {
   return !theirs.empty() && theirs == MountNamespace("self");
 }
 
+// Where systemd is PID 1 and systemd-run is there to ask it for units.
+bool UnderSystemd(const LibvirtdOptions& o) {
+  std::error_code ec;
+  return fs::is_directory(o.systemd_booted_dir, ec) && access(o.systemd_run.c_str(), X_OK) == 0;
+}
+
+// The daemon's LIBVIRT_LOG_OUTPUTS: an operator's own (set in our environment), else a file
+// in log_dir (their default, syslog, may not exist here).
+std::string LogOutputs(const std::string& program, const LibvirtdOptions& o) {
+  if (const char* own = std::getenv("LIBVIRT_LOG_OUTPUTS"); own != nullptr) {
+    return std::string("LIBVIRT_LOG_OUTPUTS=") + own;
+  }
+  return "LIBVIRT_LOG_OUTPUTS=3:file:" + o.log_dir + "/" + fs::path(program).filename().string() +
+         ".log";
+}
+
 Status StartDaemon(const std::string& program, const LibvirtdOptions& o, bool mask) {
+  const bool as_unit = UnderSystemd(o);
   ProcessOptions po;
   po.timeout = o.timeout;
   po.new_session = true;
   if (mask) {
     WARREN_RETURN_IF_ERROR(MakeMaskNode(o.kvm_mask_file));
-    const char* mask_file = o.kvm_mask_file.c_str();
-    po.child_setup = [mask_file] { return MaskDevKvm(mask_file); };
+    if (!as_unit) {
+      const char* mask_file = o.kvm_mask_file.c_str();
+      po.child_setup = [mask_file] { return MaskDevKvm(mask_file); };
+    }
   }
   std::string name = fs::path(program).filename();
   std::error_code ec;
   fs::create_directories(o.log_dir, ec);
-  // Respect an operator's own logging setup.
-  if (std::getenv("LIBVIRT_LOG_OUTPUTS") == nullptr) {
-    po.env.push_back("LIBVIRT_LOG_OUTPUTS=3:file:" + o.log_dir + "/" + name + ".log");
-  }
-  // --daemon returns once the daemon is initialised (or has failed), with its exit status.
-  Result<ProcessResult> r = RunProcess({program, "--daemon"}, po);
+  if (!as_unit) po.env.push_back(LogOutputs(program, o));
+  // --daemon returns once the daemon is initialised (or has failed), with its exit status;
+  // systemd-run waits for the unit's start job, which (forking) ends then too.
+  Result<ProcessResult> r = RunProcess(DaemonCommand(program, o, mask, as_unit), po);
   if (!r.ok()) return Unavailable("starting " + name + ": " + r.status().message());
   if (r->timed_out) return Unavailable(name + " did not daemonise in time");
   if (r->exit_code != 0) {
     std::string why = r->output.empty() ? "exit " + std::to_string(r->exit_code) : r->output;
-    if (mask && r->exit_code == 127 && r->output.empty()) {
+    if (as_unit) why = "systemd-run --unit=warren-" + name + ": " + why;
+    if (mask && !as_unit && r->exit_code == 127 && r->output.empty()) {
       why = "could not mask /dev/kvm in a private mount namespace (needs root)";
     }
     return Unavailable("starting " + name + ": " + why);
@@ -114,6 +133,29 @@ Status StartDaemon(const std::string& program, const LibvirtdOptions& o, bool ma
 }
 
 }  // namespace
+
+std::vector<std::string> DaemonCommand(const std::string& program, const LibvirtdOptions& o,
+                                       bool mask, bool as_unit) {
+  if (!as_unit) return {program, "--daemon"};
+  const std::string name = fs::path(program).filename();
+  const bool libvirtd = program == o.libvirtd;
+  std::vector<std::string> argv = {
+      o.systemd_run,
+      "--quiet",
+      "--collect",
+      "--unit=warren-" + name,
+      "--description=" + name + " started by warren",
+      "--property=Type=forking",
+      "--property=PIDFile=" + (libvirtd ? o.libvirtd_pid_file : o.virtlogd_pid_file),
+  };
+  // Like Debian's libvirtd.service: stopping the daemon leaves its QEMUs running.
+  if (libvirtd) argv.push_back("--property=KillMode=process");
+  // A unit does not inherit our environment: the log setting is passed on explicitly.
+  argv.push_back("--setenv=" + LogOutputs(program, o));
+  if (mask) argv.push_back("--property=BindPaths=" + o.kvm_mask_file + ":/dev/kvm");
+  argv.insert(argv.end(), {"--", program, "--daemon"});
+  return argv;
+}
 
 Result<LibvirtdStatus> EnsureLibvirtd(const LibvirtdOptions& o) {
   LibvirtdStatus status;

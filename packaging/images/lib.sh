@@ -6,6 +6,12 @@
 IMAGES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # The repository the images are built from (build_runner compiles its guest runner).
 WARREN_REPO_DIR=$(cd "$IMAGES_DIR/../.." && pwd)
+# Installed from the Debian package (/usr/share/warren/images) there are no sources: the
+# package's prebuilt static runner and launcher are copied instead of compiled
+# (packaging/install.cmake). WARREN_GUEST_BIN_DIR names such a directory explicitly.
+if [[ -z ${WARREN_GUEST_BIN_DIR:-} && ! -d $WARREN_REPO_DIR/vmhost/guest/runner ]]; then
+  WARREN_GUEST_BIN_DIR=$(cd "$IMAGES_DIR/../../../lib/warren/guest" 2>/dev/null && pwd || true)
+fi
 # shellcheck disable=SC2034 # used by the scripts that source this file
 GUEST_DIR=$IMAGES_DIR/guest
 
@@ -39,6 +45,8 @@ ensure_deps() {
   local missing=() p
   while read -r p; do
     [[ -z $p || $p == \#* ]] && continue
+    # Prebuilt guest binaries need no compiler.
+    [[ -n ${WARREN_GUEST_BIN_DIR:-} && ($p == gcc || $p == libc6-dev) ]] && continue
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done <"$IMAGES_DIR/deps.txt"
   ((${#missing[@]} == 0)) && return 0
@@ -175,6 +183,10 @@ make_initrd() {
 
 # build_launcher OUT: the control-port launcher, static so one binary serves every image.
 build_launcher() {
+  if [[ -n ${WARREN_GUEST_BIN_DIR:-} ]]; then
+    install -m 0755 "$WARREN_GUEST_BIN_DIR/warren-launcher" "$1"
+    return
+  fi
   gcc -static -O2 -Wall -Wextra -Werror -o "$1" "$IMAGES_DIR/launcher/warren-launcher.c"
   strip "$1"
 }
@@ -186,6 +198,10 @@ build_launcher() {
 # image's says `image-HASH` (its sources' hash) to --version, so it is never taken for that.
 build_runner() {
   local src=$WARREN_REPO_DIR/vmhost/guest/runner hash
+  if [[ -n ${WARREN_GUEST_BIN_DIR:-} ]]; then
+    install -m 0755 "$WARREN_GUEST_BIN_DIR/warren-run" "$1"
+    return
+  fi
   hash=$(cat "$src"/*.c "$src"/*.h | sha256sum | cut -c1-12)
   gcc -static -O2 -s -Wall -Wextra -Werror -std=gnu11 "-DWARREN_RUN_VERSION=\"image-$hash\"" \
     -o "$1" "$src"/*.c

@@ -404,6 +404,55 @@ TEST(LibvirtdLauncherTest, OnlyTheLocalSystemDaemonIsStarted) {
   EXPECT_EQ(st.status().code(), Code::kUnavailable);
 }
 
+TEST(LibvirtdLauncherTest, WithoutSystemdTheDaemonForksItself) {
+  LibvirtdOptions o;
+  EXPECT_EQ(DaemonCommand(o.libvirtd, o, true, false),
+            (std::vector<std::string>{"/usr/sbin/libvirtd", "--daemon"}));
+}
+
+// Under systemd (packaging/debian/warren.service) the daemons must not live in warren's
+// cgroup, or `systemctl restart warren` would kill them and every VM: units of their own.
+TEST(LibvirtdLauncherTest, UnderSystemdTheDaemonsAreUnitsOfTheirOwn) {
+  LibvirtdOptions o;
+  unsetenv("LIBVIRT_LOG_OUTPUTS");
+  std::vector<std::string> libvirtd = DaemonCommand(o.libvirtd, o, true, true);
+  EXPECT_EQ(libvirtd, (std::vector<std::string>{
+                          "/usr/bin/systemd-run",
+                          "--quiet",
+                          "--collect",
+                          "--unit=warren-libvirtd",
+                          "--description=libvirtd started by warren",
+                          "--property=Type=forking",
+                          "--property=PIDFile=/run/libvirtd.pid",
+                          "--property=KillMode=process",
+                          "--setenv=LIBVIRT_LOG_OUTPUTS=3:file:/var/log/libvirt/libvirtd.log",
+                          "--property=BindPaths=/run/warren/kvm-masked:/dev/kvm",
+                          "--",
+                          "/usr/sbin/libvirtd",
+                          "--daemon",
+                      }));
+  std::vector<std::string> virtlogd = DaemonCommand(o.virtlogd, o, false, true);
+  EXPECT_EQ(virtlogd, (std::vector<std::string>{
+                          "/usr/bin/systemd-run",
+                          "--quiet",
+                          "--collect",
+                          "--unit=warren-virtlogd",
+                          "--description=virtlogd started by warren",
+                          "--property=Type=forking",
+                          "--property=PIDFile=/run/virtlogd.pid",
+                          "--setenv=LIBVIRT_LOG_OUTPUTS=3:file:/var/log/libvirt/virtlogd.log",
+                          "--",
+                          "/usr/sbin/virtlogd",
+                          "--daemon",
+                      }));
+  // An operator's own LIBVIRT_LOG_OUTPUTS: a unit does not inherit warren's environment, so
+  // it is passed on.
+  setenv("LIBVIRT_LOG_OUTPUTS", "1:stderr", 1);
+  std::vector<std::string> own = DaemonCommand(o.virtlogd, o, false, true);
+  unsetenv("LIBVIRT_LOG_OUTPUTS");
+  EXPECT_NE(std::find(own.begin(), own.end(), "--setenv=LIBVIRT_LOG_OUTPUTS=1:stderr"), own.end());
+}
+
 // --- LibvirtHost on libvirt's in-process test driver ------------------------------------
 
 // Each test:///default connection is a private hypervisor, so the test defines domains on

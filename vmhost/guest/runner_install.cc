@@ -89,7 +89,16 @@ std::string DefaultRunnerPath() {
   if (n <= 0) return "warren-run";
   std::string exe(buf, static_cast<size_t>(n));
   size_t slash = exe.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/warren-run";
+  std::string dir = slash == std::string::npos ? std::string(".") : exe.substr(0, slash);
+  // A build tree has it next to warren; an install (the Debian package: /usr/bin/warren)
+  // in PREFIX/lib/warren, as packaging/install.cmake puts it.
+  std::string beside = dir + "/warren-run";
+  if (::access(beside.c_str(), F_OK) == 0) return beside;
+  size_t up = dir.rfind('/');
+  std::string installed =
+      (up == std::string::npos ? std::string("..") : dir.substr(0, up)) + "/lib/warren/warren-run";
+  if (::access(installed.c_str(), F_OK) == 0) return installed;
+  return beside;
 }
 
 Result<RunnerBinary> LoadRunnerBinary(const std::string& path) {

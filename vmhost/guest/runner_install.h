@@ -21,7 +21,8 @@ struct RunnerBinary {
   std::string bytes;
 };
 
-// `warren-run` next to the running executable (/proc/self/exe).
+// `warren-run` next to the running executable (/proc/self/exe), else in an install's
+// PREFIX/lib/warren (/usr/bin/warren: /usr/lib/warren/warren-run).
 std::string DefaultRunnerPath();
 // Reads the binary and checks that it is the version this warren speaks.
 Result<RunnerBinary> LoadRunnerBinary(const std::string& path);
