@@ -34,6 +34,7 @@ TEST_PKGS=(
   iptables     # the guest endpoint's iptables redirect, run in a namespace (EndpointRedirectTest)
   iproute2     # ip netns: the namespaces of the isolation and guest-endpoint tests (outside_net.py)
   clang libclang-rt-14-dev  # the libFuzzer targets with ASan and UBSan (tests/fuzz/run.sh)
+  debhelper lintian  # the Debian package's build and check (tests/packaging/deb_test.sh)
 )
 # npm installs the MCP peers (packaging/install-peers.sh). A machine whose Node.js comes
 # from elsewhere (NodeSource's nodejs bundles npm) cannot take Debian's npm, which needs
