@@ -3,7 +3,11 @@
 # starts warren on loopback with its embedded defaults (SSH 127.0.0.1:2222, HTTP
 # 127.0.0.1:8080, data and images in /var/lib/warren), with the invoking user's SSH key as
 # the first admin. Run it as root or with sudo.
-#   packaging/quickstart.sh         build and (re)start warren in the background
+# Where systemd is PID 1 it builds the Debian package (packaging/build-deb.sh), installs it
+# with apt and starts warren.service, the admin and listeners in a drop-in
+# (/etc/systemd/system/warren.service.d/quickstart.conf); elsewhere (containers, CI) it
+# builds into build/ and starts warren in the background.
+#   packaging/quickstart.sh         build and (re)start warren
 #   packaging/quickstart.sh stop    stop it
 # WARREN_SSH_LISTEN and WARREN_HTTP_LISTEN (ADDR:PORT) move the listeners, e.g. when 2222 or
 # 8080 is taken; WARREN_DATA_DIR moves the state.
@@ -32,13 +36,26 @@ stop_running() {
   rm -f "$pidfile"
 }
 
+# systemd as PID 1 (sd_booted's test): warren runs as the packaged unit.
+under_systemd=""
+if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null; then under_systemd=1; fi
+dropin=/etc/systemd/system/warren.service.d/quickstart.conf
+
 if [[ ${1:-} == stop ]]; then
   stop_running
+  if [[ -n $under_systemd ]] && systemctl cat warren.service >/dev/null 2>&1; then
+    systemctl stop warren.service && echo "quickstart: stopped warren.service"
+  fi
   exit 0
 fi
 
 bash packaging/install-deps.sh
-bash packaging/build.sh
+if [[ -n $under_systemd ]]; then
+  deb=$(bash packaging/build-deb.sh build-deb | tail -1)
+  apt-get install -y -qq "$(realpath "$deb")"
+else
+  bash packaging/build.sh
+fi
 
 # The first admin is whoever ran this (through sudo: the user behind sudo).
 person=${SUDO_USER:-$(id -un)}
@@ -63,39 +80,66 @@ bash packaging/images/build-debian.sh "$data/images"
 bash packaging/images/build-tiny.sh "$data/images"
 
 stop_running
-# The log names users and key fingerprints: owner and group only. warren itself appends to it
-# (--log-file, which also narrows an older, looser file); the redirect catches what it says
-# before it opens the file.
-[[ -e $log ]] || install -m 0640 /dev/null "$log"
-# Ready once this start has logged both listeners (a port that merely answers could be
-# someone else's); a port in use makes warren exit, which is reported.
-log_start=$(($(stat -c %s "$log" 2>/dev/null || echo 0) + 1))
-setsid "$repo/build/warren" serve --data-dir "$data" --admin-key "$pub" --admin-name "$person" \
-  --ssh "$ssh_listen" --http "$http_listen" --log-file "$log" >>"$log" 2>&1 </dev/null &
-echo $! >"$pidfile"
-
-ready=""
-for _ in $(seq 3000); do  # VMs (libvirtd, the KVM probe) come up first: minutes at worst
-  if [[ $(tail -c +"$log_start" "$log" | grep -c -e "ssh listening on" -e "http listening on") -ge 2 ]]; then
-    ready=1 && break
+if [[ -n $under_systemd ]]; then
+  # The admin and listeners as command-line flags, which win over /etc/warren/warren.conf.
+  mkdir -p "$(dirname "$dropin")"
+  cat >"$dropin" <<UNIT
+# Written by packaging/quickstart.sh: the first admin and the listeners it was run with.
+[Service]
+ExecStart=
+ExecStart=/usr/bin/warren serve --config /etc/warren/warren.conf --data-dir "$data" --admin-key "$pub" --admin-name "$person" --ssh "$ssh_listen" --http "$http_listen"
+ReadWritePaths="$data"
+UNIT
+  systemctl daemon-reload
+  systemctl enable -q warren.service
+  since=$(date '+%Y-%m-%d %H:%M:%S')
+  # Type=notify: restart returns once warren said READY=1 (both listeners up, reconcile run).
+  if ! systemctl restart warren.service; then
+    echo "quickstart: warren.service did not start; its journal:" >&2
+    journalctl -u warren.service --since "$since" -n 20 --no-pager >&2
+    exit 1
   fi
-  kill -0 "$(cat "$pidfile")" 2>/dev/null || break
-  sleep 0.1
-done
-if [[ -z $ready ]]; then
-  echo "quickstart: warren did not start listening; the end of $log:" >&2
-  tail -n 20 "$log" >&2
-  exit 1
-fi
-# warren serves the lobby without VMs when libvirt cannot start: say so rather than hide it.
-no_vms=$(tail -c +"$log_start" "$log" | grep "VMs unavailable" | head -1 || true)
-if [[ -n $no_vms ]]; then
-  echo "quickstart: warren runs, but without VMs: $no_vms" >&2
+  no_vms=$(journalctl -u warren.service --since "$since" --no-pager | grep "VMs unavailable" | head -1 || true)
+  if [[ -n $no_vms ]]; then
+    echo "quickstart: warren runs, but without VMs: $no_vms" >&2
+  fi
+  started="as warren.service (journalctl -u warren; stop: packaging/quickstart.sh stop)"
+else
+  # The log names users and key fingerprints: owner and group only. warren itself appends to it
+  # (--log-file, which also narrows an older, looser file); the redirect catches what it says
+  # before it opens the file.
+  [[ -e $log ]] || install -m 0640 /dev/null "$log"
+  # Ready once this start has logged both listeners (a port that merely answers could be
+  # someone else's); a port in use makes warren exit, which is reported.
+  log_start=$(($(stat -c %s "$log" 2>/dev/null || echo 0) + 1))
+  setsid "$repo/build/warren" serve --data-dir "$data" --admin-key "$pub" --admin-name "$person" \
+    --ssh "$ssh_listen" --http "$http_listen" --log-file "$log" >>"$log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+
+  ready=""
+  for _ in $(seq 3000); do  # VMs (libvirtd, the KVM probe) come up first: minutes at worst
+    if [[ $(tail -c +"$log_start" "$log" | grep -c -e "ssh listening on" -e "http listening on") -ge 2 ]]; then
+      ready=1 && break
+    fi
+    kill -0 "$(cat "$pidfile")" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ -z $ready ]]; then
+    echo "quickstart: warren did not start listening; the end of $log:" >&2
+    tail -n 20 "$log" >&2
+    exit 1
+  fi
+  # warren serves the lobby without VMs when libvirt cannot start: say so rather than hide it.
+  no_vms=$(tail -c +"$log_start" "$log" | grep "VMs unavailable" | head -1 || true)
+  if [[ -n $no_vms ]]; then
+    echo "quickstart: warren runs, but without VMs: $no_vms" >&2
+  fi
+  started="(pid $(cat "$pidfile"); log $log; stop: packaging/quickstart.sh stop)"
 fi
 
 cat <<MSG
 
-warren is running (pid $(cat "$pidfile"); log $log; stop: packaging/quickstart.sh stop).
+warren is running $started.
 Admin: $person, key $pub
 
   ssh -p $ssh_port localhost help        # every command
