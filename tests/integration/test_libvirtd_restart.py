@@ -100,14 +100,34 @@ def _kill_daemons():
             os.kill(pid, signal.SIGKILL)
 
 
+_DATA_DIRS = []  # the test's data dirs, for _kill_leftover_qemu
+
+
+def _kill_leftover_qemu():
+    """QEMUs of the test's VMs that outlived their daemon (a test that failed half-way):
+    nothing of the test may keep running after it."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmdline = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if "qemu-system" in cmdline and any(d + "/" in cmdline for d in _DATA_DIRS):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def _private_libvirt():
     """Mounts the namespace's own libvirt directories. Returns why not, or None."""
     if not os.environ.get(NS_ENV):
         return "needs root and unshare (util-linux) for a private libvirtd"
     root = tempfile.mkdtemp(prefix="warren-libvirtd-ns-")
     atexit.register(shutil.rmtree, root, ignore_errors=True)
-    # Its daemons die with the test (registered first: atexit runs it last).
+    # Its daemons and guests die with the test (registered first: atexit runs them last).
     atexit.register(_kill_daemons)
+    atexit.register(_kill_leftover_qemu)
     _run("mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run")
     for path in PRIVATE:
         mine = os.path.join(root, path.strip("/").replace("/", "_"))
@@ -175,7 +195,19 @@ class LibvirtdRestartTest(VmTestCase):
     def setUpClass(cls):
         assert not daemon_answers(), "a libvirtd answers in the test's private namespace"
         super().setUpClass()
+        _DATA_DIRS.append(cls.data)
+        # Runs before the class's other cleanups: removing the domains needs a daemon.
+        cls.addClassCleanup(cls.ensure_daemon)
         assert "vmhost: started libvirtd" in cls.server.log(), cls.server.log_tail(40)
+
+    @classmethod
+    def ensure_daemon(cls):
+        deadline = time.monotonic() + 15  # warren may be restarting its own
+        while not daemon_answers():
+            if time.monotonic() > deadline:
+                start_own_libvirtd()
+                return
+            time.sleep(0.2)
 
     @classmethod
     def start_vm_server(cls):
