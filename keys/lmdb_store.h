@@ -158,6 +158,23 @@ class LmdbStore final : public Store, public OAuthStore {
   // The data directory, as given to Open.
   const std::string& dir() const;
 
+  // ---- Copies for backups (lmdb_store_copy.cc; keys/backup.h) ----
+  // Writes a consistent, compacted copy of this open store to `fd` (an empty file): LMDB's
+  // own copy (mdb_env_copyfd2, MDB_CP_COMPACT) from one read transaction, so writers go on
+  // meanwhile and the copy holds every commit made before it began and none after.
+  Status CopyTo(int fd);
+  // The same for the store in `dir` when this process has not opened it (`warren backup`
+  // beside a running `warren serve`): opened read-only, never upgraded. NotFound when there
+  // is no store there.
+  static Status CopyStoreIn(const std::string& dir, int fd);
+  // The schema version recorded in a store file copied as above (`file`: its data.mdb, or
+  // /proc/self/fd/N), opened read-only without a lock file. Internal when it is not a
+  // store of warren's.
+  static Result<int> SchemaVersionOfCopy(const std::string& file);
+  // Whether another process has the store in `dir` open (a running warren): LMDB keeps a
+  // shared lock on its lock file while an environment is open.
+  static Result<bool> OpenElsewhere(const std::string& dir);
+
  private:
   // The environment and table handles (lmdb_store_state.h, internal to keys/), so that
   // only keys/ sees LMDB's headers.
