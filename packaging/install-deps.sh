@@ -35,6 +35,7 @@ TEST_PKGS=(
   iproute2     # ip netns: the namespaces of the isolation and guest-endpoint tests (outside_net.py)
   clang libclang-rt-14-dev  # the libFuzzer targets with ASan and UBSan (tests/fuzz/run.sh)
   debhelper lintian  # the Debian package's build and check (tests/packaging/deb_test.sh)
+  systemd      # systemd-analyze verify on warren.service (tests/packaging); not started
 )
 # npm installs the MCP peers (packaging/install-peers.sh). A machine whose Node.js comes
 # from elsewhere (NodeSource's nodejs bundles npm) cannot take Debian's npm, which needs
