@@ -193,7 +193,14 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   // is set on the first part (for metrics); `end` on the last.
   void Deliver(uint64_t id, std::string bytes, int status, bool end) {
     if (id != request_id_ || closing_ || !in_flight_) return;
-    if (status != 0) core_.Count(route_, status);
+    if (status != 0) {
+      core_.Count(route_, status);
+      // The path without its query; never a header (credentials travel there).
+      if (GetLogLevel() == LogLevel::kDebug) {
+        LogDebug("http request peer=" + remote_ + " route=" + LogQuote(route_) +
+                 " path=" + LogQuote(path_) + " status=" + std::to_string(status));
+      }
+    }
     queue_.push_back(std::move(bytes));
     if (end) end_queued_ = true;
     DoWrite();
@@ -662,9 +669,10 @@ class HttpServer::State {
     std::string refusal;
     std::unique_ptr<ConnectionCounts::Slot> slot = counts->TryAcquire(source, &refusal);
     if (!slot) return Refuse(std::move(s), source, refusal);
-    if (ssl_ctx) {
+    if (std::shared_ptr<ssl::context> ctx = TlsContext()) {
       using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-      std::make_shared<Connection<TlsStream>>(TlsStream(std::move(s), *ssl_ctx), core,
+      // The stream's SSL holds its own reference to the SSL_CTX, so a reload may drop ctx.
+      std::make_shared<Connection<TlsStream>>(TlsStream(std::move(s), *ctx), core,
                                               std::move(remote), std::move(source), std::move(slot))
           ->Run();
     } else {
@@ -694,7 +702,7 @@ class HttpServer::State {
               "; further refusals are counted in warren_http_connections_refused_total");
     }
     beast::error_code ignored;
-    if (!ssl_ctx) {
+    if (!TlsContext()) {
       const std::string body = nlohmann::json{{"error", per_source ? "too many connections from "
                                                                      "your address"
                                                                    : "too many connections"}}
@@ -718,20 +726,33 @@ class HttpServer::State {
     if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
       return InvalidArgument("HTTPS needs both --tls-cert and --tls-key");
     }
-    auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
+    WARREN_ASSIGN_OR_RETURN(std::shared_ptr<ssl::context> ctx,
+                            MakeTlsContext(o.tls_cert_file, o.tls_key_file));
+    std::lock_guard<std::mutex> lock(ssl_mu);
+    ssl_ctx = std::move(ctx);
+    return Status::Ok();
+  }
+
+  static Result<std::shared_ptr<ssl::context>> MakeTlsContext(const std::string& cert_file,
+                                                              const std::string& key_file) {
+    auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
     ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                      ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
                      ssl::context::single_dh_use);
     beast::error_code ec;
-    ctx->use_certificate_chain_file(o.tls_cert_file, ec);
-    if (ec) return InvalidArgument("TLS certificate " + o.tls_cert_file + ": " + ec.message());
-    ctx->use_private_key_file(o.tls_key_file, ssl::context::pem, ec);
-    if (ec) return InvalidArgument("TLS key " + o.tls_key_file + ": " + ec.message());
+    ctx->use_certificate_chain_file(cert_file, ec);
+    if (ec) return InvalidArgument("TLS certificate " + cert_file + ": " + ec.message());
+    ctx->use_private_key_file(key_file, ssl::context::pem, ec);
+    if (ec) return InvalidArgument("TLS key " + key_file + ": " + ec.message());
     if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
-      return InvalidArgument("TLS key " + o.tls_key_file + " does not match the certificate");
+      return InvalidArgument("TLS key " + key_file + " does not match the certificate");
     }
-    ssl_ctx = std::move(ctx);
-    return Status::Ok();
+    return ctx;
+  }
+
+  std::shared_ptr<ssl::context> TlsContext() {
+    std::lock_guard<std::mutex> lock(ssl_mu);
+    return ssl_ctx;
   }
 
   HttpServerOptions options;
@@ -743,7 +764,8 @@ class HttpServer::State {
   // Touched only by the accept handler (one accept is pending at a time).
   bool paused = false;
   std::chrono::steady_clock::time_point last_refusal_log{};
-  std::unique_ptr<ssl::context> ssl_ctx;
+  std::mutex ssl_mu;
+  std::shared_ptr<ssl::context> ssl_ctx;  // swapped whole by ReloadTls, under ssl_mu
   std::vector<std::thread> threads;
   std::atomic<int> port{0};
 };
@@ -808,6 +830,18 @@ void HttpServer::Stop() {
 
 int HttpServer::port() const { return state_->port.load(); }
 
-bool HttpServer::tls() const { return state_->ssl_ctx != nullptr; }
+bool HttpServer::tls() const { return state_->TlsContext() != nullptr; }
+
+Status HttpServer::ReloadTls(const std::string& cert_file, const std::string& key_file) {
+  if (!tls()) return InvalidArgument(state_->options.name + " serves plain HTTP: no TLS to reload");
+  if (cert_file.empty() || key_file.empty()) {
+    return InvalidArgument("HTTPS needs both --tls-cert and --tls-key");
+  }
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<ssl::context> ctx,
+                          State::MakeTlsContext(cert_file, key_file));
+  std::lock_guard<std::mutex> lock(state_->ssl_mu);
+  state_->ssl_ctx = std::move(ctx);
+  return Status::Ok();
+}
 
 }  // namespace warren

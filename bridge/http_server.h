@@ -73,6 +73,10 @@ class HttpServer {
   // The bound port (after Start).
   int port() const;
   bool tls() const;
+  // Reads a new certificate (chain) and key for HTTPS (SIGHUP): connections accepted from now
+  // on use them, open ones keep theirs. On any error the old ones stay. Only for a server
+  // started with TLS (a plain one stays plain).
+  Status ReloadTls(const std::string& cert_file, const std::string& key_file);
 
  private:
   class State;

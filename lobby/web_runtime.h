@@ -33,6 +33,11 @@ class WebRuntime {
   ~WebRuntime();  // stops the proxy, then writes the share-link uses still pending
 
   uint16_t port() const { return server_->port(); }
+  // The listener's new TLS certificate and key (SIGHUP): web::WebServer::ReloadTls.
+  Status ReloadTls(const std::string& cert_file, const std::string& key_file) {
+    return server_->ReloadTls(cert_file, key_file);
+  }
+  bool https() const { return server_->https(); }
 
  private:
   class Gate;

@@ -150,7 +150,7 @@ void WebServer::Handle(Conn& c) {
   auto header_deadline = Clock::now() + options_.header_timeout;
   if (c.https) {
     Result<std::unique_ptr<relay::TlsStream>> tls =
-        relay::TlsStream::Accept(tls_, c.down_base, header_deadline);
+        relay::TlsStream::Accept(Tls(), c.down_base, header_deadline);
     if (!tls.ok()) {
       c.error = tls.status().message();
       return;

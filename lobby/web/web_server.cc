@@ -71,13 +71,31 @@ WebServer::WebServer(WebServerOptions options, WebGate* gate)
 
 WebServer::~WebServer() { Stop(); }
 
+relay::SslCtxPtr WebServer::Tls() const {
+  std::lock_guard<std::mutex> lock(tls_mu_);
+  return tls_;
+}
+
+Status WebServer::ReloadTls(const std::string& cert_file, const std::string& key_file) {
+  if (!https()) return InvalidArgument("the web listener serves plain HTTP: no TLS to reload");
+  if (cert_file.empty() || key_file.empty()) {
+    return InvalidArgument("HTTPS needs both --tls-cert and --tls-key");
+  }
+  WARREN_ASSIGN_OR_RETURN(relay::SslCtxPtr ctx, relay::LoadServerContext(cert_file, key_file));
+  std::lock_guard<std::mutex> lock(tls_mu_);
+  tls_ = std::move(ctx);
+  return Status::Ok();
+}
+
 Status WebServer::Start() {
   if (options_.tls_cert_file.empty() != options_.tls_key_file.empty()) {
     return InvalidArgument("HTTPS needs both --tls-cert and --tls-key");
   }
   if (!options_.tls_cert_file.empty()) {
-    WARREN_ASSIGN_OR_RETURN(
-        tls_, relay::LoadServerContext(options_.tls_cert_file, options_.tls_key_file));
+    WARREN_ASSIGN_OR_RETURN(relay::SslCtxPtr ctx, relay::LoadServerContext(options_.tls_cert_file,
+                                                                           options_.tls_key_file));
+    std::lock_guard<std::mutex> lock(tls_mu_);
+    tls_ = std::move(ctx);
   }
   if (!waker_.ok()) return Internal("cannot make an eventfd for the web listener");
   WARREN_ASSIGN_OR_RETURN(auto hp, SplitListen(options_.listen));
@@ -118,7 +136,7 @@ Status WebServer::Start() {
   // The harness reads the bound port from this line: "web listening on HOST:PORT".
   std::string host = hp.first.find(':') != std::string::npos ? "[" + hp.first + "]" : hp.first;
   LogInfo("web listening on " + host + ":" + std::to_string(port_) +
-          (tls_ != nullptr ? " (https)" : " (http)") + " domain=" + options_.domain);
+          (https() ? " (https)" : " (http)") + " domain=" + options_.domain);
   return Status::Ok();
 }
 
@@ -235,7 +253,7 @@ void WebServer::Admit(int fd, std::string peer) {
     ++mine;
     conn->id = next_id_++;
     conn->peer = std::move(peer);
-    conn->https = tls_ != nullptr;
+    conn->https = https();
     conn->down_base = std::move(stream);
     conn->down = conn->down_base;
     conns_.emplace(conn->id, conn);
@@ -247,8 +265,8 @@ void WebServer::Admit(int fd, std::string peer) {
 void WebServer::Reject(std::unique_ptr<relay::FdStream> stream, std::string peer) {
   auto deadline = Clock::now() + kAnswerWait;
   std::shared_ptr<relay::ByteStream> down = std::move(stream);
-  if (tls_ != nullptr) {
-    Result<std::unique_ptr<relay::TlsStream>> tls = relay::TlsStream::Accept(tls_, down, deadline);
+  if (relay::SslCtxPtr ctx = Tls()) {
+    Result<std::unique_ptr<relay::TlsStream>> tls = relay::TlsStream::Accept(ctx, down, deadline);
     down = tls.ok() ? std::shared_ptr<relay::ByteStream>(std::move(tls.value())) : nullptr;
   }
   if (down != nullptr) {

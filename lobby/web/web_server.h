@@ -88,7 +88,10 @@ class WebServer {
   int RevokeVm(std::string_view vm_id);
 
   uint16_t port() const { return port_; }  // the bound port, after Start
-  bool https() const { return tls_ != nullptr; }
+  bool https() const { return Tls() != nullptr; }
+  // Reads a new certificate (chain) and key (SIGHUP): connections accepted from now on use
+  // them, open ones keep theirs; on any error the old ones stay. Only when serving HTTPS.
+  Status ReloadTls(const std::string& cert_file, const std::string& key_file);
   int active();  // connections being served now (tests, metrics)
 
   // One connection's state (web_exchange.cc); public for the helpers there.
@@ -116,7 +119,9 @@ class WebServer {
 
   const WebServerOptions options_;
   WebGate* const gate_;
-  relay::SslCtxPtr tls_;
+  relay::SslCtxPtr Tls() const;
+  mutable std::mutex tls_mu_;
+  relay::SslCtxPtr tls_;  // swapped whole by ReloadTls, under tls_mu_
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   EventWaker waker_;

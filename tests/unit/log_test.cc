@@ -96,5 +96,48 @@ TEST_F(LogFileTest, ADirectoryIsRefused) {
   WithStderrSaved([&] { EXPECT_EQ(OpenLogFile(dir_).code(), Code::kUnavailable); });
 }
 
+constexpr char kTs[] = "2026-01-02T03:04:05.678Z";
+
+TEST(LogLineTest, TextIsTimeLevelMessage) {
+  EXPECT_EQ(FormatLogLine(LogFormat::kText, kTs, LogLevel::kWarn, "a b\nc"),
+            "2026-01-02T03:04:05.678Z WARN a b c");
+}
+
+TEST(LogLineTest, JsonAuditLineHasItsFields) {
+  const std::string line = "audit cmd=" + LogQuote("ssh-key add") + " user=alice surface=ssh " +
+                           "note=" + LogQuote("say \"hi\"\n") + " code=ok";
+  EXPECT_EQ(FormatLogLine(LogFormat::kJson, kTs, LogLevel::kInfo, line),
+            "{\"ts\":\"2026-01-02T03:04:05.678Z\",\"level\":\"info\",\"msg\":\"audit\","
+            "\"cmd\":\"ssh-key add\",\"user\":\"alice\",\"surface\":\"ssh\","
+            "\"note\":\"say \\\"hi\\\"\\u000a\",\"code\":\"ok\"}");
+  EXPECT_EQ(FormatLogLine(LogFormat::kJson, kTs, LogLevel::kDebug, "ssh login peer=1.2.3.4:5"),
+            "{\"ts\":\"2026-01-02T03:04:05.678Z\",\"level\":\"debug\",\"msg\":\"ssh login\","
+            "\"peer\":\"1.2.3.4:5\"}");
+}
+
+TEST(LogLineTest, JsonOtherMessagesAreMsgWhole) {
+  auto msg_of = [](std::string_view m) {
+    std::string line = FormatLogLine(LogFormat::kJson, kTs, LogLevel::kError, m);
+    size_t at = line.find("\"msg\":");
+    return line.substr(at + 6, line.size() - at - 7);
+  };
+  EXPECT_EQ(msg_of("open files limit 1024 (was 1024)"), "\"open files limit 1024 (was 1024)\"");
+  EXPECT_EQ(msg_of("a=1 b=2"), "\"a=1 b=2\"");                    // no words first
+  EXPECT_EQ(msg_of("x a=1 then words"), "\"x a=1 then words\"");  // a word after a pair
+  EXPECT_EQ(msg_of("x a=1 a=2"), "\"x a=1 a=2\"");                // a repeated key
+  EXPECT_EQ(msg_of("x msg=forged"), "\"x msg=forged\"");          // the object's own keys
+  EXPECT_EQ(msg_of("x level=debug"), "\"x level=debug\"");
+  EXPECT_EQ(msg_of("x a=\"open"), "\"x a=\\\"open\"");  // an unclosed quote
+  EXPECT_EQ(msg_of("tab\there \x01"), "\"tab\\u0009here \\u0001\"");
+  EXPECT_EQ(msg_of("bad \xff utf8 \xc3\xa9"), "\"bad \xef\xbf\xbd utf8 \xc3\xa9\"");
+}
+
+TEST(LogLevelTest, NamesAndThreshold) {
+  EXPECT_EQ(*ParseLogLevel("debug"), LogLevel::kDebug);
+  EXPECT_EQ(*ParseLogLevel("error"), LogLevel::kError);
+  EXPECT_FALSE(ParseLogLevel("loud").ok());
+  EXPECT_STREQ(LogLevelName(LogLevel::kWarn), "warn");
+}
+
 }  // namespace
 }  // namespace warren
