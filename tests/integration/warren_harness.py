@@ -89,6 +89,18 @@ class Key:
         self.fingerprint = out.split()[1]
 
 
+_READS_CONFIG = {}
+
+
+def _reads_config(binary):
+    """True when `binary serve` takes --config (every build since issue 17)."""
+    if binary not in _READS_CONFIG:
+        r = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=30, check=False)
+        _READS_CONFIG[binary] = "--config" in r.stdout
+    return _READS_CONFIG[binary]
+
+
 class Server:
     """One `warren serve` process on 127.0.0.1, port 0."""
 
@@ -133,6 +145,10 @@ class Server:
             args += ["--web", "127.0.0.1:0"]
         if self.admin_key is not None:
             args += ["--admin-key", self.admin_key.path + ".pub"]
+        # Never the machine's /etc/warren/warren.conf (the package's), unless the test says
+        # (or the binary is a release from before the config file).
+        if "--config" not in self.extra_args and _reads_config(args[0]):
+            args += ["--config", "/dev/null"]
         args += self.extra_args
         self.proc = subprocess.Popen(
             args,
