@@ -25,6 +25,7 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterBrowserCommand(table);
   RegisterSshKeyCommands(table);
   RegisterUserCommands(table);
+  RegisterBackupCommand(table);
 }
 
 }  // namespace warren

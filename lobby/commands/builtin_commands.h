@@ -32,5 +32,6 @@ void RegisterIntegrationCommands(CommandTable& table);
 // share show|port|set-public|set-private|add|remove|add-link|remove-link
 void RegisterShareCommands(CommandTable& table);
 void RegisterBrowserCommand(CommandTable& table);  // browser [--revoke]
+void RegisterBackupCommand(CommandTable& table);   // backup (admins, over SSH)
 
 }  // namespace warren

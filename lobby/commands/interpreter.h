@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "keys/backup.h"
 #include "keys/store.h"
 #include "lobby/base/clock.h"
 #include "lobby/base/status.h"
@@ -141,6 +142,9 @@ struct Services {
   // Paused VMs restored ahead of time (warm_pool.h), which `new` takes when one of its
   // shape is idle (serve --pool). Null: no pool.
   WarmPool* pool = nullptr;
+  // Writes a backup of this server's data directory (keys/backup.h) to `out`, checking
+  // `cancel` between chunks, for the admin command `backup`. Null: it answers Unavailable.
+  std::function<Result<BackupManifest>(const BackupWriter& out, const CancelSignal& cancel)> backup;
   // Optional: completes a VmSpec just before `new` creates it with what the command layer
   // does not know (e.g. a pinned SSH host key the guest control connection will expect).
   // Called without locks; an error aborts the creation.

@@ -35,6 +35,7 @@
 #include "bridge/exec_handler.h"
 #include "bridge/mcp/mcp_handler.h"
 #include "bridge/sandbox_handler.h"
+#include "keys/backup.h"
 #include "keys/lmdb_store.h"
 #include "keys/lmdb_store_state.h"
 #include "keys/oauth.h"
@@ -245,6 +246,9 @@ struct Sample {
   // The line uses an admin's power (as every admin_only command does): what it shows an
   // unrestricted admin is the admin's to see (product.md: admins manage every account).
   bool admin_power = false;
+  // The command writes a byte stream (a backup file), so only SSH runs it; /exec and MCP's
+  // exec refuse it as a bad request (invalid_argument) once the credential may run it.
+  bool ssh_only = false;
 };
 
 bool IsAdmin(Cred c) { return c == Cred::kAdmin || c == Cred::kAdminTag; }
@@ -361,6 +365,13 @@ const std::vector<Sample>& Samples() {
       {"user ls", "user ls"},
       {"user set", "user set dave --max-vms 3"},
       {"user rm", "user rm dave"},
+      // Every user's VMs and keys: admins only, not one limited to a tag; SSH only.
+      {"backup",
+       "backup",
+       {},
+       {{Cred::kAdminTag, Verdict::kDenied}},
+       /*admin_power=*/true,
+       /*ssh_only=*/true},
   };
   return *samples;
 }
@@ -518,6 +529,7 @@ Verdict Expected(const CommandSpec& spec, const CommandSpec* described, const Sa
   if (described != nullptr && CommandRefuses(*described, cred)) return Verdict::kDenied;
   if (surface == Surface::kMcpReadOnly && !spec.read_only) return Verdict::kDenied;
   if (auto e = sample.except.find(cred); e != sample.except.end()) return e->second;
+  if (sample.ssh_only && surface != Surface::kSsh) return Verdict::kOther;
   if (NamesHidden(sample.line, cred)) return Verdict::kNotFound;
   return Verdict::kAllow;
 }
@@ -729,6 +741,9 @@ World::World(Cred cred, Surface surface, const Sample& sample)
   s.guests = &guests_;
   s.integration_key = &integration_key_;
   s.control_authorized_key = "ssh-ed25519 AAAAcontrol warren-control";
+  s.backup = [this](const BackupWriter& out, const CancelSignal& cancel) {
+    return WriteBackup({dir_, store_.get(), "test", kStart, &cancel}, out);
+  };
   s.ready_timeout_ms = 2000;
   s.vm_defaults.user_limits = {kNoLimit, kNoLimit, kNoLimit, kNoLimit, 20};
   s.images.resolve = [](std::string_view name) -> Result<std::string> {
