@@ -43,6 +43,7 @@
 #include "keys/secret_box.h"
 #include "keys/store.h"
 #include "keys/token.h"
+#include "lobby/backup_command.h"
 #include "lobby/base/clock.h"
 #include "lobby/base/log.h"
 #include "lobby/base/status.h"
@@ -380,6 +381,7 @@ int Serve(const ServeCli& cli, const std::vector<std::string>& args) {
   services.clock = &clock;
   services.token_signer = &token_signer.value();
   services.integration_key = &integration_key.value();
+  services.backup = ServeBackups(flags.data_dir, *store);
   services.oauth = store.get();
   services.info.ssh_host = PublicHostFor(ssh_addr->host);
   services.info.ssh_port = ssh_addr->port;
@@ -680,6 +682,8 @@ int main(int argc, char** argv) {
   // Dispatched before this parse (ServeMain); declared so --help lists it.
   app.add_subcommand("serve", "Run the server in the foreground (warren serve --help)");
   CLI::App* version = app.add_subcommand("version", "Print the version");
+  warren::BackupSubcommands backups;
+  warren::AddBackupSubcommands(app, backups);
 
   try {
     app.parse(argc, argv);
@@ -690,5 +694,6 @@ int main(int argc, char** argv) {
     std::printf("warren %s\n", WARREN_VERSION);
     return 0;
   }
+  if (std::optional<int> rc = warren::RunBackupSubcommand(backups)) return *rc;
   return 0;
 }
