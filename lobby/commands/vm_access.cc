@@ -22,10 +22,13 @@ std::string Shown(std::string_view name) {
 
 }  // namespace
 
-bool VmVisibleTo(const Caller& caller, const VmRecord& vm) {
-  if (vm.owner != caller.user) return false;
+bool WithinTagLimit(const Caller& caller, const VmRecord& vm) {
   if (caller.scope.tag.empty()) return true;
   return std::find(vm.tags.begin(), vm.tags.end(), caller.scope.tag) != vm.tags.end();
+}
+
+bool VmVisibleTo(const Caller& caller, const VmRecord& vm) {
+  return vm.owner == caller.user && WithinTagLimit(caller, vm);
 }
 
 CommandHinter ShellHints(const ServerInfo& info) {
@@ -81,6 +84,9 @@ Status CheckVmRunning(const Services& services, const VmRecord& vm, const Comman
   if (services.vms == nullptr) return Unavailable("this server runs no VMs");
   Result<VmInfo> info = services.vms->Inspect(vm.id);
   if (info.ok() && info->state == VmState::kRunning) return Status::Ok();
+  // The host could not be asked (libvirt reconnecting): its own error says so and when to
+  // try again, where "is unknown" would send the caller looking at the VM.
+  if (!info.ok() && info.status().code() == Code::kUnavailable) return info.status();
   const std::string state = VmStateText(vm, info);
   std::string message = vm.name + " is " + state;
   if (state == "paused") {
