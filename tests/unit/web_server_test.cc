@@ -647,6 +647,21 @@ TEST_F(WebServerTest, AWebSocketEchoesThroughTheProxy) {
   }
 }
 
+// Under AddressSanitizer (tests/sanitizers) freed memory waits in ASan's quarantine (256 MiB)
+// before it is reused, so the process's RSS says nothing about how much the proxy holds.
+#if defined(__SANITIZE_ADDRESS__)  // gcc
+#define WARREN_UNDER_ASAN 1
+#elif defined(__has_feature)  // clang
+#if __has_feature(address_sanitizer)
+#define WARREN_UNDER_ASAN 1
+#endif
+#endif
+#ifdef WARREN_UNDER_ASAN
+constexpr bool kRssMeansWhatWeHold = false;
+#else
+constexpr bool kRssMeansWhatWeHold = true;
+#endif
+
 long RssKiB() {
   std::ifstream in("/proc/self/status");
   std::string line;
@@ -675,7 +690,9 @@ TEST_F(WebServerTest, A200MiBDownloadStreamsInBoundedMemory) {
   done = true;
   sampler.join();
   EXPECT_EQ(out, "200 209715200");
-  EXPECT_LT(peak - before, 48 * 1024) << "peak RSS grew by " << (peak - before) << " KiB";
+  if (kRssMeansWhatWeHold) {
+    EXPECT_LT(peak - before, 48 * 1024) << "peak RSS grew by " << (peak - before) << " KiB";
+  }
 }
 
 TEST_F(WebServerTest, TwoHundredVisitorsAtOnceAcrossFiveVmsAllServed) {
