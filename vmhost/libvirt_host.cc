@@ -126,7 +126,6 @@ LibvirtHost::LibvirtHost(LibvirtHostOptions options)
   ro.what = "libvirt at " + options_.uri;
   ReconnectorSteps steps;
   steps.connect = [this] { return Reopen(); };
-  steps.restart = [this] { return RestartDaemon(); };
   steps.restored = [this] { Restored(); };
   steps.reopened = [this] { Reopened(); };
   reconnector_ = std::make_unique<Reconnector>(std::move(ro), std::move(steps));
@@ -200,8 +199,11 @@ Status LibvirtHost::Reopen() {
 }
 
 void LibvirtHost::RestartDaemonWith(const LibvirtdOptions& daemon) {
-  std::lock_guard lock(daemon_mu_);
-  daemon_ = daemon;
+  {
+    std::lock_guard lock(daemon_mu_);
+    daemon_ = daemon;
+  }
+  reconnector_->SetRestart([this] { return RestartDaemon(); });
 }
 
 Status LibvirtHost::RestartDaemon() {

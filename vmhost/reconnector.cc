@@ -19,7 +19,12 @@ std::string Seconds(double s) {
 }  // namespace
 
 Reconnector::Reconnector(ReconnectorOptions options, ReconnectorSteps steps)
-    : options_(std::move(options)), steps_(std::move(steps)) {}
+    : options_(std::move(options)), steps_(std::move(steps)), restart_(steps_.restart) {}
+
+void Reconnector::SetRestart(std::function<Status()> restart) {
+  std::lock_guard lock(mu_);
+  restart_ = std::move(restart);
+}
 
 Reconnector::~Reconnector() {
   {
@@ -31,8 +36,10 @@ Reconnector::~Reconnector() {
 }
 
 void Reconnector::Lost(std::string_view why) {
+  bool restarts = false;
   {
     std::lock_guard lock(mu_);
+    restarts = static_cast<bool>(restart_);
     if (stopping_) return;
     if (restoring_ != std::thread::id()) {
       lost_again_ = true;  // the thread restoring notices when its step returns
@@ -47,7 +54,7 @@ void Reconnector::Lost(std::string_view why) {
   }
   LogWarn("vmhost: lost the connection to " + options_.what + " (" + std::string(why) +
           "); VM commands fail until warren has reconnected" +
-          (steps_.restart ? " (it restarts the daemon it started)" : " (waiting for the daemon)"));
+          (restarts ? " (it restarts the daemon it started)" : " (waiting for the daemon)"));
   cv_.notify_all();
 }
 
@@ -57,7 +64,7 @@ Status Reconnector::Check() const {
   const double since = std::chrono::duration<double>(Clock::now() - lost_at_).count();
   return Unavailable("VM host unavailable: the connection to " + options_.what + " was lost " +
                      Seconds(since) + " s ago (" + why_ + "); warren is reconnecting" +
-                     (steps_.restart ? " and restarting the daemon" : "") + ", try again shortly");
+                     (restart_ ? " and restarting the daemon" : "") + ", try again shortly");
 }
 
 bool Reconnector::up() const {
@@ -78,13 +85,16 @@ bool Reconnector::Sleep(std::chrono::milliseconds d) {
 
 Status Reconnector::Attempt() {
   Status st = steps_.connect();
-  if (st.ok() || !steps_.restart) return st;
+  if (st.ok()) return st;
+  std::function<Status()> restart;
   {
     std::lock_guard lock(mu_);
-    ++stats_.restarts;
+    restart = restart_;
+    if (restart) ++stats_.restarts;
   }
+  if (!restart) return st;
   LogInfo("vmhost: restarting the daemon behind " + options_.what + " (" + st.message() + ")");
-  Status restarted = steps_.restart();
+  Status restarted = restart();
   if (!restarted.ok()) return restarted.Annotate("restarting the daemon");
   return steps_.connect();
 }

@@ -62,6 +62,8 @@ class Reconnector {
 
   // The connection is gone (`why`, for the log). Nothing more while already down.
   void Lost(std::string_view why);
+  // Sets (or, empty, takes away) the `restart` step: the daemon became one warren started.
+  void SetRestart(std::function<Status()> restart);
   // Ok while up (and on the thread running `restored`); else Unavailable, saying so.
   Status Check() const;
   bool up() const;
@@ -78,6 +80,7 @@ class Reconnector {
   const ReconnectorOptions options_;
   const ReconnectorSteps steps_;
   mutable std::mutex mu_;
+  std::function<Status()> restart_;  // steps_.restart, or what SetRestart set
   std::condition_variable cv_;
   bool up_ = true;
   bool lost_again_ = false;  // lost while `restored` ran

@@ -169,6 +169,32 @@ TEST(ReconnectorTest, RestartsTheDaemonItStartedWhenConnectingFails) {
   EXPECT_EQ(w.restored, 1);
 }
 
+TEST(ReconnectorTest, RestartsOnlyOnceToldTheDaemonIsItsOwn) {
+  World w;
+  Reconnector* self = nullptr;
+  Reconnector r(Fast(), w.Steps(false, &self));
+  self = &r;
+  std::atomic<int> restarts{0};
+  r.SetRestart([&] {
+    ++restarts;
+    w.alive = true;
+    return Status::Ok();
+  });
+  w.alive = false;
+  r.Lost("eof");
+  EXPECT_NE(r.Check().message().find("restarting the daemon"), std::string::npos);
+  ASSERT_TRUE(WaitFor([&] { return r.up(); }));
+  EXPECT_EQ(restarts, 1);
+  r.SetRestart(nullptr);  // no longer its own: waited for
+  w.alive = false;
+  r.Lost("eof");
+  EXPECT_EQ(r.Check().message().find("restarting"), std::string::npos) << r.Check().message();
+  ASSERT_TRUE(WaitFor([&] { return w.connects >= 4; }));
+  EXPECT_EQ(restarts, 1);
+  w.alive = true;
+  ASSERT_TRUE(WaitFor([&] { return r.up(); }));
+}
+
 TEST(ReconnectorTest, ADaemonBackByItselfIsNotRestarted) {
   World w;
   Reconnector* self = nullptr;
