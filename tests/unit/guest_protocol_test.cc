@@ -156,6 +156,10 @@ TEST(GuestProtocolTest, RunnerErrors) {
   EXPECT_EQ(ParseRunnerError("invalid bad header").code(), Code::kInvalidArgument);
   EXPECT_EQ(ParseRunnerError("exists job x exists").code(), Code::kConflict);
   EXPECT_EQ(ParseRunnerError("internal boom").code(), Code::kInternal);
+  Status full = ParseRunnerError("full cannot create /home/dev/.warren/jobs/0123abcd: No space");
+  EXPECT_EQ(full.code(), Code::kUnavailable);
+  EXPECT_EQ(full.message(),
+            "the VM's disk is full: cannot create /home/dev/.warren/jobs/0123abcd: No space");
   EXPECT_EQ(ParseRunnerError("whatever").code(), Code::kInternal);
   Status s = ParseRunnerError("notfound \x1b[31mred\nline" + std::string(1000, 'x'));
   EXPECT_EQ(s.message().find('\x1b'), std::string::npos);

@@ -153,6 +153,8 @@ Status ParseRunnerError(std::string_view payload) {
   if (kind == "notfound") return NotFound(message);
   if (kind == "invalid") return InvalidArgument(message);
   if (kind == "exists") return Conflict(message);
+  // Not warren's fault, nor a bug: the guest's disk is full, and says so.
+  if (kind == "full") return Unavailable("the VM's disk is full: " + message);
   return Internal("guest runner: " + message);
 }
 

@@ -85,7 +85,8 @@ struct JobEnd {
 Result<JobEnd> ParseJobEnd(std::string_view payload);
 
 // The Status an Error frame stands for ("notfound ...", "invalid ...", "exists ...",
-// "internal ..."), its message made safe to show.
+// "full ..." (the guest's disk: Unavailable, saying so), "internal ..."), its message made
+// safe to show.
 Status ParseRunnerError(std::string_view payload);
 
 // The runner's `list` output: jobs newest first. Malformed lines are skipped, not fatal:

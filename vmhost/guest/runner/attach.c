@@ -48,6 +48,8 @@ static void write_all(int fd, const char* p, size_t n) {
   }
 }
 
+const char* errno_kind(int e) { return e == ENOSPC || e == EDQUOT ? "full" : "internal"; }
+
 void send_error(const char* kind, const char* fmt, ...) {
   char msg[512];
   int k = snprintf(msg, sizeof msg, "%s ", kind);

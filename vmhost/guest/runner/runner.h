@@ -77,7 +77,7 @@ enum {
   kFrameStderr = 'e',
   kFrameCaughtUp = 'c',  // no payload: everything spooled so far was sent, the job runs on
   kFrameEnd = 'x',       // payload: "exit N" | "signal N" | "lost"; the last frame
-  kFrameError = 'E',     // payload: "notfound|invalid|exists|internal MESSAGE"; the last frame
+  kFrameError = 'E',     // payload: "notfound|invalid|exists|full|internal MESSAGE"; the last frame
 };
 // Writes the 5-byte frame head (type, big-endian u32 length) into out.
 void frame_head(char out[5], char type, uint32_t len);
@@ -118,6 +118,9 @@ int attach_loop(const char* id, uint64_t out_from, uint64_t err_from, int stdin_
                 const char* pending, size_t pending_len, bool send_started);
 // Sends one Error frame (and nothing else) on stdout, best effort.
 void send_error(const char* kind, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+// The Error kind for a failed file-system call: "full" when the guest's disk (or the user's
+// quota) is full, which the host reports as such, else "internal".
+const char* errno_kind(int e);
 
 // ---- seed.c: the seed disk applied (`apply-seed`, at every boot and inside `identity`) ----
 

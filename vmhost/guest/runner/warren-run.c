@@ -216,7 +216,7 @@ static int cmd_start(const char* id) {
 
   char root[4096], dir[4400];
   if (!jobs_root(root, sizeof root, true)) {
-    send_error("internal", "cannot create ~/.warren/jobs: %s", strerror(errno));
+    send_error(errno_kind(errno), "cannot create ~/.warren/jobs: %s", strerror(errno));
     return kExitInternal;
   }
   snprintf(dir, sizeof dir, "%s/%s", root, id);
@@ -225,7 +225,7 @@ static int cmd_start(const char* id) {
       send_error("exists", "job %s exists", id);
       return kExitExists;
     }
-    send_error("internal", "cannot create %s: %s", dir, strerror(errno));
+    send_error(errno_kind(errno), "cannot create %s: %s", dir, strerror(errno));
     return kExitInternal;
   }
   char tbuf[64], boot[64];
@@ -242,7 +242,7 @@ static int cmd_start(const char* id) {
       !write_file(dir, "boot_id", boot, strlen(boot)) ||
       !write_file(dir, "started_at", tbuf, (size_t)n) ||
       (h.has_stdin && pipe2(stdin_pipe, O_CLOEXEC) != 0) || pipe2(ready, O_CLOEXEC) != 0) {
-    send_error("internal", "cannot set up job %s: %s", id, strerror(errno));
+    send_error(errno_kind(errno), "cannot set up job %s: %s", id, strerror(errno));
     return kExitInternal;
   }
   struct launch l = {.id = id,
