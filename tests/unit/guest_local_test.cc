@@ -3,8 +3,13 @@
 // guest_vm_test.cc for the same scenarios against a real guest.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -182,6 +187,106 @@ TEST_F(GuestControlTest, CancelReachesCallersWaitingOnAStalledConnection) {
   for (const Outcome& o : runs.outcomes) {
     EXPECT_EQ(o.progress.status().code(), Code::kCancelled) << o.progress.status().ToString();
   }
+}
+
+// The guest's sshd dies while the connection is idle (frozen here: a virtio-serial port
+// shows no hang-up either). The next command's channel open goes unanswered; the connection
+// had been silent for keepalive_after already, so the keepalive goes out at once and the
+// command runs on a new connection after keepalive_timeout, not keepalive_after more.
+TEST_F(GuestControlTest, AnIdleConnectionWhoseSshdStoppedIsProbedAtOnce) {
+  SshGuestControlOptions options = target().ControlOptions();
+  options.keepalive_after = std::chrono::milliseconds(4000);
+  options.keepalive_timeout = std::chrono::milliseconds(1000);
+  options.reach_timeout = std::chrono::seconds(20);
+  Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(options);
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  ASSERT_TRUE(RunExec(**control, "true").progress.ok());  // connected, runner checked
+  std::set<pid_t> frozen = TargetSshdProcesses(target().dir() + "/sshd_config");
+  ASSERT_FALSE(frozen.empty());
+  for (pid_t pid : frozen) kill(pid, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(4500));  // idle past keepalive_after
+
+  auto started = std::chrono::steady_clock::now();
+  Outcome o = RunExec(**control, "echo again");
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  for (pid_t pid : frozen) kill(pid, SIGKILL);
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_EQ(o.out, "again\n");
+  // keepalive_timeout (1 s) and a new connection; before, keepalive_after + timeout (5 s).
+  EXPECT_LT(seconds, 3.5) << "the idle connection's dead sshd was noticed late";
+}
+
+// A "guest" on a unix socket that answers every connection with `banner` and closes it: a
+// guest whose root put something else than sshd behind the control port.
+class HostileBannerGuest {
+ public:
+  HostileBannerGuest(const std::string& path, std::string banner)
+      : path_(path), banner_(std::move(banner)) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.data(), std::min(path.size(), sizeof addr.sun_path - 1));
+    ::unlink(path.c_str());
+    ok_ = fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+          ::listen(fd_, 8) == 0;
+    if (ok_) thread_ = std::thread([this] { Serve(); });
+  }
+  ~HostileBannerGuest() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  bool ok() const { return ok_; }
+  int served() const { return served_.load(); }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      ++served_;
+      (void)!::write(c, banner_.data(), banner_.size());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ::close(c);
+    }
+  }
+
+  std::string path_;
+  std::string banner_;
+  int fd_ = -1;
+  bool ok_ = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> served_{0};
+  std::thread thread_;
+};
+
+// The guest's bytes in libssh's errors ("Protocol mismatch: <its banner>") reach the caller
+// only as printable ASCII: no terminal escape of the guest's reaches a person's terminal, and
+// no invalid UTF-8 an error's JSON.
+TEST_F(GuestControlTest, AHostileBannerIsNotEchoedRaw) {
+  HostileBannerGuest guest(target().dir() + "/hostile.sock",
+                           "HELLO \x1b]0;owned\x07 \x1b[2J\xff\xfe evil\r\n");
+  ASSERT_TRUE(guest.ok());
+  SshGuestControlOptions options = target().ControlOptions();
+  std::string path = target().dir() + "/hostile.sock";
+  options.resolve_socket = [path](std::string_view) -> Result<std::string> { return path; };
+  options.reach_timeout = std::chrono::seconds(2);
+  Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(options);
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  Outcome o = RunExec(**control, "true");
+  ASSERT_FALSE(o.progress.ok());
+  const std::string message = o.progress.status().message();
+  EXPECT_EQ(o.progress.status().code(), Code::kUnavailable) << message;
+  EXPECT_NE(message.find("Protocol mismatch: HELLO"), std::string::npos) << message;
+  EXPECT_NE(message.find("evil"), std::string::npos) << message;
+  for (char c : message) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f)
+        << "byte " << int(static_cast<unsigned char>(c)) << " in: " << message;
+  }
+  EXPECT_GE(guest.served(), 1);
 }
 
 }  // namespace

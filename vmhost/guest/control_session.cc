@@ -16,6 +16,7 @@
 #include "lobby/base/log.h"
 #include "vmhost/guest/endpoint_setup.h"
 #include "vmhost/guest/runner_protocol.h"
+#include "vmhost/guest_text.h"
 
 namespace warren::guest {
 
@@ -44,6 +45,15 @@ Result<std::string> Fingerprint(ssh_key key) {
   return std::string(text.get());
 }
 
+// libssh's last error on a session with the guest, made safe to show. Its text may quote
+// what the guest sent: a banner ("Protocol mismatch: …"), a disconnect's or a channel
+// refusal's description. The guest is untrusted, so that text is cut and reduced to
+// printable ASCII like anything else it says (no terminal escapes, no invalid UTF-8).
+std::string GuestSshError(ssh_session s) {
+  const char* e = ssh_get_error(s);
+  return SanitizeGuestText(e == nullptr ? "" : e, 300);
+}
+
 }  // namespace
 
 // One exec channel, seen from the owner thread. Callbacks only record what happened;
@@ -59,8 +69,9 @@ struct ControlSession::Channel {
   ssh_channel ch = nullptr;
   ssh_channel_callbacks_struct callbacks{};
   Phase phase = Phase::kNew;
-  Clock::time_point since;  // when it was queued, or when kClosing began
-  size_t backlog = 0;       // stdout bytes libssh still holds because the caller's buffer was full
+  Clock::time_point since;     // when it was queued, or when kClosing began
+  Clock::time_point deadline;  // its caller's: how long it may wait for a connection
+  size_t backlog = 0;  // stdout bytes libssh still holds because the caller's buffer was full
   size_t stderr_backlog = 0;  // the same for stderr (raw channels; runner channels take all)
   bool remote_eof = false;
   bool eof_delivered = false;
@@ -354,13 +365,14 @@ void ControlSession::Run() {
       last_error =
           Unavailable("VM " + options_.vm_id + " stopped answering on its control connection");
       LogWarn("guest control keepalive unanswered vm=" + LogQuote(options_.vm_id));
-      TearDown(last_error, /*graceful=*/false);
+      TearDown(last_error, /*graceful=*/false, &waiting);
+      next_attempt = Clock::now() + options_.retry_first;  // the launcher's pause
     }
     if (session_ != nullptr && !Alive()) {  // (Service may have torn a hung one down)
-      const char* err = ssh_get_error(session_.get());
       last_error = Unavailable("the control connection to VM " + options_.vm_id +
-                               " was lost: " + (err == nullptr ? "" : err));
-      TearDown(last_error, /*graceful=*/false);
+                               " was lost: " + GuestSshError(session_.get()));
+      TearDown(last_error, /*graceful=*/false, &waiting);
+      next_attempt = Clock::now() + options_.retry_first;  // the launcher's pause
     }
   }
   Status bye = Unavailable("the control connection to VM " + options_.vm_id + " is closed");
@@ -434,7 +446,7 @@ Status ControlSession::Connect(Clock::time_point deadline) {
   // handed in without closing it, so after a disconnect it is ours to close (TearDown).
   Status st;
   if (ssh_connect(s) != SSH_OK) {
-    st = Unavailable(std::string("SSH handshake with the guest failed: ") + ssh_get_error(s));
+    st = Unavailable(std::string("SSH handshake with the guest failed: ") + GuestSshError(s));
   } else {
     st = Authenticate(s);
   }
@@ -497,7 +509,7 @@ Status ControlSession::Authenticate(ssh_session s) {
   SshKeyPtr key(key_raw);
   int rc = ssh_userauth_publickey(s, nullptr, key.get());
   if (rc != SSH_AUTH_SUCCESS) {
-    return Unavailable(std::string("the guest refused the control key: ") + ssh_get_error(s));
+    return Unavailable(std::string("the guest refused the control key: ") + GuestSshError(s));
   }
   return Status::Ok();
 }
@@ -521,11 +533,18 @@ void ControlSession::Quiesce() {
   }
 }
 
-void ControlSession::TearDown(const Status& why, bool graceful) {
+void ControlSession::TearDown(const Status& why, bool graceful, std::deque<Request>* requeue) {
   if (graceful) Quiesce();
   for (auto& [id, c] : channels_) {
-    c->io->Fail(why);
     if (c->ch != nullptr) ssh_remove_channel_callbacks(c->ch, &c->callbacks);
+    const bool nothing_ran = c->phase == Channel::Phase::kNew ||
+                             c->phase == Channel::Phase::kOpening ||
+                             c->phase == Channel::Phase::kPty;
+    if (requeue != nullptr && nothing_ran && !c->io->caller_closed()) {
+      requeue->push_front(Request{c->io, c->deadline});
+      continue;
+    }
+    c->io->Fail(why);
   }
   if (event_ != nullptr) {
     ssh_event_remove_fd(event_.get(), waker_->fd());
@@ -560,6 +579,7 @@ void ControlSession::StartChannels(std::deque<Request>& waiting) {
     c->id = next_channel_id_++;
     c->io = std::move(r.io);
     c->since = Clock::now();
+    c->deadline = r.deadline;
     channels_.emplace(c->id, std::move(c));
   }
   open_channels_.store(static_cast<int>(channels_.size()));
@@ -568,13 +588,25 @@ void ControlSession::StartChannels(std::deque<Request>& waiting) {
 bool ControlSession::CheckLiveness() {
   auto now = Clock::now();
   bool probing = !channels_.empty() || endpoint_phase_ == EndpointPhase::kReady;
-  if (counters_.in_bytes != heard_bytes_ || !probing) {
+  const bool heard = counters_.in_bytes != heard_bytes_;
+  if (heard) last_traffic_ = now;
+  if (heard || !probing) {
     // Heard from the guest, or nobody waits on it: an idle connection needs no probing
     // (one that carries the endpoint does: it must come back if the guest's sshd died).
     heard_bytes_ = counters_.in_bytes;
     last_heard_ = now;
     keepalive_sent_ = false;
+    probing_ = probing;
     return true;
+  }
+  if (!probing_) {
+    // A caller's channel on a connection that was idle: if the guest has been silent for
+    // keepalive_after already, its sshd may be long gone (a virtio-serial port shows no
+    // hang-up), so the keepalive goes out now rather than keepalive_after from now.
+    probing_ = true;
+    if (now - last_traffic_ >= options_.keepalive_after) {
+      last_heard_ = now - options_.keepalive_after;
+    }
   }
   if (now - last_heard_ < options_.keepalive_after) return true;
   // Never while the forwards are asked for: libssh follows one global request at a time.
@@ -663,8 +695,8 @@ void ControlSession::ServiceChannel(Channel& c) {
       c.io->Fail(
           req.kind == Kind::kTcp
               ? Unavailable("nothing in the VM accepted a connection on port " +
-                            std::to_string(req.port) + " (" + ssh_get_error(s) + ")")
-              : Unavailable(std::string("the guest refused a channel: ") + ssh_get_error(s)));
+                            std::to_string(req.port) + " (" + GuestSshError(s) + ")")
+              : Unavailable(std::string("the guest refused a channel: ") + GuestSshError(s)));
       c.phase = Phase::kDone;
       return;
     }
@@ -681,7 +713,7 @@ void ControlSession::ServiceChannel(Channel& c) {
                                           static_cast<int>(t.rows));
     if (rc == SSH_AGAIN) return;
     if (rc != SSH_OK) {
-      c.io->Fail(Unavailable(std::string("the guest refused a terminal: ") + ssh_get_error(s)));
+      c.io->Fail(Unavailable(std::string("the guest refused a terminal: ") + GuestSshError(s)));
       c.phase = Phase::kDone;
       return;
     }
@@ -697,7 +729,7 @@ void ControlSession::ServiceChannel(Channel& c) {
       c.io->Fail(req.kind == Kind::kSubsystem
                      ? Unavailable("the VM does not offer the " + req.command + " subsystem")
                      : Unavailable(std::string("the guest refused to run a command: ") +
-                                   ssh_get_error(s)));
+                                   GuestSshError(s)));
       c.phase = Phase::kDone;
       return;
     }
@@ -924,7 +956,7 @@ void ControlSession::ServiceEndpoint() {
     } else {
       forwarded_ports_.erase(port);
       LogWarn("guest endpoint forward refused vm=" + LogQuote(options_.vm_id) + " at=" + where +
-              " error=" + LogQuote(ssh_get_error(session_.get())));
+              " error=" + LogQuote(GuestSshError(session_.get())));
       if (forward_problems_) SetEndpointProblem("the guest refused to listen on " + where);
     }
     ++forward_next_;

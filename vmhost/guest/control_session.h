@@ -81,6 +81,9 @@ struct ControlSessionOptions {
   // keepalive (a global request the guest's sshd must answer) is sent; no byte back within
   // `keepalive_timeout` more means the guest's sshd is gone (a virtio-serial port shows no
   // hang-up when it dies): the connection is dropped, and its channels fail and reattach.
+  // A connection that was idle and silent for `keepalive_after` already when a caller's
+  // channel comes is probed at once (its sshd may have died meanwhile, unnoticed), so a
+  // guest whose sshd went away costs its next command `keepalive_timeout`, not both.
   std::chrono::milliseconds keepalive_after{std::chrono::seconds(10)};
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};
   // Backoff between failed connection attempts: doubles from first to max.
@@ -168,7 +171,11 @@ class ControlSession {
   Status Authenticate(ssh_session s);
   // Ends the connection; every channel fails with `why`. `graceful`: the connection is
   // fine, so first close the open channels and wait (briefly) for the guest's closes.
-  void TearDown(const Status& why, bool graceful);
+  // Ends the connection; its channels fail with `why`. With `requeue`, the channels the
+  // guest never ran anything on (not yet open, or waiting for their terminal) go back to it
+  // instead, to be opened on the next connection within their deadline: a connection lost
+  // under a channel still opening (a guest's sshd restarted) costs its caller nothing.
+  void TearDown(const Status& why, bool graceful, std::deque<Request>* requeue = nullptr);
   void Quiesce();
   void StartChannels(std::deque<Request>& waiting);
   void Service();
@@ -214,6 +221,8 @@ class ControlSession {
   ssh_counter_struct counters_{};  // bytes in/out on the socket, kept by libssh
   uint64_t heard_bytes_ = 0;       // counters_.in_bytes when last looked at
   Clock::time_point last_heard_{};
+  Clock::time_point last_traffic_{};  // when the guest last sent a byte, probing or not
+  bool probing_ = false;              // CheckLiveness's last look found channels to watch
   bool keepalive_sent_ = false;
   std::map<uint64_t, std::unique_ptr<Channel>> channels_;
   uint64_t next_channel_id_ = 1;

@@ -216,7 +216,12 @@ Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestC
     WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch, std::move(opened));
     ChannelCloser closer(ch);
     std::shared_ptr<GuestChannel> start_channel = ch;
-    WARREN_RETURN_IF_ERROR(ch->Write(header).Annotate("starting the command"));
+    if (Status wrote = ch->Write(header); !wrote.ok()) {
+      // A runner that ends without reading its header (a guest's root replaced it, or it
+      // crashed) closes the channel under us: say whose fault it is.
+      if (wrote.code() == Code::kCancelled) return wrote;
+      return Unavailable("the guest runner did not take the command (" + wrote.message() + ")");
+    }
     DiscardSink discard;
     JobStream job(id, 0, 0, /*expect_start=*/true);
     Stop stop = job.Follow(*ch, discard, discard, cancel, reach, /*stop_at_start=*/true);
