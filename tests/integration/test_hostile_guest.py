@@ -60,6 +60,16 @@ RSS_CAP_MIB = 48
 MALLORY_VM = "mallory-vm"
 ALICE_VM = "alice-vm"
 REACH_TIMEOUT_S = 15
+FLOOD_PHASE_S = 18
+# The flood's stand-in for sshd (/run/flood.mode says which flood).
+FLOODER = r"""#!/bin/sh
+if [ "$(cat /run/flood.mode)" = esc ]; then
+  printf 'HELLO \033]0;owned\007 \033[2J \377\376 evil\r\n'
+  exec sleep 60
+fi
+printf 'SSH-2.0-OpenSSH_9.2\r\n'
+exec cat /dev/urandom
+"""
 
 
 def percentile(values, p):
@@ -184,8 +194,11 @@ class HostileGuestTest(h.LobbyTestCase):
                         "--memory", "512M", "--disk", disk, check=True, timeout=300)
         # The attacks' helpers, as root in mallory's VM. The real runner's version, so that a
         # fake one passes warren's check.
+        cls.runner_path = cls.run_cls(
+            cls.keys["mallory"], "ssh", MALLORY_VM, "echo $HOME/.warren/bin/warren-run",
+            check=True).stdout.strip()
         cls.runner_version = cls.run_cls(
-            cls.keys["mallory"], "ssh", MALLORY_VM, "~/.warren/bin/warren-run --version",
+            cls.keys["mallory"], "ssh", MALLORY_VM, cls.runner_path + " --version",
             check=True).stdout.strip()
         cls.ls_baseline = None
 
@@ -214,10 +227,10 @@ class HostileGuestTest(h.LobbyTestCase):
 
     # ---- helpers ----
 
-    def as_root(self, script, timeout=60):
+    def as_root(self, script, timeout=60, input=""):
         """Runs `script` as root in mallory's VM through the VM route; returns its stdout."""
         r = self.ssh(self.keys["mallory"], "sudo", "-n", "sh", "-c", shlex.quote(script),
-                     user=MALLORY_VM, timeout=timeout)
+                     user=MALLORY_VM, timeout=timeout, input=input)
         self.assertEqual(r.returncode, 0, "as root in %s: %s\n%s" % (MALLORY_VM, r.stderr,
                                                                     self.server.log_tail(30)))
         return r.stdout
@@ -229,6 +242,11 @@ class HostileGuestTest(h.LobbyTestCase):
 
     def mallory(self, *command, timeout=120, input=""):
         return self.ssh(self.keys["mallory"], *command, timeout=timeout, input=input)
+
+    def mallory_bytes(self, *command, timeout=120):
+        """As mallory(), but stdout and stderr as bytes (a guest may put anything in them)."""
+        return subprocess.run(self.ssh_args(self.keys["mallory"], *command),
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
 
     def rss_mib(self):
         return rss_kib(self.server.proc.pid) / 1024.0
@@ -290,54 +308,77 @@ class HostileGuestTest(h.LobbyTestCase):
         self.record("baseline", p, None, "RSS %.1f MiB" % self.rss_baseline)
 
     def test_1_flood(self):
-        # sshd becomes a flooder (a banner, then random bytes for ever) for 20 s; the running
-        # sshd is killed, so warren's next connection meets it.
+        # sshd becomes a flooder, and the running one is killed, so that warren's next
+        # connections meet it: first a banner full of terminal escapes and bytes that are not
+        # UTF-8 (for FLOOD_PHASE_S), then a good banner and random bytes without end (as
+        # long again); then the real sshd is back.
         rss = self.rss_mib()
+        self.as_root("cat >/usr/sbin/sshd.flood && chmod 755 /usr/sbin/sshd.flood",
+                     input=FLOODER)
         self.detached_as_root(
-            "cp /usr/sbin/sshd /usr/sbin/sshd.real && "
-            "printf '#!/bin/sh\\nprintf \"SSH-2.0-OpenSSH_9.2\\\\r\\\\n\"\\n"
-            "exec cat /dev/urandom\\n' >/usr/sbin/sshd.flood && chmod 755 /usr/sbin/sshd.flood && "
-            "mv /usr/sbin/sshd.flood /usr/sbin/sshd && sleep 1 && pkill -f 'sshd -i'; "
-            "sleep 20; mv /usr/sbin/sshd.real /usr/sbin/sshd; pkill -f 'cat /dev/urandom'")
+            "echo esc >/run/flood.mode && cp /usr/sbin/sshd /usr/sbin/sshd.real && "
+            "mv /usr/sbin/sshd.flood /usr/sbin/sshd && sleep 1 && kill $(pidof sshd); "
+            "sleep %d; echo random >/run/flood.mode; sleep %d; "
+            "mv /usr/sbin/sshd.real /usr/sbin/sshd; kill $(pidof cat) $(pidof sleep)" % (
+                FLOOD_PHASE_S, FLOOD_PHASE_S))
+        t0 = time.monotonic()
         time.sleep(2)
         with Probe(self) as p:
+            esc = self.mallory_bytes("ssh", MALLORY_VM, "echo", "hi")
+            esc_s = time.monotonic() - t0
+            time.sleep(max(0, FLOOD_PHASE_S + 2 - (time.monotonic() - t0)))
             t = time.monotonic()
-            r = self.mallory("ssh", MALLORY_VM, "echo", "hi", timeout=120)
-            took = time.monotonic() - t
-            time.sleep(max(0, 21 - took))
-        self.assert_clear_failure(r, ("control connection", "unavailable", "reach"))
+            rnd = self.mallory_bytes("ssh", MALLORY_VM, "echo", "hi")
+            rnd_s = time.monotonic() - t
+            time.sleep(max(0, 2 * FLOOD_PHASE_S + 2 - (time.monotonic() - t0)))
+        print("[flood] escapes: %d in %.1f s: %r" % (esc.returncode, esc_s, esc.stderr))
+        print("[flood] random: %d in %.1f s: %r" % (rnd.returncode, rnd_s, rnd.stderr))
+        for r in (esc, rnd):
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn(MALLORY_VM.encode(), r.stderr)
+            self.assertIn(b"control connection", r.stderr)
+            # Nothing of the guest's bytes reaches a terminal raw: printable ASCII only.
+            self.assertTrue(all(0x20 <= b < 0x7f or b == 0x0a for b in r.stderr), r.stderr)
+        self.assertIn(b"Protocol mismatch: HELLO", esc.stderr)
+        self.assertIn(b"owned", esc.stderr)
         back = self.wait_mallory_back()
         self.check_alice("flood", p, rss)
-        self.record("flood", p, back, "failed in %.1f s: %s" % (took, r.stderr.strip()[:80]))
+        self.record("flood", p, back, "failed in %.1f s (escapes) and %.1f s (random)" % (
+            esc_s, rnd_s))
 
     def test_2_malformed_frames(self):
+        # The guest runner replaced by scripts that pass warren's version check and then
+        # answer `start` with frames of an unknown type, a frame of 2 GiB (and zeros without
+        # end), or random bytes without a start.
         rss = self.rss_mib()
-        runner = "/home/dev/.warren/bin/warren-run"
+        runner = self.runner_path
         fakes = {
-            "unknown-type": "printf 'S\\000\\000\\000\\010%s' \"$2\"; printf 'Z\\000\\000\\000\\004junk'",
-            "huge-frame": "printf 'S\\000\\000\\000\\010%s' \"$2\"; printf 'o\\177\\377\\377\\377'; "
-                          "exec cat /dev/zero",
+            "unknown-type": r"""printf 'S\000\000\000\010%s' "$2"; printf 'Z\000\000\000\004junk'""",
+            "huge-frame": r"""printf 'S\000\000\000\010%s' "$2"; printf 'o\177\377\377\377'; """
+                          r"""exec cat /dev/zero""",
             "no-start": "exec cat /dev/urandom",
         }
         notes = []
+        self.as_root("cp {r} {r}.real && chown dev {r}.real".format(r=runner))
         with Probe(self) as p:
             for kind, body in fakes.items():
-                self.as_root(
-                    "[ -e {r}.real ] || cp {r} {r}.real; "
-                    "printf '#!/bin/sh\\ncase \"$1\" in --version) echo %s;; "
-                    "start) {body};; *) exec {r}.real \"$@\";; esac\\n' {v} >{r}.fake && "
-                    "chmod 755 {r}.fake && chown dev {r}.fake && mv {r}.fake {r}".format(
-                        r=runner, v=shlex.quote(self.runner_version),
-                        body=body.replace("\\", "\\\\").replace("%", "%%")))
+                # Used once: it puts the real runner back before it misbehaves (the VM
+                # route's commands run under the runner too).
+                script = ("#!/bin/sh\ncase \"$1\" in\n--version) echo %s ;;\n"
+                          "start) cp %s.real %s.tmp && mv %s.tmp %s; %s ;;\n"
+                          "*) exec %s.real \"$@\" ;;\nesac\n" % (
+                              self.runner_version, runner, runner, runner, runner, body, runner))
+                self.as_root("cat >{r}.fake && chmod 755 {r}.fake && chown dev {r}.fake && "
+                             "mv {r}.fake {r}".format(r=runner), input=script)
                 t = time.monotonic()
                 r = self.mallory("ssh", MALLORY_VM, "echo", "hi", timeout=120)
                 took = time.monotonic() - t
+                print("[frames] %s -> %d in %.1f s: %s" % (kind, r.returncode, took,
+                                                           r.stderr.strip()))
                 self.assert_clear_failure(r, "runner")
                 self.assertLess(took, 30, "%s: %s" % (kind, r.stderr))
                 notes.append("%s %.1fs" % (kind, took))
-                print("[frames] %s -> %d in %.1f s: %s" % (kind, r.returncode, took,
-                                                           r.stderr.strip()))
-            self.as_root("mv {r}.real {r}".format(r=runner))
+            self.as_root("rm {r}.real".format(r=runner))
         back = self.wait_mallory_back()
         self.check_alice("frames", p, rss)
         self.record("frames", p, back, ", ".join(notes))
@@ -354,7 +395,7 @@ class HostileGuestTest(h.LobbyTestCase):
             self.assertEqual(r.stdout.strip(), b"slept", r.stderr)
             # The guest stops reading its control port at all: launcher and sshd stopped.
             self.detached_as_root(
-                "p=$(pidof warren-launcher) $(pgrep -f 'sshd -i'); kill -STOP $p; sleep 25; "
+                "p=\"$(pidof warren-launcher) $(pidof sshd)\"; kill -STOP $p; sleep 25; "
                 "kill -CONT $p")
             time.sleep(1)
             t = time.monotonic()
@@ -372,7 +413,7 @@ class HostileGuestTest(h.LobbyTestCase):
         rss = self.rss_mib()
         self.detached_as_root(
             "end=$(( $(date +%s) + 20 )); while [ $(date +%s) -lt $end ]; do "
-            "pkill -f 'sshd -i'; sleep 1; done")
+            "kill $(pidof sshd); sleep 1; done")
         outcomes = []
         with Probe(self) as p:
             t0 = time.monotonic()
@@ -390,9 +431,11 @@ class HostileGuestTest(h.LobbyTestCase):
     def test_5_disk_full(self):
         rss = self.rss_mib()
         with Probe(self) as p:
-            self.as_root("fallocate -l $(( $(df -k / | awk 'NR==2 {print $4}') * 1024 )) "
-                         "/var/fill 2>/dev/null; dd if=/dev/zero of=/var/fill2 bs=64k "
-                         "2>/dev/null; sync; df -k / | tail -1", timeout=300)
+            # (Its own exit status may be lost: the runner cannot record it on a full disk.)
+            self.ssh(self.keys["mallory"], "sudo", "-n", "sh", "-c", shlex.quote(
+                "fallocate -l $(( $(df -k / | awk 'NR==2 {print $4}') * 1024 )) /var/fill; "
+                "dd if=/dev/zero of=/var/fill2 bs=64k 2>/dev/null; sync"),
+                user=MALLORY_VM, timeout=300)
             r = self.mallory("ssh", MALLORY_VM, "echo", "hi", timeout=120)
             self.assert_clear_failure(r, ("disk is full", "No space left on device"))
             self.as_root("rm -f /var/fill /var/fill2")
