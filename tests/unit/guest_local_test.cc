@@ -102,10 +102,11 @@ CancelledRuns CancelAfter(SshGuestControl& control, int count, std::chrono::mill
   std::vector<std::thread> threads;
   for (int i = 0; i < count; ++i) {
     cancels.push_back(std::make_shared<CancelSignal>());
-    threads.emplace_back([&, i] {
+    // Its own signal by value: `cancels` grows (and moves) while earlier threads run.
+    threads.emplace_back([&control, &r, i, cancel = cancels.back()] {
       GuestCommand c;
       c.command = "true";
-      r.outcomes[i] = RunExec(control, c, -1, nullptr, cancels[i]);
+      r.outcomes[i] = RunExec(control, c, -1, nullptr, cancel);
     });
   }
   std::this_thread::sleep_for(after);
