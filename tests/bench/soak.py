@@ -6,7 +6,7 @@ It starts its own `warren serve` (VMs on, guests without network, the tiny image
 WARREN_TEST_IMAGES) with its admission limits opened for the clients (SSH startups,
 handshakes and connections per source, HTTP connections per source, MCP sessions per user,
 command threads), makes --users users, each with its own key, API token and --vms tiny VMs
-(1 vCPU, 256 MiB), and spreads the clients evenly over them (20 users x 10 SSH + 10 MCP by
+(1 vCPU, 256 MiB, 1 GiB disk), and spreads the clients evenly over them (20 users x 10 SSH + 10 MCP by
 default). Every client loops until --duration is up, pausing a random 0..2x --think seconds
 between commands:
 
@@ -185,7 +185,7 @@ class World:
                     u, vm = todo.pop()
                 try:
                     self.bench.ssh_as(u["key"], "new", "--name", vm, "--image", "tiny",
-                                      "--cpu", "1", "--memory", "256M")
+                                      "--cpu", "1", "--memory", "256M", "--disk", "1")
                     self.bench.ssh_as(u["key"], "ssh", vm, "true")
                 except Exception as e:  # noqa: BLE001 - stops the run below
                     errors.append("%s: %s" % (vm, e))
@@ -285,16 +285,18 @@ class SshAgent:
                 raise Failed("ssh: wrong output", out[:200])
         elif op == "job":
             self.job(vm)
+            return "job (start+wait)"
         elif op == "jobs":
             json.loads(self.ok("jobs %s --json" % vm))
         elif op == "route":
             self.route(vm)
+            return "VM@HOST cmd"
         elif op == "fresh":
             self.close()
             t = time.monotonic()
             self.client = self.connect()
-            self.w.stats.ok(("ssh", "connect"), time.monotonic() - t)
-            return "whoami"
+            self.w.stats.ok(("ssh", "new connection"), time.monotonic() - t)
+            return None
         elif op == "cp":
             return self.copy(vm)
         return op
@@ -325,13 +327,11 @@ class SshAgent:
 
     def route(self, vm):
         tag = "%08x" % self.rng.getrandbits(32)
-        t = time.monotonic()
         c = self.connect(username=vm)
         try:
             status, out, err = self.run_on(c, "echo %s" % tag)
         finally:
             c.close()
-        self.w.stats.ok(("ssh", "VM@HOST cmd"), time.monotonic() - t)
         if status != 0 or out.strip() != tag:
             raise Failed("route: " + self.w.exit_kind(status), err[:200] or out[:200])
 
@@ -419,14 +419,15 @@ class McpAgent:
                 raise Failed("ssh: wrong output", json.dumps(sc)[:300])
         elif op == "job":
             self.job(vm)
+            return "job (start+wait)"
         elif op == "jobs":
             self.ok("jobs " + vm)
         elif op == "fresh":
             self.close()
             t = time.monotonic()
             self.client = self.open()
-            self.w.stats.ok(("mcp", "initialize"), time.monotonic() - t)
-            return "whoami"
+            self.w.stats.ok(("mcp", "new session"), time.monotonic() - t)
+            return None
         elif op == "cp":
             return self.copy(vm)
         return op
@@ -545,7 +546,7 @@ def main():
     ap.add_argument("--ramp", type=float, default=30, help="seconds over which clients start")
     ap.add_argument("--warmup", type=float, default=60, help="seconds before the start figures")
     ap.add_argument("--sample", type=float, default=5, help="seconds between samples")
-    ap.add_argument("--make-parallel", type=int, default=2, help="VMs made at once before the run")
+    ap.add_argument("--make-parallel", type=int, default=3, help="VMs made at once before the run")
     args = ap.parse_args()
     if args.users < 1 or args.vms < 1 or args.ssh < 0 or args.mcp < 0:
         ap.error("--users and --vms must be at least 1")
@@ -558,7 +559,7 @@ def main():
         world.start()
         world.make_users()
         world.make_vms()
-        print("set up: %d users, %d tiny VMs (1 vCPU, 256 MiB) in %.0f s" % (
+        print("set up: %d users, %d tiny VMs (1 vCPU, 256 MiB, 1 GiB disk) in %.0f s" % (
             args.users, args.users * args.vms, time.monotonic() - t), flush=True)
         time.sleep(5)
         sampler = Sampler(world.server.proc.pid, args.sample)
@@ -630,7 +631,7 @@ def main():
                                             "max ms"))
     for key in sorted(st.lat):
         v = st.lat[key]
-        print("%-7s %-14s %7d %9.1f %9.1f %9.1f" % (key[0], key[1], len(v), pct(v, 50) * 1e3,
+        print("%-7s %-16s %7d %9.1f %9.1f %9.1f" % (key[0], key[1], len(v), pct(v, 50) * 1e3,
                                                     pct(v, 99) * 1e3, max(v) * 1e3))
     if errs:
         print("\nerrors by kind:")
