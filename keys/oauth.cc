@@ -5,6 +5,7 @@
 #include <openssl/sha.h>
 
 #include "keys/base64.h"
+#include "lobby/base/ascii.h"
 #include "lobby/base/hex.h"
 
 namespace warren {
@@ -153,15 +154,46 @@ Status ValidateRedirectUri(std::string_view uri) {
   if (host.find('@') != std::string::npos) {
     return InvalidArgument("redirect URI must not carry user information");
   }
-  if (http) {
-    std::string h = Lower(host);
-    // Strip the port.
-    if (h.starts_with("[")) {
-      size_t close = h.find(']');
-      h = close == std::string::npos ? h : h.substr(0, close + 1);
-    } else if (size_t colon = h.find(':'); colon != std::string::npos) {
+  // The authority is a host name, an IPv4 address or a bracketed IPv6 address, then at most
+  // a port: nothing else may follow the host (a browser would read it another way).
+  std::string h = Lower(host);
+  std::string_view port;
+  if (h.starts_with("[")) {
+    size_t close = h.find(']');
+    if (close == std::string::npos) return InvalidArgument("redirect URI has an unclosed [");
+    for (char c : std::string_view(h).substr(1, close - 1)) {
+      if (!IsAsciiHex(c) && c != ':' && c != '.') {
+        return InvalidArgument("redirect URI's bracketed host is not an IPv6 address");
+      }
+    }
+    std::string_view after = std::string_view(h).substr(close + 1);
+    if (!after.empty() && after.front() != ':') {
+      return InvalidArgument("redirect URI has text after its host");
+    }
+    port = std::string_view(host).substr(close + 1);
+    h = h.substr(0, close + 1);
+  } else {
+    size_t colon = h.find(':');
+    if (colon != std::string::npos) {
+      port = std::string_view(host).substr(colon);
       h = h.substr(0, colon);
     }
+    for (char c : h) {
+      if (!IsAsciiAlpha(c) && !IsAsciiDigit(c) && c != '-' && c != '.') {
+        return InvalidArgument("redirect URI's host has a character a host name cannot");
+      }
+    }
+  }
+  if (h.empty() || h == "[]") return InvalidArgument("redirect URI has no host");
+  if (!port.empty()) {
+    std::string_view digits = port.substr(1);
+    bool ok = !digits.empty() && digits.size() <= 5;
+    for (char c : digits) ok = ok && IsAsciiDigit(c);
+    if (!ok || std::stoul(std::string(digits)) > 65535) {
+      return InvalidArgument("redirect URI's port must be a number up to 65535");
+    }
+  }
+  if (http) {
     if (h != "localhost" && h != "127.0.0.1" && h != "[::1]") {
       return InvalidArgument(
           "an http:// redirect URI must point to localhost, 127.0.0.1 or "

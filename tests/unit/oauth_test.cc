@@ -51,14 +51,31 @@ TEST(OAuthRules, PkceS256MatchesAnIndependentlyComputedPair) {
 TEST(OAuthRules, RedirectUris) {
   for (const char* ok :
        {"http://127.0.0.1:33418/callback", "http://localhost/cb", "http://[::1]:8080/x?y=1",
-        "https://app.example/oauth/cb", "HTTP://LOCALHOST:1/cb"}) {
+        "https://app.example/oauth/cb", "HTTP://LOCALHOST:1/cb", "https://app.example:8443/cb",
+        "http://127.0.0.1:65535/cb", "https://[2001:db8::1]/cb"}) {
     EXPECT_TRUE(ValidateRedirectUri(ok).ok()) << ok;
   }
-  for (const char* bad :
-       {"", "http://evil.example/cb", "http://127.0.0.2/cb", "http://localhost.evil.example/cb",
-        "https://app.example/cb#frag", "https://user@app.example/cb", "javascript:alert(1)",
-        "custom://cb", "https:///nohost", "https://app.example/a b",
-        "https://app.example/\"><script>"}) {
+  for (const char* bad : {"",
+                          "http://evil.example/cb",
+                          "http://127.0.0.2/cb",
+                          "http://localhost.evil.example/cb",
+                          "https://app.example/cb#frag",
+                          "https://user@app.example/cb",
+                          "javascript:alert(1)",
+                          "custom://cb",
+                          "https:///nohost",
+                          "https://app.example/a b",
+                          "https://app.example/\"><script>",
+                          "http://127.0.0.1:abc/cb",
+                          "http://127.0.0.1:/cb",
+                          "http://127.0.0.1:99999/cb",
+                          "http://[::1]junk/cb",
+                          "http://[::1/cb",
+                          "http://[::1]:80x/cb",
+                          "https://a_b.example/cb",
+                          "https://app.example:443:1/cb",
+                          "https://[evil.example]/cb",
+                          "https://:443/cb"}) {
     EXPECT_FALSE(ValidateRedirectUri(bad).ok()) << bad;
   }
   EXPECT_FALSE(
