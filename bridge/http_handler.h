@@ -11,11 +11,13 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "lobby/base/ascii.h"
 #include "lobby/base/streams.h"
 
 namespace warren {
@@ -40,6 +42,16 @@ struct HttpRequest {
       if (k == name) return v;
     }
     return {};
+  }
+
+  // The credential of "Authorization: Bearer TOKEN" (the scheme case-insensitive, spaces
+  // and tabs around the token dropped): nullopt when the header is absent or names another
+  // scheme, "" when the token is empty. The one reader of bearer credentials.
+  std::optional<std::string_view> BearerCredential() const {
+    std::string_view auth = TrimAsciiSpace(Header("authorization"));
+    constexpr std::string_view kScheme = "bearer ";
+    if (!StartsWithIgnoreCase(auth, kScheme)) return std::nullopt;
+    return TrimAsciiSpace(auth.substr(kScheme.size()));
   }
 };
 

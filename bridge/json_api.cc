@@ -1,5 +1,6 @@
 #include "bridge/json_api.h"
 
+#include <optional>
 #include <utility>
 
 #include "lobby/base/ascii.h"
@@ -7,18 +8,15 @@
 
 namespace warren {
 Result<std::string> BearerToken(const HttpRequest& req) {
-  std::string_view auth = TrimAsciiSpace(req.Header("authorization"));
-  if (auth.empty()) {
+  if (TrimAsciiSpace(req.Header("authorization")).empty()) {
     return Unauthenticated(
         "missing API token: send \"Authorization: Bearer TOKEN\" (mint one with ssh HOST "
         "ssh-key generate-api-key --label NAME)");
   }
-  if (!StartsWithIgnoreCase(auth, "bearer ")) {
-    return Unauthenticated("the Authorization header must be \"Bearer TOKEN\"");
-  }
-  std::string_view token = TrimAsciiSpace(auth.substr(7));
-  if (token.empty()) return Unauthenticated("the bearer token is empty");
-  return std::string(token);
+  std::optional<std::string_view> token = req.BearerCredential();
+  if (!token) return Unauthenticated("the Authorization header must be \"Bearer TOKEN\"");
+  if (token->empty()) return Unauthenticated("the bearer token is empty");
+  return std::string(*token);
 }
 
 void RespondStatus(HttpResponder& responder, const Status& st, std::string_view allow) {

@@ -46,18 +46,6 @@ bool SupportedVersion(std::string_view v) {
   return false;
 }
 
-// "Bearer TOKEN" (the scheme is case-insensitive); empty when absent or another scheme.
-std::string_view BearerToken(std::string_view header) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (header.size() <= kScheme.size() || Lower(header.substr(0, kScheme.size())) != kScheme) {
-    return {};
-  }
-  std::string_view token = header.substr(kScheme.size());
-  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
-  return token;
-}
-
 }  // namespace
 
 bool IsUnderDomain(std::string_view origin, std::string_view domain) {
@@ -193,7 +181,7 @@ void McpHandler::Handle(HttpRequest request, std::shared_ptr<HttpResponder> resp
   const HttpHeaders unauthorized = {
       {"WWW-Authenticate", options_.challenge ? options_.challenge(endpoint->path)
                                               : std::string("Bearer realm=\"warren\"")}};
-  std::string_view token = BearerToken(request.Header("authorization"));
+  std::string_view token = request.BearerCredential().value_or("");
   if (token.empty()) {
     return RespondStatus(*responder,
                          Unauthenticated("missing or invalid Authorization header: send "

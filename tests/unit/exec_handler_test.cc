@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "bridge/json_api.h"
 #include "keys/base64.h"
 #include "keys/token.h"
 #include "lobby/commands/command_runner.h"
@@ -202,6 +203,28 @@ TEST_F(ExecAdmissionTest, RemovingTheTokensLabelEndsItsCall) {
   EXPECT_EQ(call->status(), 401) << call->body();
   EXPECT_NE(call->body().find("revoked"), std::string::npos) << call->body();
   EXPECT_EQ(guests_.killed(), 1);
+}
+
+// The one reader of bearer credentials (HttpRequest::BearerCredential), which /exec, /v1 and
+// /mcp share, and the answers /exec gives for each way the header can be wrong.
+TEST(BearerCredential, SchemeCaseSpacesAndOtherSchemes) {
+  auto with = [](std::string auth) {
+    HttpRequest r;
+    if (!auth.empty()) r.headers.emplace_back("authorization", std::move(auth));
+    return r;
+  };
+  EXPECT_EQ(with("Bearer abc").BearerCredential(), "abc");
+  EXPECT_EQ(with("bEaReR   abc \t").BearerCredential(), "abc");
+  EXPECT_EQ(with("Bearer  ").BearerCredential(), std::nullopt);  // trimmed to "Bearer"
+  EXPECT_EQ(with("Bearer \t x").BearerCredential(), "x");
+  EXPECT_EQ(with("Basic abc").BearerCredential(), std::nullopt);
+  EXPECT_EQ(with("Bearerabc").BearerCredential(), std::nullopt);
+  EXPECT_EQ(with("").BearerCredential(), std::nullopt);
+
+  EXPECT_EQ(BearerToken(with("Bearer abc")).value(), "abc");
+  EXPECT_NE(BearerToken(with("")).status().message().find("missing API token"), std::string::npos);
+  EXPECT_NE(BearerToken(with("Basic abc")).status().message().find("must be"), std::string::npos);
+  EXPECT_EQ(BearerToken(with("Basic abc")).status().code(), Code::kUnauthenticated);
 }
 
 }  // namespace
