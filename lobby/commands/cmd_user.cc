@@ -265,6 +265,15 @@ class RemoveCommand final : public Command {
     // user stays and the removal can be run again. Nobody else can see those VMs, so
     // leaving them would strand them (and their names) forever.
     WARREN_ASSIGN_OR_RETURN(std::vector<VmRecord> all_vms, ctx.store().ListVms());
+    // Removing the account removes every VM of it: a credential limited to a tag reaches
+    // none outside that tag, so it cannot remove an account that has one.
+    for (const VmRecord& vm : all_vms) {
+      if (vm.owner == user.name && !WithinTagLimit(ctx.caller(), vm)) {
+        return PermissionDenied("removing " + user.name + " removes VMs without the tag " +
+                                ctx.caller().scope.tag +
+                                " your key is limited to; use a key without --tag");
+      }
+    }
     // Their sessions end first, revoked, rather than fail as their VMs go under them.
     if (ctx.services.live_sessions != nullptr) {
       ctx.services.live_sessions->EndUser(

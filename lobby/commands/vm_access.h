@@ -19,6 +19,10 @@ namespace warren {
 class VmHost;
 class GuestControl;
 
+// Whether `vm` carries the tag the caller's credential is limited to (always, when none):
+// the one tag rule, whoever owns the VM.
+bool WithinTagLimit(const Caller& caller, const VmRecord& vm);
+// Whether the caller sees `vm` at all: its own, and within its tag limit.
 bool VmVisibleTo(const Caller& caller, const VmRecord& vm);
 
 // How a message names a command the caller could run next (CommandHint for a command's

@@ -57,6 +57,28 @@ TEST_F(UserCommandTest, UserAddLsRm) {
   EXPECT_EQ(store_->GetKey(Fingerprint(kSpareKey3)).status().code(), Code::kNotFound);
 }
 
+// A credential limited to a tag reaches no VM outside it, so it cannot remove an account
+// that has one (removing the account removes its VMs); nothing is removed when refused.
+TEST_F(UserCommandTest, TagLimitedAdminCannotRemoveVmsOutsideItsTag) {
+  Caller root = As(kRootKey);
+  ASSERT_TRUE(Exec(root, {"user", "add", "bob", "--key", kSpareKey3}).status.ok());
+  VmRecord vm;
+  vm.id = "bobsvm000001";
+  vm.name = "bobs-web";
+  vm.owner = "bob";
+  vm.image = "debian@1";
+  vm.tags = {"prod"};
+  ASSERT_TRUE(store_->CreateVm(vm).ok());
+  ASSERT_TRUE(Exec(root, {"ssh-key", "add", kSpareKey1, "--tag", "ci"}).status.ok());
+
+  Outcome o = Exec(As(kSpareKey1), {"user", "rm", "bob"});
+  EXPECT_EQ(o.status.code(), Code::kPermissionDenied) << o.err;
+  EXPECT_NE(o.err.find("without the tag ci"), std::string::npos) << o.err;
+  EXPECT_TRUE(store_->GetUser("bob").ok());
+  EXPECT_TRUE(store_->GetVm(vm.id).ok());
+  EXPECT_EQ(store_->GetKey(Fingerprint(kSpareKey3))->user, "bob");
+}
+
 TEST_F(UserCommandTest, UserCommandsValidate) {
   Caller root = As(kRootKey);
   EXPECT_EQ(Exec(root, {"user", "add", "Bob", "--key", kSpareKey3}).status.code(),
