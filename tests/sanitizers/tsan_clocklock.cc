@@ -14,9 +14,11 @@ extern "C" int pthread_mutex_clocklock(pthread_mutex_t* mutex, clockid_t clock,
   if (clock == CLOCK_REALTIME) return pthread_mutex_timedlock(mutex, abstime);
   timespec now{}, real{};
   if (clock_gettime(clock, &now) != 0 || clock_gettime(CLOCK_REALTIME, &real) != 0) return EINVAL;
-  long long left_ns = (abstime->tv_sec - now.tv_sec) * 1000000000LL + (abstime->tv_nsec - now.tv_nsec);
+  long long left_ns =
+      (abstime->tv_sec - now.tv_sec) * 1000000000LL + (abstime->tv_nsec - now.tv_nsec);
   if (left_ns < 0) left_ns = 0;
   long long at_ns = real.tv_sec * 1000000000LL + real.tv_nsec + left_ns;
-  timespec deadline{static_cast<time_t>(at_ns / 1000000000LL), static_cast<long>(at_ns % 1000000000LL)};
+  timespec deadline{static_cast<time_t>(at_ns / 1000000000LL),
+                    static_cast<long>(at_ns % 1000000000LL)};
   return pthread_mutex_timedlock(mutex, &deadline);
 }
