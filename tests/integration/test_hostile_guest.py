@@ -64,7 +64,7 @@ FLOOD_PHASE_S = 18
 # The flood's stand-in for sshd (/run/flood.mode says which flood).
 FLOODER = r"""#!/bin/sh
 if [ "$(cat /run/flood.mode)" = esc ]; then
-  printf 'HELLO \033]0;owned\007 \033[2J \377\376 evil\r\n'
+  printf 'SSH-9.9-HELLO \033]0;owned\007 \033[2J \377\376 evil\r\n'
   exec sleep 60
 fi
 printf 'SSH-2.0-OpenSSH_9.2\r\n'
@@ -339,7 +339,7 @@ class HostileGuestTest(h.LobbyTestCase):
             self.assertIn(b"control connection", r.stderr)
             # Nothing of the guest's bytes reaches a terminal raw: printable ASCII only.
             self.assertTrue(all(0x20 <= b < 0x7f or b == 0x0a for b in r.stderr), r.stderr)
-        self.assertIn(b"Protocol mismatch: HELLO", esc.stderr)
+        self.assertIn(b"banner: SSH-9.9-HELLO", esc.stderr)
         self.assertIn(b"owned", esc.stderr)
         back = self.wait_mallory_back()
         self.check_alice("flood", p, rss)
@@ -438,7 +438,10 @@ class HostileGuestTest(h.LobbyTestCase):
                 user=MALLORY_VM, timeout=300)
             r = self.mallory("ssh", MALLORY_VM, "echo", "hi", timeout=120)
             self.assert_clear_failure(r, ("disk is full", "No space left on device"))
-            self.as_root("rm -f /var/fill /var/fill2")
+            # The way out the error names: a shell (a raw channel) needs no runner, nor disk.
+            shell = self.ssh(self.keys["mallory"], user=MALLORY_VM, timeout=120,
+                             input="sudo -n rm -f /var/fill /var/fill2; exit\n")
+            self.assertEqual(shell.returncode, 0, shell.stderr)
         back = self.wait_mallory_back()
         self.check_alice("disk-full", p, rss)
         self.record("disk-full", p, back, r.stderr.strip()[:80])
