@@ -32,26 +32,12 @@ std::string VmStateText(const VmRecord& vm, const Result<VmInfo>& info) {
   return "unknown";
 }
 
-HostView::HostView(VmHost* host) {
-  if (host == nullptr) {
-    error_ = Unavailable("this server runs no VMs");
-    return;
-  }
-  Result<std::vector<VmInfo>> all = host->List();
-  if (!all.ok()) {
-    error_ = all.status();
-    return;
-  }
-  for (VmInfo& info : *all) {
-    std::string id = info.id;
-    by_id_.emplace(std::move(id), std::move(info));
-  }
-}
+HostView::HostView(VmHost* host) : host_(host) {}
 
 Result<VmInfo> HostView::Find(std::string_view id) const {
-  if (!error_.ok()) return error_;
+  if (host_ == nullptr) return Unavailable("this server runs no VMs");
   auto it = by_id_.find(id);
-  if (it == by_id_.end()) return NotFound("no domain for VM " + std::string(id));
+  if (it == by_id_.end()) it = by_id_.emplace(std::string(id), host_->Inspect(id)).first;
   return it->second;
 }
 

@@ -37,15 +37,18 @@ std::string VmUrlLine(const ServerInfo& info, std::string_view name);
 // has no such domain, "unknown" when it could not be asked.
 std::string VmStateText(const VmRecord& vm, const Result<VmInfo>& info);
 
-// The hypervisor's view of every VM, by id; on error every lookup reports the error.
+// The hypervisor's view of the VMs a command shows, by id: each VM is inspected the first
+// time it is asked for and remembered, so a command costs what the caller's VMs cost, never
+// a walk over every domain of the host (which grows with every user's VMs and waits on any
+// of them that is busy). Lives for one command, on one thread.
 class HostView {
  public:
   explicit HostView(VmHost* host);
   Result<VmInfo> Find(std::string_view id) const;
 
  private:
-  Status error_;
-  std::map<std::string, VmInfo, std::less<>> by_id_;
+  VmHost* host_;
+  mutable std::map<std::string, Result<VmInfo>, std::less<>> by_id_;
 };
 
 // {"name","id","state","desired_state","owner","image","cpus","memory_mib","disk_gib",

@@ -525,6 +525,7 @@ Result<int> FakeVmHost::RemoveUnusedDisks() {
 }
 
 Result<VmInfo> FakeVmHost::Inspect(std::string_view id) {
+  ++inspect_calls_;
   std::lock_guard lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return NotFound("no vm " + std::string(id));
@@ -532,6 +533,7 @@ Result<VmInfo> FakeVmHost::Inspect(std::string_view id) {
 }
 
 Result<std::vector<VmInfo>> FakeVmHost::List() {
+  ++list_calls_;
   std::lock_guard lock(mu_);
   std::vector<VmInfo> out;
   for (const auto& [id, vm] : vms_) out.push_back(vm.info);

@@ -89,6 +89,9 @@ class FakeVmHost final : public VmHost {
   void SettleShutdowns();
   // Waits until every state change so far has reached the listener.
   void FlushStateEvents();
+  // How often Inspect and List were called: what a command asked the hypervisor.
+  int InspectCalls() const { return inspect_calls_; }
+  int ListCalls() const { return list_calls_; }
 
   // ---- Persistence. With PersistIn(dir) the host's state lives in dir/fake-host.json,
   // written through (atomically) after every change, and each VM, template and live copy
@@ -156,6 +159,8 @@ class FakeVmHost final : public VmHost {
 
   const Clock& clock_;
   std::mutex mu_;
+  std::atomic<int> inspect_calls_{0};
+  std::atomic<int> list_calls_{0};
   std::map<std::string, Vm, std::less<>> vms_;
   std::optional<Status> fail_next_;
   std::map<std::string, TemplateInfo> templates_;  // by VmShapeKey

@@ -71,6 +71,31 @@ TEST_F(VmCommandTest, LsShowsHypervisorStatesAndMissingDomains) {
   EXPECT_TRUE(Exec(Alice(), {"rm", "web-two"}).status.ok());
 }
 
+// ls, jobs and rename ask the hypervisor about the caller's VMs only, once each: never a walk
+// over every domain of the host. Found by tests/bench/soak.py: with 20 users' VMs on one
+// host, each user's `ls` and `jobs` listed all of them (XML, info, disk chain of each) and
+// took ten times a `stat`, and waited on any domain another user's `cp` held busy.
+TEST_F(VmCommandTest, LsJobsAndRenameAskTheHostOnlyAboutTheCallersVms) {
+  New(Alice(), {"--name", "web-one"});
+  New(Alice(), {"--name", "web-two"});
+  for (const char* name : {"b-1", "b-2", "b-3", "b-4", "b-5"}) New(Bob(), {"--name", name});
+  const int lists = host_.ListCalls();
+
+  int inspects = host_.InspectCalls();
+  json ls = Exec(Alice(), {"ls", "--json"}).Json();
+  ASSERT_EQ(ls["vms"].size(), 2u) << ls;
+  EXPECT_EQ(ls["vms"][1]["state"], "running");
+  EXPECT_EQ(host_.InspectCalls() - inspects, 2);
+
+  inspects = host_.InspectCalls();
+  EXPECT_TRUE(Exec(Alice(), {"ls", "web-one", "--json"}).status.ok());
+  EXPECT_EQ(host_.InspectCalls() - inspects, 1);
+
+  EXPECT_TRUE(Exec(Alice(), {"jobs", "--json"}).status.ok());
+  EXPECT_TRUE(Exec(Alice(), {"rename", "web-two", "web-2"}).status.ok());
+  EXPECT_EQ(host_.ListCalls(), lists);
+}
+
 TEST_F(VmCommandTest, StatAndConsole) {
   New(Alice(), {"--name", "web-one", "--tag", "prod"});
   clock_.now += 3600 + 120;
