@@ -25,7 +25,7 @@ image are missing; skips otherwise.
 import json
 import os
 import re
-import shutil
+import shlex
 import subprocess
 import sys
 import time
@@ -68,6 +68,16 @@ class UpgradeTest(VmTestCase):
     def guest_runner(self):
         return self.vm_ok("ssh", "up1", '"$HOME/.warren/bin/warren-run" --version').stdout.strip()
 
+    def credentials(self, key):
+        """A user's keys and token labels, without their times of last use."""
+        listed = self.ssh_json(key, "ssh-key", "list")
+        return ([(k["fingerprint"], k["name"]) for k in listed["keys"]],
+                [(t["id"], t["label"]) for t in listed["api_tokens"]])
+
+    def uptime(self):
+        quoted = shlex.quote("cut -d' ' -f1 /proc/uptime")
+        return float(self.vm_ok("ssh", "up1", quoted).stdout)
+
     def test_previous_release_data_dir_with_a_running_vm_and_job(self):
         prev_runner = runner_version(os.path.dirname(PREV_BIN))
         cur_runner = runner_version(os.path.dirname(h.WARREN_BIN))
@@ -88,7 +98,7 @@ class UpgradeTest(VmTestCase):
         self.assertEqual(self.guest_runner(), prev_runner)
         before = {vm["name"]: vm for vm in self.ssh_json(self.admin, "ls")["vms"]}
         self.assertEqual(before["up1"]["state"], "running")
-        uptime_before = float(self.vm_ok("ssh", "up1", "cut -d' ' -f1 /proc/uptime").stdout)
+        uptime_before = self.uptime()
         # A job: a line a second for 30 s, then exit 3.
         self.vm_ok("ssh", "--wait-seconds", "1", "up1",
                    "for i in $(seq 1 30); do echo tick $i; sleep 1; done; echo last; exit 3")
@@ -96,7 +106,7 @@ class UpgradeTest(VmTestCase):
         self.assertEqual(len(jobs), 1, jobs)
         job = jobs[0]["job"]
         self.assertFalse(jobs[0]["finished"])
-        keys_before = self.ssh_json(user, "ssh-key", "list")
+        keys_before = self.credentials(user)
 
         # ---- Stopped; the current build on the same data dir.
         self.assertEqual(self.server.stop(), 0)
@@ -112,7 +122,7 @@ class UpgradeTest(VmTestCase):
         after = {vm["name"]: vm for vm in self.ssh_json(self.admin, "ls")["vms"]}
         self.assertEqual(after["up1"]["id"], before["up1"]["id"])
         self.assertEqual(after["up1"]["state"], "running")
-        self.assertEqual(self.ssh_json(user, "ssh-key", "list"), keys_before)
+        self.assertEqual(self.credentials(user), keys_before)
         r = subprocess.run(["curl", "-sS", "--max-time", "30", "-H", "Authorization: Bearer " +
                             token, "--data-binary", "whoami", "-w", "\n%{http_code}",
                             "http://127.0.0.1:%d/exec" % self.server.http_port],
@@ -138,7 +148,7 @@ class UpgradeTest(VmTestCase):
         self.assertEqual(ticks, list(range(ticks[0], 31)), out)
 
         # The same guest, not rebooted, with its disk.
-        uptime_after = float(self.vm_ok("ssh", "up1", "cut -d' ' -f1 /proc/uptime").stdout)
+        uptime_after = self.uptime()
         self.assertGreater(uptime_after, uptime_before)
         self.assertEqual(self.vm_ok("ssh", "up1", "cat ~/kept").stdout, "before-upgrade\n")
 
