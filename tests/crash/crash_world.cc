@@ -45,6 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "keys/backup.h"
 #include "keys/lmdb_store.h"
 #include "keys/public_key.h"
 #include "keys/secret_box.h"
@@ -351,8 +352,9 @@ class World {
     for (const TemplateInfo& t : Must(host_.Templates(), "listing templates")) {
       template_keys.insert(VmShapeKey(t.shape));
     }
-    const std::set<std::string> top = {"store", "fake-host.json", "vms",
-                                       "disks", "templates",      "tmp"};
+    std::set<std::string> top = {"store", "fake-host.json", "vms", "disks", "templates", "tmp"};
+    // And the key files `warren serve` makes (a world it has served: the backup test's).
+    for (const BackupKeyFile& k : BackupKeyFiles()) top.insert(k.name);
     for (const auto& e : fs::directory_iterator(dir_)) {
       if (!top.count(e.path().filename().string())) p.push_back("stray file " + e.path().string());
     }

@@ -10,7 +10,8 @@
 #   tests/fuzz/run.sh [--seconds S | --execs N] [--jobs J] [--build-dir DIR] [--no-build] [NAME...]
 #
 # Defaults: 30 seconds per target, one target at a time, build-fuzz/ beside build/. Compiles
-# take the shared build lock ($WARREN_BUILD_LOCK, default /tmp/warren-build.lock).
+# take the shared build lock ($WARREN_BUILD_LOCK, default /tmp/warren-build.lock) and run at
+# nice 19: under `ctest -j2` they use what a guest test beside them leaves idle.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 here=$repo/tests/fuzz
@@ -62,7 +63,7 @@ if ((build)); then
       >/dev/null
   fi
   flock "${WARREN_BUILD_LOCK:-/tmp/warren-build.lock}" \
-    cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >"$build_dir/fuzz-build.log" 2>&1 ||
+    nice -n 19 cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >"$build_dir/fuzz-build.log" 2>&1 ||
     { tail -40 "$build_dir/fuzz-build.log" >&2; echo "run.sh: build failed" >&2; exit 1; }
   echo "run.sh: built ${#targets[@]} targets in $((SECONDS - started)) s"
 fi

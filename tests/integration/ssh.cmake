@@ -18,13 +18,15 @@ warren_ssh_test(ssh_flood test_ssh_flood.py)
 warren_ssh_test(http_health test_http_health.py)
 warren_ssh_test(ssh_integrations test_integrations.py)
 
-# VMs end to end on real libvirt + QEMU through the lobby. Serial: guests share 2 cores.
+# VMs end to end on real libvirt + QEMU through the lobby. Every test that boots guests holds
+# the resource lock `guests` (tests/CMakeLists.txt): one at a time, beside one test of
+# another kind.
 add_test(NAME vm_e2e
          COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_e2e.py)
 set_tests_properties(vm_e2e PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1200
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm")
 
 # ssh NAME@HOST straight into a VM (exec, pty shell, -L/-W, sftp/scp, limits) on one tiny VM.
@@ -33,7 +35,7 @@ add_test(NAME vm_route
 set_tests_properties(vm_route PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm")
 
 # Host isolation and egress policies (nftables on QEMU's user): a tiny and a debian guest
@@ -43,7 +45,7 @@ add_test(NAME vm_isolation
 set_tests_properties(vm_isolation PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1500
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm")
 
 # cp, resize and rename of running VMs end to end (fork, independence, faults, SIGKILL).
@@ -52,7 +54,7 @@ add_test(NAME vm_copy
 set_tests_properties(vm_copy PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm")
 
 # cp --live (tiny): a server started by hand in the source answers in the copy, which never
@@ -63,7 +65,7 @@ add_test(NAME vm_live_copy
 set_tests_properties(vm_live_copy PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm")
 
 # A busy VM (busy loops on every vCPU) leaves the lobby and another VM responsive: <cputune>.
@@ -72,7 +74,7 @@ add_test(NAME vm_cpu_share
 set_tests_properties(vm_cpu_share PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 600
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm")
 
 # Integrations end to end: the proxy through the guest endpoint of a debian and tiny guests
@@ -83,7 +85,7 @@ add_test(NAME vm_integrations
 set_tests_properties(vm_integrations PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1800
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm;integrations")
 
 # Every VM on the web: sign-in, host-bound sessions, bearer tokens, sharing (users, links,
@@ -94,7 +96,7 @@ add_test(NAME vm_web
 set_tests_properties(vm_web PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1800
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm;web")
 
 # A VM's page in headless Chromium through the web proxy: the magic link, the owner's page
@@ -105,7 +107,7 @@ add_test(NAME vm_web_browser
 set_tests_properties(vm_web_browser PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1200
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm;web;browser")
 
 # Sandboxes on real guests: seed 002 over SSH and /exec, the host's room, expiry (also while
@@ -115,7 +117,7 @@ add_test(NAME vm_sandboxes
 set_tests_properties(vm_sandboxes PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1800
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm;sandbox")
 
 # `new` restored from a saved template (tiny): two clones differ in hostname, host key, MAC and
@@ -126,7 +128,7 @@ add_test(NAME vm_templates
 set_tests_properties(vm_templates PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm;templates")
 
 # Crash points on real guests (issue 16): warren SIGKILLed at 10 seeded moments of new, cp,
@@ -140,7 +142,7 @@ add_test(NAME vm_crash_points
 set_tests_properties(vm_crash_points PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm;crash")
 
 # The warm pool (tiny): paused, connected VMs no user sees; `new` takes one that is its own
@@ -151,7 +153,7 @@ add_test(NAME vm_pool
 set_tests_properties(vm_pool PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1200
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm;templates")
 
 # libvirtd restarts (issue 16): a libvirtd of the test's own, in a private mount namespace
@@ -164,8 +166,7 @@ add_test(NAME vm_libvirtd_restart
 set_tests_properties(vm_libvirtd_restart PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 600
-  RUN_SERIAL TRUE
-  RESOURCE_LOCK libvirtd
+  RESOURCE_LOCK guests
   LABELS "integration;vm;libvirtd")
 
 # A hostile guest (issue 16, tiny): mallory's VM root floods the control port with garbage,
@@ -179,5 +180,5 @@ add_test(NAME vm_hostile_guest
 set_tests_properties(vm_hostile_guest PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RUN_SERIAL TRUE
+  RESOURCE_LOCK guests
   LABELS "integration;vm")

@@ -83,7 +83,8 @@ class BackupTest(warren_harness.LobbyTestCase):
     def dump(self, data_dir):
         r = run([CRASH_WORLD, "dump", data_dir])
         self.assertEqual(r.returncode, 0, r.stderr.decode())
-        return json.loads(r.stdout)
+        # Its last line is the state; the lines before are the fake host's events ("E ...").
+        return json.loads(r.stdout.decode().splitlines()[-1])
 
     def curl_exec(self, server, token, body):
         r = run(["curl", "-sS", "--max-time", "30", "-H", "Authorization: Bearer " + token,

@@ -15,8 +15,11 @@
 #      (data and the edit kept); `apt-get remove` (programs and unit gone, data and conffile
 #      kept); `apt-get purge` (nothing of warren left anywhere in the overlays' writes: no
 #      file, unit state or user). Purges at the end even when a step fails.
-# WARREN_DEB=PATH tests a package built already instead of building one; the build here is
-# -O0 without debug info unless WARREN_DEB_TEST_RELEASE=1 (CI's time, see below).
+# WARREN_DEB=PATH tests a package built already instead of building one.
+# WARREN_DEB_PREBUILT=DIR (as CTest runs it: the suite's own build/) has dpkg-buildpackage
+# package that build tree instead of compiling warren a third time (packaging/debian/rules);
+# every other step of the package build runs. Without it the package compiles from source,
+# -O0 without debug info unless WARREN_DEB_TEST_RELEASE=1.
 # Needs root, dpkg-dev, debhelper, lintian, systemd (systemd-analyze) and overlayfs. Outside
 # CI a missing tool skips (exit 77); with CI set it fails. Prints each step's seconds.
 set -euo pipefail
@@ -48,10 +51,14 @@ if [[ -n ${WARREN_DEB:-} ]]; then
   new_deb=$(realpath "$WARREN_DEB")
   say "testing $new_deb (WARREN_DEB; not built here)"
 else
-  # CI's cost: the package is compiled -O0 without debug info (DEB_BUILD_OPTIONS=noopt),
-  # about half the compiler time of the release flags, which WARREN_DEB_TEST_RELEASE=1 uses.
-  # The packaging (rules, files, scripts, unit) is the same either way.
-  if [[ ${WARREN_DEB_TEST_RELEASE:-0} != 1 ]]; then
+  # Compiled here, the package is -O0 without debug info (DEB_BUILD_OPTIONS=noopt), about
+  # half the compiler time of the release flags, which WARREN_DEB_TEST_RELEASE=1 uses. The
+  # packaging (rules, files, scripts, unit) is the same every way.
+  if [[ -n ${WARREN_DEB_PREBUILT:-} ]]; then
+    export WARREN_DEB_PREBUILT
+    WARREN_DEB_PREBUILT=$(realpath "$WARREN_DEB_PREBUILT")
+    say "packaging the build tree $WARREN_DEB_PREBUILT (WARREN_DEB_PREBUILT)"
+  elif [[ ${WARREN_DEB_TEST_RELEASE:-0} != 1 ]]; then
     export DEB_BUILD_OPTIONS="noopt ${DEB_BUILD_OPTIONS:-}" DEB_CXXFLAGS_APPEND="-g0 ${DEB_CXXFLAGS_APPEND:-}"
   fi
   say "building the package (packaging/build-deb.sh; DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-})"

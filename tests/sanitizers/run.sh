@@ -12,7 +12,8 @@
 #
 #   tests/sanitizers/run.sh [--jobs J] [--build-dir DIR] [--no-build] asan|tsan [BINARY...]
 #
-# Compiles take the shared build lock ($WARREN_BUILD_LOCK, default /tmp/warren-build.lock).
+# Compiles take the shared build lock ($WARREN_BUILD_LOCK, default /tmp/warren-build.lock)
+# and run at nice 19 (under `ctest -j2` they use what a guest test beside them leaves idle).
 # Logs: DIR/sanitize-results/BINARY.log.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -107,6 +108,13 @@ clang++ $flags "$probe/p.cc" -o "$probe/p" 2>/dev/null || missing "clang++ canno
 build_seconds=0
 if ((build)); then
   started=$SECONDS
+  if [[ $kind == tsan ]]; then
+    # TSan's missing pthread_mutex_clocklock (std::timed_mutex), supplied: see the file. It
+    # goes into every executable, CMake's own compiler probe included, so it exists before
+    # the configure step.
+    mkdir -p "$build_dir"
+    clang++ -O1 -c "$here/tsan_clocklock.cc" -o "$build_dir/tsan_clocklock.o"
+  fi
   if [[ ! -f $build_dir/CMakeCache.txt ]]; then
     if [[ $kind == asan ]]; then
       # Exactly tests/fuzz/run.sh's configuration (keep the two alike): one build dir serves
@@ -116,19 +124,14 @@ if ((build)); then
         -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
         >/dev/null
     else
-      # tsan_clocklock.o (below) goes into every executable.
       cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
         "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" \
         "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread $build_dir/tsan_clocklock.o" >/dev/null
     fi
   fi
-  if [[ $kind == tsan ]]; then
-    # TSan's missing pthread_mutex_clocklock (std::timed_mutex), supplied: see the file.
-    clang++ -O1 -c "$here/tsan_clocklock.cc" -o "$build_dir/tsan_clocklock.o"
-  fi
   flock "${WARREN_BUILD_LOCK:-/tmp/warren-build.lock}" \
-    cmake --build "$build_dir" -j"$(nproc)" --target "${units[@]}" \
+    nice -n 19 cmake --build "$build_dir" -j"$(nproc)" --target "${units[@]}" \
     >"$build_dir/sanitize-$kind-build.log" 2>&1 ||
     { tail -40 "$build_dir/sanitize-$kind-build.log" >&2; echo "run.sh: build failed" >&2; exit 1; }
   build_seconds=$((SECONDS - started))
