@@ -368,8 +368,9 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       if (ec != asio::error::operation_aborted) {
         // The client is gone: stop the work done for it, unless its answer is complete
         // (its write may still be finishing: a client that read it and hung up leaves the
-        // work alone, as a 504's command goes on).
-        if (closed_ && !end_queued_) closed_->Cancel();
+        // work alone, as a 504's command goes on) or the request is over (this read's end
+        // was queued before FinishRequest closed the connection, which reset end_queued_).
+        if (closed_ && in_flight_ && !end_queued_) closed_->Cancel();
         Close(false);
       }
       return;
