@@ -20,6 +20,6 @@ if(DEFINED ENV{WARREN_PREV_BIN})
   set_tests_properties(vm_upgrade PROPERTIES
     ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;WARREN_PREV_BIN=$ENV{WARREN_PREV_BIN};LANG=C.UTF-8"
     TIMEOUT 900
-    RESOURCE_LOCK guests
+    RESOURCE_LOCK guests_b
     LABELS "integration;vm")
 endif()

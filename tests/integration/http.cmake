@@ -1,6 +1,6 @@
 # Loopback integration tests of the HTTP bridge: POST /exec with API tokens, HTTPS and
 # /metrics against the real `warren serve` (curl, http.client), and the /exec statuses that
-# need VMs (one at a time: the `guests` lock). Each cleans up its processes and files.
+# need VMs (in a guest lane: tests/CMakeLists.txt). Each cleans up its processes and files.
 add_test(NAME http_exec
          COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_http_exec.py)
 set_tests_properties(http_exec PROPERTIES
@@ -22,7 +22,7 @@ add_test(NAME http_exec_vm
 set_tests_properties(http_exec_vm PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_a
   LABELS "integration;vm;http")
 
 # The web listener as serve sets it up: HTTPS with --tls-cert/--tls-key (a wildcard

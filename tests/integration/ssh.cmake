@@ -19,14 +19,13 @@ warren_ssh_test(http_health test_http_health.py)
 warren_ssh_test(ssh_integrations test_integrations.py)
 
 # VMs end to end on real libvirt + QEMU through the lobby. Every test that boots guests holds
-# the resource lock `guests` (tests/CMakeLists.txt): one at a time, beside one test of
-# another kind.
+# a guest lane, `guests_a` or `guests_b` (tests/CMakeLists.txt says how they are chosen).
 add_test(NAME vm_e2e
          COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_vm_e2e.py)
 set_tests_properties(vm_e2e PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1200
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_a
   LABELS "integration;vm")
 
 # ssh NAME@HOST straight into a VM (exec, pty shell, -L/-W, sftp/scp, limits) on one tiny VM.
@@ -35,7 +34,7 @@ add_test(NAME vm_route
 set_tests_properties(vm_route PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_a
   LABELS "integration;vm")
 
 # Host isolation and egress policies (nftables on QEMU's user): a tiny and a debian guest
@@ -45,7 +44,7 @@ add_test(NAME vm_isolation
 set_tests_properties(vm_isolation PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1500
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK "guests_a;guests_b"
   LABELS "integration;vm")
 
 # cp, resize and rename of running VMs end to end (fork, independence, faults, SIGKILL).
@@ -54,7 +53,7 @@ add_test(NAME vm_copy
 set_tests_properties(vm_copy PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_b
   LABELS "integration;vm")
 
 # cp --live (tiny): a server started by hand in the source answers in the copy, which never
@@ -65,7 +64,7 @@ add_test(NAME vm_live_copy
 set_tests_properties(vm_live_copy PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_b
   LABELS "integration;vm")
 
 # A busy VM (busy loops on every vCPU) leaves the lobby and another VM responsive: <cputune>.
@@ -74,7 +73,7 @@ add_test(NAME vm_cpu_share
 set_tests_properties(vm_cpu_share PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 600
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_b
   LABELS "integration;vm")
 
 # Integrations end to end: the proxy through the guest endpoint of a debian and tiny guests
@@ -85,7 +84,7 @@ add_test(NAME vm_integrations
 set_tests_properties(vm_integrations PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1800
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_a
   LABELS "integration;vm;integrations")
 
 # Every VM on the web: sign-in, host-bound sessions, bearer tokens, sharing (users, links,
@@ -96,7 +95,7 @@ add_test(NAME vm_web
 set_tests_properties(vm_web PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1800
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_b
   LABELS "integration;vm;web")
 
 # A VM's page in headless Chromium through the web proxy: the magic link, the owner's page
@@ -107,7 +106,7 @@ add_test(NAME vm_web_browser
 set_tests_properties(vm_web_browser PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1200
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_b
   LABELS "integration;vm;web;browser")
 
 # Sandboxes on real guests: seed 002 over SSH and /exec, the host's room, expiry (also while
@@ -117,7 +116,7 @@ add_test(NAME vm_sandboxes
 set_tests_properties(vm_sandboxes PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1800
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_b
   LABELS "integration;vm;sandbox")
 
 # `new` restored from a saved template (tiny): two clones differ in hostname, host key, MAC and
@@ -128,7 +127,7 @@ add_test(NAME vm_templates
 set_tests_properties(vm_templates PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_b
   LABELS "integration;vm;templates")
 
 # Crash points on real guests (issue 16): warren SIGKILLed at 10 seeded moments of new, cp,
@@ -142,7 +141,7 @@ add_test(NAME vm_crash_points
 set_tests_properties(vm_crash_points PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_a
   LABELS "integration;vm;crash")
 
 # The warm pool (tiny): paused, connected VMs no user sees; `new` takes one that is its own
@@ -153,7 +152,7 @@ add_test(NAME vm_pool
 set_tests_properties(vm_pool PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 1200
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_b
   LABELS "integration;vm;templates")
 
 # libvirtd restarts (issue 16): a libvirtd of the test's own, in a private mount namespace
@@ -166,7 +165,7 @@ add_test(NAME vm_libvirtd_restart
 set_tests_properties(vm_libvirtd_restart PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 600
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_b
   LABELS "integration;vm;libvirtd")
 
 # A hostile guest (issue 16, tiny): mallory's VM root floods the control port with garbage,
@@ -180,5 +179,5 @@ add_test(NAME vm_hostile_guest
 set_tests_properties(vm_hostile_guest PROPERTIES
   ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
   TIMEOUT 900
-  RESOURCE_LOCK guests
+  RESOURCE_LOCK guests_a
   LABELS "integration;vm")

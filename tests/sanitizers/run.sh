@@ -118,14 +118,14 @@ if ((build)); then
   if [[ ! -f $build_dir/CMakeCache.txt ]]; then
     if [[ $kind == asan ]]; then
       # Exactly tests/fuzz/run.sh's configuration (keep the two alike): one build dir serves
-      # both. -O1 and line tables; assertions on; ASan+UBSan (and fuzzer coverage, which the
+      # both. -O1 (WARREN_CLANG_OPT) and line tables; assertions on; ASan+UBSan (and fuzzer coverage, which the
       # units do not use) on every library, -fno-sanitize-recover=all.
       cmake -S "$repo" -B "$build_dir" -G Ninja -DWARREN_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
-        -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=${WARREN_CLANG_OPT:--O1} -gline-tables-only" \
         >/dev/null
     else
       cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
-        -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=${WARREN_CLANG_OPT:--O1} -gline-tables-only" \
         "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" \
         "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread $build_dir/tsan_clocklock.o" >/dev/null
     fi

@@ -24,13 +24,13 @@ target_link_libraries(guest_local_test
 gtest_discover_tests(guest_local_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
 
 # Boots the tiny image (building it first if there is none) and runs every scenario on it.
-# One at a time (the `guests` lock): a TCG guest wants a core.
+# In a guest lane (tests/CMakeLists.txt): a TCG guest wants a core.
 add_executable(guest_vm_test unit/guest_control_scenarios.cc unit/guest_vm_test.cc)
 target_link_libraries(guest_vm_test
   PRIVATE warren_guest_test_targets OpenSSL::Crypto GTest::gtest_main)
 add_test(NAME guest_vm COMMAND guest_vm_test)
 set_tests_properties(guest_vm PROPERTIES
-  RESOURCE_LOCK guests TIMEOUT 1200 LABELS "guest;qemu"
+  RESOURCE_LOCK guests_b TIMEOUT 1200 LABELS "guest;qemu"
   SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] [0-9]+ test")
 
 # Warm Exec over the open control connection vs a cold handshake per call (not a test: run
@@ -65,11 +65,11 @@ add_dependencies(guest_seed_runner_test warren_run)
 gtest_discover_tests(guest_seed_runner_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
 
 # The identity of a running tiny guest (with a NIC on slirp) replaced by hand as a restore
-# would need it: a second seed written under it, the clock, the MAC. Under the `guests` lock.
+# would need it: a second seed written under it, the clock, the MAC. In a guest lane.
 add_executable(guest_identity_vm_test unit/guest_identity_vm_test.cc)
 target_link_libraries(guest_identity_vm_test PRIVATE warren_guest_test_targets GTest::gtest_main)
 target_compile_definitions(guest_identity_vm_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 add_test(NAME guest_identity_vm COMMAND guest_identity_vm_test)
 set_tests_properties(guest_identity_vm PROPERTIES
-  RESOURCE_LOCK guests TIMEOUT 900 LABELS "guest;qemu"
+  RESOURCE_LOCK guests_b TIMEOUT 900 LABELS "guest;qemu"
   SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] [0-9]+ test")

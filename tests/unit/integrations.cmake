@@ -24,7 +24,7 @@ add_test(NAME guest_endpoint_vm COMMAND guest_endpoint_vm_test --gtest_filter=-*
 add_test(NAME guest_endpoint_vm_tiny COMMAND guest_endpoint_vm_test --gtest_filter=*Tiny*)
 set_tests_properties(guest_endpoint_vm_tiny PROPERTIES ENVIRONMENT WARREN_GUEST_TEST_IMAGE=tiny)
 set_tests_properties(guest_endpoint_vm guest_endpoint_vm_tiny PROPERTIES
-  RESOURCE_LOCK guests TIMEOUT 1200 LABELS "guest;qemu;vm;integrations"
+  RESOURCE_LOCK guests_b TIMEOUT 1200 LABELS "guest;qemu;vm;integrations"
   SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] [0-9]+ test")
 
 add_executable(guest_endpoint_setup_test unit/guest_endpoint_setup_test.cc

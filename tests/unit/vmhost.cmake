@@ -32,7 +32,7 @@ gtest_discover_tests(egress_firewall_test DISCOVERY_MODE PRE_TEST)
 
 # Unit tests always run; the real-QEMU cases inside skip (saying why; under CI they fail)
 # unless a tiny image is found (WARREN_TEST_IMAGES, default /var/lib/warren-test/images) and
-# libvirtd answers or can be started. Under the `guests` lock: real guests, one test at a time.
+# libvirtd answers or can be started. In guest lane a (tests/CMakeLists.txt): real guests.
 add_executable(vmhost_test
   unit/vm_host_contract_test.cc
   unit/vm_state_events_test.cc
@@ -41,7 +41,7 @@ add_executable(vmhost_test
 target_compile_definitions(vmhost_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 target_link_libraries(vmhost_test
   PRIVATE warren_test_fakes warren_test_real_libvirt_env GTest::gtest_main)
-gtest_discover_tests(vmhost_test DISCOVERY_MODE PRE_TEST PROPERTIES RESOURCE_LOCK guests)
+gtest_discover_tests(vmhost_test DISCOVERY_MODE PRE_TEST PROPERTIES RESOURCE_LOCK guests_a)
 
 # A host's reconnect logic (vmhost/reconnector.h: backoff, the daemon restarted only when
 # warren started it, others refused while it restores): steps are switches here, no daemon.
