@@ -17,7 +17,7 @@ import unittest
 
 import warren_harness as h
 from test_http_exec import ExecTestCase
-from test_vm_e2e import IMAGES, VmTestCase, have_image
+from test_vm_e2e import GUEST_REACH_TIMEOUT, IMAGES, VmTestCase, have_image
 
 
 @unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
@@ -28,7 +28,7 @@ class HttpExecVmTest(VmTestCase, ExecTestCase):
     def start_vm_server(cls):
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", "none",
-                                      "--guest-reach-timeout", "15",
+                                      "--guest-reach-timeout", GUEST_REACH_TIMEOUT,
                                       "--exec-timeout", str(cls.EXEC_TIMEOUT)])
         cls.addClassCleanup(server.stop)
         server.start(timeout=120)

@@ -22,7 +22,7 @@ import unittest
 import mcp_http
 import warren_harness as h
 from test_mcp_peers import run_peer
-from test_vm_e2e import IMAGES, VmTestCase, have_image
+from test_vm_e2e import GUEST_REACH_TIMEOUT, IMAGES, VmTestCase, have_image
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZE = "test"
@@ -57,7 +57,7 @@ class SandboxApiTest(VmTestCase):
     def start_vm_server(cls):
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", "none",
-                                      "--vm-image", "tiny", "--guest-reach-timeout", "15",
+                                      "--vm-image", "tiny", "--guest-reach-timeout", GUEST_REACH_TIMEOUT,
                                       "--sandbox-size", SIZE + "=1,256M,1G",
                                       # Two one-vCPU sandboxes at once on a 2-core host.
                                       "--sandbox-overcommit", "4",

@@ -18,14 +18,14 @@ import unittest
 
 import warren_harness as h
 from test_http_exec import ExecTestCase
-from test_vm_e2e import IMAGES, VmTestCase, domains, have_image
+from test_vm_e2e import GUEST_REACH_TIMEOUT, IMAGES, VmTestCase, domains, have_image
 
 SIZE_TEST = "test=1,256M,1G"  # a small disk too: 20 of them fit the host's disk admission
 
 
 class SandboxCase(VmTestCase, ExecTestCase):
     EXTRA = []
-    REACH_TIMEOUT = "15"  # serve --guest-reach-timeout
+    REACH_TIMEOUT = GUEST_REACH_TIMEOUT  # serve --guest-reach-timeout
 
     @classmethod
     def start_vm_server(cls):

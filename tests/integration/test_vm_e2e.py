@@ -35,6 +35,10 @@ import outside_net
 import warren_harness as h
 
 IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+# serve --guest-reach-timeout for the guest tests: how long a command waits for a booting
+# guest's runner. Two guest lanes, the niced sanitizer builds and a restart's boot share 2
+# cores in CI (tests/CMakeLists.txt): 15 s was once too short for a tiny guest's restart.
+GUEST_REACH_TIMEOUT = "60"
 # Under qemu:///system QEMU runs as libvirt-qemu: VM files cannot live in a 0700 temp dir.
 DATA_PARENT = os.environ.get("WARREN_TEST_DATA_DIR", "/var/lib/warren-test")
 
@@ -133,7 +137,7 @@ class VmTestCase(h.LobbyTestCase):
     def start_vm_server(cls):
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", cls.EGRESS,
-                                      "--guest-reach-timeout", "15"] +
+                                      "--guest-reach-timeout", GUEST_REACH_TIMEOUT] +
                           [a for r in cls.EGRESS_ALLOW for a in ("--vm-egress-allow", r)])
         cls.addClassCleanup(server.stop)
         server.start(timeout=120)

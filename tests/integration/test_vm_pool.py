@@ -21,7 +21,7 @@ import time
 import unittest
 
 import warren_harness as h
-from test_vm_e2e import IMAGES, VmTestCase, domains, have_image
+from test_vm_e2e import GUEST_REACH_TIMEOUT, IMAGES, VmTestCase, domains, have_image
 from test_vm_templates import IdentityChecks
 
 POOL = 2
@@ -36,7 +36,7 @@ class PoolTest(IdentityChecks, VmTestCase):
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", cls.EGRESS,
                                       "--vm-image", "tiny", "--vm-templates", "default",
-                                      "--pool", "tiny=%d" % POOL, "--guest-reach-timeout", "15"])
+                                      "--pool", "tiny=%d" % POOL, "--guest-reach-timeout", GUEST_REACH_TIMEOUT])
         cls.addClassCleanup(server.stop)
         server.start(timeout=120)
         cls.pin_host_key(server)
