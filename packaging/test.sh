@@ -31,9 +31,9 @@ export WARREN_TEST_IMAGES=${WARREN_TEST_IMAGES:-/var/lib/warren-test/images}
 bash packaging/images/build-tiny.sh "$WARREN_TEST_IMAGES"
 bash packaging/images/build-debian.sh "$WARREN_TEST_IMAGES"
 step images
-# Integration tests start their own servers on port 0. Three slots on a 2-core box: two guest
-# lanes and the niced clang builds (tests/CMakeLists.txt, "Scheduling").
+# Integration tests start their own servers on port 0. Four slots on a 2-core box: two guest
+# lanes and two niced clang builds (tests/CMakeLists.txt, "Scheduling").
 status=0
-ctest --test-dir build --output-on-failure -j3 --timeout 600 || status=$?
+ctest --test-dir build --output-on-failure -j4 --timeout 600 || status=$?
 step ctest
 exit $status
