@@ -266,8 +266,8 @@ TEST_F(HttpSeamTest, AClientLeavingAfterTheResponseEndedCancelsNothing) {
   };
   constexpr int kRounds = 60;
   for (int i = 0; i < kRounds; ++i) {
-    std::string r = RoundTrip(server_->port(),
-                              "GET /t/late HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    std::string r =
+        RoundTrip(server_->port(), "GET /t/late HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     EXPECT_EQ(r.rfind("HTTP/1.1 504", 0), 0u) << r;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
