@@ -142,9 +142,11 @@ class VmIntegrationsTest(VmTestCase):
         # One word for the lobby's tokenizer: the guest's shell gets the command as written.
         return self.lobby("ssh", vm, shlex.quote(command), timeout=timeout)
 
-    def until_status(self, vm, command, want, seconds=60):
+    def until_status(self, vm, command, want, seconds=180):
         """Runs `command` in `vm` until its @status is `want` (the guest's /etc/hosts and
-        the forwards follow a change within the watcher's round); returns its output."""
+        the forwards follow a change within the watcher's round, which a guest slowed by
+        another guest test and the sanitizer builds beside it can stretch past a minute);
+        returns its output."""
         deadline = time.monotonic() + seconds
         while True:
             out = self.guest(vm, command).stdout
