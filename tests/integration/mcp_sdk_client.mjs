@@ -253,7 +253,10 @@ if (mode === "seed") {
     check(nics(out).filter((l) => !l.startsWith("curl:")).length === 0 && !out.includes("rc=0") &&
           !out.includes("dns=0"), "the copy is cut off", out);
     step("cut_off", { stdout: out.trim().split("\n") });
-    r = await exec(`ssh ${copy} 'curl -sS -m 30 http://${api}.int.warren.internal/seed?from=copy'`);
+    // The copy's integration endpoint is set up a moment after it boots (later on a loaded
+    // machine): connections refused until then are tried again.
+    r = await exec(`ssh ${copy} 'curl -sS -m 30 --retry 20 --retry-delay 3 --retry-connrefused ` +
+                   `http://${api}.int.warren.internal/seed?from=copy'`);
     check(!r.isError && r.structuredContent.stdout.startsWith("ok /seed?from=copy"), "the integration", r);
     check(!r.structuredContent.stdout.includes(bearer), "no secret in the VM", r);
     step("integration_reached", { stdout: r.structuredContent.stdout.trim() });
