@@ -11,7 +11,7 @@
 #
 # Defaults: 30 seconds per target, one target at a time, build-fuzz/ beside build/. Compiles
 # take the shared build lock ($WARREN_BUILD_LOCK, default /tmp/warren-build.lock) and run at
-# nice 19: under `ctest -j2` they use what a guest test beside them leaves idle.
+# nice 19: under `ctest -j4` they use what the guest tests beside them leave idle.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 here=$repo/tests/fuzz

@@ -13,7 +13,7 @@
 #   tests/sanitizers/run.sh [--jobs J] [--build-dir DIR] [--no-build] asan|tsan [BINARY...]
 #
 # Compiles take the shared build lock ($WARREN_BUILD_LOCK, default /tmp/warren-build.lock)
-# and run at nice 19 (under `ctest -j2` they use what a guest test beside them leaves idle).
+# and run at nice 19 (under `ctest -j4` they use what the guest tests beside them leave idle).
 # Logs: DIR/sanitize-results/BINARY.log.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -118,8 +118,8 @@ if ((build)); then
   if [[ ! -f $build_dir/CMakeCache.txt ]]; then
     if [[ $kind == asan ]]; then
       # Exactly tests/fuzz/run.sh's configuration (keep the two alike): one build dir serves
-      # both. -O1 (WARREN_CLANG_OPT) and line tables; assertions on; ASan+UBSan (and fuzzer coverage, which the
-      # units do not use) on every library, -fno-sanitize-recover=all.
+      # both. -O1 (WARREN_CLANG_OPT) and line tables; assertions on; ASan+UBSan (and fuzzer
+      # coverage, which the units do not use) on every library, -fno-sanitize-recover=all.
       cmake -S "$repo" -B "$build_dir" -G Ninja -DWARREN_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=${WARREN_CLANG_OPT:--O1} -gline-tables-only" \
         >/dev/null
