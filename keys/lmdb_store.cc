@@ -387,6 +387,7 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
   WARREN_RETURN_IF_ERROR(store_internal::OpenWebTables(*state, txn));
   WARREN_RETURN_IF_ERROR(store_internal::OpenUsageTables(*state, txn));
   state->max_usage_rows_per_user_day = options.max_usage_rows_per_user_day;
+  state->max_pending_oauth_requests = options.max_pending_oauth_requests;
   // Table handles opened in this transaction become usable by others once it commits.
   WARREN_RETURN_IF_ERROR(txn.Commit().Annotate("opening store in " + dir));
   return std::unique_ptr<LmdbStore>(new LmdbStore(std::move(state)));

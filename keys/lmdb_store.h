@@ -57,6 +57,8 @@ class LmdbStore final : public Store, public OAuthStore {
     // Usage rows one owner's VMs may make in one UTC day before the rest fold into the
     // "(other VMs)" row (keys/usage.h); smaller in tests.
     size_t max_usage_rows_per_user_day = kMaxUsageRowsPerUserDay;
+    // Live OAuth sign-in requests before a new one evicts (keys/oauth.h); smaller in tests.
+    size_t max_pending_oauth_requests = kMaxPendingOAuthRequests;
   };
 
   // Opens the store in `dir`, creating the directory (mode 0700) and the store when

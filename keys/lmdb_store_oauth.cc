@@ -341,7 +341,7 @@ Status LmdbStore::CreateOAuthRequest(const OAuthRequest& request, int64_t now) {
                          std::to_string(kMaxPendingOAuthRequestsPerSource) +
                          "); finish or wait out one of them");
   }
-  if (live >= kMaxPendingOAuthRequests) {
+  if (live >= s_->max_pending_oauth_requests) {
     // Full: the source holding the most pending sign-ins gives up its oldest one.
     auto biggest = std::max_element(
         pending.begin(), pending.end(),

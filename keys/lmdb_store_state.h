@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "keys/lmdb_table.h"
+#include "keys/oauth.h"
 #include "keys/store.h"
 
 namespace warren {
@@ -157,6 +158,7 @@ struct LmdbStoreState {
   // Usage (keys/usage.h), encoded in lmdb_store_usage.cc.
   lmdb::Table<UsageRow> usage;  // owner NUL day (12 digits) NUL vm id -> UsageRow
   size_t max_usage_rows_per_user_day = kMaxUsageRowsPerUserDay;
+  size_t max_pending_oauth_requests = kMaxPendingOAuthRequests;
 
   ~LmdbStoreState();
 

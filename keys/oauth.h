@@ -139,10 +139,10 @@ class OAuthStore {
   virtual Result<OAuthClientRemoval> RemoveOAuthClient(std::string_view id) = 0;
 
   // Stores a new pending request, first dropping expired ones. LimitExceeded when its
-  // source already has kMaxPendingOAuthRequestsPerSource pending. At
-  // kMaxPendingOAuthRequests live requests, the oldest pending one of the source holding
-  // the most is dropped to make room (fair shares: a flood evicts itself first). Conflict
-  // when the id or user code is taken.
+  // source already has kMaxPendingOAuthRequestsPerSource pending. At the store's cap of
+  // live requests (kMaxPendingOAuthRequests unless configured), the oldest pending one of the
+  // source holding the most is dropped to make room (fair shares: a flood evicts itself first).
+  // Conflict when the id or user code is taken.
   virtual Status CreateOAuthRequest(const OAuthRequest& request, int64_t now) = 0;
   virtual Result<OAuthRequest> GetOAuthRequest(std::string_view id) = 0;  // NotFound
   virtual Result<OAuthRequest> FindOAuthRequestByUserCode(std::string_view user_code_hash) = 0;

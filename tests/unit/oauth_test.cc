@@ -335,6 +335,15 @@ TEST_F(OAuthStoreTest, PendingSignInsAreCappedPerSource) {
 // a full table makes room by dropping the oldest pending sign-in of the source that holds
 // the most, so a flood evicts itself and a lone sign-in from elsewhere gets in.
 TEST_F(OAuthStoreTest, AFullTableEvictsFromTheSourceHoldingTheMost) {
+  // A cap of 100 (the product's is kMaxPendingOAuthRequests): every create scans the table,
+  // so filling 1,000 took minutes in the unoptimized and sanitizer builds.
+  constexpr size_t kCap = 100;
+  store_.reset();
+  LmdbStore::Options options;
+  options.max_pending_oauth_requests = kCap;
+  auto reopened = LmdbStore::Open(dir_.string(), options);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(reopened).value();
   std::vector<std::string> flood;
   auto create = [&](const std::string& source, const std::string& name, int64_t at) {
     OAuthRequest r = Request(name, "U-" + name, at);
@@ -342,7 +351,7 @@ TEST_F(OAuthStoreTest, AFullTableEvictsFromTheSourceHoldingTheMost) {
     return store_->CreateOAuthRequest(r, at);
   };
   ASSERT_TRUE(create("198.51.100.7", "lone", 1).ok());
-  for (size_t i = 1; i < kMaxPendingOAuthRequests; ++i) {
+  for (size_t i = 1; i < kCap; ++i) {
     const std::string name = "f" + std::to_string(i);
     // Ten per source: each flooding address stays within its own cap.
     ASSERT_TRUE(
