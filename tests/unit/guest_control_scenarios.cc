@@ -200,10 +200,17 @@ TEST_F(GuestControlTest, EnvAndWorkingDirectory) {
 }
 
 TEST_F(GuestControlTest, HandsBackAtTheDeadlineAndWaitReadsTheRest) {
+  // The command prints, then holds until the test opens its gate: what comes back at each
+  // step depends on the deadline alone, not on how fast a loaded guest runs a sleep.
+  const std::string gate = "/tmp/warren-gate-" + UniqueSeconds();
+  const int deadline_ms = static_cast<int>(1500 * TimeScale());
   auto t0 = Clock::now();
-  Outcome o = RunExec(*control_, "echo start; sleep 6; echo end", 1500);
+  Outcome o =
+      RunExec(*control_, "echo start; until [ -e " + gate + " ]; do sleep 0.1; done; echo end",
+              deadline_ms);
   ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
   EXPECT_FALSE(o.progress->finished);
+  EXPECT_GE(Seconds(t0), deadline_ms / 1000.0 - 0.05) << "handed back before its deadline";
   EXPECT_LT(Seconds(t0), 5.0 * TimeScale());
   EXPECT_EQ(o.out, "start\n");
   EXPECT_EQ(o.progress->stdout_offset, 6u);
@@ -214,7 +221,10 @@ TEST_F(GuestControlTest, HandsBackAtTheDeadlineAndWaitReadsTheRest) {
   EXPECT_EQ(mid.out, "");
   EXPECT_EQ(mid.progress->job, o.progress->job);
 
+  Outcome open = RunExec(*control_, "touch " + gate);
+  ASSERT_TRUE(open.progress.ok()) << open.progress.status().ToString();
   Outcome rest = RunWait(*control_, *mid.progress, -1);
+  RunExec(*control_, "rm -f " + gate);
   ASSERT_TRUE(rest.progress.ok()) << rest.progress.status().ToString();
   EXPECT_TRUE(rest.progress->finished);
   EXPECT_EQ(rest.progress->exit_code, 0);

@@ -404,9 +404,20 @@ static void job_procs_collect(struct job_procs* j) {
 
 // Sends sig (0: none) to every tracked process still alive (same pid, same start time, not
 // a zombie). Returns how many are alive; one we may not signal (EPERM, e.g. run as root
-// under sudo) counts as alive.
+// under sudo) counts as alive. The job's process group gets the signal first, all at once:
+// signalled one by one, a shell could see its child die and exit with a status of its own
+// before its signal arrives. The group is still the job's while a tracked process is in it
+// (Linux reuses no pid that names a live process group).
 static int job_procs_signal(const struct job_procs* j, int sig) {
   int alive = 0;
+  for (size_t i = 0; sig != 0 && i < j->n; i++) {
+    struct proc_stat st;
+    if (read_proc_stat(j->p[i].pid, &st) && st.start == j->p[i].start && st.pgrp == j->pgid &&
+        st.state != 'Z' && st.state != 'X') {
+      kill(-j->pgid, sig);
+      break;
+    }
+  }
   for (size_t i = 0; i < j->n; i++) {
     struct proc_stat st;
     if (!read_proc_stat(j->p[i].pid, &st) || st.start != j->p[i].start || st.state == 'Z' ||
