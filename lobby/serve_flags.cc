@@ -23,19 +23,6 @@ CLI::Validator DomainName(std::string example) {
       "DOMAIN");
 }
 
-// --vm-domain-prefix: what libvirt takes in a domain or pool name and a lock file's name.
-CLI::Validator DomainPrefix() {
-  return CLI::Validator(
-      [](const std::string& p) -> std::string {
-        bool ok = !p.empty() && p.size() <= 32 && p.front() >= 'a' && p.front() <= 'z';
-        for (char c : p) {
-          ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_');
-        }
-        return ok ? "" : "1 to 32 of a-z, 0-9, - and _, starting with a letter, e.g. warren2-";
-      },
-      "PREFIX");
-}
-
 // The SSH listener's flags: timeouts before authentication and the admission limits.
 // Integer options that are counts from 1 to `max`, each with its default shown in --help.
 using CountOption = std::tuple<const char*, int*, const char*>;
@@ -262,14 +249,6 @@ void AddServeOptions(CLI::App& app, ServeFlags& flags) {
                    "MiB of translated code each TCG guest may keep (QEMU's cache; most of an "
                    "idle TCG VM's memory); 0: QEMU's own default of 1024")
       ->check(CLI::Range(0, 4096))
-      ->capture_default_str();
-  serve
-      ->add_option("--vm-domain-prefix", flags.vm.domain_prefix,
-                   "Prefix of this warren's libvirt domain and storage pool names. warren "
-                   "takes every domain named so as its own (one it has no record of is "
-                   "destroyed): each warren sharing a libvirt host needs its own; a second "
-                   "one with the same prefix on this machine refuses to start")
-      ->check(DomainPrefix())
       ->capture_default_str();
   serve
       ->add_option("--guest-reach-timeout", flags.vm.guest_reach_timeout_s,

@@ -70,18 +70,8 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   const std::string images_dir =
       options.images_dir.empty() ? options.data_dir + "/images" : options.images_dir;
 
-  // Before libvirt is touched: another warren with this prefix would take this one's VMs
-  // for orphans and destroy them (reconcile), and this one its.
-  Result<DomainPrefixClaim> claim =
-      DomainPrefixClaim::Take(options.libvirt_uri, options.domain_prefix);
-  if (!claim.ok()) {
-    *fatal = true;
-    return claim.status();
-  }
-  rt->prefix_claim_ = std::move(claim).value();
   LibvirtHostOptions host_options;
   host_options.uri = options.libvirt_uri;
-  host_options.domain_prefix = options.domain_prefix;
   host_options.data_dir = options.data_dir;
   host_options.images_dir = images_dir;
   host_options.tb_cache_mib = options.tb_cache_mib;

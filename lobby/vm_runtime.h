@@ -11,7 +11,6 @@
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/usage_meter.h"
 #include "lobby/integration_runtime.h"
-#include "vmhost/domain_prefix_claim.h"
 #include "vmhost/egress_firewall.h"
 #include "vmhost/guest/ssh_guest_control.h"
 #include "vmhost/libvirt_host.h"
@@ -27,10 +26,7 @@ struct VmRuntimeOptions {
   // gone, or one still booting) before it reports the VM unavailable.
   int guest_reach_timeout_s = 60;
   int tb_cache_mib = kTcgTbCacheMib;  // serve --vm-tb-cache (domain_xml.h)
-  // Names of this instance's domains and pools (LibvirtHostOptions::domain_prefix), claimed
-  // on this machine for as long as it runs (vmhost/domain_prefix_claim.h).
-  std::string domain_prefix = LibvirtHostOptions{}.domain_prefix;
-  std::string runner_path;  // the guest runner; empty: next to the warren binary
+  std::string runner_path;            // the guest runner; empty: next to the warren binary
   // Ranges VMs may reach although the host's isolation rules close them (--vm-egress-allow).
   std::vector<Cidr> egress_allow;
   EgressFirewallOptions firewall;
@@ -62,7 +58,6 @@ class VmRuntime {
 
  private:
   VmRuntime() = default;
-  DomainPrefixClaim prefix_claim_;  // released last: after everything using the host
   std::unique_ptr<LibvirtHost> host_;
   // Told of every state change of the host's VMs (VmHost::WatchStates) until the end.
   std::unique_ptr<UsageMeter> meter_;

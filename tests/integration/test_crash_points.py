@@ -80,11 +80,12 @@ class CrashPointsTest(VmTestCase):
     def ours(self):
         """This data dir's domains: id -> inactive XML (other tests' domains are not ours)."""
         out = {}
-        prefix = self.server.domain_prefix
-        for name in domains(prefix):
+        for name in domains():
+            if not name.startswith("warren-"):
+                continue
             xml = virsh("dumpxml", "--inactive", name, check=False)
             if self.data + "/" in xml:
-                out[name[len(prefix):]] = xml
+                out[name[len("warren-"):]] = xml
         return out
 
     def records(self):
@@ -102,13 +103,13 @@ class CrashPointsTest(VmTestCase):
         ours = self.ours()
         records = self.records()
         for vm_id in set(ours) - set(records):
-            p.append("domain %s%s has no record" % (self.server.domain_prefix, vm_id))
+            p.append("domain warren-%s has no record" % vm_id)
         for vm_id, vm in records.items():
             who = "VM %s (%s)" % (vm["name"], vm_id)
             if vm["state"] != vm["desired_state"]:
                 p.append("%s is %s, wanted %s (libvirt: %s); its console ends:\n%s" %
                          (who, vm["state"], vm["desired_state"],
-                          virsh("domstate", "--reason", self.server.domain_prefix + vm_id, check=False).strip(),
+                          virsh("domstate", "--reason", "warren-" + vm_id, check=False).strip(),
                           self.console_tail(vm_id)))
             if vm_id not in ours:
                 p.append(who + " has no domain")
@@ -119,7 +120,7 @@ class CrashPointsTest(VmTestCase):
             mem = dom.find("memory")
             mem_mib = int(mem.text) // (1024 if mem.get("unit", "KiB") == "KiB" else 1)
             nic = any(i.get("type") == "user" for i in dom.iter("interface"))
-            blk = virsh("domblkinfo", self.server.domain_prefix + vm_id, "vda")
+            blk = virsh("domblkinfo", "warren-" + vm_id, "vda")
             cap = int(re.search(r"Capacity:\s+(\d+)", blk).group(1)) // (1 << 30)
             want_nic = vm["egress"] == "all"
             for what, store, host in (("name", vm["name"], title), ("cpus", vm["cpus"], vcpus),
@@ -154,7 +155,7 @@ class CrashPointsTest(VmTestCase):
         disks = set(os.listdir(os.path.join(self.data, "disks")))
         in_use = set()
         for vm_id in ours:
-            out = virsh("domblklist", self.server.domain_prefix + vm_id, "--details")
+            out = virsh("domblklist", "warren-" + vm_id, "--details")
             for path in re.findall(r"(/\S+\.qcow2)", out):
                 info = subprocess.run(["qemu-img", "info", "-U", "--backing-chain", path],
                                       capture_output=True, text=True, timeout=30).stdout

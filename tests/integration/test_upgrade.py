@@ -51,13 +51,10 @@ class UpgradeTest(VmTestCase):
 
     @classmethod
     def start_vm_server(cls, binary=None):
-        # The current release names domains as the previous one did (its default, "warren-",
-        # which an upgraded install keeps); the harness would give it a prefix of its own.
-        prefix = ["--vm-domain-prefix", "warren-"] if binary else []
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", "none",
                                       "--vm-image", "tiny", "--vm-templates", "none",
-                                      "--pool", "none", "--guest-reach-timeout", "15"] + prefix)
+                                      "--pool", "none", "--guest-reach-timeout", "15"])
         cls.addClassCleanup(server.stop)
         saved = h.WARREN_BIN
         h.WARREN_BIN = binary or PREV_BIN  # the class starts on the previous release

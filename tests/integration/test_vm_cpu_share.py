@@ -33,8 +33,8 @@ EMULATOR_CAP_PERCENT = 20
 SLACK_PERCENT = 15
 
 
-def qemu_pid(domain):
-    with open("/run/libvirt/qemu/%s.pid" % domain, encoding="ascii") as f:
+def qemu_pid(vm_id):
+    with open("/run/libvirt/qemu/warren-%s.pid" % vm_id, encoding="ascii") as f:
         return int(f.read().strip())
 
 
@@ -46,9 +46,9 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def schedinfo(domain):
+def schedinfo(vm_id):
     """The running domain's CPU tuning as libvirt applied it (virsh in a test is fine)."""
-    out = subprocess.run(["virsh", "-c", "qemu:///system", "schedinfo", domain],
+    out = subprocess.run(["virsh", "-c", "qemu:///system", "schedinfo", "warren-" + vm_id],
                          capture_output=True, text=True, timeout=30, check=True).stdout
     return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines()
                                               if ":" in line)}
@@ -94,15 +94,14 @@ class VmCpuShareTest(VmTestCase):
         self.new_tiny("burner", 2)
         self.new_tiny("quiet", 1)
         burner_id = self.vm_id("burner")
-        burner = qemu_pid(self.server.domain_prefix + burner_id)
+        burner = qemu_pid(burner_id)
         # Its share follows its vCPUs; each vCPU and QEMU's own threads are capped.
-        tune = schedinfo(self.server.domain_prefix + burner_id)
+        tune = schedinfo(burner_id)
         self.assertEqual((tune["cpu_shares"], tune["vcpu_period"], tune["vcpu_quota"],
                           tune["emulator_quota"]),
                          ("200", "100000", str(VCPU_CAP_PERCENT * 1000),
                           str(EMULATOR_CAP_PERCENT * 1000)), tune)
-        self.assertEqual(schedinfo(self.server.domain_prefix + self.vm_id("quiet"))["cpu_shares"],
-                         "100")
+        self.assertEqual(schedinfo(self.vm_id("quiet"))["cpu_shares"], "100")
         self.vm_ok("ssh", "quiet", "true")  # its control connection is up
         idle_cpu = cpu_percent(burner, 3)
         lobby_idle, vm_idle = self.medians()

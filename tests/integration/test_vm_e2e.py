@@ -47,14 +47,11 @@ def have_image(name):
     return bool(glob.glob(os.path.join(IMAGES, name + "@*", "rootfs.qcow2")))
 
 
-def domains(prefix=""):
-    """Names of the libvirt domains starting with `prefix` (a server's domain_prefix: guest
-    tests run two at a time), or of every one (virsh is fine in a test: the product never
-    uses it)."""
+def domains():
+    """Names of every libvirt domain (virsh is fine in a test: the product never uses it)."""
     out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
                          capture_output=True, text=True, timeout=30)
-    return {line.strip() for line in out.stdout.splitlines()
-            if line.strip() and line.strip().startswith(prefix)}
+    return {line.strip() for line in out.stdout.splitlines() if line.strip()}
 
 
 def remove_domains_of(data_dir):
@@ -314,7 +311,7 @@ class VmEndToEndTest(VmTestCase):
             # Kill warren once the domain exists, while new still waits for the guest.
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
-                if domains(self.server.domain_prefix) and \
+                if any(d.startswith("warren-") for d in domains()) and \
                         os.path.isdir(os.path.join(self.data, "vms")) and \
                         os.listdir(os.path.join(self.data, "vms")):
                     break
@@ -332,25 +329,6 @@ class VmEndToEndTest(VmTestCase):
         self.vm_ok("rm", "e2e-killed")
         self.assert_gone("e2e-killed", vm_id)
 
-    def test_a_second_warren_with_the_same_domain_prefix_refuses_to_start(self):
-        # It would take this server's domains for orphans (no record of them) and destroy
-        # them. The refusal comes before libvirt is touched.
-        self.remove_on_exit("e2e-prefix")
-        self.vm_ok("new", "--image", "tiny", "--name", "e2e-prefix", "--cpu", "1",
-                   "--memory", "512M")
-        other = tempfile.mkdtemp(prefix="e2e-other-", dir=DATA_PARENT)
-        self.addCleanup(shutil.rmtree, other, ignore_errors=True)
-        second = h.Server(other, self.admin, vms=True, extra_args=[
-            "--images-dir", IMAGES, "--vm-domain-prefix", self.server.domain_prefix])
-        self.addCleanup(second.stop)
-        with self.assertRaises(RuntimeError) as refused:
-            second.start(timeout=60)
-        self.assertIn('another warren on this machine names its libvirt domains "%s<id>"' %
-                      self.server.domain_prefix, str(refused.exception))
-        self.assertIn("--vm-domain-prefix", str(refused.exception))
-        self.assertEqual(self.ssh_json(self.admin, "stat", "e2e-prefix")["state"], "running")
-        self.vm_ok("rm", "e2e-prefix")
-
     def test_guest_whose_sshd_is_gone(self):
         self.remove_on_exit("e2e-nosshd")
         self.vm_ok("new", "--image", "tiny", "--name", "e2e-nosshd", "--cpu", "1",
@@ -364,8 +342,8 @@ class VmEndToEndTest(VmTestCase):
         r = self.vm("ssh", "e2e-nosshd", "true", timeout=120)
         self.assert_status(r, "unavailable")
         self.assertIn("e2e-nosshd", r.stderr)
-        # Within the reach timeout (GUEST_REACH_TIMEOUT) and a connection attempt, not forever.
-        self.assertLess(time.monotonic() - started, int(GUEST_REACH_TIMEOUT) + 30)
+        # Within the reach timeout (15 s here) and a connection attempt, not forever.
+        self.assertLess(time.monotonic() - started, 60)
         # The lobby is unaffected, and rm still cleans up.
         self.assertEqual(self.ssh_json(self.admin, "stat", "e2e-nosshd")["state"], "running")
         vm_id = self.vm_id("e2e-nosshd")

@@ -12,7 +12,6 @@ by default build/warren in the source tree.
 
 import atexit
 import ctypes
-import hashlib
 import json
 import os
 import re
@@ -90,24 +89,16 @@ class Key:
         self.fingerprint = out.split()[1]
 
 
-_SERVE_HELP = {}
+_READS_CONFIG = {}
 
 
-def _serve_takes(binary, flag):
-    """True when `binary serve` takes `flag` (a release from before it may be under test)."""
-    if binary not in _SERVE_HELP:
+def _reads_config(binary):
+    """True when `binary serve` takes --config (every build since issue 17)."""
+    if binary not in _READS_CONFIG:
         r = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True,
                            stdin=subprocess.DEVNULL, timeout=30, check=False)
-        _SERVE_HELP[binary] = r.stdout
-    return flag in _SERVE_HELP[binary]
-
-
-def domain_prefix_for(data_dir):
-    """The libvirt domain prefix of a test server with VMs: its own (guest tests run two at a
-    time, and a warren destroys unrecorded domains of its prefix as orphans), and the same for
-    every start on one data dir (a restarted server finds its VMs)."""
-    digest = hashlib.sha1(os.path.abspath(data_dir).encode()).hexdigest()[:8]
-    return "wt%s-" % digest
+        _READS_CONFIG[binary] = "--config" in r.stdout
+    return _READS_CONFIG[binary]
 
 
 class Server:
@@ -118,12 +109,6 @@ class Server:
         self.admin_key = admin_key
         # Lobby tests run without VMs (no libvirt needed, nothing to probe); VM tests ask.
         self.extra_args = list(extra_args) + ([] if vms else ["--vms", "off"])
-        # What its libvirt domains are named "<prefix><id>" with (a test's own --vm-domain-
-        # prefix wins).
-        given = self.extra_args.index("--vm-domain-prefix") \
-            if "--vm-domain-prefix" in self.extra_args else -1
-        self.domain_prefix = self.extra_args[given + 1] if given >= 0 else \
-            domain_prefix_for(data_dir)
         self.proc = None
         self.port = None
         self.http_port = None
@@ -162,14 +147,8 @@ class Server:
             args += ["--admin-key", self.admin_key.path + ".pub"]
         # Never the machine's /etc/warren/warren.conf (the package's), unless the test says
         # (or the binary is a release from before the config file).
-        if "--config" not in self.extra_args and _serve_takes(args[0], "--config"):
+        if "--config" not in self.extra_args and _reads_config(args[0]):
             args += ["--config", "/dev/null"]
-        # A VM server names its domains apart from any other test's (domain_prefix_for).
-        if "--vms" not in self.extra_args and "--vm-domain-prefix" not in self.extra_args:
-            if _serve_takes(args[0], "--vm-domain-prefix"):
-                args += ["--vm-domain-prefix", self.domain_prefix]
-            else:
-                self.domain_prefix = "warren-"  # a release from before the flag
         args += self.extra_args
         self.proc = subprocess.Popen(
             args,

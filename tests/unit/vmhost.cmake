@@ -43,12 +43,6 @@ target_link_libraries(vmhost_test
   PRIVATE warren_test_fakes warren_test_real_libvirt_env GTest::gtest_main)
 gtest_discover_tests(vmhost_test DISCOVERY_MODE PRE_TEST PROPERTIES RESOURCE_LOCK guests_a)
 
-# One warren per domain prefix on a machine (vmhost/domain_prefix_claim.h): lock files in a
-# temp dir, a killed holder.
-add_executable(domain_prefix_claim_test unit/domain_prefix_claim_test.cc)
-target_link_libraries(domain_prefix_claim_test PRIVATE warren_libvirt GTest::gtest_main)
-gtest_discover_tests(domain_prefix_claim_test DISCOVERY_MODE PRE_TEST)
-
 # A host's reconnect logic (vmhost/reconnector.h: backoff, the daemon restarted only when
 # warren started it, others refused while it restores): steps are switches here, no daemon.
 add_executable(reconnector_test unit/reconnector_test.cc)
