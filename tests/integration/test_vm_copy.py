@@ -21,7 +21,7 @@ import time
 import unittest
 
 import warren_harness as h
-from test_vm_e2e import VmTestCase, domains
+from test_vm_e2e import VmTestCase, domains, domains_of
 
 
 def disk_files(data):
@@ -157,19 +157,19 @@ class VmCopyTest(VmTestCase):
         self.new_tiny("cp-killed-src")
         self.vm_ok("ssh", "cp-killed-src", "echo survives > ~/f")
         src_id = self.vm_id("cp-killed-src")
-        before = domains()
+        before = domains_of(self.data)  # this server's: another guest test runs beside it
         proc = subprocess.Popen(self.ssh_args(self.admin, "cp", "cp-killed-src", "cp-killed"),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(proc.kill)
         deadline = time.monotonic() + 120
-        while len(domains() - before) == 0:  # the copy's domain exists: killed while it boots
+        while len(domains_of(self.data) - before) == 0:  # the copy's domain exists: killed while it boots
             self.assertLess(time.monotonic(), deadline, "the copy's domain never appeared")
             time.sleep(0.05)
         self.restart_server(sig=signal.SIGKILL)
         proc.communicate(timeout=30)
         names = [vm["name"] for vm in self.ssh_json(self.admin, "ls")["vms"]]
         self.assertEqual(names, ["cp-killed-src"])
-        self.assertEqual(domains() - before, set())
+        self.assertEqual(domains_of(self.data) - before, set())
         self.assertEqual(self.cat("cp-killed-src", "~/f"), "survives\n")
         # Left: the source's own overlay and the layer it froze, nothing of the copy.
         self.assertEqual(len(disk_files(self.data)), 2,
