@@ -159,7 +159,7 @@ if (mode === "web") {
   check(typeof created.url === "string" && created.url.includes(name + "."), "new gives a URL", created);
   step("new", { name, url: created.url });
   try {
-    r = await exec(`ssh ${name} 'mkdir -p ~/site && cat > ~/site/index.html && echo $HOME'`, { stdin: page });
+    r = await execToEnd(`ssh ${name} 'mkdir -p ~/site && cat > ~/site/index.html && echo $HOME'`, { stdin: page });
     check(!r.isError && r.structuredContent.exit_code === 0, "the page", r);
     const home = r.structuredContent.stdout.trim();
     const unit = ["[Unit]", "Description=cat facts", "[Service]",
@@ -228,10 +228,10 @@ if (mode === "seed") {
       "git -c user.name=seed -c user.email=seed@example.com commit -q -m 'calc and its tests'",
       "git log --oneline",
     ].join("\n") + "\n";
-    r = await exec(`ssh ${src} 'sh -s'`, { stdin: setup });
+    r = await execToEnd(`ssh ${src} 'sh -s'`, { stdin: setup });
     check(!r.isError && r.structuredContent.stdout.includes("calc and its tests"), "the repo", r);
     step("repo", { log: r.structuredContent.stdout.trim() });
-    r = await exec(`ssh ${src} 'ls /sys/class/net'`);
+    r = await execToEnd(`ssh ${src} 'ls /sys/class/net'`);
     const nics = (out) => out.split("\n").filter((n) => n && n !== "lo" && !n.startsWith("rc=") && !n.startsWith("dns="));
     check(!r.isError && nics(r.structuredContent.stdout).length === 1, "the source has a NIC", r);
 
@@ -240,14 +240,14 @@ if (mode === "seed") {
     made.push(copy);
     step("cp", { text: text(r).split("\n")[0] });
 
-    r = await exec(`ssh ${copy} 'cd ~/proj && git status --short && git log --oneline && python3 -m unittest -v'`);
+    r = await execToEnd(`ssh ${copy} 'cd ~/proj && git status --short && git log --oneline && python3 -m unittest -v'`);
     check(!r.isError && r.structuredContent.exit_code === 0, "the tests on the copy", r);
     check(r.structuredContent.stderr.includes("Ran 2 tests") && r.structuredContent.stderr.includes("OK"),
           "2 tests ran and passed", r.structuredContent);
     step("tests", { stderr: r.structuredContent.stderr.trim().split("\n").slice(-3) });
 
     // Cut off: no network device, no address reached, no DNS; only its integration.
-    r = await exec(`ssh ${copy} 'ls /sys/class/net; curl -sS -m 5 http://198.51.100.2/ 2>&1; echo rc=$?; ` +
+    r = await execToEnd(`ssh ${copy} 'ls /sys/class/net; curl -sS -m 5 http://198.51.100.2/ 2>&1; echo rc=$?; ` +
                    `getent hosts example.com; echo dns=$?'`);
     const out = r.structuredContent.stdout;
     check(nics(out).filter((l) => !l.startsWith("curl:")).length === 0 && !out.includes("rc=0") &&
@@ -255,7 +255,7 @@ if (mode === "seed") {
     step("cut_off", { stdout: out.trim().split("\n") });
     // The copy's integration endpoint is set up a moment after it boots (later on a loaded
     // machine): connections refused until then are tried again.
-    r = await exec(`ssh ${copy} 'curl -sS -m 30 --retry 20 --retry-delay 3 --retry-connrefused ` +
+    r = await execToEnd(`ssh ${copy} 'curl -sS -m 30 --retry 20 --retry-delay 3 --retry-connrefused ` +
                    `http://${api}.int.warren.internal/seed?from=copy'`);
     check(!r.isError && r.structuredContent.stdout.startsWith("ok /seed?from=copy"), "the integration", r);
     check(!r.structuredContent.stdout.includes(bearer), "no secret in the VM", r);
