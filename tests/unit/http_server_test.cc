@@ -135,10 +135,25 @@ class TestHandler final : public HttpHandler {
   size_t max_body_bytes() const override { return limit; }
   void Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) override {
     ++calls;
-    std::thread([this, request = std::move(request), responder]() mutable {
+    std::lock_guard lock(threads_mu_);
+    threads_.emplace_back([this, request = std::move(request), responder]() mutable {
       on_request(std::move(request), std::move(responder));
-    }).detach();
+    });
   }
+  // Waits for every handler thread: each holds its responder (and may hold what the test
+  // body lent its on_request) until it ends, so none may outlive the test or the server.
+  void JoinAll() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(threads_mu_);
+      threads.swap(threads_);
+    }
+    for (std::thread& t : threads) t.join();
+  }
+
+ private:
+  std::mutex threads_mu_;
+  std::vector<std::thread> threads_;
 };
 
 class HttpSeamTest : public ::testing::Test {
@@ -154,9 +169,10 @@ class HttpSeamTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
   }
   void TearDown() override {
+    // Handler threads end first: a responder dropped after the server stopped would post
+    // its answer into an I/O context being destroyed (TSan saw it when they were detached).
+    handler_->JoinAll();
     server_->Stop();
-    // Detached handler threads hold responders; give them a moment to finish.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   Metrics metrics_;
   std::shared_ptr<TestHandler> handler_;
@@ -246,8 +262,11 @@ TEST_F(HttpSeamTest, AClientThatGoesAwayCancelsTheRequest) {
   ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   close(fd);
-  std::unique_lock lock(mu);
-  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(6), [&] { return cancelled; }));
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(6), [&] { return cancelled; }));
+  }
+  handler_->JoinAll();  // it still uses mu, which goes with this scope
 }
 
 TEST_F(HttpSeamTest, AClientLeavingAfterTheResponseEndedCancelsNothing) {
@@ -272,6 +291,7 @@ TEST_F(HttpSeamTest, AClientLeavingAfterTheResponseEndedCancelsNothing) {
     EXPECT_EQ(r.rfind("HTTP/1.1 504", 0), 0u) << r;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  handler_->JoinAll();  // they use mu and the vector, which go with this scope
   std::lock_guard lock(mu);
   ASSERT_EQ(closed.size(), static_cast<size_t>(kRounds));
   for (int i = 0; i < kRounds; ++i) EXPECT_FALSE(closed[i]->cancelled()) << "round " << i;
@@ -306,6 +326,7 @@ TEST_F(HttpSeamTest, ClientsHangingUpOnCompleteAnswersCancelNothing) {
     close(fd);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  handler_->JoinAll();  // they use mu and the vector, which go with this scope
   std::lock_guard lock(mu);
   ASSERT_EQ(signals.size(), 200u);
   int cancelled = 0;
