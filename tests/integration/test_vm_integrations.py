@@ -291,7 +291,12 @@ class VmIntegrationsTest(VmTestCase):
                 self.fail("the upstream still writes: %s\n%s" % (self.upstream.sent, ss.stdout))
             time.sleep(0.2)
         self.assertLess(self.upstream.sent["/base" + path], BIG)
-        self.until_status("int-deb", curl(url("api", "/gone")), 403)
+        # Detached: the endpoint refuses it with the reason. Asked at the endpoint's address,
+        # as the name leaves the guest's /etc/hosts once its refresh has run (the test used
+        # to race that refresh and lost whenever it came first).
+        out = self.until_status("int-deb", curl("http://127.77.0.1/gone",
+                                                "-H 'Host: api.%s'" % DOMAIN), 403)
+        self.assertIn("integration api is not attached to VM int-deb", out)
         self.lobby_ok("integrations", "attach", "api", "vm:int-deb")
         self.until_status("int-deb", curl(url("api", "/back")), 200)
 
