@@ -454,7 +454,10 @@ class McpAgent:
             self.w.stats.ok(("mcp", "wait"), time.monotonic() - t)
             if r.status != 200:
                 raise Failed("wait: HTTP %d" % r.status, r.body[:300])
-            ws = r.result().get("structuredContent") or {}
+            w = r.result()
+            if w.get("isError"):
+                raise Failed("wait: isError", json.dumps(w)[:300])
+            ws = w.get("structuredContent") or {}
             sc["stdout"] = sc.get("stdout", "") + ws.get("stdout", "")
             sc["finished"] = ws.get("finished")
             sc["exit_code"] = ws.get("exit_code")
@@ -472,23 +475,11 @@ class McpAgent:
             return
         if not sc.get("job"):
             raise Failed("job: neither finished nor a job", json.dumps(sc)[:300])
-        out = sc.get("stdout", "")
-        for _ in range(10):
-            t = time.monotonic()
-            r = self.client.request("tools/call", {"name": "wait", "arguments": {
-                "job": sc["job"], "wait_seconds": 20}})
-            self.w.stats.ok(("mcp", "wait"), time.monotonic() - t)
-            if r.status != 200:
-                raise Failed("wait: HTTP %d" % r.status, r.body[:300])
-            w = r.result()
-            ws = w.get("structuredContent") or {}
-            out += ws.get("stdout", "")
-            if ws.get("finished"):
-                break
-        else:
-            raise Failed("job: not finished after 10 waits", out[:200])
-        if w.get("isError") or ws.get("exit_code") != 0 or out.strip() != tag:
-            raise Failed("job: wrong end", json.dumps(w)[:300])
+        sc = self.follow(sc)
+        if not sc.get("finished"):
+            raise Failed("job: not finished after 10 waits", sc.get("stdout", "")[:200])
+        if sc.get("exit_code") != 0 or sc.get("stdout", "").strip() != tag:
+            raise Failed("job: wrong end", json.dumps(sc)[:300])
 
     def copy(self, vm):
         if not self.w.copies.acquire(blocking=False):
