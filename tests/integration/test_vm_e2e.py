@@ -39,6 +39,10 @@ IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
 # guest's runner. Two guest lanes, the niced sanitizer builds and a restart's boot share 2
 # cores in CI (tests/CMakeLists.txt): 15 s was once too short for a tiny guest's restart.
 GUEST_REACH_TIMEOUT = "60"
+# serve --vm-ready-timeout: how long `new` (and a copy's boot) waits for the guest to answer
+# before it removes the VM. The product's 180 s fits a machine doing its own work; beside
+# another guest lane and the clang builds a debian guest's first boot has come close.
+VM_READY_TIMEOUT = "360"
 # Under qemu:///system QEMU runs as libvirt-qemu: VM files cannot live in a 0700 temp dir.
 DATA_PARENT = os.environ.get("WARREN_TEST_DATA_DIR", "/var/lib/warren-test")
 
@@ -147,7 +151,8 @@ class VmTestCase(h.LobbyTestCase):
     def start_vm_server(cls):
         server = h.Server(cls.data, cls.admin, vms=True,
                           extra_args=["--images-dir", IMAGES, "--vm-egress", cls.EGRESS,
-                                      "--guest-reach-timeout", GUEST_REACH_TIMEOUT] +
+                                      "--guest-reach-timeout", GUEST_REACH_TIMEOUT,
+                                      "--vm-ready-timeout", VM_READY_TIMEOUT] +
                           [a for r in cls.EGRESS_ALLOW for a in ("--vm-egress-allow", r)])
         cls.addClassCleanup(server.stop)
         server.start(timeout=120)
