@@ -162,7 +162,8 @@ class VmCopyTest(VmTestCase):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(proc.kill)
         deadline = time.monotonic() + 120
-        while len(domains_of(self.data) - before) == 0:  # the copy's domain exists: killed while it boots
+        # Until the copy's domain exists: warren is killed while the copy boots.
+        while len(domains_of(self.data) - before) == 0:
             self.assertLess(time.monotonic(), deadline, "the copy's domain never appeared")
             time.sleep(0.05)
         self.restart_server(sig=signal.SIGKILL)

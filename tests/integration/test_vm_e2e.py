@@ -51,9 +51,13 @@ def have_image(name):
     return bool(glob.glob(os.path.join(IMAGES, name + "@*", "rootfs.qcow2")))
 
 
+# virsh is fine in a test: the product never uses it.
+VIRSH = ["virsh", "-c", "qemu:///system"]
+
+
 def domains():
-    """Names of every libvirt domain (virsh is fine in a test: the product never uses it)."""
-    out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+    """Names of every libvirt domain."""
+    out = subprocess.run(VIRSH + ["list", "--all", "--name"],
                          capture_output=True, text=True, timeout=30)
     return {line.strip() for line in out.stdout.splitlines() if line.strip()}
 
@@ -62,10 +66,9 @@ def domains_of(data_dir):
     """Names of the domains whose files live in `data_dir`: one server's, as warren itself
     tells them apart (guest tests run two at a time, each server naming its domains
     warren-ID)."""
-    virsh = ["virsh", "-c", "qemu:///system"]
     out = set()
     for name in domains():
-        xml = subprocess.run(virsh + ["dumpxml", "--inactive", name], capture_output=True,
+        xml = subprocess.run(VIRSH + ["dumpxml", "--inactive", name], capture_output=True,
                              text=True, timeout=30).stdout
         if data_dir + "/" in xml:
             out.add(name)
@@ -75,10 +78,9 @@ def domains_of(data_dir):
 def remove_domains_of(data_dir):
     """Destroys and undefines every domain whose files live in `data_dir`: a test whose server
     died or was killed must not leave VMs that the next test would count as its own."""
-    virsh = ["virsh", "-c", "qemu:///system"]
     for name in domains_of(data_dir):
-        subprocess.run(virsh + ["destroy", name], capture_output=True, timeout=60)
-        subprocess.run(virsh + ["undefine", name, "--managed-save", "--snapshots-metadata"],
+        subprocess.run(VIRSH + ["destroy", name], capture_output=True, timeout=60)
+        subprocess.run(VIRSH + ["undefine", name, "--managed-save", "--snapshots-metadata"],
                        capture_output=True, timeout=60)
 
 

@@ -36,6 +36,7 @@ from test_vm_e2e import IMAGES, VmTestCase, have_image
 from test_vm_isolation import destroy_domains_under
 
 DOMAIN = "int.warren.internal"
+ENDPOINT = "127.77.0.1"  # the guest endpoint's address (GuestEndpoint, vmhost/guest_control.h)
 SECRET1 = "hv-" + os.urandom(8).hex()  # a header's value
 SECRET2 = "bt-" + os.urandom(8).hex()  # a bearer
 SECRET3 = "tg-" + os.urandom(8).hex()  # the tag-attached integration's header
@@ -50,6 +51,12 @@ def url(name, path="/", https=False):
 def curl(target, *extra):
     """A guest command: curl printing the body, then the status on a line of its own."""
     return "curl -sS -m 60 %s -w '\\n@status=%%{http_code}\\n' '%s'" % (" ".join(extra), target)
+
+
+def curl_at_endpoint(name, path):
+    """curl of integration `name` at the endpoint's address with its Host header: for a
+    name the guest's /etc/hosts does not (or no longer) list."""
+    return curl("http://%s%s" % (ENDPOINT, path), "-H 'Host: %s.%s'" % (name, DOMAIN))
 
 
 def status_of(out):
@@ -215,7 +222,7 @@ class VmIntegrationsTest(VmTestCase):
 
     def test_3_attach_by_tag_and_unattached_refused(self):
         # `later` is attached to nothing: 403 with the reason.
-        probe = curl("http://127.77.0.1/t", "-H 'Host: later.%s'" % DOMAIN)
+        probe = curl_at_endpoint("later", "/t")
         out = self.guest("int-deb", probe).stdout
         self.assertEqual(status_of(out), 403, out)
         self.assertIn("integration later is not attached to VM int-deb", out)
@@ -232,7 +239,7 @@ class VmIntegrationsTest(VmTestCase):
 
     def test_4_other_vms_and_other_owners_names_are_refused(self):
         # bob's `bobs` is attached to all of bob's VMs: none of the admin's.
-        out = self.guest("int-deb", curl("http://127.77.0.1/b", "-H 'Host: bobs.%s'" % DOMAIN)).stdout
+        out = self.guest("int-deb", curl_at_endpoint("bobs", "/b")).stdout
         self.assertEqual(status_of(out), 404, out)
         self.assertIn("no integration bobs for this VM's owner", out)
         # The same owner's integration attached to another VM only.
@@ -241,8 +248,7 @@ class VmIntegrationsTest(VmTestCase):
                       "vm:int-tin")
         self.until_status("int-tin", "wget -q -O - %s; s=$?; echo; echo @status=$s" %
                           url("tinonly", "/mine"), 0)
-        out = self.guest("int-deb", curl("http://127.77.0.1/x",
-                                         "-H 'Host: tinonly.%s'" % DOMAIN)).stdout
+        out = self.guest("int-deb", curl_at_endpoint("tinonly", "/x")).stdout
         self.assertEqual(status_of(out), 403, out)
         self.assertIn("integration tinonly is not attached to VM int-deb", out)
         self.assertFalse(self.upstream.matching("/x"))
@@ -294,8 +300,7 @@ class VmIntegrationsTest(VmTestCase):
         # Detached: the endpoint refuses it with the reason. Asked at the endpoint's address,
         # as the name leaves the guest's /etc/hosts once its refresh has run (the test used
         # to race that refresh and lost whenever it came first).
-        out = self.until_status("int-deb", curl("http://127.77.0.1/gone",
-                                                "-H 'Host: api.%s'" % DOMAIN), 403)
+        out = self.until_status("int-deb", curl_at_endpoint("api", "/gone"), 403)
         self.assertIn("integration api is not attached to VM int-deb", out)
         self.lobby_ok("integrations", "attach", "api", "vm:int-deb")
         self.until_status("int-deb", curl(url("api", "/back")), 200)
@@ -351,7 +356,7 @@ class VmIntegrationsTest(VmTestCase):
         out = self.tiny_get("int-none", url("api", "/none"))
         self.assertNotIn("ok /", out)
         out = self.guest("int-none", "wget -q -O - --header 'Host: api.%s' "
-                         "http://127.77.0.1/none 2>&1; echo @status=$?" % DOMAIN).stdout
+                         "http://%s/none 2>&1; echo @status=$?" % (DOMAIN, ENDPOINT)).stdout
         self.assertNotIn("ok /", out)
         self.assert_cut_off("int-none")
         self.assertEqual(len(self.upstream.requests), before)
@@ -405,8 +410,7 @@ class VmIntegrationsTest(VmTestCase):
         self.lobby_ok("egress", "int-deb", "none")
         deadline = time.monotonic() + 30
         while True:
-            out = self.guest("int-deb", curl("http://127.77.0.1/after-none",
-                                             "-H 'Host: api.%s'" % DOMAIN)).stdout
+            out = self.guest("int-deb", curl_at_endpoint("api", "/after-none")).stdout
             if status_of(out) != 200:
                 break
             self.assertLess(time.monotonic(), deadline, out)
