@@ -1,0 +1,557 @@
+"""A second libvirt host on this one machine, for the multi-host tests (issue 18).
+
+SecondHost() starts, and close() removes again:
+
+  - a network namespace of its own (`ip netns`, named wrn2h-PID-N), joined to the root
+    namespace by a veth pair on a private /30 in 10.251.0.0/16 (the host side .1, the
+    namespace side .2; the first free /30 is taken under a lock, and the class refuses to
+    start when the host already routes that range);
+  - a mount namespace of its own, held by one idle process, with a private /run (a tmpfs),
+    /etc/libvirt (a copy without the shared daemon's domains, networks, pools, secrets or
+    autostart links), /var/lib/libvirt, /var/cache/libvirt (a copy: QEMU's capabilities are
+    not probed again) and /var/log/libvirt, and /dev/kvm masked by a mode-0 device node
+    (libvirt's capability probe stalls on this machine's KVM, and guests must run TCG);
+  - virtlogd and libvirtd there, never the machine's shared daemon: that one's sockets are
+    in the root namespace's /run, which the private /run hides;
+  - the remote transports, both real, both pinned both ways:
+      * ssh: an OpenSSH sshd on the namespace's address (port 22: the namespace has its own
+        ports), its own host key, root by public key only, the key made per fixture. The
+        client is `ssh -F <the fixture's ssh_config>` (host key pinned, no agent, no
+        ~/.ssh), handed to libvirt through the URI's `command=`. libvirt 9.0 runs
+        `sh -c 'which virt-ssh-helper ... exec virt-ssh-helper URI ... else nc -U SOCK'`
+        on the far side; Debian's libvirt-daemon ships virt-ssh-helper, so nc is unused.
+      * tls: libvirtd --listen with listen_tls on the namespace's address, a CA, server and
+        client certificates made per fixture with openssl (the server's carries the address
+        as an IP subjectAltName, which libvirt checks); the client's through `pkipath=`.
+
+    uri (= ssh_uri), tls_uri, run(), popen(), ssh_argv(), stop_libvirtd(), start_libvirtd()
+
+Teardown kills every process in the namespace (libvirtd, virtlogd, sshd and its sessions,
+QEMU: all of them share its network namespace), then the holder, deletes the namespace and
+the veth and the directory. A run that died without its teardown is swept by the next one
+(names and directories carry the pid). Needs root and util-linux, iproute2, libvirt,
+openssh-server/-client and openssl; missing() says what is missing. Standard library only.
+"""
+import fcntl
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+NET = "10.251.0.0/16"
+NS_PREFIX = "wrn2h-"        # wrn2h-PID-N
+HOST_IF_PREFIX = "w2h"      # w2hPIDxN (<= 15 characters)
+DIR_PREFIX = "warren-second-host-"  # warren-second-host-PID-N-XXXX
+LOCK_FILE = "/run/lock/warren-second-host.lock"
+PARENT = os.environ.get("WARREN_TEST_DATA_DIR", "/var/lib/warren-test")
+PRIVATE = ("/etc/libvirt", "/var/lib/libvirt", "/var/cache/libvirt", "/var/log/libvirt")
+TOOLS = ("unshare", "nsenter", "ip", "mount", "libvirtd", "virtlogd", "virsh", "sshd", "ssh",
+         "ssh-keygen", "openssl", "virt-ssh-helper")
+SBIN = ("/usr/sbin", "/sbin")
+
+_instances = 0
+
+
+def missing():
+    """Why a SecondHost cannot start here (root, tools), or None."""
+    if os.geteuid() != 0:
+        return "needs root (namespaces, a second libvirtd)"
+    path = os.environ.get("PATH", "") + ":" + ":".join(SBIN)
+    absent = [t for t in TOOLS if not shutil.which(t, path=path)]
+    if absent:
+        return "missing tools: %s (packaging/install-deps.sh installs them)" % " ".join(absent)
+    return None
+
+
+def _which(tool):
+    return shutil.which(tool, path=os.environ.get("PATH", "") + ":" + ":".join(SBIN))
+
+
+def _run(*argv, check=True, timeout=60, input=None):
+    r = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                       timeout=timeout, input=input)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s%s" % (" ".join(map(str, argv)), r.returncode,
+                                                   r.stdout, r.stderr))
+    return r
+
+
+def _alive(pid):
+    return os.path.exists("/proc/%d" % pid)
+
+
+def _ns_inode(path):
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _pids_in_netns(inode):
+    """Every process whose network namespace is `inode`."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat("/proc/%s/ns/net" % pid).st_ino == inode:
+                pids.append(int(pid))
+        except OSError:
+            continue
+    return pids
+
+
+def _kill_all(pids, grace=3.0):
+    """SIGTERM, then SIGKILL what is left after `grace` seconds; waits until all are gone."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            for p in pids:  # reap our own children so they do not stay as zombies
+                try:
+                    os.waitpid(p, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+            time.sleep(0.05)
+        pids = [p for p in pids if _alive(p)]
+        if not pids:
+            return []
+    return pids
+
+
+def _kill_netns_processes(ns_path):
+    inode = _ns_inode(ns_path)
+    if inode is not None:
+        _kill_all(_pids_in_netns(inode))
+
+
+def sweep_leftovers():
+    """Removes what fixtures of dead processes left: their namespaces' processes, the
+    namespaces, the veths and the directories."""
+    r = _run("ip", "netns", "list", check=False)
+    for line in r.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = re.fullmatch(re.escape(NS_PREFIX) + r"(\d+)-\d+", name)
+        if m and not _alive(int(m.group(1))):
+            _kill_netns_processes("/run/netns/" + name)
+            _run("ip", "netns", "del", name, check=False)
+    for line in _run("ip", "-o", "link", "show", check=False).stdout.splitlines():
+        parts = line.split(":")
+        name = parts[1].strip().split("@")[0] if len(parts) > 1 else ""
+        m = re.fullmatch(HOST_IF_PREFIX + r"(\d+)x\d+", name)
+        if m and not _alive(int(m.group(1))):
+            _run("ip", "link", "del", name, check=False)
+    for path in glob.glob(os.path.join(PARENT, DIR_PREFIX + "*")) + glob.glob(
+            os.path.join(tempfile.gettempdir(), DIR_PREFIX + "*")):
+        m = re.match(re.escape(DIR_PREFIX) + r"(\d+)-", os.path.basename(path))
+        if m and not _alive(int(m.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _copy_dirs_only(src, dst):
+    """The directory tree of `src` (owners, modes), no files: libvirt's state starts empty."""
+    for top, _, _ in os.walk(src):
+        target = os.path.normpath(os.path.join(dst, os.path.relpath(top, src)))
+        os.makedirs(target, exist_ok=True)
+        st = os.stat(top)
+        os.chown(target, st.st_uid, st.st_gid)
+        os.chmod(target, st.st_mode & 0o7777)
+
+
+def _ignore_shared_definitions(directory, names):
+    """What a copy of /etc/libvirt leaves out: the shared daemon's domains, networks, pools,
+    secrets and autostart links (ours must not start them twice)."""
+    rel = os.path.relpath(directory, "/etc/libvirt")
+    skip = {n for n in names if n == "autostart"}
+    if rel in ("qemu", "qemu/networks"):
+        skip |= {n for n in names if n.endswith(".xml")}
+    if rel == ".":
+        skip |= {n for n in names if n in ("storage", "secrets")}
+    return skip
+
+
+class SecondHost:
+    """A second libvirt host in namespaces of its own; see the module's docstring.
+
+    with SecondHost() as host:
+        subprocess.run(["virsh", "-c", host.uri, "list", "--all"])
+    """
+
+    def __init__(self, tls=True):
+        global _instances
+        _instances += 1
+        why = missing()
+        if why:
+            raise RuntimeError(why)
+        self.tls = tls
+        tag = "%d-%d" % (os.getpid(), _instances)
+        self.netns = NS_PREFIX + tag
+        self.host_if = "%s%dx%d" % (HOST_IF_PREFIX, os.getpid(), _instances)
+        self.ns_if = "eth0"  # inside the namespace: no clash with anything
+        self.holder = None   # the process that keeps the mount namespace
+        self.host_addr = self.addr = None
+        self.dir = None
+        self._made = []
+        try:
+            self._setup(tag)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
+
+    # --- setup -------------------------------------------------------------------------
+
+    def _setup(self, tag):
+        sweep_leftovers()
+        parent = PARENT if os.path.isdir(PARENT) else tempfile.gettempdir()
+        self.dir = tempfile.mkdtemp(prefix=DIR_PREFIX + tag + "-", dir=parent)
+        os.chmod(self.dir, 0o755)  # QEMU runs as libvirt-qemu: disks below must be reachable
+        self._made.append(("dir", self.dir))
+        for sub in ("etc", "run", "log", "pki-client", "pki-server", "images"):
+            os.makedirs(self.path(sub), exist_ok=True)
+        os.chmod(self.path("etc"), 0o700)
+        os.chmod(self.path("pki-client"), 0o700)
+        self._network()
+        self._mount_namespace()
+        self._keys()
+        if self.tls:
+            self._certificates()
+        self._libvirt_config()
+        self.start_virtlogd()
+        self.start_libvirtd()
+        self._sshd()
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def _network(self):
+        run = _run
+        with open(LOCK_FILE, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            routes = run("ip", "route", "show", "table", "all").stdout
+            addrs = run("ip", "-o", "addr", "show").stdout
+            ours = re.compile(r"\b%s\d+x\d+\b" % HOST_IF_PREFIX)
+            for line in routes.splitlines():
+                if line.startswith("10.251.") and not ours.search(line):
+                    raise RuntimeError("the host already routes into %s: %s" % (NET, line))
+            taken = set(re.findall(r"inet 10\.251\.(\d+)\.(\d+)/", addrs))
+            start = os.getpid() % 16384
+            for i in range(16384):
+                n = (start + i) % 16384
+                third, fourth = n >> 6, (n & 63) * 4
+                if (str(third), str(fourth + 1)) not in taken:
+                    break
+            else:
+                raise RuntimeError("no free /30 in " + NET)
+            self.host_addr = "10.251.%d.%d" % (third, fourth + 1)
+            self.addr = "10.251.%d.%d" % (third, fourth + 2)
+            run("ip", "netns", "add", self.netns)
+            self._made.append(("netns", self.netns))
+            peer = "w2p" + self.host_if[len(HOST_IF_PREFIX):]
+            run("ip", "link", "add", self.host_if, "type", "veth", "peer", "name", peer)
+            self._made.append(("link", self.host_if))
+            run("ip", "link", "set", peer, "netns", self.netns)
+            run("ip", "addr", "add", self.host_addr + "/30", "dev", self.host_if)
+            run("ip", "link", "set", self.host_if, "up")
+        ns = ("ip", "netns", "exec", self.netns)
+        run(*ns, "ip", "link", "set", peer, "name", self.ns_if)
+        run(*ns, "ip", "addr", "add", self.addr + "/30", "dev", self.ns_if)
+        run(*ns, "ip", "link", "set", self.ns_if, "up")
+        run(*ns, "ip", "link", "set", "lo", "up")
+
+    def _mount_namespace(self):
+        """The holder: a process in the network namespace that unshares a mount namespace,
+        mounts the private directories and sleeps; every daemon enters both namespaces."""
+        mounts = []
+        if os.path.exists("/dev/kvm"):
+            # warren's own mask when there is one: libvirt's capability cache is keyed on
+            # /dev/kvm's ctime, so the copied cache stays valid; else a node of our own.
+            # (Before /run is replaced, which hides warren's.)
+            mask = "/run/warren/kvm-masked"
+            if not os.path.exists(mask):
+                mask = self.path("kvm-masked")
+                os.mknod(mask, 0o000 | 0o020000, os.makedev(1, 3))
+            mounts.append("mount --bind %s /dev/kvm" % mask)
+        mounts += ["mount -t tmpfs -o mode=0755 tmpfs /run",
+                   "mkdir -p /run/lock /run/sshd /run/libvirt",
+                   "chmod 0755 /run/sshd"]
+        for path in PRIVATE:
+            mine = self.path("state", path.strip("/").replace("/", "_"))
+            if path == "/etc/libvirt":
+                shutil.copytree(path, mine, symlinks=True, ignore=_ignore_shared_definitions)
+            elif path == "/var/cache/libvirt" and os.path.isdir(path):
+                shutil.copytree(path, mine, symlinks=True)
+            elif os.path.isdir(path):
+                _copy_dirs_only(path, mine)
+            else:
+                os.makedirs(mine)
+            mounts.append("mount --bind %s %s" % (mine, path))
+        script = " && ".join(mounts) + " && echo ready && exec sleep infinity"
+        self.holder = subprocess.Popen(
+            ["nsenter", "--net=/run/netns/" + self.netns, "unshare", "--mount",
+             "--propagation", "private", "sh", "-c", script],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True)
+        line = self.holder.stdout.readline()
+        if line.strip() != "ready":
+            self.holder.wait(timeout=10)
+            raise RuntimeError("the mount namespace failed: " + self.holder.stderr.read())
+        self._made.append(("holder", self.holder.pid))
+
+    def _nsenter(self):
+        return ["nsenter", "-t", str(self.holder.pid), "-m", "-n"]
+
+    def run(self, *argv, check=True, timeout=60, input=None, env=None):
+        """Runs argv inside the host's namespaces; returns the CompletedProcess (text)."""
+        r = subprocess.run(self._nsenter() + [str(a) for a in argv], capture_output=True,
+                           text=True, timeout=timeout, input=input,
+                           env=dict(os.environ, **(env or {})))
+        if check and r.returncode != 0:
+            raise RuntimeError("[second host] %s: exit %d: %s%s" % (
+                " ".join(map(str, argv)), r.returncode, r.stdout, r.stderr))
+        return r
+
+    def popen(self, *argv, **kwargs):
+        """subprocess.Popen of argv inside the host's namespaces."""
+        return subprocess.Popen(self._nsenter() + [str(a) for a in argv], **kwargs)
+
+    def _keys(self):
+        etc = self.path("etc")
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "second-host",
+             "-f", os.path.join(etc, "ssh_host_ed25519_key"))
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "warren-test-client",
+             "-f", os.path.join(etc, "id_ed25519"))
+        shutil.copy(os.path.join(etc, "id_ed25519.pub"), os.path.join(etc, "authorized_keys"))
+        with open(os.path.join(etc, "ssh_host_ed25519_key.pub")) as f:
+            host_key = " ".join(f.read().split()[:2])
+        with open(os.path.join(etc, "known_hosts"), "w") as f:
+            f.write("%s %s\n" % (self.addr, host_key))
+        with open(os.path.join(etc, "ssh_config"), "w") as f:
+            f.write("\n".join([
+                "Host *",
+                "  User root",
+                "  IdentityFile " + os.path.join(etc, "id_ed25519"),
+                "  IdentitiesOnly yes",
+                "  IdentityAgent none",
+                "  BatchMode yes",
+                "  UserKnownHostsFile " + os.path.join(etc, "known_hosts"),
+                "  GlobalKnownHostsFile /dev/null",
+                "  StrictHostKeyChecking yes",
+                "  UpdateHostKeys no",
+                "  ConnectTimeout 10",
+                "  ServerAliveInterval 5",
+                "  ServerAliveCountMax 3",
+                "  LogLevel ERROR",
+                ""]))
+        # The client libvirt runs: ssh with this config (URI parameter `command`).
+        wrapper = os.path.join(etc, "ssh")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nexec %s -F %s "$@"\n' % (_which("ssh"),
+                                                          os.path.join(etc, "ssh_config")))
+        os.chmod(wrapper, 0o755)
+        with open(os.path.join(etc, "sshd_config"), "w") as f:
+            f.write("\n".join([
+                "ListenAddress " + self.addr,
+                "Port 22",
+                "HostKey " + os.path.join(etc, "ssh_host_ed25519_key"),
+                "PidFile /run/sshd.pid",
+                "AuthorizedKeysFile " + os.path.join(etc, "authorized_keys"),
+                "AuthenticationMethods publickey",
+                "PubkeyAuthentication yes",
+                "PermitRootLogin prohibit-password",
+                "AllowUsers root",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "PrintMotd no",
+                "PrintLastLog no",
+                "AllowStreamLocalForwarding yes",
+                "AllowTcpForwarding no",
+                "X11Forwarding no",
+                "MaxSessions 64",
+                "MaxStartups 64",
+                "LogLevel VERBOSE",
+                ""]))
+
+    def _certificates(self):
+        pki, srv = self.path("pki-client"), self.path("pki-server")
+        ossl = lambda *a: _run("openssl", *a)  # noqa: E731
+        ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-nodes", "-days", "2", "-subj", "/CN=warren test CA " + self.netns,
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+             "-keyout", os.path.join(srv, "cakey.pem"), "-out", os.path.join(srv, "cacert.pem"))
+        for who, ext in (("server", "subjectAltName=IP:%s\nextendedKeyUsage=serverAuth\n"
+                          "keyUsage=critical,digitalSignature,keyEncipherment\n" % self.addr),
+                         ("client", "extendedKeyUsage=clientAuth\n"
+                          "keyUsage=critical,digitalSignature,keyEncipherment\n")):
+            key = os.path.join(srv, who + "key.pem")
+            csr = os.path.join(srv, who + ".csr")
+            extfile = os.path.join(srv, who + ".ext")
+            with open(extfile, "w") as f:
+                f.write(ext)
+            ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                 "-subj", "/O=warren test/CN=%s" % (self.addr if who == "server" else who),
+                 "-keyout", key, "-out", csr)
+            ossl("x509", "-req", "-in", csr, "-CA", os.path.join(srv, "cacert.pem"),
+                 "-CAkey", os.path.join(srv, "cakey.pem"), "-CAcreateserial", "-days", "2",
+                 "-extfile", extfile, "-out", os.path.join(srv, who + "cert.pem"))
+        # The client's directory as libvirt's pkipath= wants it.
+        shutil.copy(os.path.join(srv, "cacert.pem"), os.path.join(pki, "cacert.pem"))
+        shutil.copy(os.path.join(srv, "clientcert.pem"), os.path.join(pki, "clientcert.pem"))
+        shutil.copy(os.path.join(srv, "clientkey.pem"), os.path.join(pki, "clientkey.pem"))
+
+    def _libvirt_config(self):
+        conf = self.path("state", "etc_libvirt", "libvirtd.conf")
+        lines = ["", "# warren second host (tests/integration/second_host.py)"]
+        if self.tls:
+            srv = self.path("pki-server")
+            lines += ['listen_tls = 1', 'listen_tcp = 0', 'listen_addr = "%s"' % self.addr,
+                      'auth_tls = "none"',
+                      'key_file = "%s"' % os.path.join(srv, "serverkey.pem"),
+                      'cert_file = "%s"' % os.path.join(srv, "servercert.pem"),
+                      'ca_file = "%s"' % os.path.join(srv, "cacert.pem"),
+                      'tls_allowed_dn_list = ["O=warren test,CN=client"]']
+        with open(conf, "a") as f:
+            f.write("\n".join(lines) + "\n")
+
+    def _sshd(self):
+        self.run(_which("sshd"), "-f", self.path("etc", "sshd_config"),
+                 "-E", self.path("log", "sshd.log"))
+        self._wait(lambda: self._ssh_answers(), "sshd did not answer on %s:22" % self.addr)
+
+    def _ssh_answers(self):
+        return _run(*self.ssh_argv(), "true", check=False, timeout=20).returncode == 0
+
+    # --- what tests use ----------------------------------------------------------------
+
+    @property
+    def ssh_uri(self):
+        return "qemu+ssh://root@%s/system?command=%s" % (self.addr, self.path("etc", "ssh"))
+
+    @property
+    def tls_uri(self):
+        if not self.tls:
+            return None
+        return "qemu+tls://%s/system?pkipath=%s" % (self.addr, self.path("pki-client"))
+
+    @property
+    def uri(self):
+        return self.ssh_uri
+
+    def ssh_argv(self):
+        """`ssh` to root on the host, pinned; append a command (or -W PATH for a stream)."""
+        return [_which("ssh"), "-F", self.path("etc", "ssh_config"), "root@" + self.addr]
+
+    def _pid(self, name):
+        r = self.run("cat", "/run/%s.pid" % name, check=False)
+        pid = r.stdout.strip()
+        return int(pid) if pid.isdigit() and _alive(int(pid)) else None
+
+    def libvirtd_pid(self):
+        return self._pid("libvirtd")
+
+    def daemon_answers(self):
+        """virsh over the local socket inside the namespace."""
+        return self.run("virsh", "-c", "qemu:///system", "version", check=False,
+                        timeout=30).returncode == 0
+
+    @staticmethod
+    def _wait(cond, what, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise RuntimeError(what)
+            time.sleep(0.1)
+
+    def start_virtlogd(self):
+        if self._pid("virtlogd") is None:
+            self.run(_which("virtlogd"), "--daemon")
+            self._wait(lambda: self._pid("virtlogd") is not None, "virtlogd did not start")
+
+    def start_libvirtd(self, timeout=90):
+        """Starts libvirtd (--listen for TLS) and waits until it answers."""
+        env = {"LIBVIRT_LOG_OUTPUTS": "3:file:/var/log/libvirt/libvirtd.log"}
+        argv = [_which("libvirtd"), "--daemon"] + (["--listen"] if self.tls else [])
+        self.run(*argv, env=env, timeout=60)
+        self._wait(self.daemon_answers, "libvirtd did not answer:\n" + self.libvirtd_log(),
+                   timeout)
+
+    def stop_libvirtd(self, sig=signal.SIGTERM, timeout=30):
+        """Stops libvirtd (SIGTERM: as `systemctl stop`; SIGKILL: a crash). QEMU goes on."""
+        pid = self.libvirtd_pid()
+        if pid is None:
+            return
+        os.kill(pid, sig)
+        self._wait(lambda: not _alive(pid), "libvirtd %d did not stop" % pid, timeout)
+
+    def libvirtd_log(self, lines=30):
+        try:
+            with open(self.path("state", "var_log_libvirt", "libvirtd.log"),
+                      errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def sshd_log(self):
+        try:
+            with open(self.path("log", "sshd.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    # --- teardown ----------------------------------------------------------------------
+
+    def close(self):
+        """Removes everything: processes in the namespace, holder, netns, veth, directory."""
+        for kind, what in reversed(self._made):
+            if kind == "holder":
+                _kill_netns_processes("/run/netns/" + self.netns)
+                _kill_all([what])
+                if self.holder:
+                    try:
+                        self.holder.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    for stream in (self.holder.stdout, self.holder.stderr):
+                        stream.close()
+            elif kind == "netns":
+                _kill_netns_processes("/run/netns/" + what)
+                _run("ip", "netns", "del", what, check=False)
+            elif kind == "link":
+                _run("ip", "link", "del", what, check=False)
+            elif kind == "dir":
+                shutil.rmtree(what, ignore_errors=True)
+        self._made = []
+
+    def leftovers(self):
+        """What of this fixture is still there (after close(): nothing)."""
+        left = []
+        if os.path.exists("/run/netns/" + self.netns):
+            left.append("netns " + self.netns)
+        if _run("ip", "link", "show", self.host_if, check=False).returncode == 0:
+            left.append("link " + self.host_if)
+        if self.dir and os.path.exists(self.dir):
+            left.append("directory " + self.dir)
+        if self.holder and _alive(self.holder.pid):
+            left.append("holder process %d" % self.holder.pid)
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+            if self.dir and self.dir in cmd:
+                left.append("process %s: %s" % (pid, cmd))
+        return left
