@@ -44,11 +44,12 @@ MODULES = {
                "vmhost/image_layout.h", "vmhost/image_layout.cc",
                "vmhost/vm_state_delivery.h", "vmhost/vm_state_delivery.cc",
                "vmhost/guest/identity.h", "vmhost/guest/identity.cc",
-               "vmhost/guest_text.h", "vmhost/guest_text.cc"],
+               "vmhost/guest_text.h", "vmhost/guest_text.cc",
+               "vmhost/host_load.h", "vmhost/host_load.cc"],
         target="warren_vmhost", may_include=["base"],
         rule="the vmhost interfaces (VmHost, GuestControl), the image layout, the state "
-             "delivery every host shares and a restored clone's identity (pure over "
-             "GuestControl) include only lobby/base"),
+             "delivery every host shares, a restored clone's identity (pure over "
+             "GuestControl) and the host's load include only lobby/base"),
     "vmhost": dict(
         paths=["vmhost/"], target="warren_libvirt", may_include=["base", "vmhost-api"],
         rule="vmhost never includes keys, lobby above base, or bridge"),

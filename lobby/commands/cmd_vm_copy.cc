@@ -27,13 +27,15 @@
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
+#include "vmhost/host_load.h"
 #include "vmhost/vm_host.h"
 
 namespace warren {
 namespace {
 
-// How long the source's guest may take to flush its page cache.
-constexpr int kSyncTimeoutMs = 30'000;
+// How long the source's guest may take to flush its page cache on a quiet host; a busy
+// host's guest gets it stretched (vmhost/host_load.h) before the copy gives up.
+constexpr std::chrono::milliseconds kSyncTimeout{30'000};
 
 // How long a failed sync waits to see whether `rm` of the source caused it.
 constexpr std::chrono::milliseconds kRemovalSettle{5'000};
@@ -197,8 +199,17 @@ class CopyCommand final : public Command {
     streams.out = &discard;
     streams.err = &discard;
     streams.cancel = ctx.session.cancel;
-    streams.wait_ms = kSyncTimeoutMs;
+    streams.wait_ms = static_cast<int>(kSyncTimeout.count());
     Result<GuestProgress> p = guests.Exec(src.id, GuestCommand{"sync", {}, ""}, streams);
+    std::chrono::milliseconds allowed = kSyncTimeout;
+    if (p.ok() && !p->finished) {
+      // Not done yet: a guest starved of CPU gets the rest of its stretched allowance.
+      allowed = StretchedBy(kSyncTimeout, GuestSlowdown());
+      if (allowed > kSyncTimeout) {
+        streams.wait_ms = static_cast<int>((allowed - kSyncTimeout).count());
+        p = guests.Wait(src.id, p->job, p->stdout_offset, p->stderr_offset, streams);
+      }
+    }
     if (!p.ok()) {
       if (p.status().code() == Code::kCancelled) return p.status();
       // `rm` of the source closes its control connection first, which ends the sync, and
@@ -210,7 +221,7 @@ class CopyCommand final : public Command {
     if (!p->finished) {
       (void)guests.Kill(src.id, p->job);
       return Timeout("sync in " + src.name + " did not finish within " +
-                     std::to_string(kSyncTimeoutMs / 1000) + " s; nothing was copied");
+                     std::to_string(allowed.count() / 1000) + " s; nothing was copied");
     }
     if (p->exit_code != 0) {
       return Unavailable("sync in " + src.name + " failed; nothing was copied");

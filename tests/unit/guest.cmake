@@ -44,6 +44,11 @@ add_executable(guest_identity_test unit/guest_identity_test.cc)
 target_link_libraries(guest_identity_test PRIVATE warren_vmhost GTest::gtest_main)
 gtest_discover_tests(guest_identity_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
 
+# How much a busy host stretches the waits that give up on a guest (vmhost/host_load.h).
+add_executable(host_load_test unit/host_load_test.cc)
+target_link_libraries(host_load_test PRIVATE warren_vmhost GTest::gtest_main)
+gtest_discover_tests(host_load_test DISCOVERY_MODE PRE_TEST)
+
 # `warren-run identity` run as root on this machine inside new mount, UTS and network
 # namespaces (unit/guest_runner_sandbox.h: overlays, a real seed disk on a loop device, a
 # stand-in for run-setup, temp files over machine-id, the clock calls made no-ops by

@@ -150,6 +150,42 @@ TEST_F(GuestControlTest, AFrozenSshdCostsOneReconnectAndNoOutput) {
   EXPECT_LT(seconds, 8.0) << "the frozen connection was noticed late";
 }
 
+// The same freeze, shorter than the keepalive's allowance stretched by the host's load but
+// longer than the allowance itself: a guest starved of CPU (here: stopped for 2.5 s) is
+// waited for, not taken for dead — the connection it had serves the command to its end.
+TEST_F(GuestControlTest, AStarvedGuestKeepsItsConnection) {
+  SshGuestControlOptions options = target().ControlOptions();
+  options.keepalive_after = std::chrono::milliseconds(300);
+  options.keepalive_timeout = std::chrono::milliseconds(300);
+  options.reach_timeout = std::chrono::seconds(10);
+  std::atomic<int> asked{0};
+  options.slowdown = [&asked] {
+    ++asked;
+    return 12.0;  // 300 ms becomes 3.6 s
+  };
+  Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(options);
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  ASSERT_TRUE(RunExec(**control, "true").progress.ok());  // connected
+
+  Outcome o;
+  std::thread run([&] { o = RunExec(**control, "echo begin; sleep 1; echo end; exit 7"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::set<pid_t> before = TargetSshdProcesses(target().dir() + "/sshd_config");
+  ASSERT_FALSE(before.empty());
+  for (pid_t pid : before) kill(pid, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  for (pid_t pid : before) kill(pid, SIGCONT);
+  run.join();
+  std::set<pid_t> after = TargetSshdProcesses(target().dir() + "/sshd_config");
+
+  ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+  EXPECT_TRUE(o.progress->finished);
+  EXPECT_EQ(o.progress->exit_code, 7);
+  EXPECT_EQ(o.out, "begin\nend\n");
+  EXPECT_GT(asked.load(), 0) << "the allowance ran out without asking the host's load";
+  EXPECT_EQ(after, before) << "the starved guest's connection was dropped and remade";
+}
+
 // A guest whose control link stalls before warren has connected (the handshake never gets
 // an answer): callers waiting for the connection, and for another caller's runner check,
 // return as soon as they are cancelled instead of after reach_timeout.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "vmhost/guest/endpoint_setup.h"
 #include "vmhost/guest/runner_protocol.h"
 #include "vmhost/guest_text.h"
+#include "vmhost/host_load.h"
 
 namespace warren::guest {
 
@@ -52,6 +54,13 @@ Result<std::string> Fingerprint(ssh_key key) {
 std::string GuestSshError(ssh_session s) {
   const char* e = ssh_get_error(s);
   return SanitizeGuestText(e == nullptr ? "" : e, 300);
+}
+
+// A slowdown factor for a log line: "3.5".
+std::string FormatSlowdown(double slowdown) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", slowdown);
+  return text;
 }
 
 }  // namespace
@@ -364,7 +373,8 @@ void ControlSession::Run() {
     if (Alive() && !CheckLiveness()) {
       last_error =
           Unavailable("VM " + options_.vm_id + " stopped answering on its control connection");
-      LogWarn("guest control keepalive unanswered vm=" + LogQuote(options_.vm_id));
+      LogWarn("guest control keepalive unanswered vm=" + LogQuote(options_.vm_id) +
+              " slowdown=" + FormatSlowdown(dropped_slowdown_));
       TearDown(last_error, /*graceful=*/false, &waiting);
       next_attempt = Clock::now() + options_.retry_first;  // the launcher's pause
     }
@@ -620,8 +630,17 @@ bool ControlSession::CheckLiveness() {
     keepalive_ever_sent_ = true;
     return true;
   }
-  return now - last_heard_ < options_.keepalive_after + options_.keepalive_timeout;
+  if (now - last_heard_ < options_.keepalive_after + options_.keepalive_timeout) return true;
+  // The keepalive's allowance ran out: a guest starved of CPU gets it stretched.
+  const double slowdown = Slowdown();
+  if (now - last_heard_ <
+      options_.keepalive_after + StretchedBy(options_.keepalive_timeout, slowdown))
+    return true;
+  dropped_slowdown_ = slowdown;
+  return false;
 }
+
+double ControlSession::Slowdown() const { return options_.slowdown ? options_.slowdown() : 1.0; }
 
 bool ControlSession::Alive() {
   if (session_ == nullptr) return false;
@@ -637,18 +656,21 @@ void ControlSession::Service() {
   // Channels are freed only in ReapChannels, so these pointers stay valid even when a
   // libssh call below runs callbacks.
   bool hung = false;
+  double slowdown = 0;  // asked once, and only when a channel open is overdue
   for (Channel* c : snapshot) {
     ServiceChannel(*c);
     if ((c->phase == Channel::Phase::kOpening || c->phase == Channel::Phase::kPty ||
          c->phase == Channel::Phase::kStart) &&
         Clock::now() - c->since > options_.channel_open_timeout) {
-      hung = true;
+      if (slowdown == 0) slowdown = Slowdown();
+      if (Clock::now() - c->since > StretchedBy(options_.channel_open_timeout, slowdown))
+        hung = true;
     }
   }
   ReapChannels();
   if (hung) {
     LogWarn("guest control connection hung vm=" + LogQuote(options_.vm_id) +
-            " reason=\"a channel open was not answered\"");
+            " reason=\"a channel open was not answered\" slowdown=" + FormatSlowdown(slowdown));
     TearDown(Unavailable("VM " + options_.vm_id + " stopped answering on its control connection"),
              /*graceful=*/false);
   }

@@ -86,6 +86,10 @@ struct ControlSessionOptions {
   // guest whose sshd went away costs its next command `keepalive_timeout`, not both.
   std::chrono::milliseconds keepalive_after{std::chrono::seconds(10)};
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};
+  // How much slower than alone the guest may answer now (vmhost/host_load.h's
+  // GuestSlowdown): keepalive_timeout and channel_open_timeout are stretched by it when they
+  // run out, so a CPU-starved guest is not dropped as a dead one. Asked only then. Empty: 1.
+  std::function<double()> slowdown;
   // Backoff between failed connection attempts: doubles from first to max.
   std::chrono::milliseconds retry_first{std::chrono::milliseconds(200)};
   std::chrono::milliseconds retry_max{std::chrono::seconds(2)};
@@ -185,6 +189,8 @@ class ControlSession {
   bool Alive();
   // Keepalive bookkeeping after each poll; false when the guest stopped answering.
   bool CheckLiveness();
+  // options_.slowdown(), or 1 without one.
+  double Slowdown() const;
   bool InstallCallbacks(Channel& c);
   // The endpoint, owner thread: its setup on a new connection or a refresh, the forwards
   // after it, and the connections the guest opens to them (from the message callback).
@@ -224,6 +230,7 @@ class ControlSession {
   Clock::time_point last_traffic_{};  // when the guest last sent a byte, probing or not
   bool probing_ = false;              // CheckLiveness's last look found channels to watch
   bool keepalive_sent_ = false;
+  double dropped_slowdown_ = 1;  // the slowdown CheckLiveness last gave up under
   std::map<uint64_t, std::unique_ptr<Channel>> channels_;
   uint64_t next_channel_id_ = 1;
   EndpointPhase endpoint_phase_ = EndpointPhase::kOff;

@@ -136,6 +136,7 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
   so.connect_timeout = options_.connect_timeout;
   so.keepalive_after = options_.keepalive_after;
   so.keepalive_timeout = options_.keepalive_timeout;
+  so.slowdown = options_.slowdown;
   if (options_.inbound != nullptr) {
     GuestInboundSink* sink = options_.inbound;
     const GuestEndpoint& ep = options_.endpoint;
@@ -403,6 +404,23 @@ void SshGuestControl::Disconnect(std::string_view vm_id) {
     vms_.erase(it);
   }
   vm->session->Shutdown();
+}
+
+void SshGuestControl::NoteRunnerVersion(std::string_view vm_id, std::string_view version) {
+  if (version != RunnerVersion()) return;  // the next command's check upgrades it
+  std::shared_ptr<Vm> vm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = vms_.find(vm_id);
+    if (it != vms_.end()) vm = it->second;
+  }
+  if (vm == nullptr) return;
+  // A check under way (it holds the lock) comes to the same answer itself.
+  std::unique_lock<std::timed_mutex> lock(vm->install_mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  // The runner on the guest's disk is what was checked, whatever connection it ran on.
+  const uint64_t gen = vm->session->generation();
+  if (gen != 0) vm->checked_generation = gen;
 }
 
 Status SshGuestControl::RepinHostKey(std::string_view vm_id, std::string_view public_key_line) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "vmhost/guest/control_session.h"
 #include "vmhost/guest/runner_install.h"
 #include "vmhost/guest_control.h"
+#include "vmhost/host_load.h"
 
 namespace warren::guest {
 
@@ -41,6 +43,8 @@ struct SshGuestControlOptions {
   // (see ControlSessionOptions::keepalive_after and keepalive_timeout).
   std::chrono::milliseconds keepalive_after{std::chrono::seconds(10)};
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};
+  // Stretches those waits while the host's CPUs are busy (ControlSessionOptions::slowdown).
+  std::function<double()> slowdown = GuestSlowdown;
   // Replies of `kill` (which waits up to ~6 s for a stubborn job) and `list`.
   std::chrono::milliseconds reply_timeout{std::chrono::seconds(30)};
   // The integrations endpoint: with a sink, every VM the sink wants it for gets, on each
@@ -74,6 +78,7 @@ class SshGuestControl final : public GuestControl {
   Result<std::vector<GuestJob>> Jobs(std::string_view vm_id) override;
   void Disconnect(std::string_view vm_id) override;
   Status RepinHostKey(std::string_view vm_id, std::string_view public_key_line) override;
+  void NoteRunnerVersion(std::string_view vm_id, std::string_view version) override;
   // A raw channel on the VM's connection (no runner). Env for a session is set by the
   // command line the guest's shell runs (`export NAME='VALUE'; …`), because the guest's sshd
   // accepts no env requests: a shell with env becomes `exec "$SHELL" -l` after the exports.

@@ -1,0 +1,31 @@
+// How much slower than alone a guest answers while the host's CPUs are busy, so that a wait
+// meaning "the guest is gone" (an unanswered keepalive, an unopened channel, an in-guest
+// `sync`) can tell a CPU-starved guest from a dead one.
+//
+// A guest's vCPUs (under TCG, threads that translate as they run) share the host's cores
+// with everything else runnable: at a 1-minute load average L on N online CPUs a runnable
+// guest gets about N/L of the CPU it would have alone, so it answers about L/N times slower.
+// Such waits are stretched by that factor, capped so that a dead guest is still noticed on
+// a swamped host. Thread-safe.
+#pragma once
+
+#include <chrono>
+
+namespace warren {
+
+// The largest stretch: a 10 s allowance never grows past 2 minutes.
+inline constexpr double kMaxGuestSlowdown = 12;
+
+// L/N of a load average and a CPU count, at least 1 and at most kMaxGuestSlowdown (1 for a
+// load or count that makes no sense). Pure.
+double GuestSlowdownFor(double load_average, int cpus);
+
+// GuestSlowdownFor this host's 1-minute load average and online CPUs now (1 when either
+// cannot be read). Reads /proc/loadavg: call it when a wait is about to give up, not per
+// poll.
+double GuestSlowdown();
+
+// `base` stretched by `slowdown` (at least 1).
+std::chrono::milliseconds StretchedBy(std::chrono::milliseconds base, double slowdown);
+
+}  // namespace warren
