@@ -34,6 +34,7 @@ openssh-server/-client and openssl; missing() says what is missing. Standard lib
 """
 import fcntl
 import glob
+import json
 import os
 import re
 import shutil
@@ -450,6 +451,11 @@ class SecondHost:
     def uri(self):
         return self.ssh_uri
 
+    def client_public_key(self):
+        """The client's public key line (the one root on the host accepts)."""
+        with open(self.path("etc", "id_ed25519.pub")) as f:
+            return f.read()
+
     def ssh_argv(self):
         """`ssh` to root on the host, pinned; append a command (or -W PATH for a stream)."""
         return [_which("ssh"), "-F", self.path("etc", "ssh_config"), "root@" + self.addr]
@@ -555,3 +561,176 @@ class SecondHost:
             if self.dir and self.dir in cmd:
                 left.append("process %s: %s" % (pid, cmd))
         return left
+
+
+# --- a tiny guest on the second host, its files brought there by libvirt's volume upload ---
+
+IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+POOL = "warren-second"
+POOL_DIR = "/var/lib/libvirt/images/warren-second"  # inside the host's mount namespace
+
+
+def tiny_image():
+    """The newest tiny image directory, or None."""
+    found = sorted(glob.glob(os.path.join(IMAGES, "tiny@*", "image.json")))
+    return os.path.dirname(found[-1]) if found else None
+
+
+def virsh(uri, *args, check=True, timeout=120):
+    return _run("virsh", "-c", uri, *args, check=check, timeout=timeout)
+
+
+def volumes(uri):
+    """The names of the pool's volumes (virsh 9.0's vol-list has no --name)."""
+    lines = virsh(uri, "vol-list", "--pool", POOL).stdout.splitlines()[2:]
+    return [line.split()[0] for line in lines if line.strip()]
+
+
+def make_seed(directory, out, authorized_keys):
+    """The guest's seed disk (packaging/images/README.md): authorized_keys for dev."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "authorized_keys"), "w") as f:
+        f.write(authorized_keys)
+    _run("mke2fs", "-q", "-F", "-t", "ext4", "-O", "^has_journal", "-L", "warren-seed",
+         "-d", directory, "-E", "root_owner=0:0", out, "4M")
+
+
+def ensure_pool(uri):
+    """A dir pool on the host (made through `uri`); returns its target path."""
+    names = virsh(uri, "pool-list", "--all", "--name").stdout.split()
+    if POOL not in names:
+        virsh(uri, "pool-define-as", POOL, "dir", "--target", POOL_DIR)
+        virsh(uri, "pool-build", POOL)
+    state = virsh(uri, "pool-info", POOL).stdout.split("State:")[1].split()[0]
+    if state != "running":
+        virsh(uri, "pool-start", POOL)
+    return POOL_DIR
+
+
+def upload(uri, local, volume, fmt="raw"):
+    """Copies a local file into a volume of the host's pool through virStorageVolUpload
+    (`virsh vol-upload`, the stream rides the libvirt connection); returns the volume's path
+    on that host."""
+    size = os.path.getsize(local)
+    virsh(uri, "vol-create-as", POOL, volume, str(size), "--format", fmt)
+    virsh(uri, "vol-upload", "--pool", POOL, volume, local, timeout=600)
+    return virsh(uri, "vol-path", "--pool", POOL, volume).stdout.strip()
+
+
+def tiny_domain_xml(name, kernel, initrd, cmdline, disk, seed, control_socket, console_log,
+                    memory_mib=256):
+    """A domain as vmhost/domain_xml.cc makes one, reduced: TCG, direct kernel boot, the
+    overlay and the read-only seed, a pty serial logged by virtlogd, the control port."""
+    return """<domain type='qemu'>
+  <name>{name}</name>
+  <memory unit='MiB'>{memory}</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    <kernel>{kernel}</kernel>
+    <initrd>{initrd}</initrd>
+    <cmdline>{cmdline}</cmdline>
+  </os>
+  <features><acpi/></features>
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2'/>
+      <source file='{disk}'/>
+      <target dev='vda' bus='virtio'/>
+    </disk>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='raw'/>
+      <source file='{seed}'/>
+      <target dev='vdb' bus='virtio'/>
+      <readonly/>
+    </disk>
+    <serial type='pty'>
+      <log file='{console_log}' append='on'/>
+      <target port='0'/>
+    </serial>
+    <console type='pty'><target type='serial' port='0'/></console>
+    <channel type='unix'>
+      <source mode='bind' path='{control_socket}'/>
+      <target type='virtio' name='warren.control'/>
+    </channel>
+    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
+    <video><model type='none'/></video>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+""".format(name=name, memory=memory_mib, kernel=kernel, initrd=initrd, cmdline=cmdline,
+           disk=disk, seed=seed, control_socket=control_socket, console_log=console_log)
+
+
+class TinyGuest:
+    """A tiny VM on `host`, everything it needs uploaded through `uri`: kernel, initrd, base
+    image and seed as volumes of one pool, the overlay a volume backed by the base. start()
+    defines and starts it; host_key() waits for the key the guest announces on its console."""
+
+    def __init__(self, host, uri, name, authorized_keys, image=None):
+        self.host, self.uri, self.name = host, uri, name
+        self.image = image or tiny_image()
+        with open(os.path.join(self.image, "image.json")) as f:
+            meta = json.load(f)
+        self.cmdline = meta["kernel_cmdline"] + " warren.hostname=" + name
+        ensure_pool(uri)
+        self.uploaded = {}
+        for file, fmt in (("vmlinuz", "raw"), ("initrd.img", "raw"), ("rootfs.qcow2", "raw")):
+            vol = "%s-%s" % (os.path.basename(self.image), file)
+            if vol in volumes(uri):
+                self.uploaded[file] = virsh(uri, "vol-path", "--pool", POOL, vol).stdout.strip()
+            else:
+                self.uploaded[file] = upload(uri, os.path.join(self.image, file), vol, fmt)
+        virsh(uri, "pool-refresh", POOL)  # the uploaded base is now known as qcow2
+        seed_dir = host.path("seed-" + name)
+        make_seed(seed_dir, seed_dir + ".img", authorized_keys)
+        self.seed = upload(uri, seed_dir + ".img", name + "-seed.img")
+        base = os.path.basename(self.uploaded["rootfs.qcow2"])
+        virsh(uri, "vol-create-as", POOL, name + ".qcow2", "1G", "--format", "qcow2",
+              "--backing-vol", base, "--backing-vol-format", "qcow2")
+        self.disk = virsh(uri, "vol-path", "--pool", POOL, name + ".qcow2").stdout.strip()
+        self.control_socket = "%s/%s.control" % (POOL_DIR, name)
+        self.console_log = "/var/log/libvirt/qemu/%s-console.log" % name
+
+    def xml(self):
+        return tiny_domain_xml(self.name, self.uploaded["vmlinuz"], self.uploaded["initrd.img"],
+                               self.cmdline, self.disk, self.seed, self.control_socket,
+                               self.console_log)
+
+    def start(self):
+        xml_file = self.host.path(self.name + ".xml")
+        with open(xml_file, "w") as f:
+            f.write(self.xml())
+        virsh(self.uri, "define", xml_file)
+        virsh(self.uri, "start", self.name)
+
+    def console(self):
+        """The console log so far (read on this side: the host's /var/log/libvirt is ours)."""
+        local = self.host.path("state", "var_log_libvirt", "qemu",
+                               os.path.basename(self.console_log))
+        try:
+            with open(local, errors="replace") as f:
+                return f.read().replace("\r", "")
+        except OSError:
+            return ""
+
+    def host_key(self, timeout=180):
+        """The guest's SSH host key from its console (`warren-hostkey: ssh-ed25519 ...`)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = re.search(r"warren-hostkey: (ssh-ed25519 [A-Za-z0-9+/=]+)", self.console())
+            if m:
+                return m.group(1)
+            time.sleep(0.2)
+        raise RuntimeError("%s announced no host key in %d s; console:\n%s" % (
+            self.name, timeout, self.console()[-2000:]))
+
+    def remove(self):
+        """Destroys and undefines the domain and deletes its own volumes (not the image's)."""
+        virsh(self.uri, "destroy", self.name, check=False)
+        virsh(self.uri, "undefine", self.name, check=False)
+        for vol in (self.name + ".qcow2", self.name + "-seed.img"):
+            virsh(self.uri, "vol-delete", "--pool", POOL, vol, check=False)
