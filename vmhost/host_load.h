@@ -21,8 +21,8 @@ inline constexpr double kMaxGuestSlowdown = 12;
 double GuestSlowdownFor(double load_average, int cpus);
 
 // GuestSlowdownFor this host's 1-minute load average and online CPUs now (1 when either
-// cannot be read). Reads /proc/loadavg: call it when a wait is about to give up, not per
-// poll.
+// cannot be read). Reads /proc/loadavg: call it once per call into a guest, or when a wait
+// is about to give up, not per poll.
 double GuestSlowdown();
 
 // `base` stretched by `slowdown` (at least 1).

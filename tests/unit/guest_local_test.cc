@@ -186,6 +186,37 @@ TEST_F(GuestControlTest, AStarvedGuestKeepsItsConnection) {
   EXPECT_EQ(after, before) << "the starved guest's connection was dropped and remade";
 }
 
+// A call's wait for the guest to answer (reach_timeout: the channel's open, the command's
+// start) is stretched the same way: a guest stopped for 1.2 s runs a command asked of it
+// meanwhile, against a 0.3 s reach_timeout with slowdown 12 (3.6 s), and not with 1.
+TEST_F(GuestControlTest, AStarvedGuestStartsACommandWithinTheStretchedReach) {
+  for (double slowdown : {12.0, 1.0}) {
+    SCOPED_TRACE("slowdown " + std::to_string(slowdown));
+    SshGuestControlOptions options = target().ControlOptions();
+    options.reach_timeout = std::chrono::milliseconds(300);
+    options.slowdown = [slowdown] { return slowdown; };
+    Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(options);
+    ASSERT_TRUE(control.ok()) << control.status().ToString();
+    ASSERT_TRUE(RunExec(**control, "true").progress.ok());  // connected, runner checked
+
+    std::set<pid_t> frozen = TargetSshdProcesses(target().dir() + "/sshd_config");
+    ASSERT_FALSE(frozen.empty());
+    for (pid_t pid : frozen) kill(pid, SIGSTOP);
+    std::thread thaw([frozen] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+      for (pid_t pid : frozen) kill(pid, SIGCONT);
+    });
+    Outcome o = RunExec(**control, "echo started");
+    thaw.join();
+    if (slowdown > 1) {
+      ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+      EXPECT_EQ(o.out, "started\n");
+    } else {
+      EXPECT_EQ(o.progress.status().code(), Code::kUnavailable) << o.progress.status().ToString();
+    }
+  }
+}
+
 // A guest whose control link stalls before warren has connected (the handshake never gets
 // an answer): callers waiting for the connection, and for another caller's runner check,
 // return as soon as they are cancelled instead of after reach_timeout.

@@ -194,6 +194,11 @@ Result<std::shared_ptr<GuestChannel>> SshGuestControl::OpenRunner(Vm& vm, const 
   return vm.session->OpenExec(RunnerCommandLine(args), deadline, cancel);
 }
 
+SshGuestControl::Clock::time_point SshGuestControl::ReachDeadline() const {
+  const double slowdown = options_.slowdown ? options_.slowdown() : 1.0;
+  return Clock::now() + StretchedBy(options_.reach_timeout, slowdown);
+}
+
 Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestCommand& command,
                                             const GuestStreams& streams) {
   if (streams.out == nullptr || streams.err == nullptr) {
@@ -208,7 +213,7 @@ Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestC
 
   for (int attempt = 0;; ++attempt) {
     std::string id = NewJobId();
-    auto reach = Clock::now() + options_.reach_timeout;
+    auto reach = ReachDeadline();
     Result<std::shared_ptr<GuestChannel>> opened = OpenRunner(*vm, "start " + id, reach, cancel);
     if (!opened.ok() && opened.status().code() == Code::kCancelled) {
       // Nothing was asked of the guest yet: there is nothing to kill.
@@ -294,7 +299,7 @@ Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestC
           OpenRunner(*vm,
                      "attach " + id + " " + std::to_string(job.stdout_offset()) + " " +
                          std::to_string(job.stderr_offset()),
-                     Clock::now() + options_.reach_timeout, cancel);
+                     ReachDeadline(), cancel);
       if (!again.ok() && again.status().code() == Code::kCancelled) {
         // The guest does not answer, so it cannot be told to kill the job now.
         return Cancelled("the command was cancelled while VM " + std::string(vm_id) +
@@ -326,7 +331,7 @@ Result<GuestProgress> SshGuestControl::Wait(std::string_view vm_id, std::string_
         OpenRunner(*vm,
                    "attach " + id + " " + std::to_string(job.stdout_offset()) + " " +
                        std::to_string(job.stderr_offset()),
-                   Clock::now() + options_.reach_timeout, streams.cancel.get());
+                   ReachDeadline(), streams.cancel.get());
     if (!opened.ok() && opened.status().code() == Code::kCancelled) {
       return Cancelled("stopped waiting; the job keeps running");
     }
@@ -353,7 +358,7 @@ Result<GuestProgress> SshGuestControl::Wait(std::string_view vm_id, std::string_
 Result<SshGuestControl::Reply> SshGuestControl::RunRunner(std::string_view vm_id,
                                                           const std::string& args, size_t limit) {
   std::shared_ptr<Vm> vm = VmFor(vm_id);
-  auto deadline = Clock::now() + options_.reach_timeout;
+  auto deadline = ReachDeadline();
   WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch, OpenRunner(*vm, args, deadline));
   ChannelCloser closer(ch);
   ch->CloseStdin();
@@ -469,8 +474,8 @@ Result<std::shared_ptr<GuestPipe>> SshGuestControl::OpenChannel(std::string_view
     return InvalidArgument("a command line with a NUL byte");
   }
   std::shared_ptr<Vm> vm = VmFor(vm_id);
-  std::shared_ptr<GuestChannel> ch = vm->session->OpenRaw(std::move(req), std::move(notify),
-                                                          Clock::now() + options_.reach_timeout);
+  std::shared_ptr<GuestChannel> ch =
+      vm->session->OpenRaw(std::move(req), std::move(notify), ReachDeadline());
   return std::shared_ptr<GuestPipe>(std::make_shared<RawPipe>(std::move(ch)));
 }
 

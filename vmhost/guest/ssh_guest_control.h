@@ -35,7 +35,7 @@ struct SshGuestControlOptions {
   std::string user = "dev";
   std::string runner_path;  // the warren-run binary; empty: next to the running executable
   // How long a call waits for the guest to be reachable (connection attempts with backoff,
-  // the runner check) before it fails with Unavailable.
+  // the runner check) and for a command to start before it fails with Unavailable.
   std::chrono::milliseconds reach_timeout{std::chrono::seconds(60)};
   // One connection attempt (socket, handshake, authentication).
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(30)};
@@ -43,7 +43,8 @@ struct SshGuestControlOptions {
   // (see ControlSessionOptions::keepalive_after and keepalive_timeout).
   std::chrono::milliseconds keepalive_after{std::chrono::seconds(10)};
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};
-  // Stretches those waits while the host's CPUs are busy (ControlSessionOptions::slowdown).
+  // Stretches those waits and reach_timeout while the host's CPUs are busy (see
+  // ControlSessionOptions::slowdown; asked once per call, and when a keepalive runs out).
   std::function<double()> slowdown = GuestSlowdown;
   // Replies of `kill` (which waits up to ~6 s for a stubborn job) and `list`.
   std::chrono::milliseconds reply_timeout{std::chrono::seconds(30)};
@@ -118,6 +119,9 @@ class SshGuestControl final : public GuestControl {
   SshGuestControl(SshGuestControlOptions options, RunnerBinary runner);
 
   std::shared_ptr<Vm> VmFor(std::string_view vm_id);
+  // When a call that starts now stops waiting for the guest to be reached and to answer:
+  // reach_timeout, stretched by the host's load (options_.slowdown).
+  Clock::time_point ReachDeadline() const;
   // A runner channel once the guest's runner is checked; Cancelled soon after `cancel`
   // fires (when given), Unavailable at the deadline.
   Result<std::shared_ptr<GuestChannel>> OpenRunner(Vm& vm, const std::string& args,
