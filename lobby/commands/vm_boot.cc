@@ -213,7 +213,9 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
 Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
                    const char* verb, std::chrono::steady_clock::time_point started,
                    const RestoredVm* restored) {
-  if (vm.made != "pool") {
+  // A restored VM (pool, template, live copy) runs already: its identity is the first thing
+  // asked of it, and the wait for its connection. A booted one is waited for first.
+  if (restored == nullptr) {
     if (Status st = AwaitGuestReady(ctx, host, guests, vm); !st.ok()) {
       AbandonVm(ctx, vm, /*domain_made=*/true, verb);
       return st;

@@ -54,11 +54,12 @@ bool TakePooledVm(CommandContext& ctx, const VmSpec& spec, VmRecord& vm);
 Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRecord& vm,
                     RestoredVm* restored);
 
-// The tail once the host made and started the VM: AwaitGuestReady (not for a pooled VM,
-// connected before it was paused: the identity step is its first command); for a VM
-// restored (`restored` non-null), its own identity applied in the guest and its host key
-// re-pinned; then phase "ready" in the store and in `vm`, with how it was made (vm.made) and
-// the time since `started` (made_ms). Any failure undoes the VM (AbandonVm, domain included).
+// The tail once the host made and started the VM: AwaitGuestReady for a booted one; for a
+// VM restored (`restored` non-null: pool, template, live copy), which runs already, its own
+// identity applied in the guest as its first command (which waits for its connection) and
+// its host key re-pinned; then phase "ready" in the store and in `vm`, with how it was made
+// (vm.made) and the time since `started` (made_ms). Any failure undoes the VM (AbandonVm, domain
+// included).
 Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRecord& vm,
                    const char* verb, std::chrono::steady_clock::time_point started,
                    const RestoredVm* restored = nullptr);

@@ -149,7 +149,8 @@ class IdentityPipe final : public GuestPipe {
         if (line.rfind("clock ", 0) == 0 && !ended_) {
           out_ += "identity ok hostname=" + hostname_ +
                   " machine-id=0123456789abcdef0123456789abcdef mac=" + mac_ +
-                  " setup=none clock-step-ms=1 clock-rtt-us=100 work-ms=1\n";
+                  " setup=none clock-step-ms=1 clock-rtt-us=100 work-ms=1 runner=" +
+                  std::string(FakeGuestControl::kRunnerVersion) + "\n";
           ended_ = true;
         }
       }
@@ -416,6 +417,17 @@ Status FakeGuestControl::RepinHostKey(std::string_view vm_id, std::string_view p
   std::lock_guard lock(mu_);
   pinned_[std::string(vm_id)] = std::string(public_key_line);
   return Status::Ok();
+}
+
+void FakeGuestControl::NoteRunnerVersion(std::string_view vm_id, std::string_view version) {
+  std::lock_guard lock(mu_);
+  runner_noted_[std::string(vm_id)] = std::string(version);
+}
+
+std::string FakeGuestControl::NotedRunnerVersion(std::string_view vm_id) {
+  std::lock_guard lock(mu_);
+  auto it = runner_noted_.find(vm_id);
+  return it == runner_noted_.end() ? "" : it->second;
 }
 
 std::string FakeGuestControl::PinnedHostKey(std::string_view vm_id) {

@@ -41,6 +41,10 @@ class FakeGuestControl final : public GuestControl {
   // Records the key (PinnedHostKey shows it).
   Status RepinHostKey(std::string_view vm_id, std::string_view public_key_line) override;
   std::string PinnedHostKey(std::string_view vm_id);
+  // The version the played `identity` reports for its runner, and what the host noted of it.
+  static constexpr char kRunnerVersion[] = "1-fakefakefake";
+  void NoteRunnerVersion(std::string_view vm_id, std::string_view version) override;
+  std::string NotedRunnerVersion(std::string_view vm_id);
   // A raw channel that opens at once and echoes its input back on stdout (like `cat`); EOF
   // on its input ends it with exit status 0. Unavailable while unreachable. The runner's
   // `identity` command (vmhost/guest/identity.h) is played instead: it reads the request,
@@ -107,6 +111,7 @@ class FakeGuestControl final : public GuestControl {
   std::condition_variable changed_;
   std::map<std::string, Script> scripts_;
   std::map<std::string, std::string, std::less<>> pinned_;
+  std::map<std::string, std::string, std::less<>> runner_noted_;
   std::map<std::string, Job> jobs_;
   bool reachable_ = true;
   int unreachable_for_ = 0;

@@ -34,6 +34,10 @@ TEST_F(VmCommandTest, NewRestoresAVmOfATemplatesShapeAndGivesItItsOwnIdentity) {
   // Its identity applied in the guest, and its own host key pinned from then on.
   EXPECT_EQ(guests_.identities_applied(), std::vector<std::string>{vm.id});
   EXPECT_TRUE(guests_.PinnedHostKey(vm.id).starts_with("ssh-ed25519 ")) << vm.id;
+  // The identity was the first and only thing asked of it (no `true` to wait for it), and
+  // the runner version its report named spares its connection the runner check.
+  EXPECT_TRUE(guests_.commands().empty());
+  EXPECT_EQ(guests_.NotedRunnerVersion(vm.id), FakeGuestControl::kRunnerVersion);
   json stat = Exec(Alice(), {"stat", "web-one", "--json"}).Json();
   EXPECT_EQ(stat["made"], "template");
   EXPECT_EQ(stat["made_ms"], vm.made_ms);

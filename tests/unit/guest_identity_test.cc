@@ -111,6 +111,14 @@ TEST(GuestIdentityReportTest, ParsesAGoodReport) {
   EXPECT_EQ(r->clock_step_ms, -86400000);
   EXPECT_EQ(r->clock_rtt_us, 1200);
   EXPECT_EQ(r->work_ms, 340);
+  EXPECT_EQ(r->runner_version, "");  // an older runner names none
+
+  // The runner's version, last (as the runner prints it).
+  std::string named = kGoodReport;
+  named.insert(named.size() - 1, " runner=1-0123456789ab");
+  Result<GuestIdentityReport> v = ParseGuestIdentityReport(named, SomeIdentity());
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->runner_version, "1-0123456789ab");
 
   // No NIC, no machine-id (tiny), a setup script started, fields in another order.
   GuestIdentity no_nic = SomeIdentity(false);
@@ -166,6 +174,11 @@ TEST(GuestIdentityReportTest, RefusesTruncatedOversizedAndMalformed) {
            with("clock-rtt-us=1200", "clock-rtt-us=9999999999"),
            with("work-ms=340", "work-ms=340 "),
            with(" mac=", "  mac="),
+           with("work-ms=340", "work-ms=340 runner="),
+           with("work-ms=340", "work-ms=340 runner=1-ABC"),
+           with("work-ms=340", "work-ms=340 runner=1-a\x1b[2J"),
+           with("work-ms=340", "work-ms=340 runner=" + std::string(65, 'a')),
+           with("work-ms=340", "work-ms=340 runner=1-a runner=1-a"),
        }) {
     EXPECT_TRUE(refused(bad, id)) << bad;
   }
@@ -363,6 +376,9 @@ class PlayedGuests final : public GuestControl {
   void Disconnect(std::string_view) override {}
   // Not marked override: the interface gains it with the template work under way.
   Status RepinHostKey(std::string_view, std::string_view) { return Status::Ok(); }
+  void NoteRunnerVersion(std::string_view vm_id, std::string_view version) override {
+    noted.push_back(std::string(vm_id) + ": " + std::string(version));
+  }
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override {
@@ -373,7 +389,7 @@ class PlayedGuests final : public GuestControl {
     return std::shared_ptr<GuestPipe>(pipe);
   }
 
-  std::vector<std::string> execs, opened;
+  std::vector<std::string> execs, opened, noted;
   bool exec_hangs = false;
   Status exec_status;
 
@@ -436,11 +452,63 @@ TEST(ApplyGuestIdentityTest, TheWholeConversation) {
   EXPECT_GE(answer_ns, asked_ns);
   EXPECT_LT(answer_ns - asked_ns, 200'000'000)
       << "answered " << (answer_ns - asked_ns) << " ns late";
-  // The runner check first, then the raw channel with the sudo command line.
-  ASSERT_EQ(guests.execs.size(), 1u);
-  EXPECT_EQ(guests.execs[0], "vm1: true");
+  // The raw channel with the sudo command line, and no runner check: the identity went well.
+  EXPECT_TRUE(guests.execs.empty());
   ASSERT_EQ(guests.opened.size(), 1u);
   EXPECT_EQ(guests.opened[0], "vm1: sudo -n ~/.warren/bin/warren-run identity");
+  EXPECT_TRUE(guests.noted.empty());  // this report names no runner version
+}
+
+TEST(ApplyGuestIdentityTest, TheRunnerVersionTheReportNamesIsNoted) {
+  for (bool prepared : {false, true}) {
+    GuestIdentity id = SomeIdentity();
+    id.prepared = prepared;
+    PlayedGuests guests([&](PlayedPipe& p) {
+      p.Open();
+      ReadRequest(p, id);
+      p.Send("clock?\n");
+      p.ReadLine();
+      std::string report = ReportFor(id);
+      p.Send(report.substr(0, report.size() - 1) + " runner=1-0123456789ab\n");
+      p.Exit(0);
+    });
+    Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->runner_version, "1-0123456789ab");
+    EXPECT_EQ(guests.noted, std::vector<std::string>{"vm1: 1-0123456789ab"});
+    EXPECT_TRUE(guests.execs.empty());
+  }
+}
+
+TEST(ApplyGuestIdentityTest, AFailedIdentityChecksTheRunnerAndTriesOnceMore) {
+  // The VM's user removed the runner: sudo cannot find it; the runner check puts it back.
+  GuestIdentity id = SomeIdentity();
+  std::atomic<int> channels{0};
+  PlayedGuests guests([&](PlayedPipe& p) {
+    if (channels++ == 0) {
+      p.Open();
+      p.Send("sudo: /home/dev/.warren/bin/warren-run: command not found\n", true);
+      return p.Exit(1);
+    }
+    p.Open();
+    ReadRequest(p, id);
+    p.Send("clock?\n");
+    p.ReadLine();
+    p.Send(ReportFor(id));
+    p.Exit(0);
+  });
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(guests.execs, std::vector<std::string>{"vm1: true"});
+  EXPECT_EQ(guests.opened,
+            (std::vector<std::string>{"vm1: sudo -n ~/.warren/bin/warren-run identity",
+                                      "vm1: sudo -n ~/.warren/bin/warren-run identity"}));
+  // A guest that cannot be reached is not retried: there is nothing to check.
+  PlayedGuests gone([&](PlayedPipe& p) { p.Refuse(Unavailable("the connection went")); });
+  r = ApplyGuestIdentity(gone, "vm1", id, milliseconds(1000));
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_TRUE(gone.execs.empty());
+  EXPECT_EQ(gone.opened.size(), 1u);
 }
 
 TEST(ApplyGuestIdentityTest, SmallWindowsAndOneByteOutputChunks) {
@@ -489,18 +557,24 @@ TEST(ApplyGuestIdentityTest, AGuestThatNeverOpensTimesOut) {
 }
 
 TEST(ApplyGuestIdentityTest, ARunnerCheckThatHangsTimesOut) {
-  PlayedGuests guests([&](PlayedPipe& p) { p.Open(); });
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    p.Exit(1);  // the identity failed: the runner is checked next, and that hangs
+  });
   guests.exec_hangs = true;
   auto t0 = Clock::now();
   Result<GuestIdentityReport> r =
       ApplyGuestIdentity(guests, "vm1", SomeIdentity(), milliseconds(200));
   EXPECT_EQ(r.status().code(), Code::kTimeout) << r.status().ToString();
   EXPECT_LT(Clock::now() - t0, milliseconds(2000));
-  EXPECT_TRUE(guests.opened.empty());
+  EXPECT_EQ(guests.opened.size(), 1u);
 }
 
 TEST(ApplyGuestIdentityTest, AnUnreachableGuest) {
-  PlayedGuests guests([&](PlayedPipe&) {});
+  PlayedGuests guests([&](PlayedPipe& p) {
+    p.Open();
+    p.Exit(1);
+  });
   guests.exec_status = Unavailable("VM vm1 did not answer on its control connection");
   Result<GuestIdentityReport> r =
       ApplyGuestIdentity(guests, "vm1", SomeIdentity(), milliseconds(1000));

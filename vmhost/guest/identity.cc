@@ -52,6 +52,13 @@ bool ValidHostname(std::string_view s) {
   });
 }
 
+// What `warren-run --version` names: "1-" and 12 hex digits from the build, "dev" without.
+bool ValidRunnerVersion(std::string_view s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-' || c == '.';
+  });
+}
+
 bool ValidMachineId(std::string_view s) {
   return s.size() == 32 && std::all_of(s.begin(), s.end(), IsLowerHex) &&
          s.find_first_not_of('0') != std::string_view::npos;
@@ -219,9 +226,11 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
   }
   line.remove_prefix(kHead.size());
 
-  constexpr std::string_view kKeys[] = {"hostname",      "machine-id",   "mac",    "setup",
-                                        "clock-step-ms", "clock-rtt-us", "work-ms"};
+  // runner= last, and optional: a runner from before it (an older template's) leaves it out.
+  constexpr std::string_view kKeys[] = {"hostname",      "machine-id",   "mac",     "setup",
+                                        "clock-step-ms", "clock-rtt-us", "work-ms", "runner"};
   constexpr size_t kKeyCount = std::size(kKeys);
+  constexpr size_t kRunnerKey = kKeyCount - 1;
   std::optional<std::string_view> values[kKeyCount];
   while (!line.empty()) {
     size_t sp = line.find(' ');
@@ -237,7 +246,7 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
     values[k] = field.substr(eq + 1);
   }
   for (size_t k = 0; k < kKeyCount; ++k) {
-    if (!values[k]) return bad("has no " + std::string(kKeys[k]));
+    if (!values[k] && k != kRunnerKey) return bad("has no " + std::string(kKeys[k]));
   }
 
   GuestIdentityReport r;
@@ -274,6 +283,10 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
   r.clock_step_ms = *step;
   r.clock_rtt_us = *rtt;
   r.work_ms = *work;
+  if (values[kRunnerKey]) {
+    if (!ValidRunnerVersion(*values[kRunnerKey])) return bad("has a bad runner version");
+    r.runner_version = std::string(*values[kRunnerKey]);
+  }
   return r;
 }
 
@@ -442,17 +455,36 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
     std::string& s;
     ~WipeOnExit() { Wipe(s); }
   } wipe{request};
+  Result<GuestIdentityReport> report = Internal("no identity channel yet");
   if (identity.prepared) {
-    Result<GuestIdentityReport> handed = RunIdentityChannel(
-        guests, vm, kGuestIdentityHandOverCommand, "waiter", request, identity, t0, deadline);
-    if (handed.ok() || handed.status().code() != Code::kPermissionDenied) return handed;
-    LogWarn("guest identity: vm " + LogQuote(vm) +
-            " had no root process waiting for its identity; running it through sudo");
+    report = RunIdentityChannel(guests, vm, kGuestIdentityHandOverCommand, "waiter", request,
+                                identity, t0, deadline);
+    if (!report.ok() && report.status().code() == Code::kPermissionDenied) {
+      LogWarn("guest identity: vm " + LogQuote(vm) +
+              " had no root process waiting for its identity; running it through sudo");
+      report = RunIdentityChannel(guests, vm, kGuestIdentityCommand, "sudo", request, identity, t0,
+                                  deadline);
+    }
   } else {
-    WARREN_RETURN_IF_ERROR(EnsureRunner(guests, vm_id, deadline));
+    // Straight through sudo: the runner a restored guest has is almost always this warren's,
+    // and its report says so. Should the guest's runner fail or be missing (the VM's user
+    // replaced it), the runner check (which reinstalls it) runs and the identity once more:
+    // every step of it may be repeated.
+    report = RunIdentityChannel(guests, vm, kGuestIdentityCommand, "sudo", request, identity, t0,
+                                deadline);
+    const Code code = report.status().code();
+    if (code == Code::kInternal || code == Code::kPermissionDenied) {
+      LogWarn("guest identity: vm " + LogQuote(vm) + ": " + report.status().ToString() +
+              "; checking its runner and running it again");
+      WARREN_RETURN_IF_ERROR(EnsureRunner(guests, vm_id, deadline));
+      report = RunIdentityChannel(guests, vm, kGuestIdentityCommand, "sudo", request, identity, t0,
+                                  deadline);
+    }
   }
-  return RunIdentityChannel(guests, vm, kGuestIdentityCommand, "sudo", request, identity, t0,
-                            deadline);
+  if (report.ok() && !report->runner_version.empty()) {
+    guests.NoteRunnerVersion(vm_id, report->runner_version);
+  }
+  return report;
 }
 
 }  // namespace warren

@@ -71,6 +71,9 @@ struct GuestIdentityReport {
   int64_t clock_rtt_us = 0;    // the clock question's round trip, as the guest measured it
   int64_t work_ms = 0;         // the guest's steps before the clock question
   int64_t total_ms = 0;        // ApplyGuestIdentity end to end, on the host (0 from the parser)
+  // The runner's version as it said (`warren-run --version`'s); empty from a runner built
+  // before it did. ApplyGuestIdentity hands it to GuestControl::NoteRunnerVersion.
+  std::string runner_version;
 };
 
 // xx:xx:xx:xx:xx:xx, lowercase hex, unicast (the first octet's low bit clear), not all zero.
@@ -101,11 +104,13 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
 Status PrepareGuestIdentity(GuestControl& guests, std::string_view vm_id,
                             std::chrono::milliseconds timeout);
 
-// Applies `identity` to VM `vm_id`, which must be running: first a cheap Exec (`true`),
-// which makes sure the connection's runner is this warren's (OpenChannel runs no runner
-// check), then the identity channel (GuestControl::OpenChannel, kExec); when `prepared`, the
-// hand-over channel alone (through sudo after all, should it be refused). Returns the checked
-// report. Timeout when `timeout` passed first (the guest may have applied part of it);
+// Applies `identity` to VM `vm_id`, which must be running, on one channel
+// (GuestControl::OpenChannel, kExec): the hand-over channel when `prepared` (through sudo
+// after all, should it be refused), else through sudo (and, should that fail, once more after
+// the runner check with a cheap Exec of `true`, which reinstalls a missing or foreign runner:
+// OpenChannel runs no check). The runner version the report names goes to
+// GuestControl::NoteRunnerVersion, which spares the connection its runner check. Returns the
+// checked report. Timeout when `timeout` passed first (the guest may have applied part of it);
 // Unavailable when the guest could not be reached; Internal with the guest's one-line reason
 // when a step failed or it sent anything malformed; PermissionDenied when it did not run as
 // root.
