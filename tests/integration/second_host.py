@@ -378,7 +378,7 @@ class SecondHost:
                 "PrintMotd no",
                 "PrintLastLog no",
                 "AllowStreamLocalForwarding yes",
-                "AllowTcpForwarding no",
+                "AllowTcpForwarding local",  # sshd 9.2 denies streamlocal opens without it
                 "X11Forwarding no",
                 "MaxSessions 64",
                 "MaxStartups 64",
@@ -618,7 +618,7 @@ def upload(uri, local, volume, fmt="raw"):
 
 
 def tiny_domain_xml(name, kernel, initrd, cmdline, disk, seed, control_socket, console_log,
-                    memory_mib=256):
+                    memory_mib=256, extra_devices=""):
     """A domain as vmhost/domain_xml.cc makes one, reduced: TCG, direct kernel boot, the
     overlay and the read-only seed, a pty serial logged by virtlogd, the control port."""
     return """<domain type='qemu'>
@@ -659,10 +659,11 @@ def tiny_domain_xml(name, kernel, initrd, cmdline, disk, seed, control_socket, c
     <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
     <video><model type='none'/></video>
     <memballoon model='none'/>
-  </devices>
+{extra}  </devices>
 </domain>
 """.format(name=name, memory=memory_mib, kernel=kernel, initrd=initrd, cmdline=cmdline,
-           disk=disk, seed=seed, control_socket=control_socket, console_log=console_log)
+           disk=disk, seed=seed, control_socket=control_socket, console_log=console_log,
+           extra=extra_devices)
 
 
 class TinyGuest:
@@ -670,8 +671,9 @@ class TinyGuest:
     image and seed as volumes of one pool, the overlay a volume backed by the base. start()
     defines and starts it; host_key() waits for the key the guest announces on its console."""
 
-    def __init__(self, host, uri, name, authorized_keys, image=None):
+    def __init__(self, host, uri, name, authorized_keys, image=None, extra_devices=""):
         self.host, self.uri, self.name = host, uri, name
+        self.extra_devices = extra_devices
         self.image = image or tiny_image()
         with open(os.path.join(self.image, "image.json")) as f:
             meta = json.load(f)
@@ -698,7 +700,7 @@ class TinyGuest:
     def xml(self):
         return tiny_domain_xml(self.name, self.uploaded["vmlinuz"], self.uploaded["initrd.img"],
                                self.cmdline, self.disk, self.seed, self.control_socket,
-                               self.console_log)
+                               self.console_log, extra_devices=self.extra_devices)
 
     def start(self):
         xml_file = self.host.path(self.name + ".xml")
