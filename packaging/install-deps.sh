@@ -26,6 +26,7 @@ mapfile -t IMAGE_PKGS < <(grep -v '^\s*\(#\|$\)' "$(dirname "$0")/images/deps.tx
 TEST_PKGS=(
   openssh-client openssh-server python3 python3-paramiko expect curl
   socat        # the local sshd target of the GuestControl tests (tests/unit/guest_test_targets.cc)
+  python3-libvirt  # virDomainOpenChannel in tests/bench/remote_channel.py (issue 18)
   openssl      # a self-signed certificate for HTTPS (tests/integration/test_http_exec.py)
   dropbear-bin # dbclient, an independent SSH client (test_ssh_lobby.py); starts no server
   putty-tools  # plink and puttygen, another one (test_ssh_lobby.py)

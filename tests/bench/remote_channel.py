@@ -17,11 +17,19 @@ guest's control sshd. Then, through each transport, it opens an SSH session to t
   ssh -W (mux)  `ssh -W SOCK` through a ControlMaster kept open: an OpenSSH streamlocal
                 channel (direct-streamlocal@openssh.com) on one SSH connection to the host
 
-Per transport: connect (transport + SSH handshake + auth, median of --connects), echo RTT
+A. through the guest, per transport: connect (transport + SSH handshake + auth), echo RTT
 (64 bytes through `cat` on an open channel, median and p90 of --rounds), `true` (a new exec
 channel on the open session, as `ssh VM true` over warren's kept session), upload and
-download of --mib MiB (to `cat >/dev/null`, from `head -c`). And libvirt's own stream
-throughput: vol-upload of the tiny image over each URI. Prints ratios against local.
+download of --mib MiB (to `cat >/dev/null`, from `head -c`).
+B. the transport alone: the domain has a second channel (mode='connect', name bench.echo) to
+a socat echo in the host's namespaces; virDomainOpenChannel then connects libvirtd to that
+echo itself, so no guest and no QEMU are in the path: connect, 64-byte RTT, and the
+throughput of --raw-mib MiB echoed.
+C. libvirt's own stream throughput: vol-upload of the tiny image's base disk over each URI.
+The chan rows open the host's libvirt connection once (its time is printed apart) and a
+channel per connect, as warren would with one kept connection per host. --passes runs
+everything again in reverse order; figures are medians over the passes. Prints ratios
+against local.
 
 Needs root, python3-paramiko, python3-libvirt (for the chan rows) and what
 second_host.missing() lists. Usage: tests/bench/remote_channel.py [--mib 16] [--rounds 200]
@@ -48,6 +56,7 @@ except ImportError:
 
 
 _event_loop = None
+_connections = {}  # uri -> virConnect, opened once
 
 
 def _ensure_event_loop():
@@ -72,7 +81,9 @@ class StreamSocket:
 
     def __init__(self, uri, domain, channel):
         _ensure_event_loop()
-        self.conn = libvirt.open(uri)
+        if uri not in _connections:  # one kept connection per host, as warren would keep
+            _connections[uri] = libvirt.open(uri)
+        self.conn = _connections[uri]
         self.dom = self.conn.lookupByName(domain)
         self.stream = self.conn.newStream(libvirt.VIR_STREAM_NONBLOCK)
         self.dom.openChannel(channel, self.stream, 0)
@@ -175,7 +186,6 @@ class StreamSocket:
         done.wait(10)
         self.mine.close()
         self.theirs.close()
-        self.conn.close()
 
 
 def pct(values, p):
@@ -349,6 +359,9 @@ ECHO_CHANNEL = """    <channel type='unix'>
       <source mode='connect' path='%s'/>
       <target type='virtio' name='bench.echo'/>
     </channel>
+    <channel type='pty'>
+      <target type='virtio' name='bench.pty'/>
+    </channel>
 """ % ECHO_SOCKET
 
 
@@ -398,6 +411,8 @@ def main():
                                       extra_devices=ECHO_CHANNEL)
         master = None
         uploads = []
+        opens = {}
+        refusals = []
         try:
             guest.start()
             host_key = guest.host_key(timeout=300)
@@ -426,6 +441,12 @@ def main():
             while not all(os.path.exists(f) for f in forwards.values()):
                 assert time.monotonic() < deadline, "no ssh ControlMaster forwards"
                 time.sleep(0.05)
+            if libvirt is not None:  # the host's connection, opened once (not per channel)
+                _ensure_event_loop()
+                for label, uri in (("qemu+ssh", host.ssh_uri), ("qemu+tls", host.tls_uri)):
+                    t0 = time.monotonic()
+                    _connections[uri] = libvirt.open(uri)
+                    opens[label] = time.monotonic() - t0
             table = transports(host, guest, name, ctl, forwards)
             rows = {t: {label: new_row(label) for label, _ in table} for t in ("guest", "echo")}
             failed = {}
@@ -455,6 +476,13 @@ def main():
                                                                   med(r["down"]))),
                             flush=True)
                 print("pass %d done" % (n + 1), flush=True)
+            if libvirt is not None:  # what virDomainOpenChannel refuses: a pty channel
+                conn = _connections[host.tls_uri]
+                try:
+                    conn.lookupByName(name).openChannel("bench.pty", conn.newStream(0), 0)
+                    refusals.append("a pty channel: accepted")
+                except libvirt.libvirtError as e:
+                    refusals.append("a pty channel: " + str(e))
             # libvirt's stream throughput on its own: vol-upload of the base image.
             local = os.path.join(guest.image, "rootfs.qcow2")
             size = os.path.getsize(local)
@@ -474,6 +502,9 @@ def main():
                 second_host.virsh(host.ssh_uri, "vol-delete", "--pool", second_host.POOL, vol,
                                   check=False)
         finally:
+            for conn in _connections.values():
+                conn.close()
+            _connections.clear()
             if master is not None:
                 master.terminate()
                 master.wait(timeout=10)
@@ -481,6 +512,11 @@ def main():
             echo.kill()
             echo.wait()
     report(rows, failed, uploads, size, args)
+    for line in refusals:
+        print("virDomainOpenChannel on " + line)
+    for label, took in opens.items():
+        print("  virConnectOpen %s (once per host, not in the chan rows): %.0f ms" % (
+            label, took * 1e3))
 
 
 def report(rows, failed, uploads, size, args):
