@@ -20,11 +20,16 @@ SecondHost() starts, and close() removes again:
         ~/.ssh), handed to libvirt through the URI's `command=`. libvirt 9.0 runs
         `sh -c 'which virt-ssh-helper ... exec virt-ssh-helper URI ... else nc -U SOCK'`
         on the far side; Debian's libvirt-daemon ships virt-ssh-helper, so nc is unused.
+        Unix-socket forwards (direct-streamlocal) are allowed, for ssh_argv() users
+        (tests/bench/remote_channel.py); sshd 9.2 refuses them with AllowTcpForwarding no.
       * tls: libvirtd --listen with listen_tls on the namespace's address, a CA, server and
         client certificates made per fixture with openssl (the server's carries the address
         as an IP subjectAltName, which libvirt checks); the client's through `pkipath=`.
 
     uri (= ssh_uri), tls_uri, run(), popen(), ssh_argv(), stop_libvirtd(), start_libvirtd()
+
+TinyGuest(host, uri, name, authorized_keys) uploads the tiny image and a seed into a pool
+there (virsh vol-upload over `uri`) and boots it under TCG (docs/multi_host_transport.md).
 
 Teardown kills every process in the namespace (libvirtd, virtlogd, sshd and its sessions,
 QEMU: all of them share its network namespace), then the holder, deletes the namespace and
