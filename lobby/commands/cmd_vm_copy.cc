@@ -204,7 +204,7 @@ class CopyCommand final : public Command {
     std::chrono::milliseconds allowed = kSyncTimeout;
     if (p.ok() && !p->finished) {
       // Not done yet: a guest starved of CPU gets the rest of its stretched allowance.
-      allowed = StretchedBy(kSyncTimeout, GuestSlowdown());
+      allowed = StretchedBy(kSyncTimeout, GuestSlowdownNow(ctx.services));
       if (allowed > kSyncTimeout) {
         streams.wait_ms = static_cast<int>((allowed - kSyncTimeout).count());
         p = guests.Wait(src.id, p->job, p->stdout_offset, p->stderr_offset, streams);

@@ -447,4 +447,8 @@ Result<Caller> Interpreter::CallerForToken(std::string_view token, std::string s
                                 std::move(surface), audience);
 }
 
+double GuestSlowdownNow(const Services& services) {
+  return services.guest_slowdown ? services.guest_slowdown() : 1.0;
+}
+
 }  // namespace warren

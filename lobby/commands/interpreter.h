@@ -136,6 +136,10 @@ struct Services {
   std::string control_authorized_key;
   // How long `new` waits for a fresh guest to run a command before giving up on it.
   int ready_timeout_ms = 180'000;
+  // How much slower than alone guests answer now (vmhost/host_load.h's GuestSlowdown): the
+  // waits that give up on a guest (ready_timeout_ms, cp's in-guest sync) are stretched by
+  // it when they run out, so a guest starved of CPU is not taken for a broken one. Empty: 1.
+  std::function<double()> guest_slowdown;
   // Whether `new` restores a VM from the host's saved template of its shape when there is
   // one (VmHost::CreateFromTemplate), rather than booting it (serve --vm-templates).
   bool restore_templates = false;
@@ -150,6 +154,9 @@ struct Services {
   // Called without locks; an error aborts the creation.
   std::function<Status(VmSpec& spec)> prepare_vm;
 };
+
+// services.guest_slowdown(), or 1 without one.
+double GuestSlowdownNow(const Services& services);
 
 class CommandTable;
 

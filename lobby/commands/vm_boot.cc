@@ -18,6 +18,7 @@
 #include "lobby/commands/warm_pool.h"
 #include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
+#include "vmhost/host_load.h"
 #include "vmhost/vm_host.h"
 
 namespace warren {
@@ -273,8 +274,11 @@ Status RecordNewVm(CommandContext& ctx, VmRecord& vm) {
 
 Status AwaitGuestReady(CommandContext& ctx, VmHost& host, GuestControl& guests,
                        const VmRecord& vm) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(ctx.services.ready_timeout_ms);
+  const auto started = std::chrono::steady_clock::now();
+  const auto ready_timeout = std::chrono::milliseconds(ctx.services.ready_timeout_ms);
+  auto allowed = ready_timeout;
+  auto deadline = started + allowed;
+  bool stretched = false;
   std::shared_ptr<CancelSignal> cancel = ctx.session.cancel;
   if (cancel == nullptr) cancel = std::make_shared<CancelSignal>();
   DiscardSink discard;
@@ -283,6 +287,13 @@ Status AwaitGuestReady(CommandContext& ctx, VmHost& host, GuestControl& guests,
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     deadline - std::chrono::steady_clock::now())
                     .count();
+    if (left <= 0 && !stretched) {
+      // Out of time: a guest booting on a busy host gets the wait stretched, once.
+      stretched = true;
+      allowed = StretchedBy(ready_timeout, GuestSlowdownNow(ctx.services));
+      deadline = started + allowed;
+      continue;
+    }
     if (left <= 0) break;
     GuestStreams streams;
     streams.out = &discard;
@@ -306,13 +317,12 @@ Status AwaitGuestReady(CommandContext& ctx, VmHost& host, GuestControl& guests,
     left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
                                                                  std::chrono::steady_clock::now())
                .count();
-    if (left <= 0) break;
+    if (left <= 0) continue;  // (stretched above, or given up)
     if (cancel->WaitFor(static_cast<int>(std::min<int64_t>(left, kReadyPollMs)))) {
       return Cancelled("cancelled while " + vm.name + " was booting; it was removed");
     }
   }
-  return Timeout(vm.name + " did not answer within " +
-                 std::to_string(ctx.services.ready_timeout_ms / 1000) +
+  return Timeout(vm.name + " did not answer within " + std::to_string(allowed.count() / 1000) +
                  " s (last: " + last.message() + "); it was removed." + ConsoleTail(host, vm));
 }
 

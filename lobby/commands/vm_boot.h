@@ -69,8 +69,9 @@ Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRe
 // otherwise). Conflict when the asked-for name is taken.
 Status RecordNewVm(CommandContext& ctx, VmRecord& vm);
 
-// Polls the guest with `true` until it answers, the deadline (services.ready_timeout_ms)
-// passes, the VM dies or is removed, or the caller goes away.
+// Polls the guest with `true` until it answers, the deadline (services.ready_timeout_ms,
+// stretched once by services.guest_slowdown when it runs out) passes, the VM dies or is
+// removed, or the caller goes away.
 Status AwaitGuestReady(CommandContext& ctx, VmHost& host, GuestControl& guests, const VmRecord& vm);
 
 // Undoes a creation that failed: no domain (when `domain_made`), no record. Should

@@ -1,6 +1,8 @@
 // `new` through Interpreter::Execute on a real LmdbStore with FakeVmHost and
 // FakeGuestControl: names (made up, refused, reserved), sizes, image, tags, env, the setup
 // script, host and boot failures and their cleanup, cancellation, and the image listing.
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -294,6 +296,43 @@ TEST_F(VmCommandTest, BootTimeoutCarriesConsoleAndCleansUp) {
   EXPECT_TRUE(store_->ListVms()->empty());
   EXPECT_TRUE(host_.List()->empty());
   EXPECT_FALSE(guests_.disconnected().empty());
+}
+
+// A guest booting on a busy host: the ready wait runs out (300 ms), is stretched by the
+// host's slowdown (4x: 1.2 s) and the guest, answering from 600 ms on, is kept. The same
+// guest with no slowdown is given up on (BootTimeoutCarriesConsoleAndCleansUp).
+TEST_F(VmCommandTest, ASlowGuestOnABusyHostGetsTheReadyWaitStretched) {
+  ready_timeout_ms_ = 300;
+  std::atomic<int> asked{0};
+  guest_slowdown_ = [&asked] {
+    ++asked;
+    return 4.0;
+  };
+  MakeInterpreter();
+  guests_.SetReachable(false);
+  std::thread answer([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    guests_.SetReachable(true);
+  });
+  Outcome o = Exec(Alice(), {"new", "--name", "web-one"});
+  answer.join();
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  EXPECT_EQ(store_->GetVmByName("web-one")->phase, VmPhase::kReady);
+  EXPECT_EQ(asked.load(), 1);
+}
+
+TEST_F(VmCommandTest, ASlowGuestIsGivenUpOnAtTheStretchedWait) {
+  ready_timeout_ms_ = 300;
+  guest_slowdown_ = [] { return 3.0; };
+  MakeInterpreter();
+  guests_.SetReachable(false);
+  auto t0 = std::chrono::steady_clock::now();
+  Outcome o = Exec(Alice(), {"new", "--name", "web-one"});
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(o.status.code(), Code::kTimeout) << o.err;
+  EXPECT_GE(seconds, 0.9);
+  EXPECT_TRUE(store_->ListVms()->empty());
+  EXPECT_TRUE(host_.List()->empty());
 }
 
 TEST_F(VmCommandTest, NewRetriesUntilTheGuestAnswers) {

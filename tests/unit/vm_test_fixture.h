@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -143,6 +144,7 @@ class VmCommandTest : public ::testing::Test {
     s.guests = &guests_;
     s.control_authorized_key = "ssh-ed25519 AAAAcontrol warren-control";
     s.ready_timeout_ms = ready_timeout_ms_;
+    s.guest_slowdown = guest_slowdown_;
     s.restore_templates = restore_templates_;
     // The guest of a VM restored from a template reports its name as its seed says.
     guests_.SetHostnames([this](std::string_view id) {
@@ -221,8 +223,9 @@ class VmCommandTest : public ::testing::Test {
   FakeVmHost host_{clock_};
   FakeGuestControl guests_;
   int ready_timeout_ms_ = 2000;
-  bool restore_templates_ = false;  // services.restore_templates
-  VmDefaults vm_defaults_;          // what `serve` would set (sizes, egress, users' limits)
+  std::function<double()> guest_slowdown_;  // services.guest_slowdown (empty: waits as set)
+  bool restore_templates_ = false;          // services.restore_templates
+  VmDefaults vm_defaults_;                  // what `serve` would set (sizes, egress, users' limits)
   SandboxPolicy sandboxes_;
   VmSpec last_spec_;       // what `new` last handed to prepare_vm
   Status prepare_status_;  // what prepare_vm answers
