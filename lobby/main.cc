@@ -489,6 +489,9 @@ int Serve(const ServeCli& cli, const std::vector<std::string>& args) {
       pool_options.open_channels = [&guests](const std::string& id) {
         return guests.OpenChannels(id);
       };
+      pool_options.settle_endpoint = [&guests](const std::string& id) {
+        return guests.SettleEndpoint(id);
+      };
       services.pool = (pool = std::make_unique<VmPool>(services, pool_options)).get();
     }
   }

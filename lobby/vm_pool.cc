@@ -17,6 +17,7 @@ namespace {
 constexpr int kMaxPoolSize = 64;
 constexpr int kConnectPollMs = 250;
 constexpr std::chrono::seconds kChannelSettle{1};
+constexpr std::chrono::seconds kEndpointSettle{10};
 // A refill waits this long after a hand-out: the VM handed out takes its identity meanwhile,
 // which a restore beside it (two cores) would slow.
 constexpr std::chrono::seconds kRefillAfterTake{3};
@@ -228,6 +229,12 @@ Result<std::string> VmPool::Fill(const VmShape& shape) {
   if (st.ok()) {
     st = PrepareGuestIdentity(*services_.guests, spec.id,
                               std::chrono::milliseconds(services_.ready_timeout_ms));
+  }
+  if (st.ok() && options_.settle_endpoint) {
+    const auto settle = std::chrono::steady_clock::now() + kEndpointSettle;
+    while (options_.settle_endpoint(spec.id) && std::chrono::steady_clock::now() < settle) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   if (st.ok() && options_.open_channels) {
     const auto settle = std::chrono::steady_clock::now() + kChannelSettle;

@@ -57,6 +57,11 @@ struct VmPoolOptions {
   // paused guest never closed would keep the connection probing with keepalives it cannot
   // answer, and it would be dropped.
   std::function<int(const std::string& vm_id)> open_channels;
+  // Optional: starts the endpoint setup a VM's new control connection holds back (see
+  // guest::ControlSessionOptions::endpoint_setup_delay) at once, and says whether it is
+  // still due or under way. A VM is paused once it is done (up to 10 s): else it would come
+  // due at the hand-out, beside the VM's identity and first command.
+  std::function<bool(const std::string& vm_id)> settle_endpoint;
 };
 
 class VmPool final : public WarmPool {

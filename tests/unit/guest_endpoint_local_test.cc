@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "lobby/integrations/endpoint_sink.h"
@@ -93,9 +94,12 @@ class GuestEndpointLocalTest : public ::testing::Test {
     o.endpoint.https_port = https_;
     o.endpoint.ca_pem = ca->ca_pem;
     o.endpoint_guest_setup = false;
+    o.endpoint_setup_delay = delay_;
     Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(o);
     ASSERT_TRUE(control.ok()) << control.status().ToString();
     control_ = std::move(*control);
+    created_ = std::chrono::steady_clock::now();
+    if (delay_.count() > 0) return;  // the test watches the endpoint come
     control_->EnsureEndpoint(kTestVm);
     for (int i = 0; i < 1000 && !control_->EndpointReady(kTestVm); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -130,6 +134,22 @@ class GuestEndpointLocalTest : public ::testing::Test {
   std::unique_ptr<integrations::IntegrationEndpointSink> sink_;
   std::unique_ptr<SshGuestControl> control_;
   uint16_t http_ = 0, https_ = 0;
+  std::chrono::milliseconds delay_{0};  // SshGuestControlOptions::endpoint_setup_delay
+  std::chrono::steady_clock::time_point created_;
+};
+
+// With the delay production has: the endpoint comes that long after its connection.
+class GuestEndpointDelayTest : public GuestEndpointLocalTest {
+ protected:
+  GuestEndpointDelayTest() { delay_ = std::chrono::milliseconds(2500); }
+  // Waits (up to 20 s) for the endpoint; when it came, relative to created_.
+  std::optional<std::chrono::steady_clock::duration> WaitReady() {
+    for (int i = 0; i < 1000; ++i) {
+      if (control_->EndpointReady(kTestVm)) return std::chrono::steady_clock::now() - created_;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return std::nullopt;
+  }
 };
 
 TEST_F(GuestEndpointLocalTest, HttpAndHttpsReachTheIntegrationWithTheSecretAdded) {
@@ -186,6 +206,55 @@ TEST_F(GuestEndpointLocalTest, AVmWithoutTheEndpointGetsItsConnectionsClosed) {
   EXPECT_EQ(ReadUntilEof(fd, 5000), "");
   ::close(fd);
   EXPECT_TRUE(up.heads().empty());
+}
+
+TEST_F(GuestEndpointDelayTest, ANewConnectionsSetupWaitsItsDelay) {
+  // A command makes the connection; the endpoint is not set up beside it.
+  control_->EnsureEndpoint(kTestVm);
+  Result<std::vector<GuestJob>> jobs = control_->Jobs(kTestVm);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  if (std::chrono::steady_clock::now() - created_ < std::chrono::milliseconds(2000)) {
+    EXPECT_FALSE(control_->EndpointReady(kTestVm));
+  }
+  std::optional<std::chrono::steady_clock::duration> ready = WaitReady();
+  ASSERT_TRUE(ready.has_value()) << target_->LogTail();
+  EXPECT_GE(*ready, delay_);
+  Upstream up(AnswerBearer(kSecret));
+  Route(kTestVm, "api", up.port());
+  EXPECT_EQ(Curl("http", http_, "api"), "auth=ok");
+}
+
+TEST_F(GuestEndpointDelayTest, ARefreshSetsItUpAtOnce) {
+  control_->EnsureEndpoint(kTestVm);
+  ASSERT_TRUE(control_->Jobs(kTestVm).ok());  // connected
+  const auto refreshed = std::chrono::steady_clock::now() - created_;
+  control_->RefreshEndpoint(kTestVm);  // the VM's integrations changed: no waiting
+  std::optional<std::chrono::steady_clock::duration> ready = WaitReady();
+  ASSERT_TRUE(ready.has_value()) << target_->LogTail();
+  // Well before the delay would have run out (judged only when the machine was quick
+  // enough for the two to differ).
+  if (refreshed < std::chrono::milliseconds(1000)) {
+    EXPECT_LT(*ready - refreshed, std::chrono::milliseconds(1500));
+  }
+}
+
+TEST_F(GuestEndpointDelayTest, SettleEndpointRunsAHeldBackSetupAtOnce) {
+  // The warm pool's way before it pauses a VM: the setup now, and word when it is done.
+  EXPECT_FALSE(control_->SettleEndpoint(kTestVm));  // no connection: nothing to settle
+  control_->EnsureEndpoint(kTestVm);
+  ASSERT_TRUE(control_->Jobs(kTestVm).ok());  // connected
+  const auto asked = std::chrono::steady_clock::now() - created_;
+  bool pending = control_->SettleEndpoint(kTestVm);
+  for (int i = 0; i < 1000 && pending; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pending = control_->SettleEndpoint(kTestVm);
+  }
+  EXPECT_FALSE(pending);
+  EXPECT_TRUE(control_->EndpointReady(kTestVm));
+  const auto settled = std::chrono::steady_clock::now() - created_;
+  if (asked < std::chrono::milliseconds(1000)) {
+    EXPECT_LT(settled, delay_) << "the setup waited for its delay";
+  }
 }
 
 }  // namespace

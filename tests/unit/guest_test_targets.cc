@@ -198,6 +198,8 @@ SshGuestControlOptions GuestTarget::ControlOptions() const {
   // The allowances as set, whatever the test machine's load: tests that time them stay
   // exact; one that wants them stretched sets its own slowdown.
   o.slowdown = [] { return 1.0; };
+  // The endpoint set up as soon as connected: a test of the delay sets its own.
+  o.endpoint_setup_delay = std::chrono::milliseconds(0);
   return o;
 }
 

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "tests/unit/vm_test_fixture.h"
@@ -35,8 +38,10 @@ class VmPoolTest : public VmCommandTest {
     VmCommandTest::TearDown();
   }
 
-  void StartPool(int size, std::chrono::milliseconds interval = std::chrono::milliseconds(20)) {
+  void StartPool(int size, std::chrono::milliseconds interval = std::chrono::milliseconds(20),
+                 std::function<bool(const std::string&)> settle_endpoint = {}) {
     VmPoolOptions options;
+    options.settle_endpoint = std::move(settle_endpoint);
     PoolTarget t = ParsePoolTarget("debian=" + std::to_string(size), vm_defaults_).value();
     options.targets.push_back(t);
     options.interval = interval;
@@ -121,6 +126,28 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   ASSERT_TRUE(Exec(Alice(), {"new", "--name", "web-two", "--disk", "20"}).status.ok());
   EXPECT_EQ(store_->GetVmByName("web-two")->made, "boot");
   EXPECT_EQ(Idle(), 2);
+}
+
+// A new connection holds its endpoint setup back (ControlSessionOptions::
+// endpoint_setup_delay): the pool has it run, and waits for it, before the pause, or it
+// would come due at the hand-out beside the VM's identity and first command.
+TEST_F(VmPoolTest, AVmIsPausedOnlyOnceItsEndpointSetupIsDone) {
+  std::mutex mu;
+  std::map<std::string, int> asked;  // per VM: SettleEndpoint calls so far
+  std::map<std::string, VmState> state_when_settled;
+  StartPool(1, std::chrono::milliseconds(20), [&](const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    // The setup is under way for the first 3 looks, then done.
+    if (++asked[id] <= 3) return true;
+    state_when_settled[id] = host_.Inspect(id)->state;
+    return false;
+  });
+  ASSERT_TRUE(Eventually([&] { return Idle() == 1; }));
+  const std::string id = Pooled().at(0).id;
+  EXPECT_EQ(Pooled().at(0).state, VmState::kPaused);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(asked[id], 4);
+  EXPECT_EQ(state_when_settled[id], VmState::kRunning);  // settled before the pause
 }
 
 TEST_F(VmPoolTest, ARefusedNewPutsTheVmBack) {

@@ -211,6 +211,15 @@ void ControlSession::RefreshEndpoint() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     refresh_endpoint_ = true;
+    endpoint_pending_.store(true);
+  }
+  waker_->Wake();
+}
+
+void ControlSession::SetUpEndpointNow() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    endpoint_now_ = true;
   }
   waker_->Wake();
 }
@@ -297,6 +306,11 @@ void ControlSession::Run() {
         refresh = refresh_endpoint_;
         refresh_endpoint_ = false;
       }
+      if (endpoint_now_ && endpoint_due_ != Clock::time_point{}) endpoint_due_ = Clock::now();
+      endpoint_now_ = false;
+      endpoint_pending_.store(
+          refresh_endpoint_ || refresh || endpoint_due_ != Clock::time_point{} ||
+          endpoint_phase_ == EndpointPhase::kSetup || endpoint_phase_ == EndpointPhase::kForward);
     }
     if (refresh && session_ != nullptr) StartEndpoint();
     if (drop && session_ != nullptr) {
@@ -352,6 +366,12 @@ void ControlSession::Run() {
         continue;
       }
       backoff = options_.retry_first;
+      // The setup waits (endpoint_setup_delay): a connection is mostly made for a command,
+      // which should not share the guest's CPU with it.
+      endpoint_due_ = Clock::now() + options_.endpoint_setup_delay;
+      endpoint_pending_.store(true);
+    }
+    if (endpoint_due_ != Clock::time_point{} && Clock::now() >= endpoint_due_ && Alive()) {
       StartEndpoint();
     }
 
@@ -366,7 +386,7 @@ void ControlSession::Run() {
     Service();
     if (Alive()) ServiceEndpoint();
     if (Alive()) {
-      ssh_event_dopoll(event_.get(), 1000);
+      ssh_event_dopoll(event_.get(), PollMillis());
       if (Alive()) Service();
       if (Alive()) ServiceEndpoint();
     }
@@ -571,6 +591,7 @@ void ControlSession::TearDown(const Status& why, bool graceful, std::deque<Reque
   channels_.clear();
   open_channels_.store(0);
   endpoint_phase_ = EndpointPhase::kOff;
+  endpoint_due_ = {};
   setup_io_.reset();
   forwards_requested_ = false;
   forwards_wanted_.clear();
@@ -871,7 +892,14 @@ void ControlSession::ReapChannels() {
   open_channels_.store(static_cast<int>(channels_.size()));
 }
 
+int ControlSession::PollMillis() const {
+  if (endpoint_due_ == Clock::time_point{}) return 1000;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(endpoint_due_ - Clock::now());
+  return static_cast<int>(std::clamp<int64_t>(ms.count() + 1, 0, 1000));
+}
+
 void ControlSession::StartEndpoint() {
+  endpoint_due_ = {};  // (a refresh before the delay is up is this connection's setup)
   std::optional<EndpointPlan> plan;
   if (options_.endpoint_plan) plan = options_.endpoint_plan();
   if (!plan) {

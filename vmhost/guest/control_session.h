@@ -102,6 +102,11 @@ struct ControlSessionOptions {
   std::function<std::function<void()>(bool https, std::shared_ptr<GuestChannel>)> accept_forward;
   // The setup command's exit is awaited this long; the forwards are asked for anyway.
   std::chrono::milliseconds endpoint_setup_timeout{std::chrono::seconds(30)};
+  // A new connection's endpoint setup (and so its forwards) starts this long after it was
+  // made (RefreshEndpoint starts it at once): the setup (sudo, a shell and its programs:
+  // 0.3-0.9 s of a TCG guest's CPU) stays off the path of the command the connection was
+  // made for, such as the first one in a VM just restored from a template.
+  std::chrono::milliseconds endpoint_setup_delay{std::chrono::seconds(2)};
 };
 
 class ControlSession {
@@ -141,6 +146,14 @@ class ControlSession {
   void RefreshEndpoint();
   // True while the current connection's forwards were asked for (tests).
   bool endpoint_ready() const { return endpoint_ready_.load(); }
+  // A setup still waiting for endpoint_setup_delay starts now (one done or under way is
+  // left alone): for a VM about to be paused, whose setup would otherwise come due at its
+  // resume, beside what the resumed VM is asked first.
+  void SetUpEndpointNow();
+  // True while this connection's endpoint setup or forwards are due, asked for or under
+  // way (as of the owner thread's last turn, at most a second ago; at once after
+  // RefreshEndpoint).
+  bool endpoint_pending() const { return endpoint_pending_.load(); }
   // Why the endpoint's last setup or forwards did not fully work ("" when they did, or
   // before the first): sudo refused, a step failed, a forward refused. One line, bounded.
   std::string endpoint_problem();
@@ -197,6 +210,8 @@ class ControlSession {
   enum class EndpointPhase { kOff, kSetup, kForward, kReady };
   void StartEndpoint();
   void ServiceEndpoint();
+  // The event loop's poll timeout: at most 1 s, less when the endpoint setup is due sooner.
+  int PollMillis() const;
   // After the setup: the forwards its report calls for (both sets when it said nothing and
   // none were asked for yet: the endpoint must answer whichever way the guest is).
   void PlanForwards(const std::string& setup_stdout, bool setup_ran, bool setup_ok = false,
@@ -213,12 +228,14 @@ class ControlSession {
   bool drop_ = false;
   bool keep_connected_ = false;
   bool refresh_endpoint_ = false;
+  bool endpoint_now_ = false;  // SetUpEndpointNow
   std::string endpoint_problem_;
   int connecting_fd_ = -1;  // while a blocking connect runs: shut down to interrupt it
   std::string pinned_fingerprint_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> open_channels_{0};
   std::atomic<bool> endpoint_ready_{false};
+  std::atomic<bool> endpoint_pending_{false};
 
   // Owner thread only.
   SshSessionPtr session_;
@@ -234,6 +251,7 @@ class ControlSession {
   std::map<uint64_t, std::unique_ptr<Channel>> channels_;
   uint64_t next_channel_id_ = 1;
   EndpointPhase endpoint_phase_ = EndpointPhase::kOff;
+  Clock::time_point endpoint_due_{};  // when this connection's setup starts; {}: not pending
   EndpointPlan plan_;
   std::shared_ptr<GuestChannel> setup_io_;
   Clock::time_point setup_since_{};

@@ -137,6 +137,7 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
   so.keepalive_after = options_.keepalive_after;
   so.keepalive_timeout = options_.keepalive_timeout;
   so.slowdown = options_.slowdown;
+  so.endpoint_setup_delay = options_.endpoint_setup_delay;
   if (options_.inbound != nullptr) {
     GuestInboundSink* sink = options_.inbound;
     const GuestEndpoint& ep = options_.endpoint;
@@ -489,6 +490,18 @@ void SshGuestControl::RefreshEndpoint(std::string_view vm_id) {
   std::shared_ptr<Vm> vm = VmFor(vm_id);
   vm->session->RefreshEndpoint();
   vm->session->KeepConnected();
+}
+
+bool SshGuestControl::SettleEndpoint(std::string_view vm_id) {
+  std::shared_ptr<Vm> vm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = vms_.find(vm_id);
+    if (it == vms_.end()) return false;
+    vm = it->second;
+  }
+  vm->session->SetUpEndpointNow();
+  return vm->session->endpoint_pending();
 }
 
 bool SshGuestControl::EndpointReady(std::string_view vm_id) {

@@ -57,6 +57,9 @@ struct SshGuestControlOptions {
   // false: the forwards only, no guest setup (a guest set up otherwise, such as a local
   // sshd in tests, whose "guest" is this machine).
   bool endpoint_guest_setup = true;
+  // How long after a connection is made its endpoint setup starts
+  // (ControlSessionOptions::endpoint_setup_delay).
+  std::chrono::milliseconds endpoint_setup_delay = ControlSessionOptions{}.endpoint_setup_delay;
 };
 
 class SshGuestControl final : public GuestControl {
@@ -96,6 +99,10 @@ class SshGuestControl final : public GuestControl {
   // endpoint) right away: after an attach, a detach, a changed egress. Asynchronous: the
   // outcome is logged (`guest endpoint …`).
   void RefreshEndpoint(std::string_view vm_id);
+  // A setup the VM's connection holds back (endpoint_setup_delay) starts now; true while
+  // one is due or under way (false without a connection). For a VM about to be paused (the
+  // warm pool), so that the setup does not come due at its resume.
+  bool SettleEndpoint(std::string_view vm_id);
   // Whether the VM's current control connection asked for the endpoint's forwards (tests).
   bool EndpointReady(std::string_view vm_id);
   // Why the VM's endpoint does not fully work, in one line ("" when it does, or is not
