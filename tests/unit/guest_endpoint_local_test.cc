@@ -95,6 +95,7 @@ class GuestEndpointLocalTest : public ::testing::Test {
     o.endpoint.ca_pem = ca->ca_pem;
     o.endpoint_guest_setup = false;
     o.endpoint_setup_delay = delay_;
+    if (keepalive_after_.count() > 0) o.keepalive_after = keepalive_after_;
     Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(o);
     ASSERT_TRUE(control.ok()) << control.status().ToString();
     control_ = std::move(*control);
@@ -134,7 +135,8 @@ class GuestEndpointLocalTest : public ::testing::Test {
   std::unique_ptr<integrations::IntegrationEndpointSink> sink_;
   std::unique_ptr<SshGuestControl> control_;
   uint16_t http_ = 0, https_ = 0;
-  std::chrono::milliseconds delay_{0};  // SshGuestControlOptions::endpoint_setup_delay
+  std::chrono::milliseconds delay_{0};            // SshGuestControlOptions::endpoint_setup_delay
+  std::chrono::milliseconds keepalive_after_{0};  // 0: the default
   std::chrono::steady_clock::time_point created_;
 };
 
@@ -255,6 +257,50 @@ TEST_F(GuestEndpointDelayTest, SettleEndpointRunsAHeldBackSetupAtOnce) {
   if (asked < std::chrono::milliseconds(1000)) {
     EXPECT_LT(settled, delay_) << "the setup waited for its delay";
   }
+}
+
+// A keepalive went out on the connection before its held-back setup came due: the forwards
+// need a new connection (libssh's one global-request slot), which is made once the
+// caller's command is done, not under it.
+class GuestEndpointKeepaliveTest : public GuestEndpointDelayTest {
+ protected:
+  GuestEndpointKeepaliveTest() {
+    delay_ = std::chrono::milliseconds(1500);
+    keepalive_after_ = std::chrono::milliseconds(300);
+  }
+};
+
+TEST_F(GuestEndpointKeepaliveTest, TheReconnectForTheForwardsWaitsForTheCallersCommand) {
+  control_->EnsureEndpoint(kTestVm);
+  // A raw channel, as a clone's identity is (an Exec would re-attach to its job): silent past
+  // keepalive_after and the delay.
+  GuestChannelRequest request;
+  request.kind = GuestChannelRequest::Kind::kExec;
+  request.command = "sleep 3; echo done";
+  Result<std::shared_ptr<GuestPipe>> pipe = control_->OpenChannel(kTestVm, request, [] {});
+  ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
+  std::string out;
+  GuestPipe::End end;
+  for (int i = 0; i < 1000; ++i) {
+    std::string chunk;
+    while (!(*pipe)->opening() && (*pipe)->PeekOutput(false, 4096, &chunk)) {
+      out += chunk;
+      (*pipe)->ConsumeOutput(false, chunk.size());
+    }
+    end = (*pipe)->end();
+    if (end.closed || (!(*pipe)->opening() && !(*pipe)->status().ok())) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE((*pipe)->status().ok()) << (*pipe)->status().ToString();
+  EXPECT_TRUE(end.closed);
+  EXPECT_EQ(end.exit_status, 0);
+  EXPECT_EQ(out, "done\n");
+  (*pipe)->Close();
+  std::optional<std::chrono::steady_clock::duration> ready = WaitReady();
+  ASSERT_TRUE(ready.has_value()) << target_->LogTail();
+  Upstream up(AnswerBearer(kSecret));
+  Route(kTestVm, "api", up.port());
+  EXPECT_EQ(Curl("http", http_, "api"), "auth=ok");
 }
 
 }  // namespace

@@ -368,7 +368,9 @@ void ControlSession::Run() {
       backoff = options_.retry_first;
       // The setup waits (endpoint_setup_delay): a connection is mostly made for a command,
       // which should not share the guest's CPU with it.
-      endpoint_due_ = Clock::now() + options_.endpoint_setup_delay;
+      endpoint_due_ = Clock::now();
+      if (!endpoint_at_connect_) endpoint_due_ += options_.endpoint_setup_delay;
+      endpoint_at_connect_ = false;
       endpoint_pending_.store(true);
     }
     if (endpoint_due_ != Clock::time_point{} && Clock::now() >= endpoint_due_ && Alive()) {
@@ -376,7 +378,9 @@ void ControlSession::Run() {
     }
 
     if (reconnect_when_idle_ && channels_.empty() && waiting.empty()) {
-      // Nothing of a caller's is on the connection: remade now, for the endpoint's forwards.
+      // Nothing of a caller's is on the connection: remade now, for the endpoint's forwards
+      // (set up at once on the new one).
+      endpoint_at_connect_ = true;
       TearDown(Unavailable("the control connection to VM " + options_.vm_id + " is being remade"),
                /*graceful=*/true);
       next_attempt = Clock::now() + options_.retry_first;  // the launcher's pause between clients
@@ -915,11 +919,12 @@ void ControlSession::StartEndpoint() {
   }
   if (plan_.forwards && !forwards_requested_ && keepalive_ever_sent_) {
     // A keepalive's answer may still be pending in libssh's one global-request slot, where
-    // it would be read as the forward's: a fresh connection asks for them instead.
+    // it would be read as the forward's: a fresh connection asks for them instead, once no
+    // caller's channel is on this one (a held-back setup comes due beside a VM's first
+    // commands, such as a clone's identity, which must not fail for it).
     LogInfo("guest endpoint reconnects for its forwards vm=" + LogQuote(options_.vm_id));
-    TearDown(Unavailable("the control connection to VM " + options_.vm_id +
-                         " is being remade for its integrations endpoint"),
-             /*graceful=*/true);
+    reconnect_when_idle_ = true;
+    endpoint_phase_ = EndpointPhase::kOff;
     return;
   }
   if (plan_.setup_command.empty()) {

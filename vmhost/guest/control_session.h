@@ -252,6 +252,7 @@ class ControlSession {
   uint64_t next_channel_id_ = 1;
   EndpointPhase endpoint_phase_ = EndpointPhase::kOff;
   Clock::time_point endpoint_due_{};  // when this connection's setup starts; {}: not pending
+  bool endpoint_at_connect_ = false;  // the next connection is made for the endpoint: no delay
   EndpointPlan plan_;
   std::shared_ptr<GuestChannel> setup_io_;
   Clock::time_point setup_since_{};
