@@ -172,9 +172,10 @@ TEST_F(GuestControlTest, AStarvedGuestKeepsItsConnection) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   std::set<pid_t> before = TargetSshdProcesses(target().dir() + "/sshd_config");
   ASSERT_FALSE(before.empty());
-  for (pid_t pid : before) kill(pid, SIGSTOP);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  for (pid_t pid : before) kill(pid, SIGCONT);
+  {
+    FrozenTarget frozen(target().dir() + "/sshd_config");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  }
   run.join();
   std::set<pid_t> after = TargetSshdProcesses(target().dir() + "/sshd_config");
 
@@ -199,15 +200,14 @@ TEST_F(GuestControlTest, AStarvedGuestStartsACommandWithinTheStretchedReach) {
     ASSERT_TRUE(control.ok()) << control.status().ToString();
     ASSERT_TRUE(RunExec(**control, "true").progress.ok());  // connected, runner checked
 
-    std::set<pid_t> frozen = TargetSshdProcesses(target().dir() + "/sshd_config");
-    ASSERT_FALSE(frozen.empty());
-    for (pid_t pid : frozen) kill(pid, SIGSTOP);
-    std::thread thaw([frozen] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1200));
-      for (pid_t pid : frozen) kill(pid, SIGCONT);
-    });
-    Outcome o = RunExec(**control, "echo started");
-    thaw.join();
+    // The whole guest stopped (its sshd and commands) while the command is asked for.
+    auto frozen = std::make_unique<FrozenTarget>(target().dir() + "/sshd_config");
+    ASSERT_FALSE(frozen->empty());
+    Outcome o;
+    std::thread run([&] { o = RunExec(**control, "echo started"); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    frozen.reset();
+    run.join();
     if (slowdown > 1) {
       ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
       EXPECT_EQ(o.out, "started\n");
