@@ -64,7 +64,6 @@
 #include "lobby/vm_runtime.h"
 #include "lobby/web_runtime.h"
 #include "vmhost/guest/runner_install.h"
-#include "vmhost/host_load.h"
 
 #ifndef WARREN_VERSION
 #define WARREN_VERSION "0.0.0"
@@ -393,7 +392,6 @@ int Serve(const ServeCli& cli, const std::vector<std::string>& args) {
   services.vm_defaults.egress = *egress;
   services.vm_defaults.image = flags.vm_image;  // resolved (and checked) by each `new`
   services.ready_timeout_ms = flags.vm_ready_timeout_s * 1000;
-  services.guest_slowdown = GuestSlowdown;  // the host's load stretches waits on guests
   std::vector<Cidr> egress_allow;
   for (const std::string& range : flags.vm_egress_allow) {
     Result<Cidr> cidr = ParseCidr(range);

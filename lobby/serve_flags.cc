@@ -6,6 +6,8 @@
 #include <string>
 #include <tuple>
 
+#include "vmhost/host_load.h"
+
 namespace warren {
 namespace {
 
@@ -255,6 +257,13 @@ void AddServeOptions(CLI::App& app, ServeFlags& flags) {
                    "Seconds a command waits for a running VM's control connection before "
                    "the VM is reported unavailable")
       ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  serve
+      ->add_option("--guest-slowdown-max", flags.vm.guest_slowdown_max,
+                   "How many times longer than set a busy host may wait for its guests before "
+                   "taking one for dead (the reach and keepalive timeouts, a new VM's answer, "
+                   "cp's sync are stretched by the host's load per CPU, up to this); 1: never")
+      ->check(CLI::Range(1.0, kGuestSlowdownLimit))
       ->capture_default_str();
   serve->add_option("--mcp-allow-origin", flags.mcp.allowed_origins,
                     "An Origin (scheme://host[:port]) that may call /mcp besides loopback "

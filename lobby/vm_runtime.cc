@@ -107,6 +107,10 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   guest_options.key_path = options.data_dir + "/control_ed25519";
   guest_options.runner_path = options.runner_path;
   guest_options.reach_timeout = std::chrono::seconds(options.guest_reach_timeout_s);
+  const double slowdown_max = options.guest_slowdown_max;
+  auto slowdown = [slowdown_max] { return GuestSlowdown(slowdown_max); };
+  guest_options.slowdown = slowdown;
+  services.guest_slowdown = slowdown;
   // Integrations reach every VM that may use them over its control connection.
   WARREN_ASSIGN_OR_RETURN(rt->integrations_, IntegrationRuntime::Create(
                                                  options.integrations, options.data_dir, services));

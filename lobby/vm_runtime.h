@@ -13,6 +13,7 @@
 #include "lobby/integration_runtime.h"
 #include "vmhost/egress_firewall.h"
 #include "vmhost/guest/ssh_guest_control.h"
+#include "vmhost/host_load.h"
 #include "vmhost/libvirt_host.h"
 
 namespace warren {
@@ -25,6 +26,9 @@ struct VmRuntimeOptions {
   // How long a command waits for a running VM's control connection (a guest whose sshd is
   // gone, or one still booting) before it reports the VM unavailable.
   int guest_reach_timeout_s = 60;
+  // How far the host's load may stretch the waits that give up on a guest (reach, keepalive,
+  // a new VM's answer, cp's sync): serve --guest-slowdown-max, vmhost/host_load.h.
+  double guest_slowdown_max = kDefaultMaxGuestSlowdown;
   int tb_cache_mib = kTcgTbCacheMib;  // serve --vm-tb-cache (domain_xml.h)
   std::string runner_path;            // the guest runner; empty: next to the warren binary
   // Ranges VMs may reach although the host's isolation rules close them (--vm-egress-allow).

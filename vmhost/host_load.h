@@ -13,19 +13,22 @@
 
 namespace warren {
 
-// The largest stretch: a 10 s allowance never grows past 2 minutes.
-inline constexpr double kMaxGuestSlowdown = 12;
+// The largest stretch by default (serve --guest-slowdown-max): a 10 s allowance never grows
+// past 2 minutes. 1 turns stretching off.
+inline constexpr double kDefaultMaxGuestSlowdown = 12;
+// What any maximum is held to.
+inline constexpr double kGuestSlowdownLimit = 60;
 
-// L/N of a load average and a CPU count, at least 1 and at most kMaxGuestSlowdown (1 for a
-// load or count that makes no sense). Pure.
-double GuestSlowdownFor(double load_average, int cpus);
+// L/N of a load average and a CPU count, at least 1 and at most `max` (1 for a load or count
+// that makes no sense). Pure.
+double GuestSlowdownFor(double load_average, int cpus, double max = kDefaultMaxGuestSlowdown);
 
 // GuestSlowdownFor this host's 1-minute load average and online CPUs now (1 when either
 // cannot be read). Reads /proc/loadavg: call it once per call into a guest, or when a wait
 // is about to give up, not per poll.
-double GuestSlowdown();
+double GuestSlowdown(double max = kDefaultMaxGuestSlowdown);
 
-// `base` stretched by `slowdown` (at least 1).
+// `base` stretched by `slowdown` (held to 1..kGuestSlowdownLimit).
 std::chrono::milliseconds StretchedBy(std::chrono::milliseconds base, double slowdown);
 
 }  // namespace warren

@@ -45,7 +45,7 @@ struct SshGuestControlOptions {
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};
   // Stretches those waits and reach_timeout while the host's CPUs are busy (see
   // ControlSessionOptions::slowdown; asked once per call, and when a keepalive runs out).
-  std::function<double()> slowdown = GuestSlowdown;
+  std::function<double()> slowdown = [] { return GuestSlowdown(); };
   // Replies of `kill` (which waits up to ~6 s for a stubborn job) and `list`.
   std::chrono::milliseconds reply_timeout{std::chrono::seconds(30)};
   // The integrations endpoint: with a sink, every VM the sink wants it for gets, on each
