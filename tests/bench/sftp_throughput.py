@@ -11,7 +11,6 @@ path. Prints MB/s for both and the ratio, checks every copy's sha256, and remove
 Usage: tests/bench/sftp_throughput.py [--mib 64] [--image tiny]
 """
 import argparse
-import hashlib
 import os
 import shutil
 import subprocess
@@ -24,14 +23,6 @@ import warren_harness as h  # noqa: E402
 
 IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
 VM = "bench-sftp"
-
-
-def sha256(path):
-    d = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            d.update(chunk)
-    return d.hexdigest()
 
 
 def timed_sftp(base_args, batch_text, cwd):
@@ -87,7 +78,7 @@ def main():
         with open(src, "wb") as f:
             for _ in range(args.mib):
                 f.write(os.urandom(1 << 20))
-        want = sha256(src)
+        want = h.file_sha256(src)
 
         server = start()
         lobby(server, "new", "--image", args.image, "--name", VM, "--cpu", "1", "--memory",
@@ -101,7 +92,7 @@ def main():
                     os.remove(os.path.join(tmp, f))
             up = timed_sftp(base, "put src.bin up.bin\n", tmp)
             down = timed_sftp(base, "get up.bin down.bin\n", tmp)
-            if sha256(os.path.join(tmp, "down.bin")) != want:
+            if h.file_sha256(os.path.join(tmp, "down.bin")) != want:
                 raise RuntimeError(label + ": the file came back different")
             return size / up / 1e6, size / down / 1e6
 

@@ -16,7 +16,6 @@ Then the fixture's teardown leaves nothing (processes, namespace, veth, director
 root, the tools second_host.missing() names and the tiny image; skips saying why when they
 are missing, fails under CI.
 """
-import hashlib
 import os
 import re
 import signal
@@ -30,14 +29,6 @@ import second_host  # noqa: E402
 import warren_harness as h  # noqa: E402
 
 SHARED = "qemu:///system"
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def shared_domains():
@@ -118,7 +109,7 @@ class SecondHostTest(unittest.TestCase):
             size / 2**20, uploaded_s), flush=True)
         for file, remote in guest.uploaded.items():
             far = self.host.run("sha256sum", remote).stdout.split()[0]
-            self.assertEqual(far, sha256(os.path.join(guest.image, file)), file)
+            self.assertEqual(far, h.file_sha256(os.path.join(guest.image, file)), file)
         info = second_host.virsh(self.host.uri, "vol-info", "--pool", second_host.POOL,
                                  self.name + ".qcow2").stdout
         self.assertIn("Capacity:", info)

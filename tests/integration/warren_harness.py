@@ -12,6 +12,7 @@ by default build/warren in the source tree.
 
 import atexit
 import ctypes
+import hashlib
 import json
 import os
 import re
@@ -355,6 +356,15 @@ class LobbyTestCase(unittest.TestCase):
         if admin:
             args.append("--admin")
         self.ssh_ok(self.admin, *args)
+
+
+def file_sha256(path):
+    """The SHA-256 of a file's bytes, as hex, read a MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def in_ci():
