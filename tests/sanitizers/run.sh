@@ -44,7 +44,7 @@ asan_units=(base_test ssh_server_test keys_test vmhost_xml_test save_image_test 
   bridge_test mcp_test oauth_test cmd_oauth_test ssh_unit_test
   relay_test integrations_test web_test guest_protocol_test guest_runner_test guest_local_test
   guest_identity_test guest_identity_runner_test guest_seed_runner_test guest_endpoint_local_test
-  guest_endpoint_setup_test reconnector_test serve_config_test)
+  guest_endpoint_setup_test reconnector_test serve_config_test host_load_test)
 declare -A not_asan=(
   [guest_vm_test]="boots a tiny guest under QEMU (CTest guest_vm, label qemu)"
   [guest_identity_vm_test]="boots a tiny guest under QEMU (CTest guest_identity_vm, label qemu)"
