@@ -107,7 +107,7 @@ Result<SshKey> Codec<SshKey>::Decode(const nlohmann::json& j) {
 
 namespace {
 
-// Named databases the environment may hold: the 24 of schema 8 and room for more.
+// Named databases the environment may hold: the 25 of schema 9 and room for more.
 constexpr unsigned kMaxTables = 32;
 constexpr const char kSchemaVersionKey[] = "schema_version";
 
@@ -138,6 +138,7 @@ constexpr UpgradeStep kUpgrades[] = {
     {7, "create tables vm_shares, share_links, web_magic_links, web_sessions, web_tickets",
      &store_internal::CreateWebTables},
     {8, "create table usage", &store_internal::CreateUsageTables},
+    {9, "create table hosts", &store_internal::CreateHostTables},
 };
 static_assert(std::size(kUpgrades) > 0 &&
                   kUpgrades[std::size(kUpgrades) - 1].to_version == LmdbStore::kSchemaVersion,
@@ -386,6 +387,7 @@ Result<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir, const
   WARREN_RETURN_IF_ERROR(store_internal::OpenIntegrationTables(*state, txn));
   WARREN_RETURN_IF_ERROR(store_internal::OpenWebTables(*state, txn));
   WARREN_RETURN_IF_ERROR(store_internal::OpenUsageTables(*state, txn));
+  WARREN_RETURN_IF_ERROR(store_internal::OpenHostTables(*state, txn));
   state->max_usage_rows_per_user_day = options.max_usage_rows_per_user_day;
   state->max_pending_oauth_requests = options.max_pending_oauth_requests;
   // Table handles opened in this transaction become usable by others once it commits.

@@ -3,8 +3,8 @@
 // all or nothing), durable commits (sync on). Thread-safe: readers run concurrently with
 // each other and with the one writer LMDB admits at a time.
 //
-// Layout (schema version 8):
-//   meta       "schema_version" -> 8
+// Layout (schema version 9):
+//   meta       "schema_version" -> 9
 //   users      name -> User JSON (its "limits" object came later; absent: server defaults)
 //   keys       fingerprint -> SshKey JSON
 //   key_names  user NUL name -> fingerprint   (index: per-user name uniqueness, ListKeys)
@@ -29,6 +29,8 @@
 //   web_tickets      host ticket hash -> HostTicket JSON
 //   usage   owner NUL day NUL vm id -> UsageRow JSON  (since version 8; day is 12 zero-padded
 //           decimal digits, so one owner's rows are one prefix in day order)
+//   hosts   host name -> HostRecord JSON  (since version 9; VM records name their host since
+//           then too, absent: the default host)
 #pragma once
 
 #include <cstddef>
@@ -48,7 +50,7 @@ class LmdbStore final : public Store, public OAuthStore {
  public:
   // The newest schema this binary reads and writes. Opening an older store upgrades it in
   // one transaction; a newer one is refused.
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   struct Options {
     // Upper bound of the database file; LMDB reserves address space, not disk. Writes past
@@ -106,6 +108,8 @@ class LmdbStore final : public Store, public OAuthStore {
 
   Status MeterVm(std::string_view id, bool running, int64_t at_ms) override;
   Result<std::vector<UsageRow>> ListUsage(std::string_view owner, int64_t since_day) override;
+  Result<std::vector<HostRecord>> ListHosts() override;
+  Status PutHost(const HostRecord& host) override;
 
   Status PutJob(const JobRecord& job) override;
   Result<JobRecord> GetJob(std::string_view vm_id, std::string_view job) override;

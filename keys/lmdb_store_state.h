@@ -100,6 +100,8 @@ Status RenameFullEgress(lmdb::Txn& txn);
 Status CreateWebTables(lmdb::Txn& txn);
 // Creates the usage table (schema version 8).
 Status CreateUsageTables(lmdb::Txn& txn);
+// Creates the hosts table (schema version 9).
+Status CreateHostTables(lmdb::Txn& txn);
 
 // InvalidArgument unless `at_ms` is a Unix ms time after 1970 and before the year 10000:
 // accrual walks the days between marks, so a wild time must not reach it.
@@ -126,6 +128,8 @@ Status OpenIntegrationTables(LmdbStoreState& s, lmdb::Txn& txn);
 Status OpenWebTables(LmdbStoreState& s, lmdb::Txn& txn);
 // Opens the usage table's handle into `s` (lmdb_store_usage.cc).
 Status OpenUsageTables(LmdbStoreState& s, lmdb::Txn& txn);
+// Opens the hosts table's handle into `s` (lmdb_store_hosts.cc).
+Status OpenHostTables(LmdbStoreState& s, lmdb::Txn& txn);
 }  // namespace store_internal
 
 struct LmdbStoreState {
@@ -158,6 +162,7 @@ struct LmdbStoreState {
   // Usage (keys/usage.h), encoded in lmdb_store_usage.cc.
   lmdb::Table<UsageRow> usage;  // owner NUL day (12 digits) NUL vm id -> UsageRow
   size_t max_usage_rows_per_user_day = kMaxUsageRowsPerUserDay;
+  lmdb::JsonTable hosts;  // host name -> HostRecord (lmdb_store_hosts.cc)
   size_t max_pending_oauth_requests = kMaxPendingOAuthRequests;
 
   ~LmdbStoreState();

@@ -7,6 +7,7 @@
 #include "keys/lmdb_store_state.h"
 #include "keys/scope.h"
 #include "keys/vm_rules.h"
+#include "lobby/base/host_name.h"
 
 namespace warren {
 
@@ -84,6 +85,7 @@ nlohmann::json Codec<VmRecord>::Encode(const VmRecord& vm) {
                         {"running_memory_mib", vm.meter.running_memory_mib},
                         {"disk_since_ms", vm.meter.disk_since_ms}}}};
   if (vm.restarting) j["restarting"] = true;
+  if (!vm.host.empty()) j["host"] = vm.host;
   if (vm.pending_resize) {
     j["pending_resize"] = {{"cpus", vm.pending_resize->cpus},
                            {"memory_mib", vm.pending_resize->memory_mib},
@@ -122,6 +124,7 @@ Result<VmRecord> Codec<VmRecord>::Decode(const nlohmann::json& j) {
     vm.made = j.value("made", "boot");
     vm.made_ms = j.value("made_ms", int64_t{0});
     vm.restarting = j.value("restarting", false);
+    vm.host = j.value("host", "");  // since schema 9; absent: the default host
     if (auto it = j.find("pending_resize"); it != j.end()) {
       vm.pending_resize = PendingResize{it->value("cpus", 0), it->value("memory_mib", int64_t{0}),
                                         it->value("disk_gib", int64_t{0})};
@@ -245,6 +248,7 @@ Status ValidateVmRecord(const VmRecord& vm) {
     return InvalidArgument("VM " + vm.name + ": made must be boot, template or copy, " +
                            "in a time that is never negative");
   }
+  if (!vm.host.empty()) WARREN_RETURN_IF_ERROR(CheckHostName(vm.host));
   const VmMeter& m = vm.meter;
   if (m.running_since_ms < 0 || m.running_cpus < 0 || m.running_memory_mib < 0 ||
       m.disk_since_ms < 0) {

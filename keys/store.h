@@ -133,6 +133,9 @@ struct VmRecord {
   // kVmMadeHow below; made_ms from the request to the guest answering.
   std::string made = "boot";
   int64_t made_ms = 0;
+  // The VM host holding it (serve --host NAME=URI, lobby/base/host_name.h); "" in records
+  // from before warren drove several hosts: the default (first) host.
+  std::string host;
   // Where its usage accrual stands (keys/usage.h). CreateVm stores it as given (its
   // disk_since_ms is the creation); afterwards only MeterVm and DeleteVm move it: UpdateVm
   // keeps the stored meter whatever `change` does to it.
@@ -192,6 +195,16 @@ struct IntegrationRecord {
   // (every VM carrying T at the time of the request), "all". Sorted, no duplicates.
   std::vector<std::string> attachments;
   int64_t created_at = 0;
+};
+
+// What the lobby decided about one VM host (serve --host NAME=URI); a host with no record
+// is one nothing was decided about. Hosts themselves come from serve's flags, not from here.
+struct HostRecord {
+  std::string name;  // lobby/base/host_name.h
+  // Drained (`hosts drain`): no new VM is placed there; what it holds stays and runs.
+  bool drained = false;
+  int64_t drained_at = 0;  // Unix seconds; 0 when not drained
+  std::string drained_by;  // the admin who drained it
 };
 
 class Store {
@@ -275,6 +288,11 @@ class Store {
   // day and VM id. What accrues since each live VM's marks is not in them: add AccrueTo of
   // its record's meter.
   virtual Result<std::vector<UsageRow>> ListUsage(std::string_view owner, int64_t since_day) = 0;
+
+  // ---- VM hosts: what the lobby decided about each (HostRecord), by name.
+  virtual Result<std::vector<HostRecord>> ListHosts() = 0;  // sorted by name
+  // Inserts or replaces; InvalidArgument for a bad name.
+  virtual Status PutHost(const HostRecord& host) = 0;
 
   // ---- Jobs, keyed by (vm_id, job).
   // Inserts or replaces. NotFound if the VM does not exist.

@@ -10,6 +10,7 @@
 #include "lobby/commands/vm_flags.h"
 #include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
+#include "vmhost/host_set.h"
 
 namespace warren {
 namespace {
@@ -205,7 +206,10 @@ std::vector<VmPool::Wanted> VmPool::Resolve() {
 }
 
 int64_t VmPool::AvailableMib() {
-  Result<HostCapacity> host = services_.vms->Capacity();
+  // The pool is the default host's (vmhost/host_set.h): its memory, not the fleet's.
+  Result<HostCapacity> host = services_.hosts != nullptr
+                                  ? services_.hosts->CapacityOf(services_.hosts->default_host())
+                                  : services_.vms->Capacity();
   if (!host.ok()) return INT64_MAX;
   const int64_t uncommitted = host->memory_mib - host->memory_committed_mib;
   return std::max<int64_t>(0, std::min(uncommitted, host->memory_free_mib));

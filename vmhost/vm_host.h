@@ -53,6 +53,9 @@ struct VmSpec {
   // (OpenSSH private key file and its .pub line). Both or neither; a secret, never logged.
   std::string ssh_host_key;
   std::string ssh_host_key_pub;
+  // Which host to make it on, when one lobby drives several (host_set.h, serve --host): the
+  // interpreter places it. Empty: the default host. A single host ignores it.
+  std::string host;
 };
 
 struct VmInfo {
@@ -67,6 +70,9 @@ struct VmInfo {
   // qcow2 files in the disk's chain above the image (1 for a VM never copied). Each `cp`
   // adds one to the source and gives the copy the same depth; see kMaxDiskLayers.
   int disk_layers = 0;
+  // The host holding it, by name (serve --host NAME=URI): HostSet fills it in; a single
+  // host leaves it empty.
+  std::string host;
 };
 
 // A chain deeper than this is flattened (live, in the background, the VM keeps running)

@@ -25,6 +25,7 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterBrowserCommand(table);
   RegisterSshKeyCommands(table);
   RegisterUserCommands(table);
+  RegisterHostsCommands(table);
   RegisterBackupCommand(table);
 }
 

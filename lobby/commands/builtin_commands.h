@@ -33,5 +33,6 @@ void RegisterIntegrationCommands(CommandTable& table);
 void RegisterShareCommands(CommandTable& table);
 void RegisterBrowserCommand(CommandTable& table);  // browser [--revoke]
 void RegisterBackupCommand(CommandTable& table);   // backup (admins, over SSH)
+void RegisterHostsCommands(CommandTable& table);   // hosts, hosts drain|undrain (admins)
 
 }  // namespace warren

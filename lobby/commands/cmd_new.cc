@@ -23,9 +23,11 @@
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_placement.h"
 #include "lobby/commands/vm_view.h"
 #include "lobby/commands/warm_pool.h"
 #include "vmhost/guest_control.h"
+#include "vmhost/host_set.h"
 #include "vmhost/vm_host.h"
 
 namespace warren {
@@ -69,6 +71,10 @@ class NewCommand final : public Command {
     timeout_opt_ = app.add_option("--timeout", timeout_,
                                   "a sandbox's lifetime: 90s, 15m, 2h (default 15m, at most 24h)")
                        ->type_name("DURATION");
+    host_opt_ = app.add_option("--host", host_,
+                               "admins: the host to make it on (see hosts); default: the one "
+                               "with the most free memory")
+                    ->type_name("HOST");
     egress_opt_ = app.add_option("--egress", egress_,
                                  "what the VM may reach (default: the server's, all unless "
                                  "set otherwise; see above)")
@@ -83,10 +89,18 @@ class NewCommand final : public Command {
     spec.setup_script = setup_script_text_;
     // Checked with stand-in id and name before anything is written.
     WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
+    if (host_opt_->count() > 0 && !ctx.caller().admin) {
+      return PermissionDenied("new --host is for admins: other VMs go where there is room");
+    }
+    WARREN_ASSIGN_OR_RETURN(vm.host, PlaceNewVm(ctx, vm, host_));
+    spec.host = vm.host;
 
     const auto start = std::chrono::steady_clock::now();
-    // An idle VM of this shape in the warm pool is this one's from here on.
-    const bool pooled = TakePooledVm(ctx, spec, vm);
+    // An idle VM of this shape in the warm pool is this one's from here on (the pool is the
+    // default host's).
+    const bool pooled =
+        (ctx.services.hosts == nullptr || vm.host == ctx.services.hosts->default_host()) &&
+        TakePooledVm(ctx, spec, vm);
     if (Status st = RecordAndPrepareVm(ctx, vm, spec, "new"); !st.ok()) {
       if (pooled) ctx.services.pool->PutBack(ShapeOf(spec), vm.id);
       return st;
@@ -240,7 +254,8 @@ class NewCommand final : public Command {
     return Status::Ok();
   }
 
-  std::string name_, image_, memory_, disk_, comment_, setup_script_, egress_, size_, timeout_;
+  std::string name_, image_, memory_, disk_, comment_, setup_script_, egress_, size_, timeout_,
+      host_;
   bool sandbox_ = false;
   int64_t sandbox_disk_gib_ = 0;  // its size's disk, when the size has one
   std::string setup_script_text_;
@@ -253,6 +268,7 @@ class NewCommand final : public Command {
   CLI::Option* memory_opt_ = nullptr;
   CLI::Option* disk_opt_ = nullptr;
   CLI::Option* egress_opt_ = nullptr;
+  CLI::Option* host_opt_ = nullptr;
   CLI::Option* size_opt_ = nullptr;
   CLI::Option* timeout_opt_ = nullptr;
 };

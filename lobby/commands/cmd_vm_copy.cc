@@ -25,6 +25,7 @@
 #include "lobby/commands/vm_boot.h"
 #include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_placement.h"
 #include "lobby/commands/vm_view.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/host_load.h"
@@ -73,6 +74,9 @@ class CopyCommand final : public Command {
       }
       return src_info.status().Annotate("copying " + src.name);
     }
+    // On the source's host: the disk chain the copy shares is there.
+    vm.host = src_info->host.empty() ? HostOfRecord(ctx.services, src) : src_info->host;
+    spec.host = vm.host;
     // --live of a source that is not running: its disk is all there is to copy.
     const bool live = live_ && src_info->state == VmState::kRunning;
     if (live && HostEgressFor(vm.egress) != HostEgressFor(src.egress)) {

@@ -62,10 +62,14 @@ class LsCommand final : public Command {
     const bool any_sandbox =
         std::any_of(vms.begin(), vms.end(), [](const VmRecord& vm) { return IsSandbox(vm); });
     if (any_sandbox) header.push_back("EXPIRES");
+    // Where each VM runs, once there is more than one place it could.
+    const bool any_host =
+        std::any_of(vms.begin(), vms.end(), [](const VmRecord& vm) { return !vm.host.empty(); });
     if (long_) {
       for (const char* h : {"CPU", "MEM", "DISK", "EGRESS", "IMAGE", "CREATED", "COMMENT"}) {
         header.push_back(h);
       }
+      if (any_host) header.push_back("HOST");
     }
     TextTable table(header);
     size_t shown = 0;
@@ -84,6 +88,7 @@ class LsCommand final : public Command {
         row.push_back(vm.image);
         row.push_back(FormatTime(vm.created_at));
         row.push_back(vm.comment);
+        if (any_host) row.push_back(vm.host.empty() ? "-" : vm.host);
       }
       table.AddRow(std::move(row));
       ++shown;
@@ -126,7 +131,9 @@ class StatCommand final : public Command {
   Result<CommandResult> Run(CommandContext& ctx) override {
     const VmRecord& vm = *ctx.vm;
     Result<VmInfo> info = ctx.services.vms->Inspect(vm.id);
-    if (!info.ok() && info.status().code() != Code::kNotFound) {
+    // Missing, or on a host that does not answer: the record is what there is to show.
+    if (!info.ok() && info.status().code() != Code::kNotFound &&
+        info.status().code() != Code::kUnavailable) {
       return info.status().Annotate("asking the hypervisor about " + vm.name);
     }
     const std::string state = VmStateText(vm, info);
@@ -158,6 +165,10 @@ class StatCommand final : public Command {
         "disk:     " + r.data["disk_gib"].dump() + " GiB\n" + "egress:   " + vm.egress + "\n" +
         "image:    " + vm.image + "\n" + "created:  " + FormatTime(vm.created_at) + MadeText(vm) +
         "\n" + "ssh:      " + VmSshCommand(ctx.services.info, vm.name) + "\n";
+    if (!vm.host.empty()) r.text += "host:     " + vm.host + "\n";
+    if (!info.ok() && info.status().code() == Code::kUnavailable) {
+      r.text += "          (" + info.status().message() + ")\n";
+    }
     if (IsSandbox(vm)) {
       r.text += "sandbox:  " + vm.size + ", expires " + ExpiresText(vm, ctx.now) + " (" +
                 FormatTime(vm.expires_at) + ")\n";

@@ -38,6 +38,7 @@ struct ServerInfo {
 };
 
 class VmHost;
+class HostSet;
 class GuestControl;
 class WarmPool;
 class LiveSessions;
@@ -126,6 +127,9 @@ struct Services {
   // answer Unavailable; the other commands work as before.
   VmHost* vms = nullptr;
   GuestControl* guests = nullptr;
+  // The hosts behind `vms` by name, when it is a HostSet (serve always makes one; tests may
+  // not): `hosts`, placement (vm_placement.h), `new --host`, `migrate`. Null: one host.
+  HostSet* hosts = nullptr;
   VmDefaults vm_defaults;
   // Sandboxes' sizes, the host's room for them and the price of usage (sandbox.h).
   SandboxPolicy sandboxes;

@@ -12,8 +12,9 @@ namespace {
 
 class Reconciler {
  public:
-  Reconciler(Store& store, VmHost& host, GuestControl* guests, int64_t now, ReconcileReport& r)
-      : store_(store), host_(host), guests_(guests), now_(now), r_(r) {}
+  Reconciler(Store& store, VmHost& host, GuestControl* guests, int64_t now, ReconcileReport& r,
+             const ReconcileScope& scope)
+      : store_(store), host_(host), guests_(guests), now_(now), r_(r), scope_(scope) {}
 
   Status Run() {
     // Both lists first: nothing is touched unless warren can see the whole picture.
@@ -25,6 +26,16 @@ class Reconciler {
 
     for (const VmRecord& vm : records) {
       recorded.insert(vm.id);
+      if (!Ours(vm)) {
+        if (by_id.count(vm.id) != 0) {
+          LogWarn("reconcile: domain warren-" + vm.id + " of VM " + LogQuote(vm.name) +
+                  " is on host " + scope_.host + " but its record says " + vm.host +
+                  "; left as it is");
+          r_.elsewhere.push_back(vm.id);
+        }
+        continue;
+      }
+      if (!scope_.host.empty() && vm.host.empty()) NameHost(vm);
       auto it = by_id.find(vm.id);
       const VmInfo* domain = it == by_id.end() ? nullptr : &it->second;
       if (vm.phase == VmPhase::kCreating || vm.phase == VmPhase::kRemoving) {
@@ -52,6 +63,21 @@ class Reconciler {
   }
 
  private:
+  // Whether `vm` is this host's to settle (ReconcileScope).
+  bool Ours(const VmRecord& vm) const {
+    if (scope_.host.empty()) return true;
+    return (vm.host.empty() ? scope_.default_host : vm.host) == scope_.host;
+  }
+
+  // A record from before several hosts gets the name of the (default) host it is on.
+  void NameHost(const VmRecord& vm) {
+    Status st = store_.UpdateVm(vm.id, [&](VmRecord& r) {
+      if (r.host.empty()) r.host = scope_.host;
+      return Status::Ok();
+    });
+    if (!st.ok() && st.code() != Code::kNotFound) Fail("naming the host of " + vm.name, st);
+  }
+
   void Fail(const std::string& what, const Status& st) {
     std::string line = what + ": " + st.ToString();
     LogError("reconcile: " + LogQuote(line));
@@ -217,17 +243,19 @@ class Reconciler {
   GuestControl* guests_;
   const int64_t now_;
   ReconcileReport& r_;
+  const ReconcileScope scope_;
   Status first_error_;
 };
 
 }  // namespace
 
 Status Reconcile(Store& store, VmHost& host, GuestControl* guests, const Clock& clock,
-                 ReconcileReport* report) {
+                 ReconcileReport* report, const ReconcileScope& scope) {
   ReconcileReport local;
   ReconcileReport& r = report != nullptr ? *report : local;
-  Status st = Reconciler(store, host, guests, clock.NowUnix(), r).Run();
-  LogInfo("reconcile: " + std::to_string(r.unfinished_removed.size()) + " unfinished removed, " +
+  Status st = Reconciler(store, host, guests, clock.NowUnix(), r, scope).Run();
+  LogInfo("reconcile" + (scope.host.empty() ? std::string() : " of host " + scope.host) + ": " +
+          std::to_string(r.unfinished_removed.size()) + " unfinished removed, " +
           std::to_string(r.removals_finished.size()) + " removals finished, " +
           std::to_string(r.relabelled.size()) + " relabelled, " + std::to_string(r.resized.size()) +
           " resizes finished, " + std::to_string(r.restarted.size()) + " restarts finished, " +

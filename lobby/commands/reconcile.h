@@ -43,6 +43,7 @@ struct ReconcileReport {
   std::vector<std::string> restarted;   // restarts finished
   std::vector<std::string> orphans_destroyed;
   std::vector<std::string> missing;
+  std::vector<std::string> elsewhere;  // domains here whose records name another host (ids)
   std::vector<std::string> started;
   std::vector<std::string> paused;
   std::vector<std::string> stopped;
@@ -51,10 +52,23 @@ struct ReconcileReport {
   std::vector<std::string> errors;  // each action that failed, with why
 };
 
+// Which host's part of the store a Reconcile settles, when one lobby drives several (serve
+// --host; vmhost/host_set.h): reconcile runs per host, on that host alone, when warren
+// starts and whenever the host comes back, so a host that does not answer holds nothing up
+// and loses nothing. Records are the host's when their `host` names it, or names none and
+// it is the default host (records from before several hosts; the record is given the name).
+// A domain whose record names another host is neither an orphan nor adopted: it is logged
+// and left (a migration cut short; the operator decides). Empty `host`: everything, one host.
+struct ReconcileScope {
+  std::string host;
+  std::string default_host;
+};
+
 // Does everything it can; an action that fails is logged, noted in the report and does not
 // stop the others. Returns the first such failure (or the failure to read the store or the
 // host's list, in which case nothing was changed).
 Status Reconcile(Store& store, VmHost& host, GuestControl* guests,
-                 const Clock& clock = SystemClock::Get(), ReconcileReport* report = nullptr);
+                 const Clock& clock = SystemClock::Get(), ReconcileReport* report = nullptr,
+                 const ReconcileScope& scope = {});
 
 }  // namespace warren

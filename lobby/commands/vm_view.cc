@@ -29,6 +29,8 @@ std::string VmStateText(const VmRecord& vm, const Result<VmInfo>& info) {
   if (vm.phase == VmPhase::kRemoving) return "removing";
   if (info.ok()) return std::string(VmStateName(info->state));
   if (info.status().code() == Code::kNotFound) return "missing";
+  // Its host does not answer (libvirt reconnecting, a remote host gone): kept, not lost.
+  if (info.status().code() == Code::kUnavailable) return "unreachable";
   return "unknown";
 }
 
@@ -62,7 +64,8 @@ nlohmann::json VmJson(const VmRecord& vm, std::string_view state, const ServerIn
           {"size", vm.size.empty() ? nlohmann::json() : nlohmann::json(vm.size)},
           {"expires_at", vm.expires_at == 0 ? nlohmann::json() : nlohmann::json(vm.expires_at)},
           {"ssh", VmSshCommand(info, vm.name)},
-          {"url", WebUrlJson(VmUrl(info, vm.name))}};
+          {"url", WebUrlJson(VmUrl(info, vm.name))},
+          {"host", vm.host.empty() ? nlohmann::json() : nlohmann::json(vm.host)}};
 }
 
 std::string FormatMib(int64_t mib) {

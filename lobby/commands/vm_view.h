@@ -32,9 +32,9 @@ std::string VmUrl(const ServerInfo& info, std::string_view name);
 std::string VmUrlLine(const ServerInfo& info, std::string_view name);
 
 // What `ls` and `stat` call a VM's state: "creating" while `new` runs, "removing" while
-// `rm` does, else the
-// hypervisor's ("running", "paused", "stopped", "crashed"), "missing" when the hypervisor
-// has no such domain, "unknown" when it could not be asked.
+// `rm` does, else the hypervisor's ("running", "paused", "stopped", "crashed"), "missing"
+// when the hypervisor has no such domain, "unreachable" when its host does not answer (it is
+// kept, and back when the host is), "unknown" when asking failed otherwise.
 std::string VmStateText(const VmRecord& vm, const Result<VmInfo>& info);
 
 // The hypervisor's view of the VMs a command shows, by id: each VM is inspected the first

@@ -37,6 +37,7 @@ add_executable(commands_test
   unit/sandbox_test.cc
   unit/cmd_sandbox_test.cc
   unit/cmd_usage_test.cc
+  unit/cmd_hosts_test.cc
   unit/sandbox_view_test.cc
   unit/vm_pool_test.cc
   ../lobby/vm_pool.cc)

@@ -118,6 +118,8 @@ class FaultyStore final : public Store {
   Result<std::vector<UsageRow>> ListUsage(std::string_view owner, int64_t since_day) override {
     return real_->ListUsage(owner, since_day);
   }
+  Result<std::vector<HostRecord>> ListHosts() override { return real_->ListHosts(); }
+  Status PutHost(const HostRecord& host) override { return real_->PutHost(host); }
   Status PutJob(const JobRecord& j) override { return real_->PutJob(j); }
   Result<JobRecord> GetJob(std::string_view vm, std::string_view j) override {
     return real_->GetJob(vm, j);

@@ -22,6 +22,7 @@
 #include "lobby/commands/session.h"
 #include "tests/fakes/fake_guest_control.h"
 #include "tests/fakes/fake_vm_host.h"
+#include "vmhost/host_set.h"
 #include "vmhost/vm_host.h"
 
 namespace warren::vmtest {
@@ -140,7 +141,8 @@ class VmCommandTest : public ::testing::Test {
     s.info.ssh_host = "warren.test";
     s.info.ssh_port = 2222;
     s.info.domain = "warren.localhost";
-    s.vms = &host_;
+    s.vms = hosts_ != nullptr ? static_cast<VmHost*>(hosts_) : &host_;
+    s.hosts = hosts_;
     s.guests = &guests_;
     s.control_authorized_key = "ssh-ed25519 AAAAcontrol warren-control";
     s.ready_timeout_ms = ready_timeout_ms_;
@@ -148,7 +150,7 @@ class VmCommandTest : public ::testing::Test {
     s.restore_templates = restore_templates_;
     // The guest of a VM restored from a template reports its name as its seed says.
     guests_.SetHostnames([this](std::string_view id) {
-      Result<VmInfo> info = host_.Inspect(id);
+      Result<VmInfo> info = hosts_ != nullptr ? hosts_->Inspect(id) : host_.Inspect(id);
       return info.ok() ? info->name : std::string(id);
     });
     s.vm_defaults = vm_defaults_;
@@ -221,6 +223,8 @@ class VmCommandTest : public ::testing::Test {
   std::string dir_;
   TestClock clock_;
   FakeVmHost host_{clock_};
+  // Several hosts (cmd_hosts_test.cc): the interpreter's vms and hosts when set.
+  HostSet* hosts_ = nullptr;
   FakeGuestControl guests_;
   int ready_timeout_ms_ = 2000;
   std::function<double()> guest_slowdown_;  // services.guest_slowdown (empty: waits as set)

@@ -1,0 +1,120 @@
+#include "lobby/commands/vm_placement.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "lobby/base/host_name.h"
+#include "lobby/commands/interpreter.h"
+#include "lobby/commands/sandbox.h"
+#include "vmhost/host_set.h"
+
+namespace warren {
+
+std::string HostOfRecord(const Services& services, const VmRecord& vm) {
+  if (!vm.host.empty() || services.hosts == nullptr) return vm.host;
+  return services.hosts->default_host();
+}
+
+std::vector<VmRecord> VmsOnHost(const Services& services, std::vector<VmRecord> all,
+                                const std::string& name) {
+  std::vector<VmRecord> here;
+  for (VmRecord& vm : all) {
+    if (HostOfRecord(services, vm) == name) here.push_back(std::move(vm));
+  }
+  return here;
+}
+
+Result<bool> HostDrained(Store& store, std::string_view name) {
+  WARREN_ASSIGN_OR_RETURN(std::vector<HostRecord> hosts, store.ListHosts());
+  for (const HostRecord& h : hosts) {
+    if (h.name == name) return h.drained;
+  }
+  return false;
+}
+
+namespace {
+
+// Why `host` takes no new VM now ("" when it may): the first rule it fails.
+std::string Refusal(const HostStatus& host, bool drained) {
+  if (!host.reachable) return "host " + host.name + " does not answer: " + host.error;
+  if (!host.isolated) {
+    return "host " + host.name +
+           " has no isolation rules for its VMs (they could reach the host and its "
+           "networks), so warren places no VM there";
+  }
+  if (drained) return "host " + host.name + " is drained (hosts undrain " + host.name + ")";
+  return "";
+}
+
+}  // namespace
+
+Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
+                               std::string_view requested) {
+  HostSet* hosts = ctx.services.hosts;
+  if (hosts == nullptr) {
+    if (!requested.empty()) return Unavailable("this server drives a single VM host");
+    return std::string();
+  }
+  if (!requested.empty()) {
+    WARREN_RETURN_IF_ERROR(CheckHostName(requested));
+    if (hosts->member(requested) == nullptr) {
+      std::string names;
+      for (const std::string& n : hosts->names()) names += (names.empty() ? "" : ", ") + n;
+      return NotFound("no host named " + std::string(requested) + "; the hosts are " + names);
+    }
+  }
+  WARREN_ASSIGN_OR_RETURN(std::vector<HostRecord> records, ctx.store().ListHosts());
+  if (hosts->names().size() == 1 && requested.empty()) {
+    // One host: it was isolated at start (serve stops otherwise) and checks its own room
+    // when asked to make the VM; only a drain is the lobby's to check.
+    const std::string& only = hosts->default_host();
+    WARREN_ASSIGN_OR_RETURN(bool is_drained, HostDrained(ctx.store(), only));
+    if (is_drained) return Conflict("host " + only + " is drained (hosts undrain " + only + ")");
+    return only;
+  }
+  auto drained = [&](const std::string& name) {
+    return std::any_of(records.begin(), records.end(),
+                       [&](const HostRecord& r) { return r.name == name && r.drained; });
+  };
+  WARREN_ASSIGN_OR_RETURN(std::vector<VmRecord> all, ctx.store().ListVms());
+  const HostDemand demand{planned.cpus, planned.memory_mib, planned.disk_gib};
+
+  Status best_refusal;
+  std::string best;
+  int64_t best_free = INT64_MIN;
+  for (const HostStatus& host : hosts->Statuses()) {
+    if (!requested.empty() && host.name != requested) continue;
+    if (std::string why = Refusal(host, drained(host.name)); !why.empty()) {
+      if (!requested.empty()) {
+        return host.reachable ? Conflict(why) : Unavailable(why);
+      }
+      if (best_refusal.ok()) best_refusal = host.reachable ? Conflict(why) : Unavailable(why);
+      continue;
+    }
+    const SandboxReservation reserved =
+        ReservedBySandboxes(VmsOnHost(ctx.services, all, host.name), planned.id);
+    if (Status room = CheckHostRoom(host.capacity, demand); !room.ok()) {
+      if (!requested.empty()) return room.Annotate("host " + host.name);
+      // The refusal of a host that answered beats one that did not.
+      if (best_refusal.ok() || best_refusal.code() != Code::kLimitExceeded) {
+        best_refusal = room.Annotate("host " + host.name);
+      }
+      continue;
+    }
+    // Running sandboxes' reservations are committed already; one still being made is not.
+    const int64_t free = host.capacity.memory_mib -
+                         std::max(host.capacity.memory_committed_mib, reserved.memory_mib);
+    if (free > best_free) {
+      best_free = free;
+      best = host.name;
+    }
+  }
+  if (!best.empty()) return best;
+  if (!best_refusal.ok()) {
+    return best_refusal.Annotate(hosts->names().size() == 1 ? "placing the VM"
+                                                            : "no host takes the VM");
+  }
+  return Unavailable("no host takes new VMs");
+}
+
+}  // namespace warren
