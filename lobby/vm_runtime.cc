@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "lobby/base/log.h"
+#include "lobby/base/unix_socket.h"
 #include "lobby/commands/image_catalog.h"
 #include "lobby/commands/reconcile.h"
 #include "lobby/commands/sandbox_expiry.h"
@@ -96,13 +97,13 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   LibvirtHost* host = rt->host_.get();
   // Only a running VM has a control port; saying so at once beats retrying a dead socket
   // for the whole reach timeout.
-  guest_options.resolve_socket = [host](std::string_view id) -> Result<std::string> {
+  guest_options.dial = [host](std::string_view id) -> Result<UniqueFd> {
     WARREN_ASSIGN_OR_RETURN(VmInfo info, host->Inspect(id));
     if (info.state != VmState::kRunning) {
       return Conflict("the VM is " + std::string(VmStateName(info.state)) +
                       "; start or resume it first");
     }
-    return host->VmDir(id) + "/control.sock";
+    return DialUnixSocket(host->VmDir(id) + "/control.sock");
   };
   guest_options.key_path = options.data_dir + "/control_ed25519";
   guest_options.runner_path = options.runner_path;

@@ -136,7 +136,7 @@ int Main(int argc, char** argv) {
   ControlSessionOptions so;
   SshGuestControlOptions go = t.ControlOptions();
   so.vm_id = kTestVm;
-  so.resolve_socket = go.resolve_socket;
+  so.dial = go.dial;
   so.key_path = go.key_path;
   so.user = go.user;
   Stats raw;

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "lobby/base/unix_socket.h"
 #include "tests/unit/skip_or_fail.h"
 #include "vmhost/guest/runner_install.h"
 #include "vmhost/guest/runner_protocol.h"
@@ -521,9 +522,9 @@ TEST_F(GuestControlTest, UnknownOrUnreachableVmFailsInBoundedTime) {
   EXPECT_EQ(RunExec(*control_, "true").progress.status().code(), Code::kOk);
   SshGuestControlOptions o = target().ControlOptions();
   std::string missing = target().dir() + "/no-such.sock";
-  o.resolve_socket = [missing](std::string_view vm) -> Result<std::string> {
+  o.dial = [missing](std::string_view vm) -> Result<UniqueFd> {
     if (vm == "stopped") return Conflict("VM stopped is not running");
-    return missing;
+    return DialUnixSocket(missing);
   };
   o.reach_timeout = std::chrono::milliseconds(1500);
   Result<std::unique_ptr<SshGuestControl>> c = SshGuestControl::Create(o);

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <thread>
 
+#include "lobby/base/unix_socket.h"
 #include "tests/unit/guest_test_targets.h"
 #include "tests/unit/skip_or_fail.h"
 #include "vmhost/guest/control_key.h"
@@ -283,9 +284,9 @@ void BootGuestWithNic() {
   }
   SshGuestControlOptions o;
   std::string socket = g->socket;
-  o.resolve_socket = [socket](std::string_view vm) -> Result<std::string> {
+  o.dial = [socket](std::string_view vm) -> Result<UniqueFd> {
     if (vm != kTestVm) return NotFound("no VM " + std::string(vm));
-    return socket;
+    return DialUnixSocket(socket);
   };
   o.key_path = g->key;
   o.user = "dev";
@@ -519,7 +520,7 @@ TEST_F(GuestIdentityVmTest, AppliesASecondSeedAndTheClockToARunningGuest) {
   {
     SshGuestControlOptions o;
     std::string socket = g->socket;
-    o.resolve_socket = [socket](std::string_view) -> Result<std::string> { return socket; };
+    o.dial = [socket](std::string_view) { return DialUnixSocket(socket); };
     o.key_path = g->key;
     o.runner_path = RunnerBinaryPath();
     Result<std::unique_ptr<SshGuestControl>> c = SshGuestControl::Create(o);

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "lobby/base/unix_socket.h"
 #include "tests/unit/guest_control_scenarios.h"
 
 namespace warren::guest::testing {
@@ -348,7 +349,7 @@ TEST_F(GuestControlTest, AHostileBannerIsNotEchoedRaw) {
   ASSERT_TRUE(guest.ok());
   SshGuestControlOptions options = target().ControlOptions();
   std::string path = target().dir() + "/hostile.sock";
-  options.resolve_socket = [path](std::string_view) -> Result<std::string> { return path; };
+  options.dial = [path](std::string_view) { return DialUnixSocket(path); };
   options.reach_timeout = std::chrono::seconds(2);
   Result<std::unique_ptr<SshGuestControl>> control = SshGuestControl::Create(options);
   ASSERT_TRUE(control.ok()) << control.status().ToString();

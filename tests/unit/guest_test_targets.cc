@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "lobby/base/unix_socket.h"
 #include "vmhost/guest/control_key.h"
 #include "vmhost/image_layout.h"
 
@@ -188,9 +189,9 @@ GuestTarget::~GuestTarget() {
 SshGuestControlOptions GuestTarget::ControlOptions() const {
   SshGuestControlOptions o;
   std::string socket = socket_;
-  o.resolve_socket = [socket](std::string_view vm) -> Result<std::string> {
+  o.dial = [socket](std::string_view vm) -> Result<UniqueFd> {
     if (vm != kTestVm) return NotFound("no VM " + std::string(vm));
-    return socket;
+    return DialUnixSocket(socket);
   };
   o.key_path = key_;
   o.user = user_;

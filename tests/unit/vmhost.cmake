@@ -48,3 +48,18 @@ gtest_discover_tests(vmhost_test DISCOVERY_MODE PRE_TEST PROPERTIES RESOURCE_LOC
 add_executable(reconnector_test unit/reconnector_test.cc)
 target_link_libraries(reconnector_test PRIVATE warren_libvirt GTest::gtest_main)
 gtest_discover_tests(reconnector_test DISCOVERY_MODE PRE_TEST)
+
+# A VM's control port through libvirt (vmhost/libvirt_channel.h): a tiny VM booted on the
+# local libvirt, its channel opened with virDomainOpenChannel on a qemu:///system connection,
+# guest control over it (exec, 4 MiB each way, reconnect, no stealing, no leaks). One CTest
+# test: it boots the VM once. tests/integration/test_second_host.py runs the same binary
+# against a VM on the second host over qemu+ssh and qemu+tls (WARREN_CHANNEL_URI ...).
+add_executable(libvirt_channel_test unit/libvirt_channel_test.cc)
+target_link_libraries(libvirt_channel_test
+  PRIVATE warren_guest warren_test_real_libvirt_env OpenSSL::Crypto GTest::gtest_main)
+target_compile_definitions(libvirt_channel_test PRIVATE WARREN_RUN_BINARY="${WARREN_RUN_BINARY}")
+add_dependencies(libvirt_channel_test warren_run)
+add_test(NAME libvirt_channel COMMAND libvirt_channel_test)
+set_tests_properties(libvirt_channel PROPERTIES
+  RESOURCE_LOCK guests_a TIMEOUT 900 LABELS "guest;qemu;vm"
+  SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] [0-9]+ test")

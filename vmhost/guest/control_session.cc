@@ -4,13 +4,11 @@
 #include <libssh/server.h>  // ssh_set_message_callback, ssh_send_keepalive (not server-only)
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -349,7 +347,7 @@ void ControlSession::Run() {
       for (const Request& r : waiting) latest = std::max(latest, r.deadline);
       Status st = Connect(std::min(latest, now + options_.connect_timeout));
       if (st.code() == Code::kNotFound || st.code() == Code::kConflict) {
-        // The resolver says there is no socket to try (no such VM, or not running): retrying
+        // The dialer says there is no port to try (no such VM, or not running): retrying
         // would only make the caller wait.
         for (Request& r : waiting) r.io->Fail(st);
         waiting.clear();
@@ -419,26 +417,9 @@ void ControlSession::Run() {
 
 Status ControlSession::Connect(Clock::time_point deadline) {
   auto t0 = Clock::now();
-  Result<std::string> path = options_.resolve_socket(options_.vm_id);
-  if (!path.ok()) return path.status();
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path->empty() || path->size() >= sizeof addr.sun_path) {
-    return Unavailable("bad control socket path for VM " + options_.vm_id);
-  }
-  std::memcpy(addr.sun_path, path->data(), path->size());
-  // Non-blocking: QEMU takes one client at a time, and a connect to its socket while another
-  // client holds it would wait in the listen backlog for as long as that client stays.
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    int e = errno;
-    ::close(fd);
-    if (e == EAGAIN) {
-      return Unavailable("the control socket " + *path + " is busy (another client holds it)");
-    }
-    return Unavailable("cannot connect to " + *path + ": " + std::strerror(e));
-  }
+  Result<UniqueFd> dialed = options_.dial(options_.vm_id);
+  if (!dialed.ok()) return dialed.status();
+  int fd = dialed->release();  // closed below on every failure, else by TearDown
 
   SshSessionPtr session(ssh_new());
   if (session == nullptr) {

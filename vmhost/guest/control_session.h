@@ -13,7 +13,7 @@
 // Service() acts on them after each poll, and channels are freed only in ReapChannels(),
 // because libssh runs callbacks re-entrantly from inside its own calls.
 //
-// The guest is untrusted: its host key is accepted (the socket can only lead to this VM)
+// The guest is untrusted: its host key is accepted (the port can only lead to this VM)
 // but logged and pinned for the life of this object, and nothing it sends is buffered
 // without bound.
 //
@@ -37,15 +37,20 @@
 
 #include "lobby/base/event_waker.h"
 #include "lobby/base/status.h"
+#include "lobby/base/unique_fd.h"
 #include "vmhost/guest/guest_channel.h"
 #include "vmhost/guest/libssh_handles.h"
 
 namespace warren::guest {
 
-// Maps a VM id to the path of its control socket. NotFound or Conflict (no such VM, not
-// running) fail the waiting calls at once; other errors, like a socket that cannot be
-// connected to yet, are retried with backoff until each call's deadline.
-using ControlSocketResolver = std::function<Result<std::string>(std::string_view vm_id)>;
+// Connects to a VM's control port and returns the connected socket (any stream socket the
+// guest's sshd answers on: the VM's unix socket on this machine, DialUnixSocket in
+// lobby/base/unix_socket.h; a libvirt channel's socket pair for a VM on a remote host,
+// vmhost/libvirt_channel.h). Called on the session's owner thread, once per connection
+// attempt; it should not block for long. NotFound or Conflict (no such VM, not running) fail
+// the waiting calls at once; other errors, like a port that cannot be connected to yet, are
+// retried with backoff until each call's deadline.
+using ControlDialer = std::function<Result<UniqueFd>(std::string_view vm_id)>;
 
 // The integrations endpoint as one control connection sets it up (see GuestEndpoint): a
 // setup command run first, then SSH remote forwards (tcpip-forward) that make the guest's
@@ -66,10 +71,10 @@ struct EndpointPlan {
 
 struct ControlSessionOptions {
   std::string vm_id;
-  ControlSocketResolver resolve_socket;
+  ControlDialer dial;
   std::string key_path;  // the host's control private key (ed25519, OpenSSH format)
   std::string user = "dev";
-  // One connection attempt: socket connect, SSH handshake and authentication.
+  // One connection attempt: the dial, SSH handshake and authentication.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(30)};
   // A channel the guest has not opened (or whose exec it has not answered) by then means
   // the connection is hung (the guest rebooted under it, say): it is dropped and remade.
@@ -137,7 +142,7 @@ class ControlSession {
   // Channels open (or opening) on the connection right now; for tests and leak checks.
   int open_channels() const { return open_channels_.load(); }
   // Keeps the connection up — connecting now, and again whenever it is lost — so the VM's
-  // endpoint is there without waiting for a command; until the resolver says the VM is not
+  // endpoint is there without waiting for a command; until the dialer says the VM is not
   // running (NotFound/Conflict) or DropConnection.
   void KeepConnected();
   // Runs the endpoint setup again now (the VM's integrations changed); asks for the

@@ -105,7 +105,7 @@ class RawPipe final : public GuestPipe {
 }  // namespace
 
 Result<std::unique_ptr<SshGuestControl>> SshGuestControl::Create(SshGuestControlOptions options) {
-  if (!options.resolve_socket) return InvalidArgument("no control socket resolver");
+  if (!options.dial) return InvalidArgument("no control port dialer");
   std::string path = options.runner_path.empty() ? DefaultRunnerPath() : options.runner_path;
   WARREN_ASSIGN_OR_RETURN(RunnerBinary runner, LoadRunnerBinary(path));
   return std::unique_ptr<SshGuestControl>(
@@ -130,7 +130,7 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
   if (it != vms_.end()) return it->second;
   ControlSessionOptions so;
   so.vm_id = std::string(vm_id);
-  so.resolve_socket = options_.resolve_socket;
+  so.dial = options_.dial;
   so.key_path = options_.key_path;
   so.user = options_.user;
   so.connect_timeout = options_.connect_timeout;

@@ -30,8 +30,8 @@
 namespace warren::guest {
 
 struct SshGuestControlOptions {
-  ControlSocketResolver resolve_socket;  // VM id -> its control socket path
-  std::string key_path;                  // DATA/control_ed25519 (EnsureControlKey)
+  ControlDialer dial;    // VM id -> a socket connected to its control port
+  std::string key_path;  // DATA/control_ed25519 (EnsureControlKey)
   std::string user = "dev";
   std::string runner_path;  // the warren-run binary; empty: next to the running executable
   // How long a call waits for the guest to be reachable (connection attempts with backoff,
