@@ -96,6 +96,10 @@ class DrainCommand final : public Command {
 
   Result<CommandResult> Run(CommandContext& ctx) override {
     WARREN_ASSIGN_OR_RETURN(HostSet * hosts, RequireHosts(ctx));
+    if (!ctx.caller().scope.tag.empty()) {
+      return PermissionDenied("a drain acts for every user's VMs; " + CredentialNoun(ctx.caller()) +
+                              " is limited to tag " + ctx.caller().scope.tag);
+    }
     WARREN_RETURN_IF_ERROR(CheckHostName(name_));
     if (hosts->member(name_) == nullptr) return NotFound("no host named " + name_);
     HostRecord record;

@@ -58,6 +58,7 @@
 #include "tests/fakes/fake_guest_control.h"
 #include "tests/fakes/fake_vm_host.h"
 #include "tests/unit/recording_responder.h"
+#include "vmhost/host_set.h"
 
 namespace warren::scopematrix {
 namespace {
@@ -365,6 +366,11 @@ const std::vector<Sample>& Samples() {
       {"user ls", "user ls"},
       {"user set", "user set dave --max-vms 3"},
       {"user rm", "user rm dave"},
+      // The hosts every user's VMs run on: admins'. A drain acts for every user, so not with
+      // a credential limited to a tag.
+      {"hosts", "hosts", {}, {}, /*admin_power=*/true},
+      {"hosts drain", "hosts drain local", {}, {{Cred::kAdminTag, Verdict::kDenied}}, true},
+      {"hosts undrain", "hosts undrain local", {}, {{Cred::kAdminTag, Verdict::kDenied}}, true},
       // Every user's VMs and keys: admins only, not one limited to a tag; SSH only.
       {"backup",
        "backup",
@@ -692,6 +698,8 @@ class World {
   FakeGuestControl guests_;
   TokenSigner signer_ = TokenSigner::FromSecret(std::string(32, 's')).value();
   SecretKey integration_key_ = SecretKey::FromBytes(std::string(SecretKey::kKeyBytes, 'i')).value();
+  // One host, as serve makes it: the interpreter's VMs go through a HostSet.
+  std::unique_ptr<HostSet> hosts_;
   std::unique_ptr<LmdbStore> store_;
   std::unique_ptr<Interpreter> interpreter_;
   std::unique_ptr<CommandRunner> runner_;
@@ -737,7 +745,9 @@ World::World(Cred cred, Surface surface, const Sample& sample)
   s.info.domain = "warren.localhost";
   s.token_signer = &signer_;
   s.oauth = store_.get();
-  s.vms = &host_;
+  hosts_ = std::move(HostSet::Make({{"local", &host_, "tcg", [] { return true; }}})).value();
+  s.vms = hosts_.get();
+  s.hosts = hosts_.get();
   s.guests = &guests_;
   s.integration_key = &integration_key_;
   s.control_authorized_key = "ssh-ed25519 AAAAcontrol warren-control";
