@@ -1,7 +1,6 @@
 #include "vmhost/disk_chains.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
 #include "lobby/base/log.h"
@@ -28,18 +27,17 @@ DiskChains::DiskChains(DiskChainsOptions options) : options_(std::move(options))
 Result<StoragePoolHandle> DiskChains::OpenPool(virConnectPtr conn) {
   // Pools are host-wide but DATA/disks is this data directory's: the name carries a hash
   // of the path, so two warrens (or tests) on one libvirtd never share a disks pool.
-  uint32_t h = 2166136261u;  // FNV-1a
-  for (unsigned char c : options_.disks_dir) h = (h ^ c) * 16777619u;
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", h);
-  const std::string name = options_.domain_prefix + "disks-" + hex;  // never an id: no '-'
-  // QEMU runs as another user: DATA must be traversable (never listable) by it before the
-  // pool builds DATA/disks in it.
-  std::error_code ec;
-  const fs::path data = fs::path(options_.disks_dir).parent_path();
-  fs::create_directories(data, ec);
-  if (ec) return Internal("creating " + data.string() + ": " + ec.message());
-  fs::permissions(data, fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add, ec);
+  const std::string name = PoolNameFor(options_.domain_prefix, "disks", options_.disks_dir);
+  if (!options_.remote) {
+    // QEMU runs as another user: DATA must be traversable (never listable) by it before the
+    // pool builds DATA/disks in it. (On a remote host the build makes DATA 0755.)
+    std::error_code ec;
+    const fs::path data = fs::path(options_.disks_dir).parent_path();
+    fs::create_directories(data, ec);
+    if (ec) return Internal("creating " + data.string() + ": " + ec.message());
+    fs::permissions(data, fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add,
+                    ec);
+  }
   return OpenDirPool(conn, name, options_.disks_dir, /*build=*/true);
 }
 
@@ -108,7 +106,7 @@ Result<std::vector<std::string>> DiskChains::InUse(virConnectPtr conn) {
     for (const std::string& top : options_.pinned_tops()) {
       std::error_code ec;
       // A base deleted by hand protects nothing (and its template cannot restore).
-      if (!Under(top, options_.disks_dir) || !fs::exists(top, ec)) continue;
+      if (!Under(top, options_.disks_dir) || (!options_.remote && !fs::exists(top, ec))) continue;
       WARREN_ASSIGN_OR_RETURN(std::vector<std::string> chain, ChainOf(conn, top));
       used.insert(used.end(), chain.begin(), chain.end());
     }
@@ -130,7 +128,9 @@ Result<StorageVolHandle> DiskChains::NewOverlay(const Lock& /*lock*/, virConnect
 
 Result<int> DiskChains::RemoveUnused(const Lock& /*lock*/, virConnectPtr conn) {
   std::error_code ec;
-  if (!fs::exists(options_.disks_dir, ec)) return 0;
+  if (!options_.remote && !fs::exists(options_.disks_dir, ec)) return 0;
+  // On a remote host the pool is made to look (a restarted daemon forgot it, while its
+  // layers are still there) and forgotten again below when it holds none.
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn));
   if (virStoragePoolRefresh(pool.get(), 0) < 0) return LibvirtError("rescanning the disks");
   WARREN_ASSIGN_OR_RETURN(std::vector<std::string> used, InUse(conn));

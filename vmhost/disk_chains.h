@@ -8,7 +8,7 @@
 //     drift; a layer no chain reaches is deleted by RemoveUnused, and only then.
 //   - A chain deeper than kMaxDiskLayers is flattened onto the image by a live block pull.
 //   - Layers go through the storage API (volume create/delete, pool refresh), so the same
-//     code can later drive a remote host by URI.
+//     code drives a remote host by URI (DiskChainsOptions::remote).
 // Thread-safe. Whatever creates or deletes layers takes a Lock (held by its caller across
 // the whole multi-step operation, so a collection never sees a file half-way to its VM).
 // Lock order: a LibvirtHost takes its per-VM locks first, then this Lock; never the other
@@ -36,6 +36,9 @@ struct DiskChainsOptions {
   // (libvirt_host.h), each kept, with what lies below it, like a VM's disk. Called by InUse,
   // with the caller's Lock held; may be empty.
   std::function<std::vector<std::string>()> pinned_tops;
+  // The disks are on a remote host (libvirt_uri.h): only the storage API reaches them (the
+  // pool's build makes DATA/disks and its parents there), never this machine's file system.
+  bool remote = false;
 };
 
 class DiskChains {

@@ -105,6 +105,21 @@ std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes, const Q
   return VolumeXml(name, capacity_bytes, "raw", "", owner);
 }
 
+std::string SharedFileVolumeXml(std::string_view name, uint64_t capacity_bytes) {
+  std::ostringstream x;
+  x << "<volume>\n";
+  x << "  <name>" << MarkupEscape(name) << "</name>\n";
+  x << "  <capacity unit='bytes'>" << capacity_bytes << "</capacity>\n";
+  // Sparse: the upload writes every byte anyway.
+  x << "  <allocation unit='bytes'>0</allocation>\n";
+  x << "  <target>\n";
+  x << "    <format type='raw'/>\n";
+  x << "    <permissions>\n      <mode>0644</mode>\n    </permissions>\n";
+  x << "  </target>\n";
+  x << "</volume>\n";
+  return x.str();
+}
+
 std::string NetworkInterfaceXml(std::string_view mac) {
   // User-mode networking: outbound NAT from inside QEMU (slirp), no bridge, no root on the
   // host; QEMU's sockets carry the guest's connections, which is what lets the host's

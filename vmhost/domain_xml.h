@@ -119,5 +119,9 @@ std::string OverlayVolumeXml(std::string_view name, uint64_t capacity_bytes,
 // A raw volume `name` of `capacity_bytes`, readable by its owner only (as above).
 std::string RawVolumeXml(std::string_view name, uint64_t capacity_bytes,
                          const QemuUser& owner = {});
+// A raw, sparse volume `name` of `capacity_bytes` that every user may read (mode 0644, the
+// daemon's user's): a file many VMs share read-only, such as an image's on a remote host
+// (host_image_store.h), which QEMU's user reads by path.
+std::string SharedFileVolumeXml(std::string_view name, uint64_t capacity_bytes);
 
 }  // namespace warren

@@ -18,7 +18,9 @@
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
 #include "vmhost/image_layout.h"
+#include "vmhost/libvirt_accel_probe.h"
 #include "vmhost/libvirt_domain_ops.h"
+#include "vmhost/libvirt_uri.h"
 #include "vmhost/libvirt_xml.h"
 #include "vmhost/libvirtd_launcher.h"
 #include "vmhost/random_names.h"
@@ -119,8 +121,13 @@ void SetCpuShares(virDomainPtr dom, int cpus, std::string_view id) {
 
 LibvirtHost::LibvirtHost(LibvirtHostOptions options)
     : options_(std::move(options)),
-      chains_({DisksDir(), options_.images_dir, options_.domain_prefix,
-               [this] { return TemplateBases(); }}) {
+      remote_(IsRemoteLibvirtUri(options_.uri)),
+      images_(remote_ ? std::make_unique<HostImageStore>(HostImageStoreOptions{
+                            options_.images_dir, HostImagesDir(),
+                            PoolNameFor(options_.domain_prefix, "images", HostImagesDir())})
+                      : nullptr),
+      chains_({DisksDir(), HostImagesDir(), options_.domain_prefix,
+               [this] { return TemplateBases(); }, remote_}) {
   SilenceLibvirtErrors();
   ReconnectorOptions ro;
   ro.what = "libvirt at " + options_.uri;
@@ -316,6 +323,7 @@ Result<StoragePoolHandle> LibvirtHost::OpenPool(const Conn& conn, std::string_vi
 }
 
 Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
+  if (remote_) return RemoveRemoteFiles(conn, id);
   std::string dir = VmDir(id);
   std::error_code ec;
   StoragePoolHandle pool(virStoragePoolLookupByName(conn.get(), DomainName(id).c_str()));
@@ -505,7 +513,11 @@ Result<HostCapacity> LibvirtHost::CapacityOf(const Conn& conn) {
   free(active);  // NOLINT: allocated by libvirt
   // Disk: free in the data directory, less what this host's disks may still grow by.
   struct statvfs fs_info {};
-  if (statvfs(options_.data_dir.c_str(), &fs_info) == 0) {
+  if (remote_) {
+    // As the host's daemon sees it: its image store's file system (DATA/images there).
+    Result<int64_t> free_bytes = images_->FreeBytes(conn.get());
+    if (free_bytes.ok()) cap.disk_free_bytes = *free_bytes;
+  } else if (statvfs(options_.data_dir.c_str(), &fs_info) == 0) {
     cap.disk_free_bytes =
         static_cast<int64_t>(fs_info.f_bavail) * static_cast<int64_t>(fs_info.f_frsize);
   }
@@ -522,6 +534,8 @@ Status LibvirtHost::CheckRoom(const Conn& conn, const HostDemand& demand) {
 }
 
 Status LibvirtHost::EnsureDataDirs() {
+  // A remote host's pools build their directories there (libvirt makes the parents 0755).
+  if (remote_) return Status::Ok();
   // QEMU runs as another user: DATA/vms and DATA/disks must be traversable (never
   // listable) by it.
   std::error_code ec;
@@ -622,6 +636,11 @@ void LibvirtHost::UndoNewVmFiles(const Conn& conn, std::string_view id, std::str
 }
 
 Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn, const DiskChains::Lock& disks) {
+  if (remote_) {
+    WARREN_ASSIGN_OR_RETURN(int removed, chains_.RemoveUnused(disks, conn.get()));
+    RemoveRemoteLeftovers(conn);
+    return removed;
+  }
   std::error_code ec;
   if (!fs::exists(chains_.dir(), ec)) return 0;  // no VM ever had a disk here
   // Templates cut short (a crash mid-save) first: their bases then go with the rest.
@@ -668,9 +687,8 @@ Result<std::string> LibvirtHost::MakeSeed(const Conn& conn, const VmSpec& spec,
   seed.setup_script = spec.setup_script;
   seed.ssh_host_key = spec.ssh_host_key;
   seed.ssh_host_key_pub = spec.ssh_host_key_pub;
-  WARREN_ASSIGN_OR_RETURN(
-      std::string seed_bytes,
-      BuildSeedImage(seed, (fs::path(options_.data_dir) / "tmp").string(), options_.mkfs));
+  WARREN_ASSIGN_OR_RETURN(std::string seed_bytes,
+                          BuildSeedImage(seed, ScratchDir(), options_.mkfs));
   StorageVolHandle seed_vol;
   if (rewrite) {
     // Every seed is one size (seed_image.h): the new one fits the volume exactly.
@@ -729,8 +747,7 @@ DomainConfig LibvirtHost::ConfigFor(const VmSpec& spec, const GuestImage& image,
 Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
                                    const std::string& image_ref, const std::string& disk,
                                    const QemuUser& qemu, Rollback& rollback) {
-  WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, image_ref));
-  if (qemu.known()) WARREN_RETURN_IF_ERROR(LetQemuReadImage(image));
+  WARREN_ASSIGN_OR_RETURN(GuestImage image, HostImage(conn, image_ref, qemu));
   WARREN_ASSIGN_OR_RETURN(std::string seed, MakeSeed(conn, spec, qemu));
   std::string xml = DomainXml(ConfigFor(spec, image, disk, seed, qemu));
 
@@ -749,7 +766,14 @@ Status LibvirtHost::DefineAndStart(const Conn& conn, const VmSpec& spec,
 
 Status LibvirtHost::Create(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
-  WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, spec.image));
+  GuestImage image;
+  if (remote_) {
+    // Before any lock: an upload takes a while, and other VMs' operations go on meanwhile.
+    WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+    WARREN_ASSIGN_OR_RETURN(image, HostImage(conn, spec.image, {}));
+  } else {
+    WARREN_ASSIGN_OR_RETURN(image, OpenGuestImage(options_.images_dir, spec.image));
+  }
   if (spec.disk_gib * kGiB < image.rootfs_bytes) {
     return InvalidArgument("disk must be at least " +
                            std::to_string((image.rootfs_bytes + kGiB - 1) / kGiB) +
@@ -937,8 +961,7 @@ Status LibvirtHost::Copy(std::string_view source_id, const VmSpec& spec) {
   VmSpec copy = spec;
   copy.image = image;
   // The disk carries the source's host key: the copy gets its own, through its seed.
-  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(copy.ssh_host_key, copy.ssh_host_key_pub,
-                                          (fs::path(options_.data_dir) / "tmp").string()));
+  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(copy.ssh_host_key, copy.ssh_host_key_pub, ScratchDir()));
   WARREN_RETURN_IF_ERROR(
       DefineAndStart(conn, copy, image, fork.copy_top.path, fork.qemu, rollback));
   rollback.Commit();
@@ -1154,6 +1177,16 @@ std::string AnyImageKernel(const std::string& images_dir) {
 
 Result<std::unique_ptr<LibvirtHost>> StartLibvirtHost(LibvirtHostOptions options,
                                                       std::string_view force_accel) {
+  if (IsRemoteLibvirtUri(options.uri)) {
+    // Another machine's daemon: not ours to start, and its /dev/kvm is not this one's.
+    AccelChoice accel = ProbeRemoteAccel(options.uri, force_accel);
+    LogInfo("vmhost: uri=" + options.uri + " accel=" + std::string(AccelName(accel.accel)) +
+            " reason=" + LogQuote(accel.reason) +
+            " probe_ms=" + std::to_string(int(accel.seconds * 1000)));
+    options.accel = accel.accel;
+    WARREN_ASSIGN_OR_RETURN(ConnectHandle conn, OpenLibvirt(options.uri));
+    return std::make_unique<LibvirtHost>(std::move(options), std::move(conn));
+  }
   KvmProbeOptions probe;
   probe.data_dir = options.data_dir;
   probe.kernel = AnyImageKernel(options.images_dir);

@@ -9,7 +9,23 @@
 // collection after every Destroy, flattening). Copy freezes the source's top and puts a
 // fresh overlay over it for both VMs. The XML this host writes is domain_xml.h's, what it
 // reads back is parsed by libvirt_xml.h. Disks and seed go through the storage API (volume
-// create, stream upload), so the same code can later drive a remote host by URI.
+// create, stream upload).
+//
+// Remote hosts (libvirt_uri.h: a URI naming a host or a transport other than the local
+// socket, e.g. qemu+ssh://root@h2/system, qemu+tls://h3/system): DATA is a directory on that
+// host, reached only through libvirt's API, never this machine's file system (the remote
+// parts are in libvirt_host_remote.cc). There:
+//   - images come from the host's own store, DATA/images there (host_image_store.h): a
+//     version the host lacks is uploaded from the local catalog (options.images_dir) with
+//     virStorageVolUpload before a Create or Copy uses it, once however many ask at once;
+//   - DATA/vms is a dir pool "<prefix>vms-<hash>" too, so a VM's directory is listed and
+//     removed (rmdir of its volume) through the API; the seed is built here, in scratch_dir;
+//   - the disk's free space is the images pool's (virStoragePoolGetInfo), not statvfs;
+//   - templates, warm pools' restores and live copies (a save image's header rewritten and
+//     fed through a local FIFO) are not made: those calls answer Unavailable ("templates are
+//     not made on remote hosts yet"), and callers boot instead;
+//   - the accelerator is what libvirt reports there (libvirt_accel_probe.h), TCG unless
+//     forced, and warren never starts or restarts a remote daemon.
 //
 // Files and QEMU's user: when the daemon names the user QEMU runs as (its DAC model), every
 // per-VM file is created owned by that user and domains say relabel='no', so libvirt never
@@ -40,6 +56,7 @@
 
 #include "vmhost/disk_chains.h"
 #include "vmhost/guest_image.h"
+#include "vmhost/host_image_store.h"
 #include "vmhost/kvm_probe.h"
 #include "vmhost/libvirt_domain_ops.h"
 #include "vmhost/libvirt_events.h"
@@ -56,9 +73,14 @@ struct SaveImageHeader;
 struct LibvirtHostOptions {
   std::string uri = "qemu:///system";
   // Under qemu:///system QEMU runs as libvirt-qemu: the data directory must be reachable by
-  // that user (not inside a 0700 home).
+  // that user (not inside a 0700 home). For a remote URI, a path on that host.
   std::string data_dir = "/var/lib/warren";
+  // warren's image catalog, on this machine (image_layout.h). A local host boots from it
+  // directly; a remote one gets copies in its own store, DATA/images there.
   std::string images_dir = "/var/lib/warren/images";
+  // Local scratch for building seeds and host keys. Empty: DATA/tmp for a local host, the
+  // system's temporary directory for a remote one (whose DATA is not here).
+  std::string scratch_dir;
   Accel accel = Accel::kTcg;
   // TCG's translation cache per domain, MiB (domain_xml.h); 0: QEMU's default.
   int tb_cache_mib = kTcgTbCacheMib;
@@ -87,6 +109,8 @@ class LibvirtHost final : public VmHost {
   ~LibvirtHost() override;
 
   std::string uri() const override { return options_.uri; }
+  // Whether the URI names another machine (libvirt_uri.h): see the header comment.
+  bool remote() const { return remote_; }
   // Cores and memory from the node (all active domains of the daemon hold memory), disk
   // from the data directory and this host's VMs' disks (each top's virtual size less what it
   // holds already). A figure the host cannot read is INT64_MAX (unknown: no limit).
@@ -149,6 +173,13 @@ class LibvirtHost final : public VmHost {
   bool connected() const { return reconnector_->up(); }
   ReconnectorStats reconnect_stats() const { return reconnector_->stats(); }
 
+  // The image versions this host can boot without an upload: its store's (a remote host),
+  // or the local catalog's installed ones (a local host). Sorted.
+  Result<std::vector<std::string>> Images();
+  // Uploads of images to this (remote) host by this object, and the last one's size and time.
+  int image_uploads() const { return images_ ? images_->uploads() : 0; }
+  ImageUpload last_image_upload() const { return images_ ? images_->last_upload() : ImageUpload{}; }
+
   // Every running domain of the connection, warren's or not (egress_firewall.h: the
   // isolation rules stay while any QEMU of the host runs).
   Result<int> ActiveDomainCount();
@@ -160,6 +191,8 @@ class LibvirtHost final : public VmHost {
   std::string VmDir(std::string_view id) const;
   // The directory of every VM's disk layers.
   std::string DisksDir() const;
+  // Where this host's VMs' chains end: the local catalog, or the remote host's store.
+  std::string HostImagesDir() const;
   // The VM's disk chain, top first, down to (and including) the image's rootfs.
   Result<std::vector<std::string>> DiskChain(std::string_view id);
 
@@ -208,6 +241,22 @@ class LibvirtHost final : public VmHost {
   Result<StoragePoolHandle> OpenPool(const Conn& conn, std::string_view id, bool build);
   // Removes every file of the VM (volumes, then the directory) and its pool.
   Status RemoveFiles(const Conn& conn, std::string_view id);
+
+  // Remote hosts (libvirt_host_remote.cc).
+  // The image `ref` as this host boots it: the local catalog's files (made readable by QEMU's
+  // user when `qemu` is known), or the remote host's store's, uploaded first if need be.
+  Result<GuestImage> HostImage(const Conn& conn, std::string_view ref, const QemuUser& qemu);
+  // Local scratch for seeds and host keys (options.scratch_dir).
+  std::string ScratchDir() const;
+  // The pool over DATA/vms on a remote host; `build` makes the directory.
+  Result<StoragePoolHandle> OpenVmsPool(const Conn& conn, bool build);
+  // RemoveFiles on a remote host: the VM's volumes, its pool, then its directory (a volume
+  // of the DATA/vms pool), and that pool once no VM has a directory.
+  Status RemoveRemoteFiles(const Conn& conn, std::string_view id);
+  // What is left of VMs that are gone from a remote host (their directories and pools).
+  void RemoveRemoteLeftovers(const Conn& conn);
+  // Unavailable for what a remote host does not do yet (templates, live copies).
+  Status LocalOnly(std::string_view what) const;
   Status StartDomain(virDomainPtr dom);
   Result<HostCapacity> CapacityOf(const Conn& conn);
   // CheckHostRoom against the host's capacity now.
@@ -313,6 +362,8 @@ class LibvirtHost final : public VmHost {
   void ReportState(std::string_view id, VmState state);
 
   const LibvirtHostOptions options_;
+  const bool remote_;
+  std::unique_ptr<HostImageStore> images_;  // a remote host's image store; null for a local one
   std::mutex conn_mu_;
   Conn conn_;
   QemuUser qemu_user_;  // of conn_, guarded by conn_mu_
@@ -340,6 +391,8 @@ class LibvirtHost final : public VmHost {
 // newest image under images_dir; `force_accel` or WARREN_ACCEL override), makes sure the
 // daemon answers (EnsureLibvirtd, /dev/kvm masked for TCG), and returns a connected host
 // with options.accel set. Logs each decision. Unavailable when no daemon can be had.
+// A remote URI: no local probe and no daemon started; the host is connected and asked what
+// it offers (ProbeRemoteAccel, bounded), and runs TCG unless forced to kvm.
 Result<std::unique_ptr<LibvirtHost>> StartLibvirtHost(LibvirtHostOptions options,
                                                       std::string_view force_accel = "");
 

@@ -104,6 +104,7 @@ class UncappedWhileThis {
 }  // namespace
 
 Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpec& spec) {
+  if (remote_) return LocalOnly("live copies");
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");
   const auto t0 = std::chrono::steady_clock::now();

@@ -153,6 +153,7 @@ std::string LibvirtHost::TemplatesDir() const {
 
 std::vector<std::string> LibvirtHost::TemplateBases() const {
   std::vector<std::string> bases;
+  if (remote_) return bases;  // none: TemplatesDir is not on this machine
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(TemplatesDir(), ec)) {
     if (entry.path().filename().string().starts_with(".")) continue;
@@ -163,6 +164,7 @@ std::vector<std::string> LibvirtHost::TemplateBases() const {
 }
 
 void LibvirtHost::RemoveTemplateLeftovers() {
+  if (remote_) return;  // a remote host makes none
   std::error_code ec;
   // A restore's FIFO, or a live copy's memory, outlives it only when warren died mid-way
   // (both hold the chains' lock, as the caller does). So does a seed's or host key's scratch,
@@ -188,6 +190,7 @@ void LibvirtHost::RemoveTemplateLeftovers() {
 }
 
 Status LibvirtHost::SaveTemplate(std::string_view id, std::string_view tag) {
+  if (remote_) return LocalOnly("templates");
   WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
   virDomainPtr dom = vm.dom.get();
   WARREN_RETURN_IF_ERROR(RequireState(dom, {VmState::kRunning}, "save as a template"));
@@ -280,6 +283,7 @@ Status LibvirtHost::SaveTemplate(std::string_view id, std::string_view tag) {
 }
 
 Result<std::vector<TemplateInfo>> LibvirtHost::Templates() {
+  if (remote_) return LocalOnly("templates");
   std::vector<TemplateInfo> out;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(TemplatesDir(), ec)) {
@@ -295,6 +299,7 @@ Result<std::vector<TemplateInfo>> LibvirtHost::Templates() {
 }
 
 Status LibvirtHost::RemoveTemplate(const VmShape& shape) {
+  if (remote_) return LocalOnly("templates");
   WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
   DiskChains::Lock disks = chains_.Acquire();
   const fs::path dir = fs::path(TemplatesDir()) / VmShapeKey(shape);
@@ -314,6 +319,7 @@ Status LibvirtHost::RemoveTemplate(const VmShape& shape) {
 }
 
 Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
+  if (remote_) return LocalOnly("templates");
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   const auto t0 = std::chrono::steady_clock::now();
   const VmShape shape = ShapeOf(spec);
@@ -465,6 +471,7 @@ Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainCo
 namespace warren {
 
 Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec) {
+  if (remote_) return LocalOnly("templates");
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   const auto t0 = std::chrono::steady_clock::now();
   WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(spec.id));

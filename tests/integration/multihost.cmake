@@ -12,3 +12,14 @@ set_tests_properties(vm_second_host PROPERTIES
   TIMEOUT 600
   RESOURCE_LOCK guests_b
   LABELS "integration;vm;multihost")
+
+# LibvirtHost on that second host, over qemu+ssh and qemu+tls only: the remote image store
+# (uploads once, per host), a VM's whole life and nothing left behind
+# (libvirt_remote_host_test), then the VmHost contract (vmhost_test's LibvirtRemote case).
+add_test(NAME vm_remote_libvirt_host
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_remote_libvirt_host.py)
+set_tests_properties(vm_remote_libvirt_host PROPERTIES
+  ENVIRONMENT "REMOTE_HOST_TEST=$<TARGET_FILE:libvirt_remote_host_test>;VMHOST_TEST=$<TARGET_FILE:vmhost_test>;LANG=C.UTF-8"
+  TIMEOUT 1800
+  RESOURCE_LOCK guests_b
+  LABELS "integration;vm;multihost")

@@ -9,8 +9,11 @@ SecondHost() starts, and close() removes again:
   - a mount namespace of its own, held by one idle process, with a private /run (a tmpfs),
     /etc/libvirt (a copy without the shared daemon's domains, networks, pools, secrets or
     autostart links), /var/lib/libvirt, /var/cache/libvirt (a copy: QEMU's capabilities are
-    not probed again) and /var/log/libvirt, and /dev/kvm masked by a mode-0 device node
-    (libvirt's capability probe stalls on this machine's KVM, and guests must run TCG);
+    not probed again), /var/log/libvirt and /var/lib/warren (empty: warren's data directory
+    on that host; warren_files() is where this side sees it, for checks), the local image
+    catalog (WARREN_TEST_IMAGES) hidden under an empty directory, and /dev/kvm masked by a
+    mode-0 device node (libvirt's capability probe stalls on this machine's KVM, and guests
+    must run TCG);
   - virtlogd and libvirtd there, never the machine's shared daemon: that one's sockets are
     in the root namespace's /run, which the private /run hides;
   - the remote transports, both real, both pinned both ways:
@@ -26,7 +29,8 @@ SecondHost() starts, and close() removes again:
         client certificates made per fixture with openssl (the server's carries the address
         as an IP subjectAltName, which libvirt checks); the client's through `pkipath=`.
 
-    uri (= ssh_uri), tls_uri, run(), popen(), ssh_argv(), stop_libvirtd(), start_libvirtd()
+    uri (= ssh_uri), tls_uri, run(), popen(), ssh_argv(), stop_libvirtd(), start_libvirtd(),
+    warren_files(), admin_prefix()
 
 TinyGuest(host, uri, name, authorized_keys) uploads the tiny image and a seed into a pool
 there (virsh vol-upload over `uri`) and boots it under TCG (docs/multi_host_transport.md).
@@ -54,7 +58,12 @@ HOST_IF_PREFIX = "w2h"      # w2hPIDxN (<= 15 characters)
 DIR_PREFIX = "warren-second-host-"  # warren-second-host-PID-N-XXXX
 LOCK_FILE = "/run/lock/warren-second-host.lock"
 PARENT = os.environ.get("WARREN_TEST_DATA_DIR", "/var/lib/warren-test")
-PRIVATE = ("/etc/libvirt", "/var/lib/libvirt", "/var/cache/libvirt", "/var/log/libvirt")
+# /var/lib/warren: warren's data directory on that host (LibvirtHost's remote default) is its
+# own, empty at the start, so a test of warren driving this host can never pass because the
+# "remote" host happens to see this machine's files (the mount point is made when missing).
+PRIVATE = ("/etc/libvirt", "/var/lib/libvirt", "/var/cache/libvirt", "/var/log/libvirt",
+           "/var/lib/warren")
+WARREN_DATA = "/var/lib/warren"
 TOOLS = ("unshare", "nsenter", "ip", "mount", "libvirtd", "virtlogd", "virsh", "sshd", "ssh",
          "ssh-keygen", "openssl", "virt-ssh-helper")
 SBIN = ("/usr/sbin", "/sbin")
@@ -292,13 +301,20 @@ class SecondHost:
         mounts += ["mount -t tmpfs -o mode=0755 tmpfs /run",
                    "mkdir -p /run/lock /run/sshd /run/libvirt",
                    "chmod 0755 /run/sshd"]
+        # The local image catalog is hidden there too (an empty directory over it): images
+        # reach that host only by upload.
+        if os.path.isdir(IMAGES):
+            os.makedirs(self.path("images-hidden"), exist_ok=True)
+            mounts.append("mount --bind %s %s" % (self.path("images-hidden"), IMAGES))
         for path in PRIVATE:
             mine = self.path("state", path.strip("/").replace("/", "_"))
+            if not os.path.exists(path):
+                os.makedirs(path, mode=0o755)
             if path == "/etc/libvirt":
                 shutil.copytree(path, mine, symlinks=True, ignore=_ignore_shared_definitions)
             elif path == "/var/cache/libvirt" and os.path.isdir(path):
                 shutil.copytree(path, mine, symlinks=True)
-            elif os.path.isdir(path):
+            elif os.path.isdir(path) and path != WARREN_DATA:
                 _copy_dirs_only(path, mine)
             else:
                 os.makedirs(mine)
@@ -455,6 +471,14 @@ class SecondHost:
     @property
     def uri(self):
         return self.ssh_uri
+
+    def warren_files(self):
+        """Where this machine sees the host's private /var/lib/warren (for checks only)."""
+        return self.path("state", WARREN_DATA.strip("/").replace("/", "_"))
+
+    def admin_prefix(self):
+        """The command prefix that runs a command inside the host's namespaces."""
+        return self._nsenter()
 
     def client_public_key(self):
         """The client's public key line (the one root on the host accepts)."""

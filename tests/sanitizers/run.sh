@@ -46,6 +46,7 @@ asan_units=(base_test ssh_server_test keys_test vmhost_xml_test save_image_test 
   guest_identity_test guest_identity_runner_test guest_seed_runner_test guest_endpoint_local_test
   guest_endpoint_setup_test reconnector_test serve_config_test host_load_test)
 declare -A not_asan=(
+  [libvirt_remote_host_test]="boots tiny guests on a second libvirtd over qemu+ssh/tls (CTest vm_remote_libvirt_host, label vm)"
   [libvirt_channel_test]="boots a tiny guest on the local libvirtd (CTest libvirt_channel, label qemu); test_second_host runs it against the second host"
   [guest_vm_test]="boots a tiny guest under QEMU (CTest guest_vm, label qemu)"
   [guest_identity_vm_test]="boots a tiny guest under QEMU (CTest guest_identity_vm, label qemu)"

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "vmhost/image_layout.h"
+#include "vmhost/libvirt_accel_probe.h"
 #include "vmhost/libvirt_handles.h"
 #include "vmhost/libvirtd_launcher.h"
 
@@ -107,7 +108,44 @@ RealLibvirtEnv Discover() {
   return env;
 }
 
+RealLibvirtEnv DiscoverRemote() {
+  RealLibvirtEnv env;
+  env.uri = EnvOr("WARREN_TEST_REMOTE_LIBVIRT_URI", "");
+  if (env.uri.empty()) {
+    env.skip_reason =
+        "no remote libvirt host (WARREN_TEST_REMOTE_LIBVIRT_URI: "
+        "tests/integration/test_remote_libvirt_host.py sets it)";
+    return env;
+  }
+  env.images_dir = EnvOr("WARREN_TEST_IMAGES", DataParent() + "/images");
+  env.image = EnvOr("WARREN_TEST_IMAGE", NewestInstalledImage(env.images_dir, "tiny"));
+  if (env.image.empty()) {
+    env.skip_reason = "no tiny guest image in " + env.images_dir;
+    return env;
+  }
+  env.data_dir = EnvOr("WARREN_TEST_REMOTE_DATA_DIR", "/var/lib/warren");
+  env.prefix = "wr" + std::to_string(getpid()) + "-";
+  env.accel = ProbeRemoteAccel(env.uri, "");
+  env.setup_notes = "remote " + env.uri + ", accel " + std::string(AccelName(env.accel.accel)) +
+                    ": " + env.accel.reason;
+  env.available = true;
+  return env;
+}
+
 bool g_initialised = false;
+bool g_remote_initialised = false;
+
+const RealLibvirtEnv& RemoteEnv() {
+  static std::once_flag once;
+  static RealLibvirtEnv env;
+  std::call_once(once, [] {
+    env = DiscoverRemote();
+    g_remote_initialised = true;
+    std::fprintf(stderr, "[remote libvirt env] %s\n",
+                 env.available ? env.setup_notes.c_str() : env.skip_reason.c_str());
+  });
+  return env;
+}
 
 const RealLibvirtEnv& Env() {
   static std::once_flag once;
@@ -125,6 +163,10 @@ const RealLibvirtEnv& Env() {
 class Cleanup : public ::testing::Environment {
  public:
   void TearDown() override {
+    if (g_remote_initialised && RemoteEnv().available) {
+      LibvirtHost remote(RemoteEnv().HostOptions());
+      DestroyEveryVm(remote);
+    }
     if (!g_initialised || !Env().available) return;
     const RealLibvirtEnv& env = Env();
     LibvirtHost host(env.HostOptions());
@@ -151,6 +193,8 @@ LibvirtHostOptions RealLibvirtEnv::HostOptions() const {
 }
 
 const RealLibvirtEnv& GetRealLibvirtEnv() { return Env(); }
+
+const RealLibvirtEnv& GetRemoteLibvirtEnv() { return RemoteEnv(); }
 
 VmSpec TinyVmSpec(std::string id, std::string image) {
   VmSpec s;

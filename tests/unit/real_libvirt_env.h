@@ -42,6 +42,15 @@ struct RealLibvirtEnv {
 
 const RealLibvirtEnv& GetRealLibvirtEnv();
 
+// The same for a remote host (issue 18: tests/integration/second_host.py starts one), from
+//   WARREN_TEST_REMOTE_LIBVIRT_URI   its URI (qemu+ssh://... or qemu+tls://...); unset: not
+//                                    available (only tests that the fixture runs use it)
+//   WARREN_TEST_REMOTE_DATA_DIR      the data directory ON that host (default /var/lib/warren)
+// and WARREN_TEST_IMAGES for the local catalog the images are uploaded from. Domains are
+// "wr<pid>-<id>"; nothing is started or probed here (the host is TCG unless it says
+// otherwise, libvirt_accel_probe.h), and the teardown destroys what the process left there.
+const RealLibvirtEnv& GetRemoteLibvirtEnv();
+
 // A VM as small as the tiny image allows (1 CPU, 256 MiB, 1 GiB), without network: what the
 // tests boot, on any VmHost.
 VmSpec TinyVmSpec(std::string id, std::string image);
