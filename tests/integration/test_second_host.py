@@ -10,7 +10,10 @@ remote libvirt host: from the root namespace, through qemu+ssh and qemu+tls only
      volume is made on it, and a TCG domain defined from them boots (the guest announces
      its host key on the console, which virtlogd writes on that host);
   3. the host goes away: libvirtd stopped, an open connection fails and new ones are
-     refused; started again, a new connection sees the guest still running (same QEMU).
+     refused; started again, a new connection sees the guest still running (same QEMU);
+  4. warren's guest control reaches that guest through its control channel over each URI
+     (libvirt_channel_test run against it: CHANNEL_TEST names the binary, default
+     build/tests/libvirt_channel_test).
 
 Then the fixture's teardown leaves nothing (processes, namespace, veth, directory). Needs
 root, the tools second_host.missing() names and the tiny image; skips saying why when they
@@ -188,6 +191,32 @@ class SecondHostTest(unittest.TestCase):
         self.host.start_libvirtd()
         self.assertEqual(second_host.virsh(self.host.uri, "domstate", self.name).stdout.strip(),
                          "running")
+
+    def test_4_guest_control_through_the_libvirt_channel(self):
+        """warren's guest control reaches the guest on that host through its control channel
+        (vmhost/libvirt_channel.h, virDomainOpenChannel on a connection of each transport):
+        libvirt_channel_test in its remote mode runs exec, 4 MiB each way (sha256), a second
+        channel after the first closed, one refused while held, LibvirtHost::DialControl of a
+        remote host, and no descriptor left."""
+        if self.guest is None:
+            self.skipTest("needs test_2's guest")
+        binary = os.environ.get("CHANNEL_TEST") or os.path.join(
+            h.SOURCE_DIR, "build", "tests", "libvirt_channel_test")
+        self.assertTrue(os.access(binary, os.X_OK), "no %s (build it)" % binary)
+        for uri in (self.host.ssh_uri, self.host.tls_uri):
+            env = dict(os.environ, WARREN_CHANNEL_URI=uri, WARREN_CHANNEL_DOMAIN=self.name,
+                       WARREN_CHANNEL_KEY=self.host.path("etc", "id_ed25519"))
+            t0 = time.monotonic()
+            r = subprocess.run([binary], env=env, capture_output=True, text=True, timeout=600)
+            out = r.stdout + r.stderr
+            for line in out.splitlines():
+                if line.startswith("[timing]"):
+                    print(line, flush=True)
+            print("[timing] libvirt_channel_test over %s: %.1f s" % (
+                uri.split(":")[0], time.monotonic() - t0), flush=True)
+            self.assertEqual(r.returncode, 0, "%s:\n%s" % (uri, out[-6000:]))
+            self.assertNotIn("SKIPPED", out)
+            self.assertRegex(out, r"\[  PASSED  \] [0-9]+ tests")
 
 
 if __name__ == "__main__":
