@@ -15,10 +15,12 @@
 
 #include "lobby/base/clock.h"
 #include "lobby/base/log.h"
+#include "lobby/base/unix_socket.h"
 #include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
 #include "vmhost/image_layout.h"
 #include "vmhost/libvirt_accel_probe.h"
+#include "vmhost/libvirt_channel.h"
 #include "vmhost/libvirt_domain_ops.h"
 #include "vmhost/libvirt_uri.h"
 #include "vmhost/libvirt_xml.h"
@@ -168,6 +170,12 @@ std::string LibvirtHost::DomainName(std::string_view id) const {
 
 std::string LibvirtHost::VmDir(std::string_view id) const {
   return (fs::path(options_.data_dir) / "vms" / std::string(id)).string();
+}
+
+Result<UniqueFd> LibvirtHost::DialControl(std::string_view id) {
+  if (!remote_) return DialUnixSocket(VmDir(id) + "/control.sock");
+  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+  return OpenDomainChannel(conn.get(), DomainName(id));
 }
 
 std::string LibvirtHost::DisksDir() const {

@@ -54,6 +54,7 @@
 #include <string>
 #include <vector>
 
+#include "lobby/base/unique_fd.h"
 #include "vmhost/disk_chains.h"
 #include "vmhost/guest_image.h"
 #include "vmhost/host_image_store.h"
@@ -189,6 +190,12 @@ class LibvirtHost final : public VmHost {
   QemuUser qemu_user();
   // The directory of a VM's files.
   std::string VmDir(std::string_view id) const;
+  // A socket connected to the VM's control port (guest/control_session.h's ControlDialer):
+  // its unix socket, VmDir/control.sock, on a local host; on a remote one the domain's
+  // warren.control channel through the host's connection (libvirt_channel.h). Unavailable
+  // while the port cannot be reached (busy, the host reconnecting); NotFound without the
+  // domain; Conflict when it does not run (the channel only; a local socket is just absent).
+  Result<UniqueFd> DialControl(std::string_view id);
   // The directory of every VM's disk layers.
   std::string DisksDir() const;
   // Where this host's VMs' chains end: the local catalog, or the remote host's store.

@@ -281,6 +281,44 @@ TEST_F(ChannelTest, ASecondOpenWhileOneIsHeldIsRefusedNotStolen) {
   EXPECT_EQ(*dials_, 1);
 }
 
+// LibvirtHost::DialControl: a local host connects the VM's socket itself (no channel); a
+// remote one opens the channel on its connection.
+TEST_F(ChannelTest, TheHostDialsItsVmsControlPort) {
+  Target& t = TheTarget();
+  std::unique_ptr<LibvirtHost> remote;
+  LibvirtHost* host = t.host.get();
+  std::string id = kVm;
+  if (host == nullptr) {  // the remote mode: a host of that URI, its prefix empty
+    LibvirtHostOptions o;
+    o.uri = t.uri;
+    o.domain_prefix = "";
+    o.data_dir = "/var/lib/warren-channel-test-unused";
+    remote = std::make_unique<LibvirtHost>(o);
+    host = remote.get();
+    id = t.domain;
+  }
+  control_.reset();
+  ASSERT_TRUE(PumpsGone());
+  guest::SshGuestControlOptions o;
+  o.dial = [host](std::string_view vm) { return host->DialControl(vm); };
+  o.key_path = t.key_path;
+  o.user = "dev";
+  o.runner_path = WARREN_RUN_BINARY;
+  o.reach_timeout = std::chrono::minutes(1);
+  Result<std::unique_ptr<guest::SshGuestControl>> c = guest::SshGuestControl::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  StringSink out, err;
+  GuestStreams s;
+  s.out = &out;
+  s.err = &err;
+  Result<GuestProgress> p = (*c)->Exec(id, GuestCommand{"echo dialed", {}, ""}, s);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(out.str(), "dialed\n");
+  EXPECT_EQ(OpenDomainChannelCount(), remote != nullptr ? 1 : 0);
+  c->reset();
+  EXPECT_TRUE(PumpsGone());
+}
+
 TEST_F(ChannelTest, UnknownDomainIsNotFound) {
   Result<UniqueFd> r = OpenDomainChannel(TheTarget().conn.get(), "warren-test-no-such-domain");
   EXPECT_EQ(r.status().code(), Code::kNotFound) << r.status().ToString();
