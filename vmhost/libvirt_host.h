@@ -23,7 +23,8 @@
 //   - the disk's free space is the images pool's (virStoragePoolGetInfo), not statvfs;
 //   - templates, warm pools' restores and live copies (a save image's header rewritten and
 //     fed through a local FIFO) are not made: those calls answer Unavailable ("templates are
-//     not made on remote hosts yet"), and callers boot instead;
+//     not made on remote hosts yet"; RemoveTemplate NotFound: there is none), and callers
+//     boot instead;
 //   - the accelerator is what libvirt reports there (libvirt_accel_probe.h), TCG unless
 //     forced, and warren never starts or restarts a remote daemon.
 //

@@ -299,7 +299,11 @@ Result<std::vector<TemplateInfo>> LibvirtHost::Templates() {
 }
 
 Status LibvirtHost::RemoveTemplate(const VmShape& shape) {
-  if (remote_) return LocalOnly("templates");
+  // None is there to remove (a host set asks every host; NotFound lets it go on).
+  if (remote_) {
+    return NotFound("no template of shape " + VmShapeKey(shape) + ": " +
+                    LocalOnly("templates").message());
+  }
   WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
   DiskChains::Lock disks = chains_.Acquire();
   const fs::path dir = fs::path(TemplatesDir()) / VmShapeKey(shape);
