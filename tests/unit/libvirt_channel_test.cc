@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,11 +28,13 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "lobby/base/streams.h"
 #include "lobby/base/unique_fd.h"
+#include "lobby/base/unix_socket.h"
 #include "tests/unit/real_libvirt_env.h"
 #include "tests/unit/skip_or_fail.h"
 #include "vmhost/guest/control_key.h"
@@ -317,6 +320,48 @@ TEST_F(ChannelTest, TheHostDialsItsVmsControlPort) {
   EXPECT_EQ(OpenDomainChannelCount(), remote != nullptr ? 1 : 0);
   c->reset();
   EXPECT_TRUE(PumpsGone());
+}
+
+// Not a bound, a measurement in one run (docs/multi_host_transport.md): `true` as a new exec
+// on a kept session, over the VM's unix socket and over its channel, alternated (socket,
+// channel, socket, channel) so drift counts for both. The port takes one client at a time,
+// so each session is dropped before the other dials. Local mode only (no socket remotely).
+TEST_F(ChannelTest, ExecTrueOverTheSocketAndOverTheChannel) {
+  Target& t = TheTarget();
+  if (t.host == nullptr) return;  // remote mode: nothing to compare with
+  control_.reset();
+  ASSERT_TRUE(PumpsGone());
+  std::string socket = t.host->VmDir(kVm) + "/control.sock";
+  std::unique_ptr<guest::SshGuestControl> channel = NewControl();
+  guest::SshGuestControlOptions o;
+  o.dial = [socket](std::string_view) { return DialUnixSocket(socket); };
+  o.key_path = t.key_path;
+  o.user = "dev";
+  o.runner_path = WARREN_RUN_BINARY;
+  o.reach_timeout = std::chrono::minutes(1);
+  Result<std::unique_ptr<guest::SshGuestControl>> local = guest::SshGuestControl::Create(o);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  constexpr int kRuns = 15;
+  std::vector<double> ms[2];
+  for (int round = 0; round < 4; ++round) {
+    guest::SshGuestControl& c = round % 2 == 0 ? **local : *channel;
+    ASSERT_TRUE(Run(c, "true").progress.ok());  // connected (and the runner checked)
+    for (int i = 0; i < kRuns; ++i) {
+      auto t0 = Clock::now();
+      Outcome r = Run(c, "true");
+      ASSERT_TRUE(r.progress.ok()) << r.progress.status().ToString();
+      ms[round % 2].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    c.Disconnect(kVm);
+    ASSERT_TRUE(PumpsGone());
+  }
+  double p50[2];
+  for (int k = 0; k < 2; ++k) {
+    std::sort(ms[k].begin(), ms[k].end());
+    p50[k] = ms[k][ms[k].size() / 2];
+  }
+  std::printf("[timing] exec true p50 over %zu each: socket %.1f ms, channel %.1f ms (x%.2f)\n",
+              ms[0].size(), p50[0], p50[1], p50[1] / p50[0]);
 }
 
 TEST_F(ChannelTest, UnknownDomainIsNotFound) {
