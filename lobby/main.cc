@@ -54,6 +54,7 @@
 #include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
 #include "lobby/commands/vm_quota.h"
+#include "lobby/isolate_command.h"
 #include "lobby/sandbox_reaper.h"
 #include "lobby/sd_notify.h"
 #include "lobby/serve_config.h"
@@ -687,6 +688,8 @@ int main(int argc, char** argv) {
   CLI::App* version = app.add_subcommand("version", "Print the version");
   warren::BackupSubcommands backups;
   warren::AddBackupSubcommands(app, backups);
+  warren::IsolateSubcommand isolate;
+  warren::AddIsolateSubcommand(app, isolate);
 
   try {
     app.parse(argc, argv);
@@ -698,5 +701,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (std::optional<int> rc = warren::RunBackupSubcommand(backups)) return *rc;
+  if (std::optional<int> rc = warren::RunIsolateSubcommand(isolate)) return *rc;
   return 0;
 }

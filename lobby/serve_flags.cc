@@ -180,8 +180,17 @@ void AddServeOptions(CLI::App& app, ServeFlags& flags) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   serve->add_option("--images-dir", flags.vm.images_dir, "Guest images (default DATA/images)");
-  serve->add_option("--libvirt-uri", flags.vm.libvirt_uri, "libvirt connection URI")
+  serve
+      ->add_option("--host", flags.vm.hosts,
+                   "A VM host: NAME=URI, its name in `hosts` and `new --host` and its libvirt "
+                   "URI (qemu:///system, qemu+ssh://root@h2/system, qemu+tls://h3/system); "
+                   "repeatable. The first is the default host: templates and the warm pool "
+                   "are kept there")
       ->capture_default_str();
+  serve->add_option("--host-isolated", flags.vm.isolated_hosts,
+                    "A remote host NAME whose operator has put warren's isolation rules in "
+                    "place there (docs/multi_host.md): warren cannot check them over libvirt, "
+                    "and places VMs only on hosts that isolate them; repeatable");
   serve->add_option("--accel", flags.vm.accel, "Guest accelerator: kvm or tcg (default: probe)")
       ->check(CLI::IsMember({"", "kvm", "tcg"}));
   serve

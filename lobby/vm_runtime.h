@@ -1,16 +1,18 @@
-// VmRuntime: what `warren serve` needs to run VMs — the libvirt host, the guest control
-// connections and warren's control key — started together and wired into the interpreter's
-// Services. Lives beside main.cc because it is the one place that joins libvirt, libssh and
-// the interpreter. Start and the destructor run on the main thread.
+// VmRuntime: what `warren serve` needs to run VMs — the VM hosts (vm_hosts.h), the guest
+// control connections and warren's control key — started together and wired into the
+// interpreter's Services. Lives beside main.cc because it is the one place that joins libvirt,
+// libssh and the interpreter. Start and the destructor run on the main thread.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lobby/base/status.h"
 #include "lobby/commands/interpreter.h"
 #include "lobby/commands/usage_meter.h"
 #include "lobby/integration_runtime.h"
+#include "lobby/vm_hosts.h"
 #include "vmhost/egress_firewall.h"
 #include "vmhost/guest/ssh_guest_control.h"
 #include "vmhost/host_load.h"
@@ -21,7 +23,10 @@ namespace warren {
 struct VmRuntimeOptions {
   std::string data_dir;
   std::string images_dir;  // default DATA/images
-  std::string libvirt_uri = "qemu:///system";
+  // The VM hosts, NAME=URI (serve --host); the first is the default host.
+  std::vector<std::string> hosts = {"local=qemu:///system"};
+  // Remote hosts whose operator vouches for their isolation rules (serve --host-isolated).
+  std::vector<std::string> isolated_hosts;
   std::string accel;  // "", "kvm" or "tcg": empty probes
   // How long a command waits for a running VM's control connection (a guest whose sshd is
   // gone, or one still booting) before it reports the VM unavailable.
@@ -49,12 +54,13 @@ class VmRuntime {
   // guests, images, control key). On failure `*fatal`
   // says whether serve must stop — the isolation rules could not be installed, and VMs must
   // not run without them — rather than serve a lobby without VMs.
+  // With several hosts each is reconciled on its own (ReconcileScope), at start when it
+  // answers and whenever it comes back; services.hosts is their HostSet.
   static Result<std::unique_ptr<VmRuntime>> Start(const VmRuntimeOptions& options,
                                                   Services& services, bool* fatal);
-  // Stops the integrations watcher, closes the guest connections, then the proxy; and
-  // removes this instance's isolation chain, but only when no domain at all runs on the
-  // libvirt connection: VMs outlive warren on purpose (libvirtd_launcher.h) and stay
-  // isolated meanwhile. Logs what it did.
+  // Stops the integrations watcher, closes the guest connections, then the proxy; then the
+  // hosts (each local host's isolation chain goes only when no domain runs there). Logs
+  // what it did.
   ~VmRuntime();
 
   // The guest control connections (also services.guests), for what only they can say.
@@ -62,11 +68,10 @@ class VmRuntime {
 
  private:
   VmRuntime() = default;
-  std::unique_ptr<LibvirtHost> host_;
+  std::unique_ptr<VmHosts> hosts_;
   // Told of every state change of the host's VMs (VmHost::WatchStates) until the end.
   std::unique_ptr<UsageMeter> meter_;
   std::unique_ptr<guest::SshGuestControl> guests_;
-  std::unique_ptr<EgressFirewall> firewall_;
   // Made before guests_ (which calls its sink) and torn down around it: see ~VmRuntime.
   std::unique_ptr<IntegrationRuntime> integrations_;
 };

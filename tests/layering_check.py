@@ -45,11 +45,13 @@ MODULES = {
                "vmhost/vm_state_delivery.h", "vmhost/vm_state_delivery.cc",
                "vmhost/guest/identity.h", "vmhost/guest/identity.cc",
                "vmhost/guest_text.h", "vmhost/guest_text.cc",
-               "vmhost/host_load.h", "vmhost/host_load.cc"],
+               "vmhost/host_load.h", "vmhost/host_load.cc",
+               "vmhost/host_set.h", "vmhost/host_set.cc"],
         target="warren_vmhost", may_include=["base"],
         rule="the vmhost interfaces (VmHost, GuestControl), the image layout, the state "
              "delivery every host shares, a restored clone's identity (pure over "
-             "GuestControl) and the host's load include only lobby/base"),
+             "GuestControl), the host's load and the set of hosts (pure over VmHost) "
+             "include only lobby/base"),
     "vmhost": dict(
         paths=["vmhost/"], target="warren_libvirt", may_include=["base", "vmhost-api"],
         rule="vmhost never includes keys, lobby above base, or bridge"),
@@ -64,8 +66,8 @@ MODULES = {
         paths=["lobby/commands/"], target="warren_commands",
         may_include=["base", "keys", "vmhost-api"],
         rule="the interpreter (lobby/commands) sees vmhost only through vm_host.h, "
-             "guest_control.h and image_layout.h, and includes no libssh, HTTP or libvirt "
-             "header"),
+             "host_set.h, guest_control.h and image_layout.h, and includes no libssh, HTTP "
+             "or libvirt header"),
     "ssh": dict(
         paths=["lobby/ssh/"], target="warren_ssh",
         may_include=["base", "keys", "commands", GUEST_PIPE],

@@ -111,6 +111,8 @@ class LibvirtHost final : public VmHost {
   ~LibvirtHost() override;
 
   std::string uri() const override { return options_.uri; }
+  // The accelerator its VMs run under, as probed (StartLibvirtHost) or given.
+  Accel accel() const { return options_.accel; }
   // Whether the URI names another machine (libvirt_uri.h): see the header comment.
   bool remote() const { return remote_; }
   // Cores and memory from the node (all active domains of the daemon hold memory), disk

@@ -25,3 +25,15 @@ set_tests_properties(vm_remote_libvirt_host PROPERTIES
   TIMEOUT 1800
   RESOURCE_LOCK guests_b
   LABELS "integration;vm;multihost")
+
+# One warren over two hosts (the fixture's second libvirtd over qemu+ssh, and this machine's):
+# hosts, new --host, a command and a NAME@HOST login in the remote VM over its remote control
+# channel, cp on the remote host, the remote daemon stopped (unreachable, unavailable,
+# placement elsewhere) and started again (back, answering), rm leaving nothing there.
+add_test(NAME vm_multi_host
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_multi_host.py)
+set_tests_properties(vm_multi_host PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 900
+  RESOURCE_LOCK guests_b
+  LABELS "integration;vm;multihost")

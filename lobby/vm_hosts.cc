@@ -1,0 +1,163 @@
+#include "lobby/vm_hosts.h"
+
+#include <filesystem>
+#include <set>
+
+#include "lobby/base/host_name.h"
+#include "lobby/base/log.h"
+#include "lobby/vm_runtime.h"
+#include "vmhost/libvirt_uri.h"
+
+namespace warren {
+
+Result<std::vector<HostFlag>> ParseHostFlags(const std::vector<std::string>& hosts,
+                                             const std::vector<std::string>& isolated) {
+  if (hosts.empty()) return InvalidArgument("--host: give at least one NAME=URI");
+  std::vector<HostFlag> out;
+  std::set<std::string, std::less<>> names;
+  for (const std::string& text : hosts) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq + 1 == text.size()) {
+      return InvalidArgument("--host takes NAME=URI (local=qemu:///system), not \"" +
+                             text.substr(0, 80) + "\"");
+    }
+    HostFlag flag{text.substr(0, eq), text.substr(eq + 1)};
+    WARREN_RETURN_IF_ERROR(CheckHostName(flag.name).Annotate("--host"));
+    if (!names.insert(flag.name).second) {
+      return InvalidArgument("--host " + flag.name + " is given twice");
+    }
+    out.push_back(std::move(flag));
+  }
+  for (const std::string& name : isolated) {
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const HostFlag& f) { return f.name == name; });
+    if (it == out.end()) {
+      return InvalidArgument("--host-isolated " + name.substr(0, 40) + " names no --host");
+    }
+    if (!IsRemoteLibvirtUri(it->uri)) {
+      return InvalidArgument("--host-isolated " + name +
+                             ": a host on this machine gets warren's own isolation rules");
+    }
+    it->declared_isolated = true;
+  }
+  return out;
+}
+
+namespace {
+
+// The isolation rules for QEMU's user on local `host`, installed. Null (and Ok) for
+// libvirt's test driver, which runs no QEMU.
+Result<std::unique_ptr<EgressFirewall>> InstallFirewall(const VmRuntimeOptions& options,
+                                                        LibvirtHost& host) {
+  if (host.uri().rfind("test:", 0) == 0) return std::unique_ptr<EgressFirewall>();
+  const QemuUser user = host.qemu_user();
+  if (!user.known()) {
+    return Unavailable("cannot tell which user QEMU runs as on " + host.uri() +
+                       ": warren isolates VMs from the host by that user (nftables), so it "
+                       "runs VMs only where libvirt's DAC driver names it (qemu:///system)");
+  }
+  EgressFirewallConfig config;
+  config.qemu_uid = user.uid;
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::absolute(options.data_dir, ec).lexically_normal();
+  config.data_dir = dir.string();
+  while (config.data_dir.size() > 1 && config.data_dir.back() == '/') config.data_dir.pop_back();
+  config.allow = options.egress_allow;
+  auto firewall = std::make_unique<EgressFirewall>(std::move(config), options.firewall);
+  WARREN_RETURN_IF_ERROR(firewall->Apply());
+  return firewall;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<VmHosts>> VmHosts::Start(const VmRuntimeOptions& options, bool* fatal) {
+  *fatal = false;
+  WARREN_ASSIGN_OR_RETURN(std::vector<HostFlag> flags,
+                          ParseHostFlags(options.hosts, options.isolated_hosts));
+  std::unique_ptr<VmHosts> hosts(new VmHosts());
+  const std::string images_dir =
+      options.images_dir.empty() ? options.data_dir + "/images" : options.images_dir;
+  std::vector<HostMember> members;
+  for (HostFlag& flag : flags) {
+    LibvirtHostOptions o;
+    o.uri = flag.uri;
+    o.images_dir = images_dir;
+    o.tb_cache_mib = options.tb_cache_mib;
+    const bool remote = IsRemoteLibvirtUri(flag.uri);
+    // A remote host keeps warren's files in its own /var/lib/warren (LibvirtHostOptions).
+    if (!remote) o.data_dir = options.data_dir;
+    Host h;
+    h.flag = flag;
+    Result<std::unique_ptr<LibvirtHost>> started = StartLibvirtHost(o, options.accel);
+    if (started.ok()) {
+      h.libvirt = std::move(started).value();
+    } else if (remote) {
+      // Kept, unreachable: it connects (and is reconciled) once it answers.
+      LogWarn("host " + flag.name + " (" + flag.uri +
+              ") does not answer; its VMs show as unreachable until it does: " +
+              started.status().ToString());
+      h.libvirt = std::make_unique<LibvirtHost>(o);
+    } else {
+      return started.status().Annotate("host " + flag.name);
+    }
+    if (!remote) {
+      // Before anything starts a VM there. This acts on every QEMU of the host that runs as
+      // the same user, warren's or not.
+      Result<std::unique_ptr<EgressFirewall>> firewall = InstallFirewall(options, *h.libvirt);
+      if (!firewall.ok()) {
+        *fatal = true;
+        return firewall.status().Annotate("isolating the VMs of host " + flag.name);
+      }
+      h.firewall = std::move(firewall).value();
+    }
+    hosts->hosts_.push_back(std::move(h));
+  }
+  for (Host& h : hosts->hosts_) {
+    HostMember m;
+    m.name = h.flag.name;
+    m.host = h.libvirt.get();
+    m.accel = std::string(AccelName(h.libvirt->accel()));
+    const bool isolated = h.firewall != nullptr || h.flag.declared_isolated;
+    m.isolated = [isolated] { return isolated; };
+    members.push_back(std::move(m));
+  }
+  WARREN_ASSIGN_OR_RETURN(hosts->set_, HostSet::Make(std::move(members)));
+  return hosts;
+}
+
+VmHosts::~VmHosts() {
+  for (Host& h : hosts_) {
+    if (!h.firewall) continue;
+    Result<int> running = h.libvirt->ActiveDomainCount();
+    if (!running.ok()) {
+      LogWarn("vm isolation: kept the chain " + h.firewall->chain() +
+              " (could not count running domains: " + running.status().message() + ")");
+    } else if (*running > 0) {
+      LogInfo("vm isolation: kept the chain " + h.firewall->chain() + ": " +
+              std::to_string(*running) + " domain(s) still run on " + h.libvirt->uri() +
+              " and stay isolated");
+    } else if (Status st = h.firewall->Remove(); !st.ok()) {
+      LogWarn("vm isolation: " + st.ToString());
+    } else {
+      LogInfo("vm isolation: removed the chain " + h.firewall->chain() + " (no domain runs)");
+    }
+  }
+}
+
+Result<UniqueFd> VmHosts::DialControl(std::string_view id) {
+  WARREN_ASSIGN_OR_RETURN(std::string name, set_->HostOf(id));
+  for (Host& h : hosts_) {
+    if (h.flag.name != name) continue;
+    // Only a running VM has a control port; saying so at once beats retrying a dead socket
+    // for the whole reach timeout.
+    WARREN_ASSIGN_OR_RETURN(VmInfo info, h.libvirt->Inspect(id));
+    if (info.state != VmState::kRunning) {
+      return Conflict("the VM is " + std::string(VmStateName(info.state)) +
+                      "; start or resume it first");
+    }
+    return h.libvirt->DialControl(id);
+  }
+  return NotFound("no host named " + name);
+}
+
+}  // namespace warren

@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""Two VM hosts under one warren (issue 18), through the real surfaces.
+
+The second host is the fixture of second_host.py: a libvirtd of its own in network and mount
+namespaces this test makes, reached over qemu+ssh (the real remote transport: virt-ssh-helper
+behind sshd), with private /var/lib/warren, /run and libvirt directories, so nothing of it can
+be seen from here except through libvirt's API. warren serves with
+  --host local=qemu:///system --host second=qemu+ssh://root@ADDR/system?... --host-isolated second
+and is driven with OpenSSH:
+  1. `hosts` lists both, reachable, with their accelerator and isolation;
+  2. `new --host second` boots a tiny VM there (the image uploaded to that host through
+     libvirt's storage API), a command runs in it through the lobby and through a NAME@HOST
+     login, and a VM placed on its own goes where there is room; `ls -l`/`stat` say where;
+  3. `cp` of the remote VM is made on the remote host;
+  4. the second libvirtd stops: its VMs show `unreachable`, commands on them are refused
+     `unavailable` naming the host, `new` goes to the local host; it starts again and
+     everything comes back (the VM still running, commands answered).
+
+Needs root, libvirt, QEMU, sshd and the tiny image; fails under CI when one is missing.
+"""
+import json
+import os
+import subprocess
+import time
+import unittest
+
+import second_host
+import warren_harness as h
+from test_vm_e2e import VmTestCase
+
+
+def _why_not():
+    why = second_host.missing()
+    if not why and not second_host.tiny_image():
+        why = "no tiny image in %s (packaging/images/build-tiny.sh)" % second_host.IMAGES
+    return why
+
+
+class MultiHostTest(VmTestCase):
+    EGRESS = "none"
+
+    @classmethod
+    def setUpClass(cls):
+        why = _why_not()
+        if why:
+            if os.environ.get("CI"):
+                raise RuntimeError("missing under CI: " + why)
+            raise unittest.SkipTest(why)
+        t0 = time.monotonic()
+        cls.far = second_host.SecondHost()
+        cls.addClassCleanup(cls.close_far)
+        print("[timing] second host up in %.2f s at %s" % (time.monotonic() - t0, cls.far.addr),
+              flush=True)
+        cls.SERVE_ARGS = ["--host", "local=qemu:///system", "--host", "second=" + cls.far.uri,
+                          "--host-isolated", "second", "--vm-templates", "none", "--pool",
+                          "none", "--guest-slowdown-max", "1"]
+        super().setUpClass()
+
+    @classmethod
+    def close_far(cls):
+        cls.far.close()
+        left = cls.far.leftovers()
+        assert not left, "the second host fixture left: %s" % left
+
+    def hosts(self):
+        return {x["name"]: x for x in self.ssh_json(self.admin, "hosts")["hosts"]}
+
+    def far_domains(self):
+        r = second_host.virsh(self.far.uri, "list", "--all", "--name", check=False)
+        return [d for d in r.stdout.split() if d]
+
+    def wait_state(self, name, state, timeout=180):
+        deadline = time.monotonic() + timeout
+        seen = None
+        while time.monotonic() < deadline:
+            seen = self.ssh_json(self.admin, "stat", name).get("state")
+            if seen == state:
+                return
+            time.sleep(1)
+        self.fail("%s stayed %s, not %s" % (name, seen, state))
+
+    def test_1_hosts_lists_both(self):
+        hosts = self.hosts()
+        self.assertEqual(set(hosts), {"local", "second"})
+        self.assertEqual(hosts["second"]["state"], "up", hosts)
+        self.assertTrue(hosts["second"]["reachable"])
+        self.assertTrue(hosts["second"]["isolated"])
+        self.assertEqual(hosts["second"]["accel"], "tcg")
+        self.assertIn(self.far.addr, hosts["second"]["uri"])
+        self.assertGreater(hosts["second"]["memory_mib"], 0)
+        text = self.vm_ok("hosts").stdout
+        self.assertIn("second", text)
+        self.assertIn("local", text)
+
+    def test_2_a_vm_on_the_remote_host(self):
+        t0 = time.monotonic()
+        self.vm_ok("new", "--name", "far-one", "--image", "tiny", "--host", "second",
+                   "--memory", "256M", "--disk", "1G", "--cpu", "1", timeout=600)
+        print("[timing] new on the second host (image upload included): %.1f s" %
+              (time.monotonic() - t0), flush=True)
+        stat = self.ssh_json(self.admin, "stat", "far-one")
+        self.assertEqual(stat["host"], "second")
+        self.assertEqual(stat["state"], "running")
+        vm_id = stat["id"]
+        # On the second daemon, not this machine's.
+        self.assertIn("warren-" + vm_id, self.far_domains())
+        r = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+                           capture_output=True, text=True)
+        self.assertNotIn("warren-" + vm_id, r.stdout)
+        # A command through the lobby, over the remote control channel.
+        out = self.vm_ok("ssh", "far-one", "cat", "/etc/hostname").stdout
+        self.assertEqual(out.strip(), "far-one")
+        # Through a NAME@HOST login with OpenSSH.
+        login = subprocess.run(self.ssh_args(self.admin, "uname", "-n", user="far-one"),
+                               capture_output=True, text=True, timeout=120,
+                               stdin=subprocess.DEVNULL)
+        self.assertEqual(login.returncode, 0, login.stderr)
+        self.assertEqual(login.stdout.strip(), "far-one")
+        self.assertIn("HOST", self.vm_ok("ls", "-l").stdout)
+
+    def test_3_cp_stays_on_the_remote_host(self):
+        self.vm_ok("cp", "far-one", "far-two", timeout=600)
+        stat = self.ssh_json(self.admin, "stat", "far-two")
+        self.assertEqual(stat["host"], "second")
+        self.assertIn("warren-" + stat["id"], self.far_domains())
+        self.assertEqual(self.vm_ok("ssh", "far-two", "cat", "/etc/hostname").stdout.strip(),
+                         "far-two")
+        self.vm_ok("rm", "far-two")
+        self.assertNotIn("warren-" + stat["id"], self.far_domains())
+
+    def test_4_the_remote_host_goes_away_and_comes_back(self):
+        vm_id = self.ssh_json(self.admin, "stat", "far-one")["id"]
+        self.far.stop_libvirtd()
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if self.hosts()["second"]["state"] == "unreachable":
+                    break
+                time.sleep(1)
+            hosts = self.hosts()
+            self.assertEqual(hosts["second"]["state"], "unreachable", hosts)
+            self.assertEqual(self.ssh_json(self.admin, "stat", "far-one")["state"], "unreachable")
+            ls = {v["name"]: v["state"] for v in self.ssh_json(self.admin, "ls")["vms"]}
+            self.assertEqual(ls["far-one"], "unreachable")
+            r = self.vm("stop", "far-one")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("second", r.stderr)
+            # A new VM goes where it can.
+            self.vm_ok("new", "--name", "near-one", "--image", "tiny", "--memory", "256M",
+                       "--disk", "1G", "--cpu", "1", timeout=600)
+            self.assertEqual(self.ssh_json(self.admin, "stat", "near-one")["host"], "local")
+        finally:
+            self.far.start_libvirtd()
+        # Back: the VM ran on meanwhile (QEMU outlives its daemon), and answers.
+        self.wait_state("far-one", "running")
+        self.assertIn("warren-" + vm_id, self.far_domains())
+        deadline = time.monotonic() + 180
+        while True:
+            r = self.vm("ssh", "far-one", "cat", "/etc/hostname")
+            if r.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "far-one")
+        self.vm_ok("rm", "near-one")
+
+    def test_5_rm_leaves_nothing_on_the_remote_host(self):
+        vm_id = self.ssh_json(self.admin, "stat", "far-one")["id"]
+        self.vm_ok("rm", "far-one")
+        self.assertNotIn("warren-" + vm_id, self.far_domains())
+        pools = second_host.virsh(self.far.uri, "pool-list", "--all", "--name").stdout
+        self.assertNotIn(vm_id, pools)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
