@@ -14,7 +14,12 @@ and is driven with OpenSSH:
   3. `cp` of the remote VM is made on the remote host;
   4. the second libvirtd stops: its VMs show `unreachable`, commands on them are refused
      `unavailable` naming the host, `new` goes to the local host; it starts again and
-     everything comes back (the VM still running, commands answered).
+     everything comes back (the VM still running, commands answered);
+  5. `rm` leaves nothing of the VM on the remote host;
+  6. the remote host isolates its VMs: the operator ran `warren isolate` there (as
+     docs/multi_host.md says) before declaring it with --host-isolated; a guest there with
+     `--egress all` reaches neither that host's loopback (slirp's 10.0.2.2) nor its address,
+     and does once the rules are removed (so the probe could succeed and the rules stop it).
 
 Needs root, libvirt, QEMU, sshd and the tiny image; fails under CI when one is missing.
 """
@@ -51,6 +56,8 @@ class MultiHostTest(VmTestCase):
         cls.addClassCleanup(cls.close_far)
         print("[timing] second host up in %.2f s at %s" % (time.monotonic() - t0, cls.far.addr),
               flush=True)
+        # What the operator does on the remote host before declaring it isolated.
+        cls.far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
         cls.SERVE_ARGS = ["--host", "local=qemu:///system", "--host", "second=" + cls.far.uri,
                           "--host-isolated", "second", "--vm-templates", "none", "--pool",
                           "none", "--guest-slowdown-max", "1"]
@@ -170,6 +177,54 @@ class MultiHostTest(VmTestCase):
         self.assertNotIn("warren-" + vm_id, self.far_domains())
         pools = second_host.virsh(self.far.uri, "pool-list", "--all", "--name").stdout
         self.assertNotIn(vm_id, pools)
+
+    def probe(self, vm, addr, port):
+        r = self.vm("ssh", vm, "printf 'hi\\n' | nc -w 3 %s %d 2>&1; echo" % (addr, port),
+                    timeout=120)
+        return r.stdout
+
+    def test_6_the_remote_host_isolates_its_vms(self):
+        port = 18000 + os.getpid() % 1000
+        token = "far-listener-%d" % os.getpid()
+        listener = self.far.popen(
+            "python3", "-c",
+            "import socket,sys\n"
+            "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            "s.bind(('0.0.0.0', %d)); s.listen(8)\n"
+            "while True:\n"
+            "    c,_=s.accept(); c.sendall(b'%s\\n'); c.close()\n" % (port, token),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(listener.wait, 10)
+        self.addCleanup(listener.kill)
+        # The listener answers inside the host (a local client there gets the token).
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            r = self.far.run("python3", "-c", "import socket; print(socket.create_connection("
+                             "('127.0.0.1', %d), 3).recv(100).decode())" % port, check=False)
+            if token in r.stdout:
+                break
+            time.sleep(0.5)
+        self.assertIn(token, r.stdout, r.stderr)
+
+        self.vm_ok("new", "--name", "far-net", "--image", "tiny", "--host", "second",
+                   "--egress", "all", "--memory", "256M", "--disk", "1G", "--cpu", "1",
+                   timeout=600)
+        self.addCleanup(self.vm, "rm", "far-net")
+        for addr in ("10.0.2.2", self.far.addr):
+            out = self.probe("far-net", addr, port)
+            self.assertNotIn(token, out, "the guest reached %s:%d on the remote host" % (addr, port))
+        # Without the rules the same probe gets through: the rules are what stops it.
+        self.far.run(h.WARREN_BIN, "isolate", "--remove", "--data-dir", "/var/lib/warren")
+        try:
+            deadline = time.monotonic() + 30
+            out = ""
+            while time.monotonic() < deadline and token not in out:
+                out = self.probe("far-net", "10.0.2.2", port)
+            self.assertIn(token, out, "the probe never got through, even without the rules")
+        finally:
+            self.far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
+        out = self.probe("far-net", "10.0.2.2", port)
+        self.assertNotIn(token, out)
 
 
 if __name__ == "__main__":
