@@ -55,9 +55,10 @@ inline constexpr size_t kChannelBufferBytes = size_t{256} * 1024;
 
 // Opens `channel` (a <channel type='unix'>'s target name) of the running domain
 // `domain_name` on `conn` and returns the caller's end of the socket pair (non-blocking,
-// close-on-exec). Closing it ends the channel. NotFound: no such domain (or no such
-// channel); Conflict: the domain is not running; Unavailable: the channel could not be
-// opened now (held by another stream, the connection failing), worth retrying.
+// close-on-exec). Closing it ends the channel. NotFound: no such domain; Conflict: the
+// domain is not running; Unavailable: the channel could not be opened now (held by another
+// stream, the connection failing), worth retrying — also what a domain without that channel
+// gets (libvirt reports it as an internal error, not told apart here).
 Result<UniqueFd> OpenDomainChannel(virConnectPtr conn, const std::string& domain_name,
                                    const std::string& channel = "warren.control");
 
