@@ -471,7 +471,13 @@ int Serve(const ServeCli& cli, const std::vector<std::string>& args) {
     if (!t.ok()) return Fail(t.status());
     pool_options.targets.push_back(*t);
   }
-  if (vm_runtime && flags.vm_templates != "none") {
+  // Made only where a save image can be rewritten: a default host on this machine.
+  const bool templates_here = vm_runtime && !vm_runtime->default_host_remote();
+  if (vm_runtime && !templates_here && flags.vm_templates != "none") {
+    LogInfo("templates and the warm pool: off (the default host, the first --host, is another "
+            "machine; they are made only on this one)");
+  }
+  if (templates_here && flags.vm_templates != "none") {
     services.restore_templates = true;
     TemplateKeeperOptions keeper;
     keeper.tag = guest::RunnerVersion();
@@ -481,7 +487,7 @@ int Serve(const ServeCli& cli, const std::vector<std::string>& args) {
     template_keeper = std::make_unique<TemplateKeeper>(services, keeper);
   }
   if (!pool_options.targets.empty()) {
-    if (!vm_runtime || flags.vm_templates == "none") {
+    if (!templates_here || flags.vm_templates == "none") {
       LogInfo("pool: off (the warm pool is refilled from templates: --vm-templates default)");
     } else {
       guest::SshGuestControl& guests = vm_runtime->ssh_guests();

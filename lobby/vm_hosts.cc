@@ -119,6 +119,7 @@ Result<std::unique_ptr<VmHosts>> VmHosts::Start(const VmRuntimeOptions& options,
     m.accel = std::string(AccelName(h.libvirt->accel()));
     const bool isolated = h.firewall != nullptr || h.flag.declared_isolated;
     m.isolated = [isolated] { return isolated; };
+    m.images = [host = h.libvirt.get()] { return host->Images(); };
     members.push_back(std::move(m));
   }
   WARREN_ASSIGN_OR_RETURN(hosts->set_, HostSet::Make(std::move(members)));

@@ -124,8 +124,8 @@ class LayeringCheckTest(unittest.TestCase):
             {"lobby/commands/vm_stream.cc": '#include "vmhost/libvirt_host.h"\n'},
             'lobby/commands/vm_stream.cc:1: includes "vmhost/libvirt_host.h", but commands may '
             "not include vmhost (rule: the interpreter (lobby/commands) sees vmhost only "
-            "through vm_host.h, guest_control.h and image_layout.h, and includes no libssh, "
-            "HTTP or libvirt header)")
+            "through vm_host.h, host_set.h, guest_control.h and image_layout.h, and includes "
+            "no libssh, HTTP or libvirt header)")
 
     def test_ssh_reaches_vms_only_through_the_interpreter(self):
         self.assert_violation(

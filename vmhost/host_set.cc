@@ -169,6 +169,10 @@ std::vector<HostStatus> HostSet::Statuses() {
       s.capacity = *c;
       s.vms = static_cast<int>(vms->size());
       for (const VmInfo& vm : *vms) Remember(vm.id, m.name);
+      if (m.images) {
+        Result<std::vector<std::string>> images = m.images();
+        if (images.ok()) s.images = std::move(images).value();
+      }
     } else {
       s.error = vms.status().message();
     }

@@ -33,6 +33,8 @@ struct HostMember {
   // Whether the host's isolation rules are in place for its VMs (egress_firewall.h);
   // placement refuses a host without them. Empty: not known, taken as no.
   std::function<bool()> isolated;
+  // The image versions ("NAME@VERSION") the host can boot without a copy; optional.
+  std::function<Result<std::vector<std::string>>()> images;
 };
 
 // One host as Statuses found it.
@@ -45,6 +47,7 @@ struct HostStatus {
   bool isolated = false;
   HostCapacity capacity;  // when reachable
   int vms = 0;            // warren's VMs it holds, when reachable
+  std::vector<std::string> images;  // what HostMember::images said, when reachable
 };
 
 class HostSet final : public VmHost {

@@ -63,6 +63,7 @@ class HostsCommand final : public Command {
         j["memory_free_mib"] = c.memory_free_mib;
         j["disk_free_bytes"] = c.disk_free_bytes;
         j["disk_committed_bytes"] = c.disk_committed_bytes;
+        j["images"] = h.images;
         table.AddRow({h.name, state, h.accel.empty() ? "?" : h.accel, h.isolated ? "yes" : "no",
                       std::to_string(h.vms), std::to_string(c.cpu_cores),
                       FormatMib(std::max<int64_t>(0, mem_free)) + " of " + FormatMib(c.memory_mib),
@@ -140,7 +141,9 @@ void RegisterHostsCommands(CommandTable& table) {
           "answers (unreachable: its VMs are kept and show as unreachable until it is back), "
           "its accelerator (kvm or tcg, probed on that host), whether its VMs are isolated "
           "from it (warren places no VM on a host without), how many VMs it holds, its cores, "
-          "the memory VMs have not taken and the disk they may not grow into.\n",
+          "the memory VMs have not taken and the disk they may not grow into; --json also "
+          "lists the image versions each host holds (a host that lacks one is sent it when "
+          "a VM needs it).\n",
       .read_only = true,
       .admin_only = true,
       .make = [] { return std::make_unique<HostsCommand>(); },

@@ -310,6 +310,8 @@ class SecondHost:
             mine = self.path("state", path.strip("/").replace("/", "_"))
             if not os.path.exists(path):
                 os.makedirs(path, mode=0o755)
+                # A mount point this machine did not have: gone again with the fixture.
+                self._made.append(("mountpoint", path))
             if path == "/etc/libvirt":
                 shutil.copytree(path, mine, symlinks=True, ignore=_ignore_shared_definitions)
             elif path == "/var/cache/libvirt" and os.path.isdir(path):
@@ -568,6 +570,11 @@ class SecondHost:
                 _run("ip", "link", "del", what, check=False)
             elif kind == "dir":
                 shutil.rmtree(what, ignore_errors=True)
+            elif kind == "mountpoint":
+                try:
+                    os.rmdir(what)  # only while empty: never anything of this machine's
+                except OSError:
+                    pass
         self._made = []
 
     def leftovers(self):

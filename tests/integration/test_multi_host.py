@@ -95,6 +95,7 @@ class MultiHostTest(VmTestCase):
         self.assertEqual(hosts["second"]["accel"], "tcg")
         self.assertIn(self.far.addr, hosts["second"]["uri"])
         self.assertGreater(hosts["second"]["memory_mib"], 0)
+        self.assertTrue(any(i.startswith("tiny@") for i in hosts["local"]["images"]), hosts)
         text = self.vm_ok("hosts").stdout
         self.assertIn("second", text)
         self.assertIn("local", text)
@@ -107,6 +108,8 @@ class MultiHostTest(VmTestCase):
               (time.monotonic() - t0), flush=True)
         stat = self.ssh_json(self.admin, "stat", "far-one")
         self.assertEqual(stat["host"], "second")
+        # The image was sent there, and the host says it has it now.
+        self.assertIn(stat["image"], self.hosts()["second"]["images"])
         self.assertEqual(stat["state"], "running")
         vm_id = stat["id"]
         # On the second daemon, not this machine's.

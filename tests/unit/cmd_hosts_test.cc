@@ -27,7 +27,8 @@ class HostsTest : public VmCommandTest {
   void MakeSet() {
     std::vector<HostMember> members;
     members.push_back({"one", &host_, "tcg", [] { return true; }});
-    members.push_back({"two", &outage_, "kvm", [this] { return isolated_two_.load(); }});
+    members.push_back({"two", &outage_, "kvm", [this] { return isolated_two_.load(); },
+                       [] { return std::vector<std::string>{"tiny@3"}; }});
     auto set = HostSet::Make(std::move(members));
     ASSERT_TRUE(set.ok()) << set.status().ToString();
     set_ = std::move(set).value();
@@ -60,6 +61,8 @@ TEST_F(HostsTest, HostsListsEachHostForAdminsOnly) {
   EXPECT_EQ(j["hosts"][1]["state"], "up");
   EXPECT_EQ(j["hosts"][1]["accel"], "kvm");
   EXPECT_EQ(j["hosts"][1]["memory_mib"], 16 * 1024);
+  EXPECT_EQ(j["hosts"][1]["images"], json::array({"tiny@3"}));
+  EXPECT_EQ(j["hosts"][0]["images"], json::array());
   // web-one went to the host with more memory free.
   EXPECT_EQ(j["hosts"][1]["vms"], 1);
   EXPECT_EQ(j["hosts"][0]["vms"], 0);
