@@ -78,7 +78,16 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   // fatal: the lobby serves. A host that does not answer is reconciled when it does.
   const bool several = set.names().size() > 1;
   for (VmHosts::Host& h : rt->hosts_->hosts()) {
-    const ReconcileScope scope{several ? h.flag.name : "", set.default_host()};
+    ReconcileScope scope{several ? h.flag.name : "", set.default_host()};
+    // A domain whose record names another host: is it still there (a migration cut short)?
+    scope.holds = [&set](const std::string& host_name, const std::string& id) -> Result<bool> {
+      VmHost* member = set.member(host_name);
+      if (member == nullptr) return NotFound("no host named " + host_name);
+      Result<VmInfo> info = member->Inspect(id);
+      if (info.ok()) return true;
+      if (info.status().code() == Code::kNotFound) return false;
+      return info.status();
+    };
     if (!several || h.libvirt->connected() || h.libvirt->Capacity().ok()) {
       Status reconciled = Reconcile(*services.store, *h.libvirt, rt->guests_.get(), *services.clock,
                                     nullptr, scope);

@@ -45,6 +45,7 @@ void HostSet::Remember(std::string_view id, const std::string& host) {
 void HostSet::Forget(std::string_view id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = where_.find(id); it != where_.end()) where_.erase(it);
+  if (auto it = leaving_.find(id); it != leaving_.end()) leaving_.erase(it);
 }
 
 Result<const HostMember*> HostSet::Route(std::string_view id) {
@@ -335,9 +336,63 @@ Result<RestoredVm> HostSet::CopyLive(std::string_view source_id, const VmSpec& s
   return r;
 }
 
+Result<MigrationReport> HostSet::Migrate(std::string_view id, std::string_view host_name) {
+  const HostMember* to = nullptr;
+  for (const HostMember& m : members_) {
+    if (m.name == host_name) to = &m;
+  }
+  if (to == nullptr)
+    return NotFound("no host named \"" + std::string(host_name.substr(0, 40)) + "\"");
+  WARREN_ASSIGN_OR_RETURN(const HostMember* from, Route(id));
+  if (from == to) {
+    return InvalidArgument("vm " + std::string(id) + " is on host " + to->name + " already");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leaving_[std::string(id)] = from->name;
+  }
+  Result<MigrationReport> r = from->host->MigrateTo(id, *to->host);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r.ok()) where_[std::string(id)] = to->name;
+    // Kept on success: the old host's late "stopped" (its domain undefined) is not passed on
+    // either. Dropped when the VM did not move.
+    if (!r.ok()) leaving_.erase(std::string(id));
+  }
+  if (!r.ok()) {
+    // Either end's unavailability names the host.
+    if (r.status().code() == Code::kUnavailable && members_.size() > 1) {
+      return r.status().Annotate("moving vm " + std::string(id) + " from host " + from->name +
+                                 " to host " + to->name);
+    }
+    return r.status();
+  }
+  return r;
+}
+
+Result<MigrationReport> HostSet::MigrateTo(std::string_view id, VmHost& target) {
+  for (const HostMember& m : members_) {
+    if (m.host == &target) return Migrate(id, m.name);
+  }
+  return InvalidArgument("the target is not a host of this set");
+}
+
 Status HostSet::WatchStates(VmStateListener listener) {
   for (const HostMember& m : members_) {
-    Status st = m.host->WatchStates(listener);
+    VmStateListener per_member = listener;
+    if (listener && members_.size() > 1) {
+      // A VM that moved (or is moving) away from this member: its "stopped" here is its
+      // domain leaving, not the VM stopping.
+      per_member = [this, name = m.name, listener](const VmStateEvent& e) {
+        if (e.state == VmState::kStopped) {
+          std::lock_guard<std::mutex> lock(mu_);
+          auto it = leaving_.find(e.id);
+          if (it != leaving_.end() && it->second == name) return;
+        }
+        listener(e);
+      };
+    }
+    Status st = m.host->WatchStates(per_member);
     // A host that does not answer now registers once it does (LibvirtHost reconnects).
     if (!st.ok() && (members_.size() == 1 || st.code() != Code::kUnavailable)) {
       return Named(m, std::move(st));

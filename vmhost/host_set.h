@@ -45,8 +45,8 @@ struct HostStatus {
   bool reachable = false;
   std::string error;  // why not, when unreachable
   bool isolated = false;
-  HostCapacity capacity;  // when reachable
-  int vms = 0;            // warren's VMs it holds, when reachable
+  HostCapacity capacity;            // when reachable
+  int vms = 0;                      // warren's VMs it holds, when reachable
   std::vector<std::string> images;  // what HostMember::images said, when reachable
 };
 
@@ -68,6 +68,12 @@ class HostSet final : public VmHost {
   // The name of the host holding VM `id`. NotFound when no host that answers has it
   // (Unavailable, naming them, when some do not answer: it may be there).
   Result<std::string> HostOf(std::string_view id);
+  // Moves VM `id` from the host holding it to host `host_name` (VmHost::MigrateTo, whose
+  // contract it keeps), and remembers it there. NotFound for an unknown host or VM;
+  // InvalidArgument when it is on that host already. While it moves, and after, the state
+  // changes its old host reports for it (its domain stopped and undefined there) are not
+  // passed to the WatchStates listener: the VM did not stop.
+  Result<MigrationReport> Migrate(std::string_view id, std::string_view host_name);
 
   // ---- VmHost. A single host's set behaves exactly as that host, errors included.
   std::string uri() const override;
@@ -102,8 +108,11 @@ class HostSet final : public VmHost {
   Result<RestoredVm> Reidentify(const VmSpec& spec) override;
   // On the source's host, as Copy.
   Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override;
-  // The listener is given every member's events (each from that member's own thread).
+  // The listener is given every member's events (each from that member's own thread), but
+  // a member's "stopped" for a VM another member holds now or is taking (Migrate).
   Status WatchStates(VmStateListener listener) override;
+  // Migrate's, with the target given as a member's VmHost.
+  Result<MigrationReport> MigrateTo(std::string_view id, VmHost& target) override;
 
  private:
   explicit HostSet(std::vector<HostMember> members) : members_(std::move(members)) {}
@@ -124,6 +133,8 @@ class HostSet final : public VmHost {
   const std::vector<HostMember> members_;
   mutable std::mutex mu_;
   std::map<std::string, std::string, std::less<>> where_;  // VM id -> host name
+  // VMs being moved: id -> the host they leave (its "stopped" events are not passed on).
+  std::map<std::string, std::string, std::less<>> leaving_;
 };
 
 }  // namespace warren

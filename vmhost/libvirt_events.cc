@@ -64,6 +64,8 @@ std::optional<VmState> StateAfterLifecycleEvent(int event, int detail) {
     case VIR_DOMAIN_EVENT_PMSUSPENDED:
       return VmState::kPaused;
     case VIR_DOMAIN_EVENT_STOPPED:
+      // Moved to another host (MigrateTo): the VM runs on there, it did not stop.
+      if (detail == VIR_DOMAIN_EVENT_STOPPED_MIGRATED) return std::nullopt;
       return detail == VIR_DOMAIN_EVENT_STOPPED_CRASHED ? VmState::kCrashed : VmState::kStopped;
     case VIR_DOMAIN_EVENT_CRASHED:
       // A panic ends the domain (on_crash destroy, domain_xml.cc); a loaded crash kernel

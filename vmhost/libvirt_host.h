@@ -165,6 +165,12 @@ class LibvirtHost final : public VmHost {
   Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) override;
   Result<RestoredVm> Reidentify(const VmSpec& spec) override;
   Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override;
+  // MigrateTo (libvirt_host_migrate.cc): to another LibvirtHost, through libvirt alone (see
+  // that file): the layers through the storage API, a live VM's memory by tunnelled
+  // peer-to-peer migration from this host's daemon to the target's URI — which that daemon
+  // must be able to open (for a local source, what warren opens; for a remote one, the
+  // target's URI as that machine sees it). Holds both hosts' disk chains' locks throughout.
+  Result<MigrationReport> MigrateTo(std::string_view id, VmHost& target) override;
 
   // When the connection is lost and connecting fails, the daemon is started again with
   // these options (EnsureLibvirtd): for a daemon warren started itself. Call before use.
@@ -265,6 +271,22 @@ class LibvirtHost final : public VmHost {
   Status RemoveRemoteFiles(const Conn& conn, std::string_view id);
   // What is left of VMs that are gone from a remote host (their directories and pools).
   void RemoveRemoteLeftovers(const Conn& conn);
+  // Migration (libvirt_host_migrate.cc). Streams volume `source` (on `from`) into `dest` (on
+  // `to`), adding what went to *bytes; with `backing`, the qcow2 header's backing file is
+  // rewritten to it on the way.
+  Status CopyVolume(const Conn& from, virStorageVolPtr source, const Conn& to,
+                    virStorageVolPtr dest, const std::string& backing, int64_t* bytes);
+  // Copies `layers` (top first) to fresh layers of `target` over `below` (bottom up), undone
+  // by `rollback`; returns the new top.
+  Result<std::string> CopyLayersTo(const Conn& conn, LibvirtHost& target, const Conn& tconn,
+                                   const DiskChains::Lock& tdisks, std::string_view id,
+                                   const std::vector<std::string>& layers, std::string below,
+                                   uint64_t capacity, const QemuUser& tqemu, Rollback& rollback,
+                                   int64_t* bytes);
+  // Copies the VM's file `name` (its seed, its console log when it has one) into its
+  // directory on `target`, made there first.
+  Status CopyVmFileTo(const Conn& conn, LibvirtHost& target, const Conn& tconn, std::string_view id,
+                      const char* name, const QemuUser& tqemu, int64_t* bytes);
   // Unavailable for what a remote host does not do yet (templates, live copies).
   Status LocalOnly(std::string_view what) const;
   Status StartDomain(virDomainPtr dom);

@@ -161,6 +161,17 @@ struct RestoredVm {
   int64_t restore_ms = 0;
 };
 
+// What MigrateTo did, for the command's output and the log.
+struct MigrationReport {
+  bool live = false;          // the VM ran (or was paused) and moved with its memory
+  int64_t total_ms = 0;       // from the first check to the VM being the target's
+  int64_t disk_ms = 0;        // copying its disk layers through the storage API
+  int64_t downtime_ms = -1;   // live: how long the guest did not run (paused for the last
+                              // layer and the memory's last pass); -1 when not known
+  int64_t disk_bytes = 0;     // what went through the storage API
+  int64_t memory_bytes = -1;  // live: what libvirt reports it sent (virDomainGetJobStats)
+};
+
 class VmHost {
  public:
   virtual ~VmHost() = default;
@@ -252,6 +263,22 @@ class VmHost {
   // removed once restored. Conflict unless the source runs; otherwise as Copy (nothing left
   // behind on failure, the source unharmed).
   virtual Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) = 0;
+
+  // Moves VM `id`, with its disk, to `target` (another host of the same kind driven by this
+  // lobby; InvalidArgument for `*this` or a host this one cannot move a VM to). A running or
+  // paused VM moves live: its memory with it, its processes and connections go on there, and
+  // it runs (or stays paused) there as it did here; a stopped one moves cold (its disk and
+  // definition). Afterwards the VM is target's alone: its domain (persistent, autostarted as
+  // it was), its files (seed, console log, control port) and a disk chain of its own over
+  // target's copy of its image there; nothing of it here (its files, and the layers no other
+  // VM here uses). Before anything moves: NotFound for an unknown id, Conflict when target
+  // has a VM of that id or the VM is crashed, LimitExceeded (or InvalidArgument) when target
+  // has no room for it (CheckHostRoom: its vCPUs, its memory if it runs, its whole disk),
+  // Unavailable when either host does not answer. Whether target may take it (drained,
+  // isolated) is the caller's policy, not checked here. On failure (refused, or cut short
+  // half-way) the VM is here as it was, running if it ran, and nothing of it is left on target
+  // (an image version uploaded there stays: it is the host's, not the VM's).
+  virtual Result<MigrationReport> MigrateTo(std::string_view id, VmHost& target) = 0;
 
   // From now on, calls `listener` for every state change of this host's VMs, on a thread of
   // the host's own, one event at a time and in the order they happened (one listener; a later

@@ -26,6 +26,7 @@ void RegisterBuiltinCommands(CommandTable& table) {
   RegisterSshKeyCommands(table);
   RegisterUserCommands(table);
   RegisterHostsCommands(table);
+  RegisterMigrateCommand(table);
   RegisterBackupCommand(table);
 }
 

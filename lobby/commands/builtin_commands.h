@@ -34,5 +34,6 @@ void RegisterShareCommands(CommandTable& table);
 void RegisterBrowserCommand(CommandTable& table);  // browser [--revoke]
 void RegisterBackupCommand(CommandTable& table);   // backup (admins, over SSH)
 void RegisterHostsCommands(CommandTable& table);   // hosts, hosts drain|undrain (admins)
+void RegisterMigrateCommand(CommandTable& table);  // migrate (admins)
 
 }  // namespace warren

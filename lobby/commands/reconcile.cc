@@ -24,16 +24,15 @@ class Reconciler {
     for (VmInfo& d : domains) by_id.emplace(d.id, std::move(d));
     std::set<std::string> recorded;
 
-    for (const VmRecord& vm : records) {
+    for (VmRecord vm : records) {
       recorded.insert(vm.id);
       if (!Ours(vm)) {
-        if (by_id.count(vm.id) != 0) {
-          LogWarn("reconcile: domain warren-" + vm.id + " of VM " + LogQuote(vm.name) +
-                  " is on host " + scope_.host + " but its record says " + vm.host +
-                  "; left as it is");
-          r_.elsewhere.push_back(vm.id);
-        }
-        continue;
+        auto here = by_id.find(vm.id);
+        if (here == by_id.end()) continue;
+        const Elsewhere what = SettleElsewhere(vm, here->second);
+        if (what == Elsewhere::kDestroyed) by_id.erase(here);
+        if (what != Elsewhere::kAdopted) continue;
+        vm.host = scope_.host;
       }
       if (!scope_.host.empty() && vm.host.empty()) NameHost(vm);
       auto it = by_id.find(vm.id);
@@ -67,6 +66,46 @@ class Reconciler {
   bool Ours(const VmRecord& vm) const {
     if (scope_.host.empty()) return true;
     return (vm.host.empty() ? scope_.default_host : vm.host) == scope_.host;
+  }
+
+  enum class Elsewhere { kLeft, kAdopted, kDestroyed };
+  // A domain here whose record names another host (ReconcileScope: a migration cut short).
+  Elsewhere SettleElsewhere(const VmRecord& vm, const VmInfo& domain) {
+    const std::string named = vm.host.empty() ? scope_.default_host : vm.host;
+    Result<bool> there =
+        scope_.holds ? scope_.holds(named, vm.id) : Result<bool>(Unavailable("not asked"));
+    if (there.ok() && !*there) {
+      Status st = store_.UpdateVm(vm.id, [&](VmRecord& r) {
+        r.host = scope_.host;
+        return Status::Ok();
+      });
+      if (!st.ok()) {
+        Fail("moving the record of " + vm.name + " to host " + scope_.host, st);
+        return Elsewhere::kLeft;
+      }
+      LogWarn("reconcile: VM " + LogQuote(vm.name) + " (" + vm.id + ") is on host " + scope_.host +
+              ", not on host " + named +
+              " its record named (a migration finished as warren stopped); the record follows");
+      r_.adopted.push_back(vm.name);
+      return Elsewhere::kAdopted;
+    }
+    if (there.ok() && *there && domain.state == VmState::kStopped) {
+      LogWarn("reconcile: VM " + LogQuote(vm.name) + " (" + vm.id + ") is on host " + named +
+              " as its record says, and a stopped copy is on host " + scope_.host +
+              " (a migration cut short); destroying the copy");
+      Status st = host_.Destroy(vm.id);
+      if (!st.ok() && st.code() != Code::kNotFound) {
+        Fail("destroying the copy a migration left of " + vm.name, st);
+        return Elsewhere::kLeft;
+      }
+      r_.migration_copies_destroyed.push_back(vm.id);
+      return Elsewhere::kDestroyed;
+    }
+    LogWarn("reconcile: domain warren-" + vm.id + " of VM " + LogQuote(vm.name) + " is on host " +
+            scope_.host + " but its record says " + named + "; left as it is" +
+            (there.ok() ? "" : " (" + there.status().ToString() + ")"));
+    r_.elsewhere.push_back(vm.id);
+    return Elsewhere::kLeft;
   }
 
   // A record from before several hosts gets the name of the (default) host it is on.

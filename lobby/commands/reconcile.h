@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,8 @@ struct ReconcileReport {
   std::vector<std::string> orphans_destroyed;
   std::vector<std::string> missing;
   std::vector<std::string> elsewhere;  // domains here whose records name another host (ids)
+  std::vector<std::string> adopted;    // records that followed their domain here (names)
+  std::vector<std::string> migration_copies_destroyed;  // ids (see ReconcileScope)
   std::vector<std::string> started;
   std::vector<std::string> paused;
   std::vector<std::string> stopped;
@@ -57,11 +60,20 @@ struct ReconcileReport {
 // starts and whenever the host comes back, so a host that does not answer holds nothing up
 // and loses nothing. Records are the host's when their `host` names it, or names none and
 // it is the default host (records from before several hosts; the record is given the name).
-// A domain whose record names another host is neither an orphan nor adopted: it is logged
-// and left (a migration cut short; the operator decides). Empty `host`: everything, one host.
+// A domain here whose record names another host is what a migration (migrate, VmHost::
+// MigrateTo) cut short by warren's death left, and `holds` (when given) says which: the
+// record's host no longer has the domain — the move was done, the record not yet changed —
+// so the record follows the domain (adopted: settled here from then on); the record's host
+// has it too and this one is stopped — a cold move defined it here and did not undefine it
+// there — so this copy is destroyed (the record's is whole). Otherwise (no `holds`, the
+// record's host does not answer, or this copy runs) it is logged and left for the operator.
+// Empty `host`: everything, one host.
 struct ReconcileScope {
   std::string host;
   std::string default_host;
+  // Whether host `host_name` holds VM `id`'s domain: false when it answers that it does not;
+  // an error when it cannot say (it does not answer).
+  std::function<Result<bool>(const std::string& host_name, const std::string& id)> holds = {};
 };
 
 // Does everything it can; an action that fails is logged, noted in the report and does not

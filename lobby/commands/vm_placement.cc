@@ -117,4 +117,13 @@ Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
   return Unavailable("no host takes new VMs");
 }
 
+Status CheckHostTakes(CommandContext& ctx, const VmRecord& vm, std::string_view name,
+                      bool running) {
+  if (name.empty()) return InvalidArgument("no host named");
+  VmRecord planned = vm;
+  // A stopped VM holds no memory there until it is started (which checks again).
+  if (!running) planned.memory_mib = 0;
+  return PlaceNewVm(ctx, planned, name).status();
+}
+
 }  // namespace warren

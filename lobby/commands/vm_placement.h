@@ -29,6 +29,12 @@ std::string HostOfRecord(const Services& services, const VmRecord& vm);
 Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
                                std::string_view requested);
 
+// Whether host `name` may take VM `vm` moved there (migrate): PlaceNewVm's rules for a host
+// named — it answers, isolates its VMs, is not drained and has room for the VM's vCPUs, its
+// disk and, when `running` (a live move), its memory — with PlaceNewVm's errors. Whether the
+// VM is on that host already is the caller's to check.
+Status CheckHostTakes(CommandContext& ctx, const VmRecord& vm, std::string_view name, bool running);
+
 // The records of `all` whose VM is on host `name` (HostOfRecord).
 std::vector<VmRecord> VmsOnHost(const Services& services, std::vector<VmRecord> all,
                                 const std::string& name);

@@ -1,5 +1,7 @@
 #include "tests/fakes/fake_vm_host.h"
 
+#include "tests/fakes/outage_vm_host.h"
+
 #include <atomic>
 
 #include <algorithm>
@@ -242,6 +244,43 @@ Status FakeVmHost::Destroy(std::string_view id) {
   RemoveVmFiles(std::string(id));
   Step("destroy", "after", id);
   return Status::Ok();
+}
+
+Result<MigrationReport> FakeVmHost::MigrateTo(std::string_view id, VmHost& target) {
+  if (auto* outage = dynamic_cast<OutageVmHost*>(&target)) {
+    if (!outage->up()) return outage->GoneStatus();
+    return MigrateTo(id, outage->inner());
+  }
+  auto* to = dynamic_cast<FakeVmHost*>(&target);
+  if (to == this) return InvalidArgument("vm " + std::string(id) + " is on that host already");
+  if (to == nullptr) return InvalidArgument("a fake host moves vms only to another fake host");
+  std::scoped_lock lock(mu_, to->mu_);
+  Step("migrate", "before", id);
+  if (auto f = TakeFailure()) return *f;
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return NotFound("no vm " + std::string(id));
+  if (to->vms_.count(id) != 0) return Conflict("vm " + std::string(id) + " exists on the target");
+  const VmState state = it->second.info.state;
+  if (state == VmState::kCrashed) return Conflict("cannot migrate a crashed vm; stop it first");
+  const bool live = state == VmState::kRunning || state == VmState::kPaused;
+  const Vm& vm = it->second;
+  WARREN_RETURN_IF_ERROR(
+      to->CheckRoom({vm.config_cpus, live ? vm.info.memory_mib : 0, vm.info.disk_gib}));
+  const std::string key(id);
+  to->MakeVmFiles(key);
+  to->vms_[key] = std::move(it->second);
+  to->Persist();
+  to->Step("migrate", "target", id);
+  vms_.erase(it);
+  Persist();
+  Emit(id, VmState::kStopped);  // undefined here
+  to->Emit(id, state);
+  RemoveVmFiles(key);
+  Step("migrate", "after", id);
+  MigrationReport report;
+  report.live = live;
+  report.downtime_ms = live ? 0 : -1;
+  return report;
 }
 
 Status FakeVmHost::SaveTemplate(std::string_view id, std::string_view tag) {

@@ -57,6 +57,12 @@ class FakeVmHost final : public VmHost {
   Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) override;
   Result<RestoredVm> Reidentify(const VmSpec& spec) override;
   Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override;
+  // To another FakeVmHost (InvalidArgument otherwise, or for itself): the VM, in its state,
+  // leaves this host and is the target's, its files made there first (PersistIn) and removed
+  // here after. The target's room is checked as the real host checks it (its vCPUs, its
+  // memory when running or paused, its whole disk); FailNext fails it, changing nothing.
+  // Reported as the real host reports it: stopped here (undefined), its state there.
+  Result<MigrationReport> MigrateTo(std::string_view id, VmHost& target) override;
   // Whether `id` was made by CreateFromTemplate.
   bool WasRestored(std::string_view id);
   // Whether `id` was made by CopyLive.

@@ -16,6 +16,10 @@ class OutageVmHost final : public VmHost {
   explicit OutageVmHost(VmHost& host) : host_(host) {}
 
   void SetDown(bool down) { down_ = down; }
+  // The host it forwards to, and whether it answers (a migration's other end needs both).
+  VmHost& inner() { return host_; }
+  bool up() const { return Up(); }
+  Status GoneStatus() const { return Gone(); }
 
   std::string uri() const override { return host_.uri(); }
   Result<HostCapacity> Capacity() override { return Up() ? host_.Capacity() : Gone(); }
@@ -80,6 +84,16 @@ class OutageVmHost final : public VmHost {
   }
   Status WatchStates(VmStateListener listener) override {
     return host_.WatchStates(std::move(listener));
+  }
+  // Forwarded when both ends answer; a target behind another OutageVmHost is handed to the
+  // host it wraps (the hosts move VMs between themselves).
+  Result<MigrationReport> MigrateTo(std::string_view id, VmHost& target) override {
+    if (!Up()) return Gone();
+    if (auto* other = dynamic_cast<OutageVmHost*>(&target)) {
+      if (!other->Up()) return other->Gone();
+      return host_.MigrateTo(id, other->host_);
+    }
+    return host_.MigrateTo(id, target);
   }
 
  private:

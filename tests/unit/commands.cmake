@@ -38,6 +38,7 @@ add_executable(commands_test
   unit/cmd_sandbox_test.cc
   unit/cmd_usage_test.cc
   unit/cmd_hosts_test.cc
+  unit/cmd_migrate_test.cc
   unit/sandbox_view_test.cc
   unit/vm_pool_test.cc
   ../lobby/vm_pool.cc)

@@ -371,6 +371,10 @@ const std::vector<Sample>& Samples() {
       {"hosts", "hosts", {}, {}, /*admin_power=*/true},
       {"hosts drain", "hosts drain local", {}, {{Cred::kAdminTag, Verdict::kDenied}}, true},
       {"hosts undrain", "hosts undrain local", {}, {{Cred::kAdminTag, Verdict::kDenied}}, true},
+      // Moves a VM between the hosts every user's VMs share: admins'. An admin's credential
+      // limited to a tag does not see bob's VM (outside its tag: 404, as for any VM it cannot
+      // see); one it could see is refused all the same, as a drain is (cmd_migrate.cc).
+      {"migrate", "migrate {VM} spare", {}, {{Cred::kAdminTag, Verdict::kNotFound}}, true},
       // Every user's VMs and keys: admins only, not one limited to a tag; SSH only.
       {"backup",
        "backup",
@@ -695,6 +699,7 @@ class World {
   std::string dir_;
   TestClock clock_;
   FakeVmHost host_{clock_};
+  FakeVmHost spare_host_{clock_};  // where `migrate` moves a VM to
   FakeGuestControl guests_;
   TokenSigner signer_ = TokenSigner::FromSecret(std::string(32, 's')).value();
   SecretKey integration_key_ = SecretKey::FromBytes(std::string(SecretKey::kKeyBytes, 'i')).value();
@@ -745,7 +750,9 @@ World::World(Cred cred, Surface surface, const Sample& sample)
   s.info.domain = "warren.localhost";
   s.token_signer = &signer_;
   s.oauth = store_.get();
-  hosts_ = std::move(HostSet::Make({{"local", &host_, "tcg", [] { return true; }}})).value();
+  hosts_ = std::move(HostSet::Make({{"local", &host_, "tcg", [] { return true; }},
+                                    {"spare", &spare_host_, "tcg", [] { return true; }}}))
+               .value();
   s.vms = hosts_.get();
   s.hosts = hosts_.get();
   s.guests = &guests_;
