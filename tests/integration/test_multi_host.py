@@ -21,6 +21,11 @@ and is driven with OpenSSH:
      `--egress all` reaches neither that host's loopback (slirp's 10.0.2.2) nor its address,
      and does once the rules are removed (so the probe could succeed and the rules stop it).
 
+  m. `migrate`: a running VM moves live local -> second with a job running through the
+     move (its output whole after it, none lost), its disk kept, nothing of it left here; a
+     stopped one moves cold back; a migrate to a drained or unreachable host is refused and
+     the VM stays where it was, running.
+
 Needs root, libvirt, QEMU, sshd and the tiny image; fails under CI when one is missing.
 """
 import json
@@ -229,6 +234,110 @@ class MultiHostTest(VmTestCase):
         out = self.probe("far-net", "10.0.2.2", port)
         self.assertNotIn(token, out)
 
+
+    # --- migrate (these run after the tests above: name order) ---------------------------
+
+    def local_domains(self):
+        r = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+                           capture_output=True, text=True)
+        return [d for d in r.stdout.split() if d]
+
+    def test_m1_migrate_a_running_vm_with_a_job(self):
+        self.vm_ok("new", "--name", "mover", "--image", "tiny", "--host", "local",
+                   "--memory", "256M", "--disk", "1G", "--cpu", "1", timeout=600)
+        vm_id = self.ssh_json(self.admin, "stat", "mover")["id"]
+        self.vm_ok("ssh", "mover", "'echo kept > ~/file; sync'")
+        # A job that runs across the move: its output before, during and after it.
+        r = self.vm("ssh", "--wait-seconds", "1", "mover",
+                    "'echo started; for i in $(seq 1 40); do echo tick $i; sleep 1; done;"
+                    " echo finished; exit 3'")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("started", r.stdout)
+        job = [j for j in self.ssh_json(self.admin, "jobs")["jobs"] if not j["finished"]][0]
+        t0 = time.monotonic()
+        out = self.ssh_json(self.admin, "migrate", "mover", "second", timeout=600)
+        print("[timing] migrate live local -> second: %.1f s (%s)" %
+              (time.monotonic() - t0, json.dumps(out)), flush=True)
+        self.assertTrue(out["live"])
+        self.assertEqual(out["to"], "second")
+        self.assertGreaterEqual(out["downtime_ms"], 0)
+        stat = self.ssh_json(self.admin, "stat", "mover")
+        self.assertEqual(stat["host"], "second")
+        self.assertEqual(stat["state"], "running")
+        self.assertIn("warren-" + vm_id, self.far_domains())
+        self.assertNotIn("warren-" + vm_id, self.local_domains())
+        # Nothing of it is left here.
+        self.assertFalse(os.path.exists(os.path.join(self.data, "vms", vm_id)))
+        self.assertFalse([f for f in os.listdir(os.path.join(self.data, "disks"))
+                          if f.startswith(vm_id)] if os.path.isdir(
+                              os.path.join(self.data, "disks")) else [])
+        # The job ran on through the move, and its output is whole.
+        r = self.vm("wait", job["job"], "--wait-seconds", "45", timeout=200)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("finished", r.stdout)
+        ticks = [int(line.split()[1]) for line in r.stdout.splitlines()
+                 if line.startswith("tick ")]
+        self.assertTrue(ticks and ticks[-1] == 40, r.stdout)
+        self.assertEqual(ticks, list(range(ticks[0], 41)), r.stdout)  # none lost
+        self.assertEqual(self.vm_ok("ssh", "mover", "cat", "~/file").stdout.strip(), "kept")
+        self.assertEqual(self.vm_ok("ssh", "mover", "cat", "/etc/hostname").stdout.strip(),
+                         "mover")
+
+    def test_m2_migrate_a_stopped_vm_cold(self):
+        vm_id = self.ssh_json(self.admin, "stat", "mover")["id"]
+        self.vm_ok("ssh", "mover", "'echo moved-cold > ~/file2; sync'")
+        self.vm_ok("stop", "mover")
+        t0 = time.monotonic()
+        out = self.ssh_json(self.admin, "migrate", "mover", "local", timeout=600)
+        print("[timing] migrate cold second -> local: %.1f s (%s)" %
+              (time.monotonic() - t0, json.dumps(out)), flush=True)
+        self.assertFalse(out["live"])
+        stat = self.ssh_json(self.admin, "stat", "mover")
+        self.assertEqual(stat["host"], "local")
+        self.assertEqual(stat["state"], "stopped")
+        self.assertIn("warren-" + vm_id, self.local_domains())
+        self.assertNotIn("warren-" + vm_id, self.far_domains())
+        pools = second_host.virsh(self.far.uri, "pool-list", "--all", "--name").stdout
+        self.assertNotIn(vm_id, pools)
+        self.vm_ok("start", "mover", timeout=300)
+        deadline = time.monotonic() + 180
+        while True:
+            r = self.vm("ssh", "mover", "cat", "~/file", "~/file2")
+            if r.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        self.assertEqual(r.stdout.split(), ["kept", "moved-cold"], r.stderr)
+
+    def test_m3_a_refused_migrate_leaves_the_vm_where_it_was(self):
+        vm_id = self.ssh_json(self.admin, "stat", "mover")["id"]
+        self.vm_ok("hosts", "drain", "second")
+        try:
+            r = self.vm("migrate", "mover", "second")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("drained", r.stderr)
+        finally:
+            self.vm_ok("hosts", "undrain", "second")
+        # A target that does not answer: refused before anything moves.
+        self.far.stop_libvirtd()
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if self.hosts()["second"]["state"] == "unreachable":
+                    break
+                time.sleep(1)
+            r = self.vm("migrate", "mover", "second")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("second", r.stderr)
+        finally:
+            self.far.start_libvirtd()
+        stat = self.ssh_json(self.admin, "stat", "mover")
+        self.assertEqual(stat["host"], "local")
+        self.assertIn("warren-" + vm_id, self.local_domains())
+        self.assertNotIn("warren-" + vm_id, self.far_domains())
+        self.assertEqual(stat["state"], "running")
+        self.assertEqual(self.vm_ok("ssh", "mover", "cat", "~/file").stdout.strip(), "kept")
+        self.vm_ok("rm", "mover")
+        self.assertNotIn("warren-" + vm_id, self.local_domains())
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

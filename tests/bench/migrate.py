@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""A live migration's downtime and total time, and a cold one's, in one run (issue 18).
+
+Starts the second-host fixture (tests/integration/second_host.py: a libvirtd in namespaces of
+its own, qemu+ssh, or qemu+tls with --tls) and `warren serve --host local=qemu:///system
+--host second=URI`, makes a tiny VM on the local host with a --disk GiB disk and writes --mib
+MiB of random data into it (dd, synced), then:
+  - `migrate VM second` while a probe loop runs `ssh VM true` through the lobby over one kept
+    OpenSSH connection: the longest gap between two answers is the downtime a user sees
+    (the control connection is dialled again on the new host; its reconnect is in it);
+    warren's own downtime_ms (pause to resume) and total_ms are printed beside it;
+  - stop, `migrate VM local` (cold: the layers through the storage API);
+  - baselines in the same run: cp of a file of the disk's size on this machine
+    (`cp` of a fresh --mib MiB file, synced) and a `virsh vol-upload` of it to the second host
+    (the storage API's own rate, which the disk copy rides).
+Everything it made is removed. Usage: tests/bench/migrate.py [--disk 2] [--mib 200] [--tls]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import second_host  # noqa: E402
+import warren_harness as h  # noqa: E402
+
+IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--disk", type=int, default=2, help="the VM's disk, GiB")
+    ap.add_argument("--mib", type=int, default=200, help="MiB written into it before the move")
+    ap.add_argument("--memory", default="512M")
+    ap.add_argument("--tls", action="store_true", help="reach the second host over qemu+tls")
+    args = ap.parse_args()
+    why = second_host.missing()
+    if why:
+        sys.exit("migrate: " + why)
+
+    tmp = tempfile.mkdtemp(prefix="warren-bench-")
+    os.makedirs("/var/lib/warren-test", exist_ok=True)
+    data = tempfile.mkdtemp(prefix="bench-", dir="/var/lib/warren-test")
+    os.chmod(data, 0o711)
+    key = h.Key(tmp, "bench")
+    kh = os.path.join(tmp, "known_hosts")
+    far = second_host.SecondHost()
+    server = None
+    master = None
+    try:
+        uri = far.tls_uri if args.tls else far.uri
+        far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
+        server = h.Server(data, key, vms=True, extra_args=[
+            "--images-dir", IMAGES, "--vm-egress", "none", "--vm-templates", "none",
+            "--pool", "none", "--host", "local=qemu:///system", "--host", "second=" + uri,
+            "--host-isolated", "second"]).start(120)
+        with open(kh, "w") as f:
+            f.write("[127.0.0.1]:%d %s\n" % (server.port, server.host_public_key()))
+        base = ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+                "-i", key.path, "-o", "UserKnownHostsFile=" + kh, "-o",
+                "StrictHostKeyChecking=yes", "-p", str(server.port)]
+        sock = os.path.join(tmp, "master.sock")
+        master = subprocess.Popen(base + ["-o", "ControlMaster=yes", "-o", "ControlPath=" + sock,
+                                          "-N", "lobby@127.0.0.1"])
+        for _ in range(100):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.1)
+        kept = base + ["-o", "ControlPath=" + sock, "lobby@127.0.0.1"]
+
+        def lobby(*cmd, timeout=1800, check=True):
+            r = subprocess.run(kept + list(cmd), capture_output=True, text=True,
+                               timeout=timeout, stdin=subprocess.DEVNULL)
+            if check and r.returncode != 0:
+                raise RuntimeError("%s: %d %s" % (" ".join(cmd), r.returncode, r.stderr[-400:]))
+            return r
+
+        name = "bench-mover"
+        lobby("new", "--image", "tiny", "--name", name, "--host", "local", "--cpu", "1",
+              "--memory", args.memory, "--disk", "%dG" % args.disk)
+        lobby("ssh", name, "'dd if=/dev/urandom of=/root/blob bs=1M count=%d 2>/dev/null; sync'"
+              % args.mib, timeout=1800)
+
+        # The probe: ssh VM true, back to back, each answer's time kept.
+        answers, stop = [], threading.Event()
+
+        def probe():
+            while not stop.is_set():
+                r = lobby("ssh", name, "true", timeout=300, check=False)
+                if r.returncode == 0:
+                    answers.append(time.monotonic())
+
+        t = threading.Thread(target=probe, daemon=True)
+        t.start()
+        time.sleep(3)
+        t0 = time.monotonic()
+        live = json.loads(lobby("migrate", name, "second", "--json").stdout)
+        t1 = time.monotonic()
+        time.sleep(5)
+        stop.set()
+        t.join(timeout=300)
+        during = [a for a in answers if a >= t0 - 1]
+        gaps = [b - a for a, b in zip(during, during[1:])]
+        before = [b - a for a, b in zip(answers, answers[1:]) if b < t0]
+        seen_gap = max(gaps) if gaps else float("nan")
+        typical = sorted(before)[len(before) // 2] if before else float("nan")
+
+        lobby("stop", name)
+        cold = json.loads(lobby("migrate", name, "local", "--json").stdout)
+
+        # Baselines: cp of the data on this machine, and the storage API's upload rate.
+        blob = os.path.join(data, "blob.bin")
+        with open(blob, "wb") as f:
+            for _ in range(args.mib):
+                f.write(os.urandom(1 << 20))
+        c0 = time.monotonic()
+        subprocess.run(["cp", blob, blob + ".copy"], check=True)
+        subprocess.run(["sync"], check=True)
+        cp_s = time.monotonic() - c0
+        second_host.ensure_pool(uri)
+        u0 = time.monotonic()
+        second_host.upload(uri, blob, "bench-blob.bin")
+        up_s = time.monotonic() - u0
+        second_host.virsh(uri, "vol-delete", "--pool", second_host.POOL, "bench-blob.bin",
+                          check=False)
+
+        mib = args.mib
+        transport = "qemu+tls" if args.tls else "qemu+ssh"
+        print("migrate: tiny VM (TCG, %s memory, %d GiB disk, %d MiB written), local -> second "
+              "over %s (the fixture: another netns on this machine), one run" %
+              (args.memory, args.disk, mib, transport))
+        print("  live: total %.1f s (command %.1f s); warren's downtime (paused) %d ms; "
+              "disk copy %.1f s for %.0f MiB; memory sent %s MiB" % (
+                  live["total_ms"] / 1000, t1 - t0, live.get("downtime_ms", -1),
+                  live["disk_ms"] / 1000, live["disk_bytes"] / 2**20,
+                  "%.0f" % (live["memory_bytes"] / 2**20) if "memory_bytes" in live else "?"))
+        print("  live: longest gap between answers of `ssh VM true` %.1f s (typical %.2f s "
+              "before the move; %d answers during it)" % (seen_gap, typical, len(during)))
+        print("  cold (second -> local): total %.1f s; disk copy %.1f s for %.0f MiB" % (
+            cold["total_ms"] / 1000, cold["disk_ms"] / 1000, cold["disk_bytes"] / 2**20))
+        print("  baseline: cp of %d MiB here %.2f s; vol-upload of it to second %.1f s "
+              "(%.1f MB/s)" % (mib, cp_s, up_s, mib * 2**20 / up_s / 1e6))
+        lobby("rm", name)
+    finally:
+        if master is not None:
+            master.terminate()
+            master.wait(timeout=10)
+        if server is not None:
+            server.stop()
+            os.remove(server.log_path)
+        far.close()
+        shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
