@@ -184,13 +184,28 @@ std::string LibvirtHost::DisksDir() const {
 
 Result<LibvirtHost::Conn> LibvirtHost::Connect() {
   WARREN_RETURN_IF_ERROR(reconnector_->Check());
+  Status first_failed;
   {
     std::lock_guard lock(conn_mu_);
     if (!conn_) {  // the first connection, made lazily
-      WARREN_ASSIGN_OR_RETURN(ConnectHandle h, OpenLibvirt(options_.uri));
-      conn_ = Conn(std::move(h));
-      qemu_user_read_ = false;
+      Result<ConnectHandle> h = OpenLibvirt(options_.uri);
+      if (h.ok()) {
+        conn_ = Conn(std::move(h).value());
+        qemu_user_read_ = false;
+      } else {
+        first_failed = h.status();
+      }
     }
+  }
+  if (!first_failed.ok()) {
+    // A host that did not answer at the first call (a remote one down when warren started)
+    // is then connected by the reconnector, with backoff, like one that went away: so the
+    // state watch is registered and the OnReconnected hook (reconcile) runs once it answers.
+    reconnector_->Lost("could not connect: " + first_failed.message());
+    return first_failed;
+  }
+  {
+    std::lock_guard lock(conn_mu_);
     if (virConnectIsAlive(conn_.get()) == 1) {
       if (!qemu_user_read_) {
         qemu_user_ = QemuUserOf(conn_.get(), options_.accel);

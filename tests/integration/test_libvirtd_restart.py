@@ -319,8 +319,14 @@ class LibvirtdRestartTest(VmTestCase):
         _, killed_at = kill_libvirtd()
         self.assertTrue(self.server.wait_for_log("lost the connection to libvirt", timeout=30),
                         self.server.log_tail(20))
-        # Commands during the outage answer at once, saying why.
-        for command in (("ssh", "idle", "true"), ("stat", "idle"), ("stop", "idle")):
+        # Commands during the outage answer at once, saying why; stat shows the VM as its
+        # host's state allows (unreachable), with why.
+        t0 = time.monotonic()
+        stat = self.vm_ok("stat", "idle", timeout=60).stdout
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertIn("unreachable", stat)
+        self.assertIn("VM host unavailable", stat)
+        for command in (("ssh", "idle", "true"), ("stop", "idle")):
             t0 = time.monotonic()
             r = self.vm(*command, timeout=60)
             took = time.monotonic() - t0
@@ -333,7 +339,7 @@ class LibvirtdRestartTest(VmTestCase):
         time.sleep(2)
         self.assertIsNone(_pid_of(PID_FILE), "warren started a daemon that was not its own")
         self.assertNotIn("restarting the daemon", self.server.log())
-        self.assertEqual(self.state_of("idle"), "unknown")  # ls answers, without the host
+        self.assertEqual(self.state_of("idle"), "unreachable")  # ls answers, without the host
 
         start_own_libvirtd()
         self.wait_reconnected(before, killed_at, "the operator's daemon, back after ~3 s")

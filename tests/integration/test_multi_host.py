@@ -19,7 +19,10 @@ and is driven with OpenSSH:
   6. the remote host isolates its VMs: the operator ran `warren isolate` there (as
      docs/multi_host.md says) before declaring it with --host-isolated; a guest there with
      `--egress all` reaches neither that host's loopback (slirp's 10.0.2.2) nor its address,
-     and does once the rules are removed (so the probe could succeed and the rules stop it).
+     and does once the rules are removed (so the probe could succeed and the rules stop it);
+  9. warren restarts while the remote daemon is down: it serves, shows the host and its VM
+     unreachable, connects by itself once the daemon is back, reconciles that host, and the
+     VM answers.
 
   m. `migrate`: a running VM moves live local -> second with a job running through the
      move (its output whole after it, none lost), its disk kept, nothing of it left here; a
@@ -233,6 +236,33 @@ class MultiHostTest(VmTestCase):
             self.far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
         out = self.probe("far-net", "10.0.2.2", port)
         self.assertNotIn(token, out)
+
+    def test_9_warren_restarts_while_the_remote_host_is_down(self):
+        self.vm_ok("new", "--name", "far-late", "--image", "tiny", "--host", "second",
+                   "--memory", "256M", "--disk", "1G", "--cpu", "1", timeout=600)
+        self.addCleanup(self.vm, "rm", "far-late")
+        vm_id = self.ssh_json(self.admin, "stat", "far-late")["id"]
+        self.far.stop_libvirtd()
+        try:
+            self.restart_server()
+            # The lobby serves, the host and its VM are unreachable, nothing was removed.
+            self.assertEqual(self.hosts()["second"]["state"], "unreachable")
+            self.assertEqual(self.ssh_json(self.admin, "stat", "far-late")["state"],
+                             "unreachable")
+        finally:
+            self.far.start_libvirtd()
+        # warren connects on its own (no command needed to wake it) and reconciles that host.
+        self.assertTrue(self.server.wait_for_log("reconcile of host second", 120),
+                        "no reconcile of the second host once it answered")
+        self.wait_state("far-late", "running")
+        self.assertIn("warren-" + vm_id, self.far_domains())
+        deadline = time.monotonic() + 180
+        while True:
+            r = self.vm("ssh", "far-late", "cat", "/etc/hostname")
+            if r.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        self.assertEqual(r.stdout.strip(), "far-late", r.stderr)
 
 
     # --- migrate (these run after the tests above: name order) ---------------------------
