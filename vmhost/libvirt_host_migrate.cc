@@ -29,6 +29,7 @@
 #include "vmhost/libvirt_domain_ops.h"
 #include "vmhost/libvirt_host.h"
 #include "vmhost/libvirt_xml.h"
+#include "vmhost/qcow2_header.h"
 #include "vmhost/storage_pool.h"
 
 namespace warren {
@@ -48,41 +49,6 @@ constexpr size_t kChunk = 256 * 1024;
 int64_t MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
       .count();
-}
-
-uint64_t BigEndian(const std::string& b, size_t at, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
-  return v;
-}
-
-void PutBigEndian(std::string& b, size_t at, int bytes, uint64_t v) {
-  for (int i = bytes - 1; i >= 0; --i) {
-    b[at + i] = static_cast<char>(v & 0xff);
-    v >>= 8;
-  }
-}
-
-// What `head` (the start of a qcow2 file, its whole first cluster) says the file stands on,
-// rewritten to `backing`. The name lives in the header cluster (qemu-img writes it right
-// after the header extensions); it must still fit there. InvalidArgument for no qcow2 or a
-// name that does not fit.
-Status RewriteQcow2Backing(std::string& head, const std::string& backing) {
-  if (head.size() < 72 || head.compare(0, 4, "QFI\xfb") != 0) {
-    return InvalidArgument("not a qcow2 file");
-  }
-  const uint64_t offset = BigEndian(head, 8, 8);
-  const uint64_t size = BigEndian(head, 16, 4);
-  const uint64_t cluster = uint64_t{1} << BigEndian(head, 20, 4);
-  if (offset == 0) return InvalidArgument("the layer has no backing file");
-  if (offset + std::max<uint64_t>(size, backing.size()) >
-      std::min<uint64_t>(cluster, head.size())) {
-    return InvalidArgument("the backing file name does not fit in the layer's header");
-  }
-  std::memset(head.data() + offset, 0, size);
-  std::memcpy(head.data() + offset, backing.data(), backing.size());
-  PutBigEndian(head, 16, 4, backing.size());
-  return Status::Ok();
 }
 
 }  // namespace
@@ -119,7 +85,8 @@ Status LibvirtHost::CopyVolume(const Conn& from, virStorageVolPtr source, const 
       buf.append(chunk.data(), static_cast<size_t>(n));
       // The header cluster whole (or the file, when smaller): then its backing is rewritten.
       if (buf.size() >= 72) {
-        const uint64_t cluster = uint64_t{1} << BigEndian(buf, 20, 4);
+        const uint64_t cluster = Qcow2ClusterSize(buf);
+        if (cluster == 0) return InvalidArgument("a disk layer that is no qcow2 file");
         if (n == 0 || buf.size() >= std::min<uint64_t>(cluster, kHead)) {
           WARREN_RETURN_IF_ERROR(RewriteQcow2Backing(buf, backing));
           WARREN_RETURN_IF_ERROR(send(buf.data(), buf.size()));
