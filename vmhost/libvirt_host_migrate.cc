@@ -160,6 +160,14 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
   WARREN_ASSIGN_OR_RETURN(const VmState state, StateOf(dom));
   if (state == VmState::kCrashed) return Conflict("cannot migrate a crashed vm; stop it first");
   report.live = IsActive(dom);
+  if (report.live && remote_ && !target->remote_) {
+    // The source's daemon would open the target's URI, which names a daemon on this machine:
+    // from there it names that host's own.
+    return Conflict(
+        "a running vm moves live from a remote host only to another remote host "
+        "(its daemon opens the target's URI); stop " +
+        std::string(id) + " to move it here");
+  }
   WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(dom, id));
   WARREN_ASSIGN_OR_RETURN(const uint64_t capacity, VdaCapacity(dom, id));
   const std::string image_ref = VmMetadataOf(dom).image;
