@@ -5,20 +5,27 @@
 //     its qcow2 header's backing file rewritten to the target's layer (or image) below; the
 //     image itself is the target's own copy (HostImageStore uploads it once);
 //   - a running or paused VM is first moved onto a fresh overlay (a disk-only snapshot, as cp
-//     does), so everything below is frozen and copied while the guest runs on; then it is
-//     paused, its small overlay copied, and its memory sent by libvirt's tunnelled
-//     peer-to-peer migration (VIR_MIGRATE_PEER2PEER|TUNNELLED: the stream rides this host's
-//     daemon's connection to the target's; QEMU opens no socket, so the hosts' isolation
-//     rules need no hole), defined there (PERSIST_DEST) and undefined here; the target
-//     resumes it. libvirt 9.0 with QEMU 7.2 cannot copy storage inside a tunnelled migration
-//     (NON_SHARED_INC fails "argument key 'host' must not have null value", NON_SHARED_DISK
-//     with an I/O error: docs/multi_host.md), hence the copy beside it and VIR_MIGRATE_UNSAFE
-//     (the target's disk holds exactly what the paused source's did);
+//     does), so everything below is frozen and copied while the guest runs on; then its
+//     memory moves live (iteratively, the guest running) by libvirt's tunnelled peer-to-peer
+//     migration (VIR_MIGRATE_PEER2PEER|TUNNELLED: the stream rides this host's daemon's
+//     connection to the target's; QEMU opens no socket, so the hosts' isolation rules need no
+//     hole) into a domain defined there (PERSIST_DEST) and kept paused at the end (PAUSED).
+//     libvirt turns QEMU's late-block-activate on at the destination, so the target's QEMU
+//     leaves its disks inactive until it runs and reads them afresh then: once the source
+//     stopped at the switchover, its overlay (what the guest wrote since the snapshot) is
+//     copied into the target's top and the target resumed. The guest is stopped for QEMU's
+//     stop-and-copy plus that overlay's copy. libvirt 9.0 with QEMU 7.2 cannot copy storage
+//     inside a tunnelled migration (NON_SHARED_INC fails "argument key 'host' must not have
+//     null value", NON_SHARED_DISK with an I/O error: docs/multi_host.md), hence the copy
+//     beside it and VIR_MIGRATE_UNSAFE. The source's domain is undefined only once the
+//     target runs on the whole disk;
 //   - a stopped VM's layers are copied the same way and it is defined there and undefined here.
 // The target's definitions are this host's with the target's paths (disk, seed, console log,
 // control socket, kernel and initrd) and QEMU user. Then the VM's files and unused layers go
-// from here. Until the target holds the VM, any failure undoes the target's side (its new
-// layers, its VM directory) and resumes the source if it ran.
+// from here. A failure before the switchover undoes the target's side (its new layers, its VM
+// directory) and leaves the source as it was (libvirt keeps it running); one after it (the
+// overlay cannot be copied) removes the target's domain too and boots the VM again on its own
+// host from its disk, which is whole: its memory is lost then, and the error says so.
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -283,74 +290,88 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
     if (autostart != 0 && virDomainSetAutostart(tdom.get(), 1) < 0) virResetLastError();
     WARREN_RETURN_IF_ERROR(libvirt_ops::Undefine(dom, id));
   } else {
-    // Paused from here to the target's resume: the overlay written since the snapshot, then
-    // the memory.
+    // The memory moves live (iteratively, the guest running on) to a target kept paused at
+    // the end, whose disks QEMU leaves inactive until it runs (libvirt turns QEMU's
+    // late-block-activate on at every destination). The source stops at the switchover; then
+    // its overlay — what the guest wrote since the snapshot — is copied into the target's top,
+    // which the target reads afresh when it resumes. The source stays defined until then.
     const bool was_running = state == VmState::kRunning;
-    const Clock::time_point pause_t0 = Clock::now();
-    if (was_running && virDomainSuspend(dom) < 0) {
-      return LibvirtError("pausing vm " + std::string(id));
-    }
-    Rollback resume;
-    if (was_running) {
-      resume.Add([this, dom, id = std::string(id)] {
-        if (virDomainResume(dom) < 0) {
-          LogWarn("vmhost: " +
-                  LibvirtError("resuming vm " + id + " after a failed migration").ToString());
-        }
-      });
-    }
-    WARREN_ASSIGN_OR_RETURN(std::string target_top,
-                            CopyLayersTo(vm.conn, *target, tconn, tdisks, id, {top}, target_below,
-                                         capacity, tqemu, rollback, &report.disk_bytes));
-    report.disk_ms = MsSince(disk_t0);
+    WARREN_ASSIGN_OR_RETURN(
+        libvirt_ops::NewLayer target_top,
+        NewLayerUndoneOnRollback(target->chains_, tdisks, tconn.get(), id, target_below, capacity,
+                                 tqemu, "migrate", rollback));
     LibvirtString live_xml(
         virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_SECURE | VIR_DOMAIN_XML_MIGRATABLE));
     if (!live_xml) return LibvirtError("reading vm " + std::string(id));
     WARREN_ASSIGN_OR_RETURN(DomainDefinition live_def, DomainDefinition::Parse(live_xml.get()));
-    WARREN_ASSIGN_OR_RETURN(std::string dest_xml, retarget(live_def, target_top));
-    WARREN_ASSIGN_OR_RETURN(std::string persist_xml, retarget(def, target_top));
+    WARREN_ASSIGN_OR_RETURN(std::string dest_xml, retarget(live_def, target_top.path));
+    WARREN_ASSIGN_OR_RETURN(std::string persist_xml, retarget(def, target_top.path));
     virTypedParameterPtr params = nullptr;
     int nparams = 0, maxparams = 0;
     virTypedParamsAddString(&params, &nparams, &maxparams, VIR_MIGRATE_PARAM_DEST_XML,
                             dest_xml.c_str());
     virTypedParamsAddString(&params, &nparams, &maxparams, VIR_MIGRATE_PARAM_PERSIST_XML,
                             persist_xml.c_str());
-    const unsigned int flags = VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_TUNNELLED |
-                               VIR_MIGRATE_PERSIST_DEST | VIR_MIGRATE_UNDEFINE_SOURCE |
-                               VIR_MIGRATE_PAUSED | VIR_MIGRATE_UNSAFE;
+    const unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_TUNNELLED |
+                               VIR_MIGRATE_PERSIST_DEST | VIR_MIGRATE_PAUSED | VIR_MIGRATE_UNSAFE;
     const int rc = virDomainMigrateToURI3(dom, target->uri().c_str(), params, nparams, flags);
     virTypedParamsFree(params, nparams);
     if (rc < 0) {
+      // libvirt left the source as it was (running, or paused) and removed the target's.
       return LibvirtError("migrating vm " + std::string(id) + " to " + target->uri());
     }
-    resume.Commit();
+    const Clock::time_point switched = Clock::now();
     DomainHandle tdom(virDomainLookupByName(tconn.get(), DomainName(id).c_str()));
-    if (!tdom) {
-      // libvirt said it moved: the VM is the target's whatever this lookup says.
-      LogWarn("vmhost: " +
-              LibvirtError("finding vm " + std::string(id) + " after its migration").ToString());
-    } else {
-      if (was_running && virDomainResume(tdom.get()) < 0) {
-        LogWarn("vmhost: " +
-                LibvirtError("resuming vm " + std::string(id) + " on " + target->uri()).ToString());
-      }
-      report.downtime_ms = MsSince(pause_t0);
-      if (autostart != 0 && virDomainSetAutostart(tdom.get(), 1) < 0) virResetLastError();
-      int type = 0;
-      virTypedParameterPtr stats = nullptr;
-      int nstats = 0;
-      if (virDomainGetJobStats(tdom.get(), &type, &stats, &nstats,
-                               VIR_DOMAIN_JOB_STATS_COMPLETED) == 0) {
-        unsigned long long processed = 0;
-        if (virTypedParamsGetULLong(stats, nstats, VIR_DOMAIN_JOB_MEMORY_PROCESSED, &processed) ==
-            1) {
-          report.memory_bytes = static_cast<int64_t>(processed);
-        }
-        virTypedParamsFree(stats, nstats);
-      } else {
-        virResetLastError();
-      }
+    Status copied = tdom ? Status::Ok()
+                         : LibvirtError("finding vm " + std::string(id) + " after its migration");
+    if (copied.ok()) {
+      StorageVolHandle src(virStorageVolLookupByPath(vm.conn.get(), top.c_str()));
+      copied = src ? CopyVolume(vm.conn, src.get(), tconn, target_top.vol.get(), target_below,
+                                &report.disk_bytes)
+                   : LibvirtError("finding disk layer " + top);
     }
+    if (!copied.ok()) {
+      // The target cannot have the disk the guest wrote: the VM goes back to its own, which
+      // is whole, and boots there (its memory is lost).
+      if (tdom) {
+        if (virDomainDestroy(tdom.get()) < 0) virResetLastError();
+        if (virDomainUndefine(tdom.get()) < 0) virResetLastError();
+      }
+      Status back = StartDomain(dom);
+      if (back.ok() && state == VmState::kPaused && virDomainSuspend(dom) < 0) virResetLastError();
+      return copied.Annotate(
+          "copying the last writes of vm " + std::string(id) + " to " + target->uri() + "; " +
+          (back.ok() ? "it was booted again on its own host"
+                     : "booting it again on its own host failed too: " + back.ToString()));
+    }
+    report.disk_ms = MsSince(disk_t0);
+    // Undefined here before it runs there: should warren die in between, reconcile finds it
+    // on the target alone (and resumes it), never on both.
+    WARREN_RETURN_IF_ERROR(libvirt_ops::Undefine(dom, id));
+    if (was_running && virDomainResume(tdom.get()) < 0) {
+      LogWarn("vmhost: " +
+              LibvirtError("resuming vm " + std::string(id) + " on " + target->uri()).ToString());
+    }
+    const int64_t after_switch_ms = MsSince(switched);
+    if (autostart != 0 && virDomainSetAutostart(tdom.get(), 1) < 0) virResetLastError();
+    int type = 0;
+    virTypedParameterPtr stats = nullptr;
+    int nstats = 0;
+    if (virDomainGetJobStats(tdom.get(), &type, &stats, &nstats, VIR_DOMAIN_JOB_STATS_COMPLETED) ==
+        0) {
+      unsigned long long v = 0;
+      if (virTypedParamsGetULLong(stats, nstats, VIR_DOMAIN_JOB_MEMORY_PROCESSED, &v) == 1) {
+        report.memory_bytes = static_cast<int64_t>(v);
+      }
+      // QEMU's own stop-and-copy, then what came after it here (the overlay's copy, the resume).
+      if (was_running && virTypedParamsGetULLong(stats, nstats, VIR_DOMAIN_JOB_DOWNTIME, &v) == 1) {
+        report.downtime_ms = static_cast<int64_t>(v) + after_switch_ms;
+      }
+      virTypedParamsFree(stats, nstats);
+    } else {
+      virResetLastError();
+    }
+    if (was_running && report.downtime_ms < 0) report.downtime_ms = after_switch_ms;
   }
   rollback.Commit();
   source_rollback.Commit();

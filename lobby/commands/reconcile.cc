@@ -89,9 +89,9 @@ class Reconciler {
       r_.adopted.push_back(vm.name);
       return Elsewhere::kAdopted;
     }
-    if (there.ok() && *there && domain.state == VmState::kStopped) {
+    if (there.ok() && *there && domain.state != VmState::kRunning) {
       LogWarn("reconcile: VM " + LogQuote(vm.name) + " (" + vm.id + ") is on host " + named +
-              " as its record says, and a stopped copy is on host " + scope_.host +
+              " as its record says, and a copy that does not run is on host " + scope_.host +
               " (a migration cut short); destroying the copy");
       Status st = host_.Destroy(vm.id);
       if (!st.ok() && st.code() != Code::kNotFound) {

@@ -64,9 +64,12 @@ struct ReconcileReport {
 // MigrateTo) cut short by warren's death left, and `holds` (when given) says which: the
 // record's host no longer has the domain — the move was done, the record not yet changed —
 // so the record follows the domain (adopted: settled here from then on); the record's host
-// has it too and this one is stopped — a cold move defined it here and did not undefine it
-// there — so this copy is destroyed (the record's is whole). Otherwise (no `holds`, the
-// record's host does not answer, or this copy runs) it is logged and left for the operator.
+// has it too and this one does not run — a cold move defined it here and did not undefine it
+// there, or a live one stopped after the switchover, before this copy had the last writes
+// (the source is undefined only then, just before this copy resumes) — so this copy is
+// destroyed (the record's disk is whole; the record's host boots it again). Otherwise (no
+// `holds`, the record's host does not answer, or this copy runs) it is logged and left for
+// the operator.
 // Empty `host`: everything, one host.
 struct ReconcileScope {
   std::string host;

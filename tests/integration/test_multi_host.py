@@ -279,8 +279,8 @@ class MultiHostTest(VmTestCase):
         self.vm_ok("ssh", "mover", "'echo kept > ~/file; sync'")
         # A job that runs across the move: its output before, during and after it.
         r = self.vm("ssh", "--wait-seconds", "1", "mover",
-                    "'echo started; for i in $(seq 1 40); do echo tick $i; sleep 1; done;"
-                    " echo finished; exit 3'")
+                    "'echo started; for i in $(seq 1 40); do echo tick $i; echo $i >> ~/ticks;"
+                    " sync; sleep 1; done; echo finished; exit 3'")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("started", r.stdout)
         job = [j for j in self.ssh_json(self.admin, "jobs")["jobs"] if not j["finished"]][0]
@@ -310,6 +310,9 @@ class MultiHostTest(VmTestCase):
         self.assertTrue(ticks and ticks[-1] == 40, r.stdout)
         self.assertEqual(ticks, list(range(ticks[0], 41)), r.stdout)  # none lost
         self.assertEqual(self.vm_ok("ssh", "mover", "cat", "~/file").stdout.strip(), "kept")
+        # What it wrote to its disk while it moved is there too (the last overlay's copy).
+        self.assertEqual(self.vm_ok("ssh", "mover", "cat", "~/ticks").stdout.split(),
+                         [str(i) for i in range(1, 41)])
         self.assertEqual(self.vm_ok("ssh", "mover", "cat", "/etc/hostname").stdout.strip(),
                          "mover")
 
@@ -337,6 +340,8 @@ class MultiHostTest(VmTestCase):
                 break
             time.sleep(2)
         self.assertEqual(r.stdout.split(), ["kept", "moved-cold"], r.stderr)
+        self.assertEqual(self.vm_ok("ssh", "mover", "cat", "~/ticks").stdout.split(),
+                         [str(i) for i in range(1, 41)])
 
     def test_m3_a_refused_migrate_leaves_the_vm_where_it_was(self):
         vm_id = self.ssh_json(self.admin, "stat", "mover")["id"]
