@@ -94,6 +94,19 @@ class MultiHostTest(VmTestCase):
             time.sleep(1)
         self.fail("%s stayed %s, not %s" % (name, seen, state))
 
+    def assert_back(self, name, vm_id):
+        """The VM on the second host runs there and answers a command again."""
+        self.wait_state(name, "running")
+        self.assertIn("warren-" + vm_id, self.far_domains())
+        deadline = time.monotonic() + 180
+        while True:
+            r = self.vm("ssh", name, "cat", "/etc/hostname")
+            if r.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), name)
+
     def test_1_hosts_lists_both(self):
         hosts = self.hosts()
         self.assertEqual(set(hosts), {"local", "second"})
@@ -170,16 +183,7 @@ class MultiHostTest(VmTestCase):
         finally:
             self.far.start_libvirtd()
         # Back: the VM ran on meanwhile (QEMU outlives its daemon), and answers.
-        self.wait_state("far-one", "running")
-        self.assertIn("warren-" + vm_id, self.far_domains())
-        deadline = time.monotonic() + 180
-        while True:
-            r = self.vm("ssh", "far-one", "cat", "/etc/hostname")
-            if r.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(2)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.strip(), "far-one")
+        self.assert_back("far-one", vm_id)
         self.vm_ok("rm", "near-one")
 
     def test_5_rm_leaves_nothing_on_the_remote_host(self):
@@ -254,15 +258,7 @@ class MultiHostTest(VmTestCase):
         # warren connects on its own (no command needed to wake it) and reconciles that host.
         self.assertTrue(self.server.wait_for_log("reconcile of host second", 120),
                         "no reconcile of the second host once it answered")
-        self.wait_state("far-late", "running")
-        self.assertIn("warren-" + vm_id, self.far_domains())
-        deadline = time.monotonic() + 180
-        while True:
-            r = self.vm("ssh", "far-late", "cat", "/etc/hostname")
-            if r.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(2)
-        self.assertEqual(r.stdout.strip(), "far-late", r.stderr)
+        self.assert_back("far-late", vm_id)
 
 
     # --- migrate (these run after the tests above: name order) ---------------------------
