@@ -2,24 +2,49 @@
 // unix socket: how warren reaches the control port of a VM on a remote host (qemu+ssh://,
 // qemu+tls://), where that socket is on the other machine (docs/multi_host_transport.md).
 //
-// The channel is a non-blocking libvirt stream on the host's connection, driven as
-// `virsh console` drives one: callbacks on libvirt's event loop thread (libvirt_events.h)
-// move bytes between the stream and one end of a socket pair; the caller gets the other end,
-// a plain socket it can hand to libssh (SSH_OPTIONS_FD) as it would the local socket.
+// The channel is a non-blocking libvirt stream on the host's connection: callbacks on
+// libvirt's event loop thread (libvirt_events.h) move bytes between the stream and one end
+// of a socket pair, and a sender thread of the channel's own writes to the stream; the
+// caller gets the other end, a plain socket it can hand to libssh (SSH_OPTIONS_FD) as it
+// would the local socket.
 //
-// The pump, all on the event loop thread:
+// Why a sender thread: the remote driver's virStreamSend does not return until the packet is
+// written to the daemon connection, VIR_STREAM_NONBLOCK or not, and libvirtd stops reading a
+// client connection while one of its streams has max_client_requests packets queued for a
+// guest that does not drain its port (paused, hung, hostile). A send on the event loop then
+// held the loop, and with it every connection's events and keepalive and every other VM's
+// channel in the process, until the guest drained or the daemon dropped the connection (12 s
+// of a 12 s stall in libvirt_channel_test; docs/multi_host_transport.md). So the event loop
+// thread never calls a libvirt function that can wait for the daemon: it receives
+// (non-blocking, which reads only what libvirt's client already queued) and does the socket
+// I/O; sends, and the stream's finish or abort (calls that wait for the daemon's reply),
+// happen on the sender thread. libvirt 9.0 takes a send on one thread beside a non-blocking
+// receive on another, under bulk both ways (the test's `cat` echo of 4 MiB).
+//
+// Threads: one sender per open channel, so as many as the VMs whose control session is open
+// through libvirt (one channel per VM: libvirt gives a channel to one stream at a time). It
+// ends with the channel; a sender stuck in a send ends when the daemon reads again or the
+// connection drops (libvirtd's keepalive closes a client it cannot reach).
+//
+// What it does not fix: the daemon stops reading the WHOLE connection, so the other VMs'
+// channels on the same host connection (and that connection's calls) wait for the stalled
+// guest too; other hosts' connections, the event loop and lifecycle events do not.
+//
+// The pump:
 //   - two bounded buffers (kChannelBufferBytes each way); a side is not read while the
 //     buffer it fills is full, so a slow reader holds back the writer (no unbounded queue
-//     of ours; libvirt's own client still queues what the daemon sends ahead of us);
-//   - the caller's end closed (or shut down both ways): what it wrote before is still sent,
-//     then the stream is finished; an EOF (shutdown for writing only) stops the reading of
-//     the socket but the guest's bytes keep coming until the caller closes;
+//     of ours; the sender takes one 64 KiB chunk out at a time, so at most that much more is
+//     in flight; libvirt's own client still queues what the daemon sends ahead of us);
+//   - the caller's end closed (or shut down both ways): what it wrote before is still sent
+//     (by the sender), then the stream is finished; an EOF (shutdown for writing only) stops
+//     the reading of the socket but the guest's bytes keep coming until the caller closes;
 //   - the stream's EOF (the VM stopped, the daemon closed the channel): what came before is
-//     written out, then the caller's end sees EOF; a stream error or a socket error ends
-//     both at once (the stream aborted);
-//   - at the end: both registrations removed, the stream finished or aborted and freed, the
-//     socket closed; the pump itself is freed by the last of the registrations' free
-//     callbacks, so no callback ever runs on freed memory.
+//     written out, then the caller's end sees EOF; a stream error, a failed send or a socket
+//     error ends both at once (the stream aborted);
+//   - at the end: the registrations removed and the socket closed on the loop thread, the
+//     stream finished or aborted and freed on the sender thread; the pump itself is freed by
+//     the last of its references (the registrations' free callbacks, the sender thread's),
+//     so no callback or thread ever runs on freed memory.
 //
 // Exclusive access: the channel is opened without VIR_DOMAIN_CHANNEL_FORCE. libvirt gives a
 // channel to one stream at a time, across all its clients; a second open while one is held
@@ -29,13 +54,6 @@
 // no force: libvirtd drops a client's streams when its connection closes (a crashed warren's
 // socket closes with it; a lost network ends in the daemon's keepalive), and warren's own
 // reconnect follows the close of its previous socket, whose stream this pump aborts at once.
-//
-// A known cost of running on the event loop: libvirt sends stream data synchronously (the
-// remote driver's virStreamSend returns once the packet is written to the connection), so
-// when the daemon stops reading (the guest does not drain its port: paused, hung, hostile)
-// and the connection's buffers are full, a send blocks libvirt's event loop thread — every
-// connection's events and keepalive in the process — until the daemon reads again or drops
-// the connection. Sends are a chunk at a time, so it takes that much backlog first.
 //
 // Thread-safe: OpenDomainChannel may be called from any thread.
 #pragma once
@@ -57,8 +75,9 @@ inline constexpr size_t kChannelBufferBytes = size_t{256} * 1024;
 // `domain_name` on `conn` and returns the caller's end of the socket pair (non-blocking,
 // close-on-exec). Closing it ends the channel. NotFound: no such domain; Conflict: the
 // domain is not running; Unavailable: the channel could not be opened now (held by another
-// stream, the connection failing), worth retrying — also what a domain without that channel
-// gets (libvirt reports it as an internal error, not told apart here).
+// stream, the connection failing, no thread for its sender), worth retrying — also what a
+// domain without that channel gets (libvirt reports it as an internal error, not told apart
+// here).
 Result<UniqueFd> OpenDomainChannel(virConnectPtr conn, const std::string& domain_name,
                                    const std::string& channel = "warren.control");
 

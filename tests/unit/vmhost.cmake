@@ -58,9 +58,11 @@ gtest_discover_tests(reconnector_test DISCOVERY_MODE PRE_TEST)
 
 # A VM's control port through libvirt (vmhost/libvirt_channel.h): a tiny VM booted on the
 # local libvirt, its channel opened with virDomainOpenChannel on a qemu:///system connection,
-# guest control over it (exec, 4 MiB each way, reconnect, no stealing, no leaks). One CTest
-# test: it boots the VM once. tests/integration/test_second_host.py runs the same binary
-# against a VM on the second host over qemu+ssh and qemu+tls (WARREN_CHANNEL_URI ...).
+# guest control over it (exec, 4 MiB each way, reconnect, no stealing, no leaks), and a guest
+# that stops reading its port stalling neither the event loop nor a second tiny VM's channel
+# on another connection. One CTest test: it boots the two VMs once.
+# tests/integration/test_second_host.py runs the same binary against a VM on the second host
+# over qemu+ssh and qemu+tls (WARREN_CHANNEL_URI ...).
 add_executable(libvirt_channel_test unit/libvirt_channel_test.cc)
 target_link_libraries(libvirt_channel_test
   PRIVATE warren_guest warren_test_real_libvirt_env OpenSSL::Crypto GTest::gtest_main)
