@@ -474,8 +474,9 @@ int Serve(const ServeCli& cli, const std::vector<std::string>& args) {
   // Made only where a save image can be rewritten: a default host on this machine.
   const bool templates_here = vm_runtime && !vm_runtime->default_host_remote();
   if (vm_runtime && !templates_here && flags.vm_templates != "none") {
-    LogInfo("templates and the warm pool: off (the default host, the first --host, is another "
-            "machine; they are made only on this one)");
+    LogInfo(
+        "templates and the warm pool: off (the default host, the first --host, is another "
+        "machine; they are made only on this one)");
   }
   if (templates_here && flags.vm_templates != "none") {
     services.restore_templates = true;
