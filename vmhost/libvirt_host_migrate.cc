@@ -290,6 +290,7 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
     if (autostart != 0 && virDomainSetAutostart(tdom.get(), 1) < 0) virResetLastError();
     WARREN_RETURN_IF_ERROR(libvirt_ops::Undefine(dom, id));
   } else {
+    const int64_t frozen_ms = MsSince(disk_t0);  // the layers below; the overlay's is added
     // The memory moves live (iteratively, the guest running on) to a target kept paused at
     // the end, whose disks QEMU leaves inactive until it runs (libvirt turns QEMU's
     // late-block-activate on at every destination). The source stops at the switchover; then
@@ -321,6 +322,7 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
       return LibvirtError("migrating vm " + std::string(id) + " to " + target->uri());
     }
     const Clock::time_point switched = Clock::now();
+    const Clock::time_point overlay_t0 = Clock::now();
     DomainHandle tdom(virDomainLookupByName(tconn.get(), DomainName(id).c_str()));
     Status copied = tdom ? Status::Ok()
                          : LibvirtError("finding vm " + std::string(id) + " after its migration");
@@ -344,7 +346,7 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
           (back.ok() ? "it was booted again on its own host"
                      : "booting it again on its own host failed too: " + back.ToString()));
     }
-    report.disk_ms = MsSince(disk_t0);
+    report.disk_ms = frozen_ms + MsSince(overlay_t0);
     // Undefined here before it runs there: should warren die in between, reconcile finds it
     // on the target alone (and resumes it), never on both.
     WARREN_RETURN_IF_ERROR(libvirt_ops::Undefine(dom, id));

@@ -8,8 +8,10 @@ MiB of random data into it (dd, synced), then:
   - `migrate VM second` while a probe loop runs `ssh VM true` through the lobby over one kept
     OpenSSH connection: the longest gap between two answers is the downtime a user sees
     (the control connection is dialled again on the new host; its reconnect is in it);
-    warren's own downtime_ms (pause to resume) and total_ms are printed beside it;
-  - stop, `migrate VM local` (cold: the layers through the storage API);
+    warren's own downtime_ms (libvirt's stop-and-copy, then the last overlay's copy and the
+    resume) and total_ms are printed beside it;
+  - stop, `migrate VM local` (cold: the layers through the storage API), start;
+  - the data written read back (sha256 in the guest) after each move;
   - baselines in the same run: cp of a file of the disk's size on this machine
     (`cp` of a fresh --mib MiB file, synced) and a `virsh vol-upload` of it to the second host
     (the storage API's own rate, which the disk copy rides).
@@ -84,8 +86,24 @@ def main():
         name = "bench-mover"
         lobby("new", "--image", "tiny", "--name", name, "--host", "local", "--cpu", "1",
               "--memory", args.memory, "--disk", "%dG" % args.disk)
-        lobby("ssh", name, "'dd if=/dev/urandom of=/root/blob bs=1M count=%d 2>/dev/null; sync'"
-              % args.mib, timeout=1800)
+
+        def run_long(cmd):
+            """`ssh VM CMD`, waited for to the end (past its wait it is a job)."""
+            out = lobby("ssh", "--wait-seconds", "45", name, cmd).stdout
+            while True:
+                jobs = [j for j in json.loads(lobby("jobs", "--json").stdout)["jobs"]
+                        if not j["finished"]]
+                if not jobs:
+                    return out
+                out += lobby("wait", jobs[0]["job"], "--wait-seconds", "45",
+                             check=False).stdout
+
+        def blob_sum():
+            return run_long("sha256sum $HOME/blob").split()[0]
+
+        run_long("'dd if=/dev/urandom of=$HOME/blob bs=1M count=%d 2>/dev/null; sync'" %
+                 args.mib)
+        written = blob_sum()
 
         # The probe: ssh VM true, back to back, each answer's time kept.
         answers, stop = [], threading.Event()
@@ -111,8 +129,18 @@ def main():
         seen_gap = max(gaps) if gaps else float("nan")
         typical = sorted(before)[len(before) // 2] if before else float("nan")
 
+        after_live = blob_sum()
         lobby("stop", name)
         cold = json.loads(lobby("migrate", name, "local", "--json").stdout)
+        lobby("start", name)
+        deadline = time.monotonic() + 300
+        while lobby("ssh", name, "true", check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the VM moved cold did not come back")
+            time.sleep(2)
+        after_cold = blob_sum()
+        if not written == after_live == after_cold:
+            raise RuntimeError("the data changed: %s %s %s" % (written, after_live, after_cold))
 
         # Baselines: cp of the data on this machine, and the storage API's upload rate.
         blob = os.path.join(data, "blob.bin")
@@ -135,7 +163,7 @@ def main():
         print("migrate: tiny VM (TCG, %s memory, %d GiB disk, %d MiB written), local -> second "
               "over %s (the fixture: another netns on this machine), one run" %
               (args.memory, args.disk, mib, transport))
-        print("  live: total %.1f s (command %.1f s); warren's downtime (paused) %d ms; "
+        print("  live: total %.1f s (command %.1f s); warren's downtime %d ms; "
               "disk copy %.1f s for %.0f MiB; memory sent %s MiB" % (
                   live["total_ms"] / 1000, t1 - t0, live.get("downtime_ms", -1),
                   live["disk_ms"] / 1000, live["disk_bytes"] / 2**20,
@@ -144,6 +172,7 @@ def main():
               "before the move; %d answers during it)" % (seen_gap, typical, len(during)))
         print("  cold (second -> local): total %.1f s; disk copy %.1f s for %.0f MiB" % (
             cold["total_ms"] / 1000, cold["disk_ms"] / 1000, cold["disk_bytes"] / 2**20))
+        print("  the %d MiB written read back the same (sha256) after each move" % mib)
         print("  baseline: cp of %d MiB here %.2f s; vol-upload of it to second %.1f s "
               "(%.1f MB/s)" % (mib, cp_s, up_s, mib * 2**20 / up_s / 1e6))
         lobby("rm", name)
