@@ -55,6 +55,8 @@ def main():
     far = second_host.SecondHost()
     server = None
     master = None
+    name = "bench-mover"
+    kept = []
     try:
         uri = far.tls_uri if args.tls else far.uri
         far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
@@ -83,7 +85,6 @@ def main():
                 raise RuntimeError("%s: %d %s" % (" ".join(cmd), r.returncode, r.stderr[-400:]))
             return r
 
-        name = "bench-mover"
         lobby("new", "--image", "tiny", "--name", name, "--host", "local", "--cpu", "1",
               "--memory", args.memory, "--disk", "%dG" % args.disk)
 
@@ -177,6 +178,10 @@ def main():
               "(%.1f MB/s)" % (mib, cp_s, up_s, mib * 2**20 / up_s / 1e6))
         lobby("rm", name)
     finally:
+        if master is not None and server is not None:
+            # Also when the run failed half-way: the VM goes with the lobby's data.
+            subprocess.run(kept + ["rm", name], capture_output=True, timeout=300,
+                           stdin=subprocess.DEVNULL)
         if master is not None:
             master.terminate()
             master.wait(timeout=10)
