@@ -20,19 +20,11 @@ Everything it made is removed. Usage: tests/bench/migrate.py [--disk 2] [--mib 2
 import argparse
 import json
 import os
-import shutil
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import second_host  # noqa: E402
-import warren_harness as h  # noqa: E402
-
-IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+from two_hosts import TwoHosts, second_host
 
 
 def main():
@@ -42,49 +34,11 @@ def main():
     ap.add_argument("--memory", default="512M")
     ap.add_argument("--tls", action="store_true", help="reach the second host over qemu+tls")
     args = ap.parse_args()
-    why = second_host.missing()
-    if why:
-        sys.exit("migrate: " + why)
-
-    tmp = tempfile.mkdtemp(prefix="warren-bench-")
-    os.makedirs("/var/lib/warren-test", exist_ok=True)
-    data = tempfile.mkdtemp(prefix="bench-", dir="/var/lib/warren-test")
-    os.chmod(data, 0o711)
-    key = h.Key(tmp, "bench")
-    kh = os.path.join(tmp, "known_hosts")
-    far = second_host.SecondHost()
-    server = None
-    master = None
+    world = TwoHosts(tls=args.tls)
     name = "bench-mover"
-    kept = []
+    lobby, data, uri = world.lobby, world.data, world.uri
     try:
-        uri = far.tls_uri if args.tls else far.uri
-        far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
-        server = h.Server(data, key, vms=True, extra_args=[
-            "--images-dir", IMAGES, "--vm-egress", "none", "--vm-templates", "none",
-            "--pool", "none", "--host", "local=qemu:///system", "--host", "second=" + uri,
-            "--host-isolated", "second"]).start(120)
-        with open(kh, "w") as f:
-            f.write("[127.0.0.1]:%d %s\n" % (server.port, server.host_public_key()))
-        base = ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                "-i", key.path, "-o", "UserKnownHostsFile=" + kh, "-o",
-                "StrictHostKeyChecking=yes", "-p", str(server.port)]
-        sock = os.path.join(tmp, "master.sock")
-        master = subprocess.Popen(base + ["-o", "ControlMaster=yes", "-o", "ControlPath=" + sock,
-                                          "-N", "lobby@127.0.0.1"])
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.1)
-        kept = base + ["-o", "ControlPath=" + sock, "lobby@127.0.0.1"]
-
-        def lobby(*cmd, timeout=1800, check=True):
-            r = subprocess.run(kept + list(cmd), capture_output=True, text=True,
-                               timeout=timeout, stdin=subprocess.DEVNULL)
-            if check and r.returncode != 0:
-                raise RuntimeError("%s: %d %s" % (" ".join(cmd), r.returncode, r.stderr[-400:]))
-            return r
-
+        world.cleanup.append(("rm", name))  # also when the run fails half-way
         lobby("new", "--image", "tiny", "--name", name, "--host", "local", "--cpu", "1",
               "--memory", args.memory, "--disk", "%dG" % args.disk)
 
@@ -160,7 +114,7 @@ def main():
                           check=False)
 
         mib = args.mib
-        transport = "qemu+tls" if args.tls else "qemu+ssh"
+        transport = world.transport
         print("migrate: tiny VM (TCG, %s memory, %d GiB disk, %d MiB written), local -> second "
               "over %s (the fixture: another netns on this machine), one run" %
               (args.memory, args.disk, mib, transport))
@@ -176,21 +130,8 @@ def main():
         print("  the %d MiB written read back the same (sha256) after each move" % mib)
         print("  baseline: cp of %d MiB here %.2f s; vol-upload of it to second %.1f s "
               "(%.1f MB/s)" % (mib, cp_s, up_s, mib * 2**20 / up_s / 1e6))
-        lobby("rm", name)
     finally:
-        if master is not None and server is not None:
-            # Also when the run failed half-way: the VM goes with the lobby's data.
-            subprocess.run(kept + ["rm", name], capture_output=True, timeout=300,
-                           stdin=subprocess.DEVNULL)
-        if master is not None:
-            master.terminate()
-            master.wait(timeout=10)
-        if server is not None:
-            server.stop()
-            os.remove(server.log_path)
-        far.close()
-        shutil.rmtree(data, ignore_errors=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        world.close()
 
 
 if __name__ == "__main__":

@@ -15,19 +15,11 @@ Usage: tests/bench/multi_host.py [--runs 30] [--mib 16] [--tls]
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import second_host  # noqa: E402
-import warren_harness as h  # noqa: E402
-
-IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
+from two_hosts import TwoHosts, h
 
 
 def main():
@@ -36,49 +28,16 @@ def main():
     ap.add_argument("--mib", type=int, default=16)
     ap.add_argument("--tls", action="store_true", help="reach the second host over qemu+tls")
     args = ap.parse_args()
-    why = second_host.missing()
-    if why:
-        sys.exit("multi_host: " + why)
+    world = TwoHosts(tls=args.tls)
+    tmp = world.tmp
 
-    tmp = tempfile.mkdtemp(prefix="warren-bench-")
-    os.makedirs("/var/lib/warren-test", exist_ok=True)
-    data = tempfile.mkdtemp(prefix="bench-", dir="/var/lib/warren-test")
-    os.chmod(data, 0o711)
-    key = h.Key(tmp, "bench")
-    kh = os.path.join(tmp, "known_hosts")
-    far = second_host.SecondHost()
-    server = None
-    master = None
+    def lobby(*cmd, timeout=600):
+        return world.lobby(*cmd, timeout=timeout).stdout
+
     try:
-        uri = far.tls_uri if args.tls else far.uri
-        far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
-        server = h.Server(data, key, vms=True, extra_args=[
-            "--images-dir", IMAGES, "--vm-egress", "none", "--vm-templates", "none",
-            "--pool", "none", "--host", "local=qemu:///system", "--host", "second=" + uri,
-            "--host-isolated", "second"]).start(120)
-        with open(kh, "w") as f:
-            f.write("[127.0.0.1]:%d %s\n" % (server.port, server.host_public_key()))
-        base = ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                "-i", key.path, "-o", "UserKnownHostsFile=" + kh, "-o",
-                "StrictHostKeyChecking=yes", "-p", str(server.port)]
-        sock = os.path.join(tmp, "master.sock")
-        master = subprocess.Popen(base + ["-o", "ControlMaster=yes", "-o", "ControlPath=" + sock,
-                                          "-N", "lobby@127.0.0.1"])
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.1)
-        kept = base + ["-o", "ControlPath=" + sock, "lobby@127.0.0.1"]
-
-        def lobby(*cmd, timeout=600):
-            r = subprocess.run(kept + list(cmd), capture_output=True, text=True,
-                               timeout=timeout, stdin=subprocess.DEVNULL)
-            if r.returncode != 0:
-                raise RuntimeError("%s: %d %s" % (" ".join(cmd), r.returncode, r.stderr[-400:]))
-            return r.stdout
-
         vms = {"local": "bench-near", "second": "bench-far"}
         for host, name in vms.items():
+            world.cleanup.append(("rm", name))
             t = time.monotonic()
             lobby("new", "--image", "tiny", "--name", name, "--host", host, "--cpu", "1",
                   "--memory", "512M", "--disk", "1G")
@@ -105,10 +64,7 @@ def main():
             batch = os.path.join(tmp, "batch")
             with open(batch, "w") as f:
                 f.write(batch_text)
-            argv = ["sftp", "-F", "none", "-q", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                    "-i", key.path, "-o", "UserKnownHostsFile=" + kh, "-o",
-                    "StrictHostKeyChecking=yes", "-P", str(server.port), "-b", batch,
-                    name + "@127.0.0.1"]
+            argv = world.sftp_args(name, batch)
             t = time.monotonic()
             r = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, timeout=1800)
             if r.returncode != 0:
@@ -131,7 +87,7 @@ def main():
             xs = sorted(xs)
             return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
-        transport = "qemu+tls" if args.tls else "qemu+ssh"
+        transport = world.transport
         print("tiny VMs (TCG) on this machine's libvirt and on a second libvirtd over %s "
               "(the fixture: another netns on this machine), one run" % transport)
         print("%-28s %10s %10s %10s %10s" % ("", "true p50", "true p90", "put MB/s", "get MB/s"))
@@ -143,20 +99,8 @@ def main():
             "ratio second / local", statistics.median(lat["second"]) /
             statistics.median(lat["local"]), pct(lat["second"], 90) / pct(lat["local"], 90),
             mbs["second"][0] / mbs["local"][0], mbs["second"][1] / mbs["local"][1]))
-        for name in vms.values():
-            lobby("rm", name)
     finally:
-        if master is not None:
-            master.terminate()
-            master.wait(timeout=10)
-        if server is not None:
-            server.stop()
-            os.remove(server.log_path)
-        subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
-                       capture_output=True)
-        far.close()
-        shutil.rmtree(data, ignore_errors=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        world.close()
 
 
 if __name__ == "__main__":
