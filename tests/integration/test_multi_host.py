@@ -94,6 +94,14 @@ class MultiHostTest(VmTestCase):
             time.sleep(1)
         self.fail("%s stayed %s, not %s" % (name, seen, state))
 
+    def wait_unreachable(self, timeout=60):
+        """Until warren has noticed the second daemon is gone (hosts says so)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.hosts()["second"]["state"] == "unreachable":
+                return
+            time.sleep(1)
+
     def assert_back(self, name, vm_id):
         """The VM on the second host runs there and answers a command again."""
         self.wait_state(name, "running")
@@ -163,11 +171,7 @@ class MultiHostTest(VmTestCase):
         vm_id = self.ssh_json(self.admin, "stat", "far-one")["id"]
         self.far.stop_libvirtd()
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if self.hosts()["second"]["state"] == "unreachable":
-                    break
-                time.sleep(1)
+            self.wait_unreachable()
             hosts = self.hosts()
             self.assertEqual(hosts["second"]["state"], "unreachable", hosts)
             self.assertEqual(self.ssh_json(self.admin, "stat", "far-one")["state"], "unreachable")
@@ -351,11 +355,7 @@ class MultiHostTest(VmTestCase):
         # A target that does not answer: refused before anything moves.
         self.far.stop_libvirtd()
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if self.hosts()["second"]["state"] == "unreachable":
-                    break
-                time.sleep(1)
+            self.wait_unreachable()
             r = self.vm("migrate", "mover", "second")
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("second", r.stderr)
