@@ -156,6 +156,15 @@ class MultiHostTest(VmTestCase):
         self.assertEqual(login.returncode, 0, login.stderr)
         self.assertEqual(login.stdout.strip(), "far-one")
         self.assertIn("HOST", self.vm_ok("ls", "-l").stdout)
+        # A forward (-W) into the remote VM: busybox httpd there, reached through the login.
+        self.vm_ok("ssh", "far-one", "mkdir -p www && echo hello-far > www/hello.txt && "
+                   "busybox httpd -p 127.0.0.1:8000 -h www")
+        fwd = subprocess.run(self.ssh_args(self.admin, user="far-one",
+                                           options=("-W", "localhost:8000")),
+                             input=b"GET /hello.txt HTTP/1.0\r\n\r\n", capture_output=True,
+                             timeout=120)
+        self.assertEqual(fwd.returncode, 0, fwd.stderr)
+        self.assertTrue(fwd.stdout.endswith(b"hello-far\n"), fwd.stdout)
 
     def test_3_cp_stays_on_the_remote_host(self):
         self.vm_ok("cp", "far-one", "far-two", timeout=600)
