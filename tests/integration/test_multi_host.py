@@ -31,6 +31,7 @@ and is driven with OpenSSH:
 
 Needs root, libvirt, QEMU, sshd and the tiny image; fails under CI when one is missing.
 """
+import http.client
 import json
 import os
 import subprocess
@@ -165,6 +166,16 @@ class MultiHostTest(VmTestCase):
                              timeout=120)
         self.assertEqual(fwd.returncode, 0, fwd.stderr)
         self.assertTrue(fwd.stdout.endswith(b"hello-far\n"), fwd.stdout)
+        # Its web page through warren's web proxy, once shared (the route port, 8000).
+        self.vm_ok("share", "set-public", "far-one")
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.web_port, timeout=60)
+        conn.request("GET", "/hello.txt",
+                     headers={"Host": "far-one.warren.localhost:%d" % self.server.web_port})
+        page = conn.getresponse()
+        body = page.read()
+        conn.close()
+        self.assertEqual(page.status, 200, body[:300])
+        self.assertEqual(body, b"hello-far\n")
 
     def test_3_cp_stays_on_the_remote_host(self):
         self.vm_ok("cp", "far-one", "far-two", timeout=600)
