@@ -155,19 +155,28 @@ Result<HostCapacity> HostSet::Capacity() {
   return total;
 }
 
-std::vector<HostStatus> HostSet::Statuses() {
+std::vector<HostStatus> HostSet::Statuses(bool contents) {
   std::vector<HostStatus> out;
   for (const HostMember& m : members_) {
     HostStatus s;
     s.name = m.name;
     s.uri = m.host->uri();
     s.accel = m.accel;
+    s.isolated = m.isolated && m.isolated();
     Result<HostCapacity> c = m.host->Capacity();
-    Result<std::vector<VmInfo>> vms =
-        c.ok() ? m.host->List() : Result<std::vector<VmInfo>>(c.status());
+    s.reachable = c.ok();
+    if (!c.ok()) {
+      s.error = c.status().message();
+      out.push_back(std::move(s));
+      continue;
+    }
+    s.capacity = *c;
+    if (!contents) {
+      out.push_back(std::move(s));
+      continue;
+    }
+    Result<std::vector<VmInfo>> vms = m.host->List();
     if (vms.ok()) {
-      s.reachable = true;
-      s.capacity = *c;
       s.vms = static_cast<int>(vms->size());
       for (const VmInfo& vm : *vms) Remember(vm.id, m.name);
       if (m.images) {
@@ -175,9 +184,9 @@ std::vector<HostStatus> HostSet::Statuses() {
         if (images.ok()) s.images = std::move(images).value();
       }
     } else {
+      s.reachable = false;
       s.error = vms.status().message();
     }
-    s.isolated = m.isolated && m.isolated();
     out.push_back(std::move(s));
   }
   return out;

@@ -60,8 +60,9 @@ class HostSet final : public VmHost {
   std::vector<std::string> names() const;
   // The member called `name`; null when there is none.
   VmHost* member(std::string_view name) const;
-  // Each host asked in turn (capacity and VMs), in the order given at Make.
-  std::vector<HostStatus> Statuses();
+  // Each host asked in turn, in the order given at Make: its capacity, and with `contents`
+  // also its VMs and image versions (a listing each: placement needs only the room).
+  std::vector<HostStatus> Statuses(bool contents = true);
   // The room of host `name`. NotFound for an unknown name; the host's error (Unavailable)
   // when it does not answer.
   Result<HostCapacity> CapacityOf(std::string_view name);

@@ -82,7 +82,8 @@ Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
   Status best_refusal;
   std::string best;
   int64_t best_free = INT64_MIN;
-  for (const HostStatus& host : hosts->Statuses()) {
+  // Only the room: every host's VM and image listings are `hosts`' business, not each `new`'s.
+  for (const HostStatus& host : hosts->Statuses(/*contents=*/false)) {
     if (!requested.empty() && host.name != requested) continue;
     if (std::string why = Refusal(host, drained(host.name)); !why.empty()) {
       if (!requested.empty()) {

@@ -77,8 +77,11 @@ TEST_F(HostsTest, NewGoesToTheHostWithTheMostFreeMemoryAndSaysWhere) {
   EXPECT_EQ(HostOf("a"), "two");
   New(Alice(), {"--name", "b", "--memory", "4G"});  // two 10 free, one 8 free
   EXPECT_EQ(HostOf("b"), "two");
+  const int lists_before = host_.ListCalls() + two_.ListCalls();
   New(Alice(), {"--name", "c", "--memory", "4G"});  // two 6 free, one 8 free
   EXPECT_EQ(HostOf("c"), "one");
+  // Placement asks each host its room, never for a listing of its VMs.
+  EXPECT_EQ(host_.ListCalls() + two_.ListCalls(), lists_before);
   EXPECT_TRUE(host_.Inspect(IdOf("c")).ok());
   EXPECT_FALSE(two_.Inspect(IdOf("c")).ok());
 
