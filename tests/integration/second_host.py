@@ -51,6 +51,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import unittest
 
 NET = "10.251.0.0/16"
 NS_PREFIX = "wrn2h-"        # wrn2h-PID-N
@@ -604,6 +605,26 @@ class SecondHost:
 IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
 POOL = "warren-second"
 POOL_DIR = "/var/lib/libvirt/images/warren-second"  # inside the host's mount namespace
+
+
+def missing_for_a_guest():
+    """Why a SecondHost cannot boot a tiny guest here (missing(), the image, its tools), or
+    None."""
+    why = missing()
+    if not why and not tiny_image():
+        why = "no tiny image in %s (packaging/images/build-tiny.sh)" % IMAGES
+    for tool in ("mke2fs", "qemu-system-x86_64"):
+        if not why and not _which(tool):
+            why = "missing tool " + tool
+    return why
+
+
+def skip_or_fail(why):
+    """A missing peer or tool: a failure under CI (packaging/ installs them all there), a
+    skip saying why elsewhere."""
+    if os.environ.get("CI"):
+        raise RuntimeError("missing under CI: " + why)
+    raise unittest.SkipTest(why)
 
 
 def tiny_image():

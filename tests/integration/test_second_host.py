@@ -43,14 +43,9 @@ def shared_domains():
 class SecondHostTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        why = second_host.missing()
-        if not why and not second_host.tiny_image():
-            why = "no tiny image in %s (packaging/images/build-tiny.sh)" % second_host.IMAGES
-        for tool in ("mke2fs", "qemu-system-x86_64"):
-            if not why and not second_host._which(tool):
-                why = "missing tool " + tool
+        why = second_host.missing_for_a_guest()
         if why:
-            raise unittest.SkipTest(why)
+            second_host.skip_or_fail(why)
         t0 = time.monotonic()
         cls.host = second_host.SecondHost()
         cls.addClassCleanup(cls.close_host)
