@@ -404,7 +404,7 @@ class IsolationTest(VmTestCase):
             os.environ["PATH"] = path
             server.stop()
         self.assertIn("nftables", str(e.exception))
-        self.assertIn("isolating VMs from the host", str(e.exception))
+        self.assertIn("isolating the VMs of host local", str(e.exception))
         self.assertNotEqual(server.proc.returncode, 0)
 
 
