@@ -31,8 +31,10 @@ inline constexpr std::string_view kControlChannelName = "warren.control";
 // host processes such as the lobby). Each vCPU may use at most kVcpuQuotaPercent of a core
 // and QEMU's own threads (its main loop, I/O and TCG helpers) kEmulatorQuotaPercent of one
 // together, so with vCPUs never more than the host's cores (CheckHostRoom) one VM never
-// takes a whole host of two or more cores. A template's save and a clone's restore lift the
-// emulator cap while QEMU streams memory (ten times faster), and cap the clone once running.
+// takes a whole host of two or more cores. The emulator cap is a live setting, never in a
+// definition: put on once a domain runs (every start, restore and live copy, and on each new
+// libvirt connection for the domains libvirtd started on its own), lifted while a template's
+// save or a live copy's snapshot streams memory (ten times faster without it).
 inline constexpr int kCpuSharesPerVcpu = 100;
 inline constexpr int kCpuPeriodMicros = 100'000;
 inline constexpr int kVcpuQuotaPercent = 80;

@@ -36,6 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using libvirt_ops::AllocationOf;
+using libvirt_ops::CapEmulatorThreads;
 using libvirt_ops::InactiveDefinition;
 using libvirt_ops::IsActive;
 using libvirt_ops::Metadata;
@@ -192,6 +193,7 @@ Result<LibvirtHost::Conn> LibvirtHost::Connect() {
       if (h.ok()) {
         conn_ = Conn(std::move(h).value());
         qemu_user_read_ = false;
+        caps_swept_ = false;
       } else {
         first_failed = h.status();
       }
@@ -204,6 +206,8 @@ Result<LibvirtHost::Conn> LibvirtHost::Connect() {
     reconnector_->Lost("could not connect: " + first_failed.message());
     return first_failed;
   }
+  bool sweep = false;
+  Conn alive;
   {
     std::lock_guard lock(conn_mu_);
     if (virConnectIsAlive(conn_.get()) == 1) {
@@ -211,8 +215,14 @@ Result<LibvirtHost::Conn> LibvirtHost::Connect() {
         qemu_user_ = QemuUserOf(conn_.get(), options_.accel);
         qemu_user_read_ = true;
       }
-      return conn_;
+      sweep = !caps_swept_;
+      caps_swept_ = true;
+      alive = conn_;
     }
+  }
+  if (alive) {
+    if (sweep) CapRunningDomains(alive);
+    return alive;
   }
   // Not under conn_mu_: the reconnector's own steps take it.
   reconnector_->Lost("the connection is no longer alive");
@@ -225,7 +235,29 @@ Status LibvirtHost::Reopen() {
   std::lock_guard lock(conn_mu_);
   conn_ = Conn(std::move(h));
   qemu_user_read_ = false;
+  caps_swept_ = false;
   return Status::Ok();
+}
+
+void LibvirtHost::CapRunningDomains(const Conn& conn) {
+  // Domains libvirtd started on its own (autostart, when it or the machine started) run
+  // uncapped until now: their definitions carry no emulator cap (domain_xml.h).
+  Result<std::vector<DomainHandle>> doms = ListDomains(conn.get(), options_.domain_prefix);
+  if (!doms.ok()) {
+    LogWarn("vmhost: capping the running VMs' QEMU threads: " + doms.status().ToString());
+    return;
+  }
+  for (const DomainHandle& dom : *doms) {
+    if (!IsActive(dom.get())) continue;
+    Result<bool> ours = HoldsDomain(dom.get());
+    if (!ours.ok() || !*ours) continue;
+    std::string_view name = virDomainGetName(dom.get());
+    name.remove_prefix(options_.domain_prefix.size());
+    if (Status st = CapEmulatorThreads(dom.get(), name, /*capped=*/true); !st.ok()) {
+      LogWarn("vmhost: " + st.ToString());
+      virResetLastError();
+    }
+  }
 }
 
 void LibvirtHost::RestartDaemonWith(const LibvirtdOptions& daemon) {
@@ -407,14 +439,19 @@ Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
 
 Status LibvirtHost::StartDomain(virDomainPtr dom) {
   if (virDomainCreate(dom) < 0) return LibvirtError("starting vm");
+  std::string_view name = virDomainGetName(dom);
+  if (name.rfind(options_.domain_prefix, 0) == 0) name.remove_prefix(options_.domain_prefix.size());
+  // Started uncapped (domain_xml.h): the cap goes on now. A VM left uncapped runs; it is
+  // only less fair to its neighbours, so a failure here is logged, not the start's.
+  if (Status st = CapEmulatorThreads(dom, name, /*capped=*/true); !st.ok()) {
+    LogWarn("vmhost: " + st.ToString());
+  }
   // Autostart marks "the user wants this VM running": libvirtd brings such VMs back when
   // it starts again (host reboot, or warren starting the daemon). Stop clears it.
   if (virDomainSetAutostart(dom, 1) < 0) {
     LogWarn(LibvirtError("marking the vm to come back after a restart").ToString());
   }
   RecordStart(dom, SystemClock::Get().NowUnix());
-  std::string_view name = virDomainGetName(dom);
-  if (name.rfind(options_.domain_prefix, 0) == 0) name.remove_prefix(options_.domain_prefix.size());
   chains_.MaybeFlatten(dom, name);
   return Status::Ok();
 }

@@ -237,6 +237,9 @@ class LibvirtHost final : public VmHost {
   // The reconnector's steps: a new connection made the host's; the daemon started again;
   // callbacks registered on the new connection and the hook run; every state reported.
   Status Reopen();
+  // Puts the emulator cap (domain_xml.h) on every running domain of this host: once per
+  // new connection, for those libvirtd started without warren.
+  void CapRunningDomains(const Conn& conn);
   Status RestartDaemon();
   void Restored();
   void Reopened();
@@ -400,6 +403,7 @@ class LibvirtHost final : public VmHost {
   Conn conn_;
   QemuUser qemu_user_;  // of conn_, guarded by conn_mu_
   bool qemu_user_read_ = false;
+  bool caps_swept_ = false;  // CapRunningDomains ran on conn_, guarded by conn_mu_
   std::mutex locks_mu_;
   std::map<std::string, std::weak_ptr<std::mutex>, std::less<>> locks_;
   DiskChains chains_;

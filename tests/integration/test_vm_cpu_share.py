@@ -4,8 +4,8 @@
 Two tiny VMs: "burner" with 2 vCPUs (what `new` gives by default) and "quiet" with 1. The
 lobby's `ssh whoami` and `ssh quiet true` are timed while the host is otherwise idle of
 ours, then again while the burner runs busy loops on every vCPU. Each VM's domain carries a
-<cputune> (shares in proportion to its vCPUs, a quota per vCPU and one for QEMU's own
-threads), so the loaded figures must stay within a generous multiple of the unloaded ones
+<cputune> (shares in proportion to its vCPUs, a quota per vCPU) and, once running, a live
+quota for QEMU's own threads (also on a VM libvirt started without warren: test_b), so the loaded figures must stay within a generous multiple of the unloaded ones
 measured in the same run, and the burner's QEMU may not take more than its quota allows.
 Figures are printed ([timing], [cpu]) for the report; the bounds are deliberately loose (the
 machine is shared), the point is "responsive", not a benchmark.
@@ -133,6 +133,25 @@ class VmCpuShareTest(VmTestCase):
         cap = 2 * VCPU_CAP_PERCENT + EMULATOR_CAP_PERCENT + SLACK_PERCENT
         self.assertLess(max(busy_cpu, busy_cpu_after), cap,
                         "the burner's QEMU took more CPU than its <cputune> quota allows")
+
+    def test_b_a_vm_libvirt_started_on_its_own_is_capped_once_warren_connects(self):
+        # Definitions carry no emulator cap (it would slow every start): warren puts it on
+        # once a domain runs, and on each new libvirt connection for the domains libvirtd
+        # started itself (autostart at boot, or anyone with virsh) while warren was away.
+        self.new_tiny("autostarted", 1)
+        vm_id = self.vm_id("autostarted")
+        self.assertEqual(schedinfo(vm_id)["emulator_quota"], str(EMULATOR_CAP_PERCENT * 1000))
+        type(self).server.stop()
+        for verb in ("destroy", "start"):
+            subprocess.run(["virsh", "-c", "qemu:///system", verb, "warren-" + vm_id],
+                           capture_output=True, text=True, timeout=120, check=True)
+        self.assertNotEqual(schedinfo(vm_id)["emulator_quota"],
+                            str(EMULATOR_CAP_PERCENT * 1000), "started capped by libvirt itself")
+        type(self).server = self.start_vm_server()
+        deadline = time.monotonic() + 60
+        while schedinfo(vm_id)["emulator_quota"] != str(EMULATOR_CAP_PERCENT * 1000):
+            self.assertLess(time.monotonic(), deadline, "warren never capped the VM it found")
+            time.sleep(0.5)
 
 
 if __name__ == "__main__":
