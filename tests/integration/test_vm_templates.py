@@ -110,6 +110,11 @@ class TemplateTest(IdentityChecks, VmTestCase):
                              str(EMULATOR_CAP_PERCENT * 1000))
         for name in ("tpl-one", "tpl-two"):
             self.assert_identity_handed_over(name, made[name]["id"])
+            # The clone's first connection was answered by the sshd the template's launcher
+            # had started ahead (a spare, saved with it): no sshd start-up after the restore.
+            log = self.vm_ok("ssh", name, "cat /var/log/warren-control.log").stdout
+            sessions = [line for line in log.splitlines() if ": session " in line]
+            self.assertTrue(sessions and sessions[-1].endswith(", spare)"), log)
         one, two = self.facts("tpl-one"), self.facts("tpl-two")
         self.assertEqual((one["hostname"], two["hostname"]), ("tpl-one", "tpl-two"))
         for item in ("mac", "random", "host_key"):
@@ -127,6 +132,15 @@ class TemplateTest(IdentityChecks, VmTestCase):
         again = self.facts("tpl-one")
         for item in ("hostname", "machine_id", "mac", "host_key"):
             self.assertEqual(again[item], one[item], item)
+        # A VM with env reconnects after its identity step (sshd reads SetEnv at start): the
+        # spare inherited from the template holds the template's host key by then, so the
+        # launcher must start a fresh sshd (or a spare started after the new key).
+        self.remove_on_exit("tpl-env")
+        self.vm_ok("new", "--name=tpl-env", "--env", shlex.quote("GREETING=hello there"),
+                   timeout=300)
+        self.assertEqual(self.ssh_json(self.admin, "stat", "tpl-env")["made"], "template")
+        r = self.vm_ok("ssh", "tpl-env", shlex.quote('echo "[$GREETING]"'))
+        self.assertEqual(r.stdout.strip(), "[hello there]")
         self.assertNotIn("presented a different host key", self.server.log())
 
     def test_2_a_damaged_template_is_not_restored_and_new_boots(self):

@@ -34,10 +34,23 @@
 // bytes the old sshd writes before the guest learns of it reach the new client. Hosts keep one
 // connection per VM and leave a short pause (~200 ms) before reconnecting.
 //
-// Usage: warren-launcher [-p PORT_NAME] [-i IDLE_MS] [-v] -- COMMAND [ARG...]
+// A spare (-w): under TCG, sshd's own start-up (exec, configuration, host key) is about 0.27 s
+// of a connection's 0.6 s. So with -w the launcher keeps the next session's command started
+// ahead, SPARE_DELAY ms after a session begins (not to compete with its handshake), at
+// start-up, and at once when a session ends: its banner waits in its socket until a client
+// comes. A VM restored from a saved
+// template, or copied live, inherits the spare and answers its first connection without the
+// start-up. The spare is only used while the files named by -w (the host key, sshd's
+// configuration) are as they were when it started; otherwise it is killed and a fresh command
+// started, as without -w (the identity step replaces the host key, for one). The command must
+// wait for its client indefinitely (sshd: LoginGraceTime 0); a spare that dies within
+// SPARE_RETRY ms of its start is not replaced before that much time has passed.
+//
+// Usage: warren-launcher [-p PORT_NAME] [-i IDLE_MS] [-w FILE]... [-v] -- COMMAND [ARG...]
 //   PORT_NAME defaults to "warren.control" (/dev/virtio-ports/NAME, or found through
 //   /sys/class/virtio-ports/*/name when no udev made the symlink). COMMAND gets the session's
-//   socket on stdin and stdout and the launcher's stderr.
+//   socket on stdin and stdout and the launcher's stderr. -w FILE (up to 8): keep a spare,
+//   stale once FILE changes.
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -51,11 +64,18 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { kBufSize = 64 * 1024, kKillGraceMs = 5000 };
+enum {
+  kBufSize = 64 * 1024,
+  kKillGraceMs = 5000,
+  kMaxWatched = 8,
+  kSpareDelayMs = 2000,
+  kSpareRetryMs = 60000,
+};
 
 static bool verbose = false;
 
@@ -176,34 +196,69 @@ struct session {
   struct queue to_host;  // command -> port
 };
 
+// What a watched file was: a spare started then is stale once any of them differs.
+struct stamp {
+  bool present;
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  struct timespec mtime, ctime;
+};
+
+// The next session's command, started ahead (-w).
+struct spare {
+  int sock;  // our end of its socket pair, -1 when there is no spare
+  pid_t pid;
+  long long born;
+  struct stamp stamps[kMaxWatched];
+};
+
 static struct session s;
 static struct queue between;  // bytes read while no session runs: scanned for "SSH-"
 static pid_t dying_pid = 0;   // a command sent SIGTERM, to SIGKILL at dying_deadline
 static long long dying_deadline = 0;
 static unsigned long sessions = 0;
+static const char* watched[kMaxWatched];  // -w
+static int n_watched = 0;
+static struct spare spare = {.sock = -1};
+static long long spare_due = 0;  // when to start the next spare; 0: none wanted yet
 
-static void reap(void) {
-  pid_t p;
-  while ((p = waitpid(-1, NULL, WNOHANG)) > 0) {
-    if (p == s.pid) s.pid = 0;
-    if (p == dying_pid) dying_pid = 0;
+static void stamp_all(struct stamp* out) {
+  for (int i = 0; i < n_watched; i++) {
+    struct stat st;
+    memset(&out[i], 0, sizeof out[i]);
+    if (stat(watched[i], &st) != 0) continue;
+    out[i] = (struct stamp){.present = true,
+                            .dev = st.st_dev,
+                            .ino = st.st_ino,
+                            .size = st.st_size,
+                            .mtime = st.st_mtim,
+                            .ctime = st.st_ctim};
   }
 }
 
-static bool start_session(char** cmd, const char* why) {
+static bool same_stamp(const struct stamp* a, const struct stamp* b) {
+  return a->present == b->present && a->dev == b->dev && a->ino == b->ino &&
+         a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
+         a->mtime.tv_nsec == b->mtime.tv_nsec && a->ctime.tv_sec == b->ctime.tv_sec &&
+         a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+// Forks the command on a new socket pair: our end in *sock (non-blocking).
+static bool spawn(char** cmd, int* sock, pid_t* pid) {
   int sp[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
     logmsg("socketpair: %s", strerror(errno));
     return false;
   }
-  pid_t pid = fork();
-  if (pid < 0) {
+  *pid = fork();
+  if (*pid < 0) {
     logmsg("fork: %s", strerror(errno));
     close(sp[0]);
     close(sp[1]);
     return false;
   }
-  if (pid == 0) {
+  if (*pid == 0) {
     // Own session: sshd's monitor and privsep child form one process group to signal.
     setsid();
     if (dup2(sp[1], 0) < 0 || dup2(sp[1], 1) < 0) _exit(127);
@@ -216,8 +271,76 @@ static bool start_session(char** cmd, const char* why) {
   }
   close(sp[1]);
   set_nonblock(sp[0]);
+  *sock = sp[0];
+  return true;
+}
+
+static void drop_spare(const char* why) {
+  if (spare.sock < 0) return;
+  close(spare.sock);
+  spare.sock = -1;
+  if (spare.pid > 0) kill(-spare.pid, SIGKILL);  // it never had a client
+  if (verbose) logmsg("spare pid %d dropped: %s", (int)spare.pid, why);
+  spare.pid = 0;
+}
+
+static void make_spare(char** cmd) {
+  spare_due = 0;
+  stamp_all(spare.stamps);
+  if (!spawn(cmd, &spare.sock, &spare.pid)) {
+    spare_due = now_ms() + kSpareRetryMs;
+    return;
+  }
+  spare.born = now_ms();
+  if (verbose) logmsg("spare pid %d started", (int)spare.pid);
+}
+
+// Takes the spare for a session if it still runs and the watched files are as it found them.
+static bool take_spare(int* sock, pid_t* pid) {
+  if (spare.sock < 0) return false;
+  struct stamp now[kMaxWatched];
+  stamp_all(now);
+  for (int i = 0; i < n_watched; i++) {
+    if (!same_stamp(&now[i], &spare.stamps[i])) {
+      drop_spare(watched[i]);
+      return false;
+    }
+  }
+  if (spare.pid <= 0 || waitpid(spare.pid, NULL, WNOHANG) != 0) {
+    spare.pid = 0;  // reaped: its process group is not ours to signal any more
+    drop_spare("it exited");
+    return false;
+  }
+  *sock = spare.sock;
+  *pid = spare.pid;
+  spare.sock = -1;
+  spare.pid = 0;
+  return true;
+}
+
+static void reap(void) {
+  pid_t p;
+  while ((p = waitpid(-1, NULL, WNOHANG)) > 0) {
+    if (p == s.pid) s.pid = 0;
+    if (p == dying_pid) dying_pid = 0;
+    if (p == spare.pid) {
+      // Not replaced at once if it died young: a command that cannot wait would loop.
+      const bool young = now_ms() - spare.born < kSpareRetryMs;
+      spare.pid = 0;
+      drop_spare("it exited");
+      spare_due = now_ms() + (young ? kSpareRetryMs : kSpareDelayMs);
+    }
+  }
+}
+
+static bool start_session(char** cmd, const char* why) {
+  int sock = -1;
+  pid_t pid = 0;
+  const bool spared = take_spare(&sock, &pid);
+  if (!spared && !spawn(cmd, &sock, &pid)) return false;
+  if (n_watched > 0) spare_due = now_ms() + kSpareDelayMs;
   s.active = true;
-  s.sock = sp[0];
+  s.sock = sock;
   s.pid = pid;
   s.seen_connected = false;
   s.command_done = false;
@@ -225,7 +348,9 @@ static bool start_session(char** cmd, const char* why) {
   s.to_cmd.len = 0;
   s.to_host.len = 0;
   sessions++;
-  if (verbose) logmsg("session %lu: pid %d (%s)", sessions, (int)pid, why);
+  // Always said (a line per host connection): whether the spare served it is what tests and
+  // operators look for.
+  logmsg("session %lu: pid %d (%s%s)", sessions, (int)pid, why, spared ? ", spare" : "");
   return true;
 }
 
@@ -243,6 +368,9 @@ static void end_session(const char* why) {
   }
   s.active = false;
   s.pid = 0;
+  // With the host gone nothing competes with a spare's start-up: one is started now (a
+  // template is saved right after its host disconnects, and its clones inherit the spare).
+  if (n_watched > 0 && spare.sock < 0 && spare_due != 0) spare_due = now_ms();
   s.to_cmd.len = 0;
   s.to_host.len = 0;
   between.len = 0;
@@ -295,7 +423,8 @@ static bool is_client_banner(const char* p, size_t n) {
 }
 
 static void usage(void) {
-  fputs("usage: warren-launcher [-p PORT_NAME] [-i IDLE_MS] [-v] -- COMMAND [ARG...]\n", stderr);
+  fputs("usage: warren-launcher [-p PORT_NAME] [-i IDLE_MS] [-w FILE]... [-v] -- COMMAND [ARG...]\n",
+        stderr);
   exit(2);
 }
 
@@ -303,8 +432,12 @@ int main(int argc, char** argv) {
   const char* port_name = "warren.control";
   long idle_ms = 2000;
   int opt;
-  while ((opt = getopt(argc, argv, "p:i:v")) != -1) {
+  while ((opt = getopt(argc, argv, "p:i:w:v")) != -1) {
     switch (opt) {
+      case 'w':
+        if (n_watched == kMaxWatched) usage();
+        watched[n_watched++] = optarg;
+        break;
       case 'p':
         port_name = optarg;
         break;
@@ -343,6 +476,7 @@ int main(int argc, char** argv) {
   fcntl(port, F_SETFL, fcntl(port, F_GETFL) | O_ASYNC);
 
   s.sock = -1;
+  if (n_watched > 0) spare_due = now_ms() + kSpareDelayMs;
   bool stopping = false;
   long long idle_since = now_ms();  // host connected, no session, nothing received
   bool was_closed = true;
@@ -365,6 +499,14 @@ int main(int argc, char** argv) {
         continue;
       }
       if (left < timeout) timeout = (int)left;
+    }
+    if (spare_due > 0 && spare.sock < 0) {
+      long long left = spare_due - now_ms();
+      if (left <= 0) {
+        make_spare(cmd);
+      } else if (left < timeout) {
+        timeout = (int)left;
+      }
     }
     if (dying_pid > 0) {
       long long left = dying_deadline - now_ms();
@@ -458,6 +600,7 @@ int main(int argc, char** argv) {
     }
   }
   if (s.active) end_session("stopping");
+  drop_spare("stopping");
   logmsg("stopping after %lu sessions", sessions);
   return 0;
 }
