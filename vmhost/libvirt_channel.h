@@ -2,7 +2,7 @@
 // unix socket: how warren reaches the control port of a VM on a remote host (qemu+ssh://,
 // qemu+tls://), where that socket is on the other machine (docs/multi_host_transport.md).
 //
-// The channel is a non-blocking libvirt stream on the host's connection: callbacks on
+// The channel is a non-blocking libvirt stream on a connection to the host: callbacks on
 // libvirt's event loop thread (libvirt_events.h) move bytes between the stream and one end
 // of a socket pair, and a sender thread of the channel's own writes to the stream; the
 // caller gets the other end, a plain socket it can hand to libssh (SSH_OPTIONS_FD) as it
@@ -26,9 +26,11 @@
 // ends with the channel; a sender stuck in a send ends when the daemon reads again or the
 // connection drops (libvirtd's keepalive closes a client it cannot reach).
 //
-// What it does not fix: the daemon stops reading the WHOLE connection, so the other VMs'
-// channels on the same host connection (and that connection's calls) wait for the stalled
-// guest too; other hosts' connections, the event loop and lifecycle events do not.
+// What it cannot fix: the daemon stops reading the WHOLE connection, so anything else on the
+// stalled channel's connection (other VMs' channels, calls) would wait for the guest too. So
+// LibvirtHost::DialControl opens each channel on a connection of its own (the stream holds
+// a reference to it; it closes with the channel): other VMs, the host's calls, other hosts'
+// connections, the event loop and lifecycle events never wait for a stalled guest.
 //
 // The pump:
 //   - two bounded buffers (kChannelBufferBytes each way); a side is not read while the

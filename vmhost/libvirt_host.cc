@@ -175,8 +175,14 @@ std::string LibvirtHost::VmDir(std::string_view id) const {
 
 Result<UniqueFd> LibvirtHost::DialControl(std::string_view id) {
   if (!remote_) return DialUnixSocket(VmDir(id) + "/control.sock");
-  WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
-  return OpenDomainChannel(conn.get(), DomainName(id));
+  WARREN_RETURN_IF_ERROR(reconnector_->Check());
+  // A connection of the channel's own: libvirtd stops reading a whole client connection
+  // while one of its streams has packets queued for a guest that does not drain its port,
+  // so on a shared one a stalled guest would hold every other VM's channel and every call
+  // to this host (libvirt_channel.h). The stream keeps its connection referenced: it closes
+  // with the channel, after `own` has gone.
+  WARREN_ASSIGN_OR_RETURN(ConnectHandle own, OpenLibvirt(options_.uri));
+  return OpenDomainChannel(own.get(), DomainName(id));
 }
 
 std::string LibvirtHost::DisksDir() const {

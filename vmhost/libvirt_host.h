@@ -201,7 +201,7 @@ class LibvirtHost final : public VmHost {
   std::string VmDir(std::string_view id) const;
   // A socket connected to the VM's control port (guest/control_session.h's ControlDialer):
   // its unix socket, VmDir/control.sock, on a local host; on a remote one the domain's
-  // warren.control channel through the host's connection (libvirt_channel.h). Unavailable
+  // warren.control channel, on a libvirt connection of its own (libvirt_channel.h). Unavailable
   // while the port cannot be reached (busy, the host reconnecting); NotFound without the
   // domain; Conflict when it does not run (the channel only; a local socket is just absent).
   Result<UniqueFd> DialControl(std::string_view id);

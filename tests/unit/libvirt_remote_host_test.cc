@@ -10,8 +10,13 @@
 // Without the URI every test skips (fails under CI: tests/unit/skip_or_fail.h).
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +27,7 @@
 #include "tests/unit/real_libvirt_env.h"
 #include "tests/unit/skip_or_fail.h"
 #include "vmhost/image_layout.h"
+#include "vmhost/libvirt_channel.h"
 #include "vmhost/libvirt_handles.h"
 #include "vmhost/libvirt_host.h"
 #include "vmhost/libvirt_uri.h"
@@ -51,6 +57,8 @@ std::vector<std::string> Tree(const std::string& dir) {
 class RemoteHostTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // As warren does (lobby/main.cc): libvirt's transport writes to peers that may have gone.
+    std::signal(SIGPIPE, SIG_IGN);
     const RealLibvirtEnv& env = GetRemoteLibvirtEnv();
     if (!env.available) WARREN_SKIP_OR_FAIL() << env.skip_reason;
     host_ = std::make_unique<LibvirtHost>(env.HostOptions());
@@ -285,6 +293,94 @@ TEST_F(RemoteHostTest, VmsLiveAndDieOnTheRemoteHost) {
     EXPECT_EQ(Tree(files + "/vms"), std::vector<std::string>{});
     EXPECT_EQ(Tree(files + "/disks"), std::vector<std::string>{});
   }
+}
+
+// The guest's control sshd greeting a client through a fresh control channel of `id`, in
+// milliseconds (sshd speaks once the client's banner arrived).
+Result<double> SshBannerMs(LibvirtHost& host, const std::string& id) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto deadline = t0 + std::chrono::seconds(60);
+  Result<UniqueFd> fd = Unavailable("not dialled yet");
+  while (std::chrono::steady_clock::now() < deadline) {
+    fd = host.DialControl(id);
+    if (fd.ok() || fd.status().code() != Code::kUnavailable) break;  // busy: retried
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!fd.ok()) return fd.status();
+  const std::string hello = "SSH-2.0-warren_test\r\n";
+  if (::send(fd->get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(hello.size())) {
+    return Internal("sending the banner");
+  }
+  std::string got;
+  while (got.find("SSH-2.0-") == std::string::npos || got.find('\n') == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Timeout("no banner from " + id + " (got '" + got + "')");
+    pollfd p{fd->get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[256];
+    const ssize_t n = ::recv(fd->get(), buf, sizeof buf, 0);
+    if (n <= 0) return Unavailable("the channel of " + id + " closed (got '" + got + "')");
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Each VM's control channel is on a libvirt connection of its own. libvirtd stops reading a
+// client connection while one of its streams has packets queued for a guest that does not
+// drain its port (here: a paused VM whose channel is pushed into), so on a shared connection
+// every other VM's channel of that host, and the host's own calls, would wait for the guest.
+TEST_F(RemoteHostTest, AGuestThatStopsReadingStallsNoOtherVmsChannel) {
+  for (const char* id : {"dddd0001", "dddd0002"}) {
+    ASSERT_TRUE(host_->Create(Spec(id)).ok()) << id;
+  }
+  for (const char* id : {"dddd0001", "dddd0002"}) {
+    Result<std::string> boot = WaitForConsole(id, "warren-hostkey");
+    ASSERT_TRUE(boot.ok()) << boot.status().ToString();
+  }
+  Result<double> before = SshBannerMs(*host_, "dddd0002");
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+
+  Result<UniqueFd> stalled = host_->DialControl("dddd0001");
+  ASSERT_TRUE(stalled.ok()) << stalled.status().ToString();
+  ASSERT_TRUE(host_->Pause("dddd0001").ok());
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> pushed{0};
+  const int fd = stalled->get();
+  std::thread pusher([fd, &stop, &pushed] {
+    const std::string junk(size_t{64} * 1024, 'j');
+    while (!stop.load() && pushed.load() < (size_t{64} << 20)) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const ssize_t n = ::send(fd, junk.data(), junk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) pushed.fetch_add(static_cast<size_t>(n));
+      if (n < 0 && errno != EAGAIN && errno != EINTR) break;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // the daemon's queue fills
+  const size_t stuck = pushed.load();
+  Result<double> during = SshBannerMs(*host_, "dddd0002");
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<VmInfo> info = host_->Inspect("dddd0002");
+  const double inspect_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stop = true;
+  pusher.join();
+  stalled->reset();
+  ASSERT_TRUE(host_->Resume("dddd0001").ok());
+  std::printf(
+      "[timing] remote channel stall: %.1f MiB pushed into the paused VM; another VM's "
+      "sshd banner %.0f ms before, %.0f ms during; Inspect during %.0f ms\n",
+      stuck / 1048576.0, *before, during.ok() ? *during : -1.0, inspect_ms);
+  EXPECT_GT(stuck, kChannelBufferBytes);  // more than ours: the stall reached libvirt
+  ASSERT_TRUE(during.ok()) << during.status().ToString();
+  EXPECT_LT(*during, 5000);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_LT(inspect_ms, 3000);
+  // And the stalled VM answers again once it runs, on a fresh channel.
+  Result<double> after = SshBannerMs(*host_, "dddd0001");
+  EXPECT_TRUE(after.ok()) << after.status().ToString();
 }
 
 // A VM whose Create was cut short (files, no domain) is cleaned up by the next collection,
