@@ -55,7 +55,9 @@ clang++ -fsanitize=fuzzer,address,undefined "$probe/p.cc" -o "$probe/p" 2>/dev/n
 
 if ((build)); then
   started=$SECONDS
-  if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+  # build.ninja is what cmake writes last: a configure cut short (a killed run) leaves a
+  # CMakeCache.txt without it, and is configured again.
+  if [[ ! -f $build_dir/build.ninja ]]; then
     # -O1 and line tables: fast enough to fuzz, quick to build, readable stack traces.
     # Without NDEBUG, so assertions hold while fuzzing. WARREN_CLANG_OPT=-O0 (as CTest runs
     # it: a third less compile time, fewer executions a second) replaces -O1 at the first

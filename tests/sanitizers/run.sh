@@ -117,7 +117,9 @@ if ((build)); then
     mkdir -p "$build_dir"
     clang++ -O1 -c "$here/tsan_clocklock.cc" -o "$build_dir/tsan_clocklock.o"
   fi
-  if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+  # build.ninja is what cmake writes last: a configure cut short (a killed run) leaves a
+  # CMakeCache.txt without it, and is configured again.
+  if [[ ! -f $build_dir/build.ninja ]]; then
     if [[ $kind == asan ]]; then
       # Exactly tests/fuzz/run.sh's configuration (keep the two alike): one build dir serves
       # both. -O1 (WARREN_CLANG_OPT) and line tables; assertions on; ASan+UBSan (and fuzzer
