@@ -265,6 +265,28 @@ Result<GuestImage> HostImageStore::Upload(virConnectPtr conn, virStoragePoolPtr 
   return Present(pool, ref);
 }
 
+Status HostImageStore::RemoveVersion(virConnectPtr conn, std::string_view ref) {
+  if (!IsImageRef(ref)) return InvalidArgument("not an image version: " + std::string(ref));
+  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn));
+  std::shared_ptr<std::mutex> ref_mu = LockFor(ref);
+  std::lock_guard ref_lock(*ref_mu);  // not beside an upload of the same version
+  bool any = false;
+  std::vector<std::string> names = {std::string(ref) + std::string(kReadySuffix)};
+  for (std::string_view file : kFiles) names.push_back(VolumeName(ref, file));
+  for (const std::string& name : names) {
+    StorageVolHandle vol(virStorageVolLookupByName(pool.get(), name.c_str()));
+    if (!vol) {
+      Status st = LibvirtError("looking up " + name);
+      if (st.code() == Code::kNotFound) continue;
+      return st;
+    }
+    if (virStorageVolDelete(vol.get(), 0) < 0) return LibvirtError("deleting " + name);
+    any = true;
+  }
+  if (!any) return NotFound("the host has no image " + std::string(ref));
+  return Status::Ok();
+}
+
 Result<std::vector<std::string>> HostImageStore::List(virConnectPtr conn) {
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn));
   if (virStoragePoolRefresh(pool.get(), 0) < 0) return LibvirtError("rescanning the host's images");

@@ -11,7 +11,9 @@
 // Files come from warren's local catalog (image_layout.h) through virStorageVolUpload on the
 // host's own connection, never scp; they are root's, mode 0644, in a 0711 directory: QEMU's
 // user reads them by path (libvirt_host.h's ownership rules), as many VMs share them. A
-// version is never written again once present; nothing here deletes one that is.
+// version is never written again once present. RemoveVersion deletes one (its mark first, so
+// a removal cut short leaves an incomplete version, which never counts): LibvirtHost does, for
+// a version no VM of the host uses that warren's catalog no longer has.
 // Thread-safe: Ensure of one version by several threads uploads once (the others wait for
 // it); different versions upload in parallel. Two warren processes sharing one host's data
 // directory are not coordinated (each host has one lobby).
@@ -54,6 +56,9 @@ class HostImageStore {
   Result<GuestImage> Ensure(virConnectPtr conn, std::string_view ref);
   // Every version present on the host, sorted.
   Result<std::vector<std::string>> List(virConnectPtr conn);
+  // Deletes version `ref` from the host: its mark, then its files. NotFound when the host
+  // has no volume of it. The caller knows no VM of the host uses it.
+  Status RemoveVersion(virConnectPtr conn, std::string_view ref);
   // Free bytes of the file system the store is on (the host's data directory, as a rule).
   Result<int64_t> FreeBytes(virConnectPtr conn);
 

@@ -274,6 +274,8 @@ class LibvirtHost final : public VmHost {
   Status RemoveRemoteFiles(const Conn& conn, std::string_view id);
   // What is left of VMs that are gone from a remote host (their directories and pools).
   void RemoveRemoteLeftovers(const Conn& conn);
+  // Deletes the store's image versions that the local catalog dropped and no VM uses.
+  void RemoveDroppedImages(const Conn& conn);
   // Migration (libvirt_host_migrate.cc). Streams volume `source` (on `from`) into `dest` (on
   // `to`), adding what went to *bytes; with `backing`, the qcow2 header's backing file is
   // rewritten to it on the way.

@@ -4,6 +4,7 @@
 // answer Unavailable there. The local host's paths stay in libvirt_host.cc, unchanged.
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lobby/base/log.h"
@@ -134,6 +135,50 @@ void LibvirtHost::RemoveRemoteLeftovers(const Conn& conn) {
     if (dom.ok() || dom.status().code() != Code::kNotFound) continue;
     Status st = RemoveRemoteFiles(conn, vm_id);
     if (!st.ok()) LogWarn("vmhost: removing what is left of vm " + vm_id + ": " + st.ToString());
+  }
+  RemoveDroppedImages(conn);
+}
+
+void LibvirtHost::RemoveDroppedImages(const Conn& conn) {
+  // A version the host stores that warren's catalog no longer has (the operator removed it)
+  // and no VM of the host uses — every VM's definition names its image's kernel in the store
+  // (a stopped VM's too), and after the disk collection every layer left is a VM's — cannot
+  // serve again: deleted. A version still in the catalog stays, for the next `new`.
+  Result<std::vector<std::string>> stored = images_->List(conn.get());
+  if (!stored.ok()) {
+    LogWarn("vmhost: listing the host's images: " + stored.status().ToString());
+    return;
+  }
+  std::vector<std::string> dropped;
+  for (const std::string& ref : *stored) {
+    if (!IsInstalledImage(options_.images_dir, ref)) dropped.push_back(ref);
+  }
+  if (dropped.empty()) return;
+  Result<std::vector<DomainHandle>> doms = ListDomains(conn.get(), options_.domain_prefix);
+  if (!doms.ok()) {
+    LogWarn("vmhost: listing the host's vms: " + doms.status().ToString());
+    return;
+  }
+  for (const DomainHandle& dom : *doms) {
+    LibvirtString xml(virDomainGetXMLDesc(dom.get(), VIR_DOMAIN_XML_INACTIVE));
+    if (!xml) {
+      // Undefined meanwhile, or the daemon failed: keep every version rather than guess.
+      if (LibvirtError("reading a vm's definition").code() == Code::kNotFound) continue;
+      return;
+    }
+    const std::string_view def = xml.get();
+    std::erase_if(dropped, [&](const std::string& ref) {
+      return def.find(images_->dir() + "/" + ref + ".") != std::string_view::npos;
+    });
+  }
+  for (const std::string& ref : dropped) {
+    Status st = images_->RemoveVersion(conn.get(), ref);
+    if (st.ok()) {
+      LogInfo("vmhost: removed image " + ref + " from " + options_.uri +
+              ": gone from the catalog, no vm of the host uses it");
+    } else if (st.code() != Code::kNotFound) {
+      LogWarn("vmhost: removing image " + ref + " from " + options_.uri + ": " + st.ToString());
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -381,6 +382,68 @@ TEST_F(RemoteHostTest, AGuestThatStopsReadingStallsNoOtherVmsChannel) {
   // And the stalled VM answers again once it runs, on a fresh channel.
   Result<double> after = SshBannerMs(*host_, "dddd0001");
   EXPECT_TRUE(after.ok()) << after.status().ToString();
+}
+
+// The host's image store follows warren's catalog: a version the catalog dropped leaves the
+// host at the next collection once no VM there uses it (a stopped VM keeps it); the catalog's
+// versions stay. On a catalog of this test's own: the image under two more versions.
+TEST_F(RemoteHostTest, ImagesTheCatalogDroppedLeaveTheHostOnceUnused) {
+  const RealLibvirtEnv& env = GetRemoteLibvirtEnv();
+  const fs::path catalog =
+      fs::path(env.images_dir).parent_path() / ("catalog-" + std::to_string(::getpid()));
+  fs::remove_all(catalog);
+  const std::string name = image_.substr(0, image_.find('@'));
+  const std::string one = name + "@1", two = name + "@2";
+  for (const std::string& ref : {image_, one, two}) {  // the env's own version stays in it
+    fs::create_directories(catalog / ref);
+    for (const auto& entry : fs::directory_iterator(fs::path(env.images_dir) / image_)) {
+      fs::copy_file(entry.path(), catalog / ref / entry.path().filename());
+    }
+  }
+  struct RemoveOnExit {
+    fs::path p;
+    ~RemoveOnExit() { fs::remove_all(p); }
+  } cleanup{catalog};
+  LibvirtHostOptions options = env.HostOptions();
+  options.images_dir = catalog.string();
+  LibvirtHost host(options);
+  auto stored = [&host] {
+    Result<std::vector<std::string>> refs = host.Images();
+    EXPECT_TRUE(refs.ok()) << refs.status().ToString();
+    return refs.ok() ? *refs : std::vector<std::string>{};
+  };
+  auto has = [](const std::vector<std::string>& refs, const std::string& ref) {
+    return std::find(refs.begin(), refs.end(), ref) != refs.end();
+  };
+
+  ASSERT_TRUE(host.Create(TinyVmSpec("eeee0001", one)).ok());
+  ASSERT_TRUE(host.Create(TinyVmSpec("eeee0002", two)).ok());
+  ASSERT_TRUE(host.Stop("eeee0002").ok());
+  ASSERT_TRUE(host.Destroy("eeee0001").ok());
+  ASSERT_TRUE(host.RemoveUnusedDisks().ok());
+  EXPECT_TRUE(has(stored(), one));  // still in the catalog
+  EXPECT_TRUE(has(stored(), two));
+
+  fs::remove_all(catalog / one);
+  fs::remove_all(catalog / two);
+  ASSERT_TRUE(host.RemoveUnusedDisks().ok());
+  std::vector<std::string> left = stored();
+  EXPECT_FALSE(has(left, one));  // dropped, unused: gone
+  EXPECT_TRUE(has(left, two));   // dropped, but the stopped VM's
+  EXPECT_TRUE(has(left, image_));
+  const std::string files = Env("WARREN_TEST_REMOTE_FILES");
+  if (!files.empty()) {
+    for (const std::string& f : Tree(files + "/images")) {
+      EXPECT_EQ(f.find(one + "."), std::string::npos) << f;
+    }
+  }
+  // The VM boots again from its version, stopped or not.
+  ASSERT_TRUE(host.Start("eeee0002").ok());
+  ASSERT_TRUE(host.Destroy("eeee0002").ok());
+  ASSERT_TRUE(host.RemoveUnusedDisks().ok());
+  left = stored();
+  EXPECT_FALSE(has(left, two));
+  EXPECT_TRUE(has(left, image_));
 }
 
 // A VM whose Create was cut short (files, no domain) is cleaned up by the next collection,
