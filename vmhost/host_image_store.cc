@@ -287,31 +287,42 @@ Status HostImageStore::RemoveVersion(virConnectPtr conn, std::string_view ref) {
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> HostImageStore::List(virConnectPtr conn) {
+Result<std::vector<std::string>> HostImageStore::Stored(virConnectPtr conn) {
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn));
   if (virStoragePoolRefresh(pool.get(), 0) < 0) return LibvirtError("rescanning the host's images");
   virStorageVolPtr* vols = nullptr;
   const int n = virStoragePoolListAllVolumes(pool.get(), &vols, 0);
   if (n < 0) return LibvirtError("listing the host's images");
-  std::vector<std::string> marked;
+  std::vector<std::string> suffixes = {std::string(kReadySuffix)};
+  for (std::string_view file : kFiles) suffixes.push_back(VolumeName("", file));
+  std::vector<std::string> refs;
   for (int i = 0; i < n; ++i) {
     StorageVolHandle vol(vols[i]);
-    std::string_view name = virStorageVolGetName(vol.get());
-    if (name.ends_with(kReadySuffix)) {
-      marked.emplace_back(name.substr(0, name.size() - kReadySuffix.size()));
+    const std::string_view name = virStorageVolGetName(vol.get());
+    for (const std::string& suffix : suffixes) {
+      if (!name.ends_with(suffix)) continue;
+      const std::string ref(name.substr(0, name.size() - suffix.size()));
+      if (IsImageRef(ref)) refs.push_back(ref);
+      break;
     }
   }
   free(vols);  // NOLINT: allocated by libvirt
+  std::sort(refs.begin(), refs.end());
+  refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
+  return refs;
+}
+
+Result<std::vector<std::string>> HostImageStore::List(virConnectPtr conn) {
+  WARREN_ASSIGN_OR_RETURN(std::vector<std::string> stored, Stored(conn));
+  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn));
   std::vector<std::string> out;
-  for (const std::string& ref : marked) {
-    if (!IsImageRef(ref)) continue;
+  for (const std::string& ref : stored) {
     std::shared_ptr<std::mutex> ref_mu = LockFor(ref);
     std::lock_guard ref_lock(*ref_mu);  // an upload in progress counts once it is done
     Result<GuestImage> img = Present(pool.get(), ref);
     if (img.ok()) out.push_back(ref);
     if (!img.ok() && img.status().code() != Code::kNotFound) return img.status();
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 

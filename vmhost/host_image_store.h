@@ -56,6 +56,9 @@ class HostImageStore {
   Result<GuestImage> Ensure(virConnectPtr conn, std::string_view ref);
   // Every version present on the host, sorted.
   Result<std::vector<std::string>> List(virConnectPtr conn);
+  // Every version the host holds a volume of, present or not (an upload cut short), sorted:
+  // by name alone, nothing is read.
+  Result<std::vector<std::string>> Stored(virConnectPtr conn);
   // Deletes version `ref` from the host: its mark, then its files. NotFound when the host
   // has no volume of it. The caller knows no VM of the host uses it.
   Status RemoveVersion(virConnectPtr conn, std::string_view ref);

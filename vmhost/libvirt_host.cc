@@ -175,14 +175,22 @@ std::string LibvirtHost::VmDir(std::string_view id) const {
 
 Result<UniqueFd> LibvirtHost::DialControl(std::string_view id) {
   if (!remote_) return DialUnixSocket(VmDir(id) + "/control.sock");
-  WARREN_RETURN_IF_ERROR(reconnector_->Check());
-  // A connection of the channel's own: libvirtd stops reading a whole client connection
-  // while one of its streams has packets queued for a guest that does not drain its port,
-  // so on a shared one a stalled guest would hold every other VM's channel and every call
-  // to this host (libvirt_channel.h). The stream keeps its connection referenced: it closes
-  // with the channel, after `own` has gone.
-  WARREN_ASSIGN_OR_RETURN(ConnectHandle own, OpenLibvirt(options_.uri));
+  // A stalled guest holds its channel's connection (libvirt_channel.h). The stream keeps
+  // its connection referenced: it closes with the channel, after `own` has gone.
+  WARREN_ASSIGN_OR_RETURN(Conn own, OwnConnection());
   return OpenDomainChannel(own.get(), DomainName(id));
+}
+
+Result<LibvirtHost::Conn> LibvirtHost::OwnConnection() {
+  WARREN_RETURN_IF_ERROR(reconnector_->Check());
+  WARREN_ASSIGN_OR_RETURN(ConnectHandle own, OpenLibvirt(options_.uri));
+  return Conn(std::move(own));
+}
+
+std::string_view LibvirtHost::VmIdOf(virDomainPtr dom) const {
+  std::string_view name = virDomainGetName(dom);
+  if (name.starts_with(options_.domain_prefix)) name.remove_prefix(options_.domain_prefix.size());
+  return name;
 }
 
 std::string LibvirtHost::DisksDir() const {
@@ -257,9 +265,7 @@ void LibvirtHost::CapRunningDomains(const Conn& conn) {
     if (!IsActive(dom.get())) continue;
     Result<bool> ours = HoldsDomain(dom.get());
     if (!ours.ok() || !*ours) continue;
-    std::string_view name = virDomainGetName(dom.get());
-    name.remove_prefix(options_.domain_prefix.size());
-    if (Status st = CapEmulatorThreads(dom.get(), name, /*capped=*/true); !st.ok()) {
+    if (Status st = CapEmulatorThreads(dom.get(), VmIdOf(dom.get()), /*capped=*/true); !st.ok()) {
       LogWarn("vmhost: " + st.ToString());
       virResetLastError();
     }
@@ -445,8 +451,7 @@ Status LibvirtHost::RemoveFiles(const Conn& conn, std::string_view id) {
 
 Status LibvirtHost::StartDomain(virDomainPtr dom) {
   if (virDomainCreate(dom) < 0) return LibvirtError("starting vm");
-  std::string_view name = virDomainGetName(dom);
-  if (name.rfind(options_.domain_prefix, 0) == 0) name.remove_prefix(options_.domain_prefix.size());
+  const std::string_view name = VmIdOf(dom);
   // Started uncapped (domain_xml.h): the cap goes on now. A VM left uncapped runs; it is
   // only less fair to its neighbours, so a failure here is logged, not the start's.
   if (Status st = CapEmulatorThreads(dom, name, /*capped=*/true); !st.ok()) {
@@ -1161,8 +1166,7 @@ Result<std::vector<VmInfo>> LibvirtHost::List() {
     // reconcile never takes a neighbour's VMs for orphans.
     WARREN_ASSIGN_OR_RETURN(const bool ours, HoldsDomain(dom.get()));
     if (!ours) continue;
-    const std::string_view name = virDomainGetName(dom.get());
-    Result<VmInfo> info = InfoOf(dom.get(), name.substr(options_.domain_prefix.size()));
+    Result<VmInfo> info = InfoOf(dom.get(), VmIdOf(dom.get()));
     // A VM destroyed while we listed is simply not there any more.
     if (!info.ok() && info.status().code() == Code::kNotFound) continue;
     if (!info.ok()) return info.status();

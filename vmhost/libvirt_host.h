@@ -237,6 +237,12 @@ class LibvirtHost final : public VmHost {
   // The reconnector's steps: a new connection made the host's; the daemon started again;
   // callbacks registered on the new connection and the hook run; every state reported.
   Status Reopen();
+  // A connection to the host of the caller's own, for work that may hold one for long: a
+  // remote VM's control channel, a migration (libvirtd throttles a client connection as a
+  // whole, so on the shared one every other call would wait for it).
+  Result<Conn> OwnConnection();
+  // A domain's VM id: its name without the domain prefix.
+  std::string_view VmIdOf(virDomainPtr dom) const;
   // Puts the emulator cap (domain_xml.h) on every running domain of this host: once per
   // new connection, for those libvirtd started without warren.
   void CapRunningDomains(const Conn& conn);

@@ -159,21 +159,16 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
   if (target == nullptr) return InvalidArgument("a libvirt host moves vms only to another");
   MigrationReport report;
 
-  // The move runs on libvirt connections of its own, to both hosts: the migration call and
-  // the volume streams occupy a connection for seconds, and libvirtd throttles a client
-  // connection as a whole (max_client_requests), so on the hosts' shared ones every other
-  // call — each `ssh VM`'s Inspect, for one — waited for the move (~9 s in tests/bench/migrate.py).
-  WARREN_RETURN_IF_ERROR(reconnector_->Check());
-  WARREN_RETURN_IF_ERROR(target->reconnector_->Check());
+  // The move holds its connections for seconds (the migration call, the volume streams): on
+  // the hosts' shared ones every other call, each `ssh VM`'s Inspect for one, waited for it
+  // (~9 s in tests/bench/migrate.py).
   OpenVm vm;
   vm.guard.emplace(LockVm(id));
-  WARREN_ASSIGN_OR_RETURN(ConnectHandle own, OpenLibvirt(options_.uri));
-  vm.conn = Conn(std::move(own));
+  WARREN_ASSIGN_OR_RETURN(vm.conn, OwnConnection());
   WARREN_ASSIGN_OR_RETURN(vm.dom, LookupDomain(vm.conn, id));
   VmGuard target_guard = target->LockVm(id);
   virDomainPtr dom = vm.dom.get();
-  WARREN_ASSIGN_OR_RETURN(ConnectHandle target_own, OpenLibvirt(target->options_.uri));
-  const Conn tconn(std::move(target_own));
+  WARREN_ASSIGN_OR_RETURN(const Conn tconn, target->OwnConnection());
   WARREN_RETURN_IF_ERROR(target->CheckAbsent(tconn, id));
   WARREN_ASSIGN_OR_RETURN(const VmState state, StateOf(dom));
   if (state == VmState::kCrashed) return Conflict("cannot migrate a crashed vm; stop it first");

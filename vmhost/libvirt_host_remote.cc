@@ -144,7 +144,9 @@ void LibvirtHost::RemoveDroppedImages(const Conn& conn) {
   // and no VM of the host uses — every VM's definition names its image's kernel in the store
   // (a stopped VM's too), and after the disk collection every layer left is a VM's — cannot
   // serve again: deleted. A version still in the catalog stays, for the next `new`.
-  Result<std::vector<std::string>> stored = images_->List(conn.get());
+  // By volume names alone (every disk collection runs this): a version whose upload was cut
+  // short goes too.
+  Result<std::vector<std::string>> stored = images_->Stored(conn.get());
   if (!stored.ok()) {
     LogWarn("vmhost: listing the host's images: " + stored.status().ToString());
     return;

@@ -5,8 +5,9 @@ Two tiny VMs: "burner" with 2 vCPUs (what `new` gives by default) and "quiet" wi
 lobby's `ssh whoami` and `ssh quiet true` are timed while the host is otherwise idle of
 ours, then again while the burner runs busy loops on every vCPU. Each VM's domain carries a
 <cputune> (shares in proportion to its vCPUs, a quota per vCPU) and, once running, a live
-quota for QEMU's own threads (also on a VM libvirt started without warren: test_b), so the loaded figures must stay within a generous multiple of the unloaded ones
-measured in the same run, and the burner's QEMU may not take more than its quota allows.
+quota for QEMU's own threads (also on a VM libvirt started without warren: test_b), so the
+loaded figures must stay within a generous multiple of the unloaded ones measured in the
+same run, and the burner's QEMU may not take more than its quota allows.
 Figures are printed ([timing], [cpu]) for the report; the bounds are deliberately loose (the
 machine is shared), the point is "responsive", not a benchmark.
 

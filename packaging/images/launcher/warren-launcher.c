@@ -38,13 +38,13 @@
 // of a connection's 0.6 s. So with -w the launcher keeps the next session's command started
 // ahead, SPARE_DELAY ms after a session begins (not to compete with its handshake), at
 // start-up, and at once when a session ends: its banner waits in its socket until a client
-// comes. A VM restored from a saved
-// template, or copied live, inherits the spare and answers its first connection without the
-// start-up. The spare is only used while the files named by -w (the host key, sshd's
-// configuration) are as they were when it started; otherwise it is killed and a fresh command
-// started, as without -w (the identity step replaces the host key, for one). The command must
-// wait for its client indefinitely (sshd: LoginGraceTime 0); a spare that dies within
-// SPARE_RETRY ms of its start is not replaced before that much time has passed.
+// comes. A VM restored from a saved template, or copied live, inherits the spare and answers
+// its first connection without the start-up. The spare is only used while the files named by
+// -w (the host key, sshd's configuration) are as they were when it started; otherwise it is
+// killed and a fresh command started, as without -w (the identity step replaces the host
+// key, for one). The command must wait for its client indefinitely (sshd: LoginGraceTime 0);
+// a spare that dies within SPARE_RETRY ms of its start is not replaced before that much time
+// has passed.
 //
 // Usage: warren-launcher [-p PORT_NAME] [-i IDLE_MS] [-w FILE]... [-v] -- COMMAND [ARG...]
 //   PORT_NAME defaults to "warren.control" (/dev/virtio-ports/NAME, or found through
@@ -196,13 +196,14 @@ struct session {
   struct queue to_host;  // command -> port
 };
 
-// What a watched file was: a spare started then is stale once any of them differs.
+// What a watched file was: a spare started then is stale once any of them differs. (The
+// ctime moves with every write, rename over it or chmod: no mtime needed.)
 struct stamp {
   bool present;
   dev_t dev;
   ino_t ino;
   off_t size;
-  struct timespec mtime, ctime;
+  struct timespec ctime;
 };
 
 // The next session's command, started ahead (-w).
@@ -232,15 +233,13 @@ static void stamp_all(struct stamp* out) {
                             .dev = st.st_dev,
                             .ino = st.st_ino,
                             .size = st.st_size,
-                            .mtime = st.st_mtim,
                             .ctime = st.st_ctim};
   }
 }
 
 static bool same_stamp(const struct stamp* a, const struct stamp* b) {
   return a->present == b->present && a->dev == b->dev && a->ino == b->ino &&
-         a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
-         a->mtime.tv_nsec == b->mtime.tv_nsec && a->ctime.tv_sec == b->ctime.tv_sec &&
+         a->size == b->size && a->ctime.tv_sec == b->ctime.tv_sec &&
          a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
