@@ -24,6 +24,7 @@ struct World {
   std::atomic<int> restart_fails{0};
   std::atomic<int> restored{0};
   std::atomic<int> reopened{0};
+  std::atomic<bool> hold_restarts{false};  // a restart waits while set
   std::mutex mu;
   std::vector<std::chrono::steady_clock::time_point> attempt_times;
   std::vector<Status> checks_while_restoring;  // others' Check() during `restored`
@@ -40,6 +41,7 @@ struct World {
     if (with_restart) {
       s.restart = [this] {
         ++restarts;
+        while (hold_restarts) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         if (restart_fails > 0) {
           --restart_fails;
           return Unavailable("libvirtd did not start");
@@ -160,9 +162,11 @@ TEST(ReconnectorTest, RestartsTheDaemonItStartedWhenConnectingFails) {
   Reconnector r(Fast(), w.Steps(true, &self));
   self = &r;
   w.alive = false;
-  w.restart_fails = 2;  // two restarts fail, the third brings it back
+  w.restart_fails = 2;     // two restarts fail, the third brings it back
+  w.hold_restarts = true;  // until the outage has been seen
   r.Lost("eof");
   EXPECT_NE(r.Check().message().find("restarting the daemon"), std::string::npos);
+  w.hold_restarts = false;
   ASSERT_TRUE(WaitFor([&] { return r.up(); }));
   EXPECT_EQ(w.restarts, 3);
   EXPECT_EQ(r.stats().restarts, 3);
@@ -175,14 +179,17 @@ TEST(ReconnectorTest, RestartsOnlyOnceToldTheDaemonIsItsOwn) {
   Reconnector r(Fast(), w.Steps(false, &self));
   self = &r;
   std::atomic<int> restarts{0};
+  std::atomic<bool> checked{false};  // the restart waits until the outage has been seen
   r.SetRestart([&] {
     ++restarts;
+    while (!checked) std::this_thread::sleep_for(1ms);
     w.alive = true;
     return Status::Ok();
   });
   w.alive = false;
   r.Lost("eof");
   EXPECT_NE(r.Check().message().find("restarting the daemon"), std::string::npos);
+  checked = true;
   ASSERT_TRUE(WaitFor([&] { return r.up(); }));
   EXPECT_EQ(restarts, 1);
   r.SetRestart(nullptr);  // no longer its own: waited for
