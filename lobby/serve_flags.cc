@@ -191,6 +191,10 @@ void AddServeOptions(CLI::App& app, ServeFlags& flags) {
                     "A remote host NAME whose operator has put warren's isolation rules in "
                     "place there (docs/multi_host.md): warren cannot check them over libvirt, "
                     "and places VMs only on hosts that isolate them; repeatable");
+  serve->add_option("--host-peer-uri", flags.vm.peer_uris,
+                    "NAME=URI: the libvirt URI other hosts' libvirtd reach host NAME by, for "
+                    "live moves onto it (their daemon opens it); default: a remote host's "
+                    "--host URI, none for a host on this machine; repeatable");
   serve->add_option("--accel", flags.vm.accel, "Guest accelerator: kvm or tcg (default: probe)")
       ->check(CLI::IsMember({"", "kvm", "tcg"}));
   serve

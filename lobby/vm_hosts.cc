@@ -1,49 +1,19 @@
 #include "lobby/vm_hosts.h"
 
+#include <chrono>
 #include <filesystem>
-#include <set>
 
-#include "lobby/base/host_name.h"
 #include "lobby/base/log.h"
 #include "lobby/vm_runtime.h"
 #include "vmhost/libvirt_uri.h"
 
 namespace warren {
 
-Result<std::vector<HostFlag>> ParseHostFlags(const std::vector<std::string>& hosts,
-                                             const std::vector<std::string>& isolated) {
-  if (hosts.empty()) return InvalidArgument("--host: give at least one NAME=URI");
-  std::vector<HostFlag> out;
-  std::set<std::string, std::less<>> names;
-  for (const std::string& text : hosts) {
-    const size_t eq = text.find('=');
-    if (eq == std::string::npos || eq + 1 == text.size()) {
-      return InvalidArgument("--host takes NAME=URI (local=qemu:///system), not \"" +
-                             text.substr(0, 80) + "\"");
-    }
-    HostFlag flag{text.substr(0, eq), text.substr(eq + 1)};
-    WARREN_RETURN_IF_ERROR(CheckHostName(flag.name).Annotate("--host"));
-    if (!names.insert(flag.name).second) {
-      return InvalidArgument("--host " + flag.name + " is given twice");
-    }
-    out.push_back(std::move(flag));
-  }
-  for (const std::string& name : isolated) {
-    auto it =
-        std::find_if(out.begin(), out.end(), [&](const HostFlag& f) { return f.name == name; });
-    if (it == out.end()) {
-      return InvalidArgument("--host-isolated " + name.substr(0, 40) + " names no --host");
-    }
-    if (!IsRemoteLibvirtUri(it->uri)) {
-      return InvalidArgument("--host-isolated " + name +
-                             ": a host on this machine gets warren's own isolation rules");
-    }
-    it->declared_isolated = true;
-  }
-  return out;
-}
-
 namespace {
+
+// How long a dial waits for a move of its VM to end (VmHosts::DialControl): a live move's
+// switchover takes about a second; this bounds a paused VM's whole move.
+constexpr std::chrono::seconds kMoveWait{60};
 
 // The isolation rules for QEMU's user on local `host`, installed. Null (and Ok) for
 // libvirt's test driver, which runs no QEMU.
@@ -73,7 +43,7 @@ Result<std::unique_ptr<EgressFirewall>> InstallFirewall(const VmRuntimeOptions& 
 Result<std::unique_ptr<VmHosts>> VmHosts::Start(const VmRuntimeOptions& options, bool* fatal) {
   *fatal = false;
   WARREN_ASSIGN_OR_RETURN(std::vector<HostFlag> flags,
-                          ParseHostFlags(options.hosts, options.isolated_hosts));
+                          ParseHostFlags(options.hosts, options.isolated_hosts, options.peer_uris));
   std::unique_ptr<VmHosts> hosts(new VmHosts());
   const std::string images_dir =
       options.images_dir.empty() ? options.data_dir + "/images" : options.images_dir;
@@ -81,6 +51,7 @@ Result<std::unique_ptr<VmHosts>> VmHosts::Start(const VmRuntimeOptions& options,
   for (HostFlag& flag : flags) {
     LibvirtHostOptions o;
     o.uri = flag.uri;
+    o.peer_uri = flag.peer_uri;
     o.images_dir = images_dir;
     o.tb_cache_mib = options.tb_cache_mib;
     const bool remote = IsRemoteLibvirtUri(flag.uri);
@@ -146,19 +117,24 @@ VmHosts::~VmHosts() {
 }
 
 Result<UniqueFd> VmHosts::DialControl(std::string_view id) {
-  WARREN_ASSIGN_OR_RETURN(std::string name, set_->HostOf(id));
-  for (Host& h : hosts_) {
-    if (h.flag.name != name) continue;
+  const auto wait_until = std::chrono::steady_clock::now() + kMoveWait;
+  for (bool waited = false;; waited = true) {
+    WARREN_ASSIGN_OR_RETURN(std::string name, set_->HostOf(id));
+    Host* host = nullptr;
+    for (Host& h : hosts_) {
+      if (h.flag.name == name) host = &h;
+    }
+    if (host == nullptr) return NotFound("no host named " + name);
     // Only a running VM has a control port; saying so at once beats retrying a dead socket
     // for the whole reach timeout.
-    WARREN_ASSIGN_OR_RETURN(VmInfo info, h.libvirt->Inspect(id));
-    if (info.state != VmState::kRunning) {
+    WARREN_ASSIGN_OR_RETURN(VmInfo info, host->libvirt->Inspect(id));
+    if (info.state == VmState::kRunning) return host->libvirt->DialControl(id);
+    // Paused or stopped at a move's switchover: it runs on the target once the move is done.
+    if (waited || !set_->AwaitMove(id, wait_until)) {
       return Conflict("the VM is " + std::string(VmStateName(info.state)) +
                       "; start or resume it first");
     }
-    return h.libvirt->DialControl(id);
   }
-  return NotFound("no host named " + name);
 }
 
 }  // namespace warren

@@ -14,6 +14,7 @@
 
 #include "lobby/base/status.h"
 #include "lobby/base/unique_fd.h"
+#include "lobby/host_flags.h"
 #include "vmhost/egress_firewall.h"
 #include "vmhost/host_set.h"
 #include "vmhost/libvirt_host.h"
@@ -21,17 +22,6 @@
 namespace warren {
 
 struct VmRuntimeOptions;
-
-struct HostFlag {
-  std::string name;
-  std::string uri;
-  bool declared_isolated = false;  // --host-isolated NAME
-};
-
-// serve's --host NAME=URI and --host-isolated NAME, checked: names (host_name.h) distinct,
-// URIs non-empty, every --host-isolated naming a remote --host. InvalidArgument otherwise.
-Result<std::vector<HostFlag>> ParseHostFlags(const std::vector<std::string>& hosts,
-                                             const std::vector<std::string>& isolated);
 
 class VmHosts {
  public:
@@ -50,6 +40,8 @@ class VmHosts {
   };
   std::vector<Host>& hosts() { return hosts_; }
   // The control connection of VM `id`, on whichever host runs it: Conflict unless it runs.
+  // A VM not running because it is being moved (HostSet::AwaitMove) is waited for, up to
+  // kMoveWait, and dialled where it runs then.
   Result<UniqueFd> DialControl(std::string_view id);
 
  private:

@@ -27,6 +27,9 @@ struct VmRuntimeOptions {
   std::vector<std::string> hosts = {"local=qemu:///system"};
   // Remote hosts whose operator vouches for their isolation rules (serve --host-isolated).
   std::vector<std::string> isolated_hosts;
+  // NAME=URI: how other hosts' daemons reach host NAME, for live moves onto it
+  // (serve --host-peer-uri; lobby/host_flags.h).
+  std::vector<std::string> peer_uris;
   std::string accel;  // "", "kvm" or "tcg": empty probes
   // How long a command waits for a running VM's control connection (a guest whose sshd is
   // gone, or one still booting) before it reports the VM unavailable.

@@ -359,6 +359,7 @@ Result<MigrationReport> HostSet::Migrate(std::string_view id, std::string_view h
   {
     std::lock_guard<std::mutex> lock(mu_);
     leaving_[std::string(id)] = from->name;
+    ++moving_[std::string(id)];
   }
   Result<MigrationReport> r = from->host->MigrateTo(id, *to->host);
   {
@@ -367,7 +368,10 @@ Result<MigrationReport> HostSet::Migrate(std::string_view id, std::string_view h
     // Kept on success: the old host's late "stopped" (its domain undefined) is not passed on
     // either. Dropped when the VM did not move.
     if (!r.ok()) leaving_.erase(std::string(id));
+    auto it = moving_.find(id);
+    if (--it->second == 0) moving_.erase(it);
   }
+  moved_.notify_all();
   if (!r.ok()) {
     // Either end's unavailability names the host.
     if (r.status().code() == Code::kUnavailable && members_.size() > 1) {
@@ -377,6 +381,13 @@ Result<MigrationReport> HostSet::Migrate(std::string_view id, std::string_view h
     return r.status();
   }
   return r;
+}
+
+bool HostSet::AwaitMove(std::string_view id, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!moving_.contains(id)) return false;
+  moved_.wait_until(lock, deadline, [&] { return !moving_.contains(id); });
+  return true;
 }
 
 Result<MigrationReport> HostSet::MigrateTo(std::string_view id, VmHost& target) {

@@ -14,6 +14,8 @@
 // location cache has its own mutex, held briefly and never while calling a member.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -75,6 +77,10 @@ class HostSet final : public VmHost {
   // changes its old host reports for it (its domain stopped and undefined there) are not
   // passed to the WatchStates listener: the VM did not stop.
   Result<MigrationReport> Migrate(std::string_view id, std::string_view host_name);
+  // Whether VM `id` is being moved (Migrate has not returned). When it is, waits until the
+  // move ends or `deadline`, whichever comes first: a dial to a VM whose source has stopped
+  // at the switchover waits for it to run on the target rather than fail.
+  bool AwaitMove(std::string_view id, std::chrono::steady_clock::time_point deadline);
 
   // ---- VmHost. A single host's set behaves exactly as that host, errors included.
   std::string uri() const override;
@@ -136,6 +142,8 @@ class HostSet final : public VmHost {
   std::map<std::string, std::string, std::less<>> where_;  // VM id -> host name
   // VMs being moved: id -> the host they leave (its "stopped" events are not passed on).
   std::map<std::string, std::string, std::less<>> leaving_;
+  std::map<std::string, int, std::less<>> moving_;  // VM id -> moves under way (AwaitMove)
+  std::condition_variable moved_;
 };
 
 }  // namespace warren

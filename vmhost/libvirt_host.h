@@ -74,6 +74,10 @@ struct SaveImageHeader;
 
 struct LibvirtHostOptions {
   std::string uri = "qemu:///system";
+  // The URI another host's libvirtd opens to reach this one: a live move onto this host is a
+  // peer-to-peer migration its source's daemon drives. Empty: none (a move here from another
+  // machine's host is refused).
+  std::string peer_uri;
   // Under qemu:///system QEMU runs as libvirt-qemu: the data directory must be reachable by
   // that user (not inside a 0700 home). For a remote URI, a path on that host.
   std::string data_dir = "/var/lib/warren";
@@ -111,6 +115,7 @@ class LibvirtHost final : public VmHost {
   ~LibvirtHost() override;
 
   std::string uri() const override { return options_.uri; }
+  const std::string& peer_uri() const { return options_.peer_uri; }
   // The accelerator its VMs run under, as probed (StartLibvirtHost) or given.
   Accel accel() const { return options_.accel; }
   // Whether the URI names another machine (libvirt_uri.h): see the header comment.

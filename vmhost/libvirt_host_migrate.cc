@@ -173,13 +173,14 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
   WARREN_ASSIGN_OR_RETURN(const VmState state, StateOf(dom));
   if (state == VmState::kCrashed) return Conflict("cannot migrate a crashed vm; stop it first");
   report.live = IsActive(dom);
-  if (report.live && remote_ && !target->remote_) {
-    // The source's daemon would open the target's URI, which names a daemon on this machine:
-    // from there it names that host's own.
-    return Conflict(
-        "a running vm moves live from a remote host only to another remote host "
-        "(its daemon opens the target's URI); stop " +
-        std::string(id) + " to move it here");
+  // The URI the source's daemon opens to reach the target's: for a daemon on this machine,
+  // the one warren uses; for another machine's, the one the operator gave for the target.
+  const std::string dconnuri = remote_ ? target->peer_uri() : target->uri();
+  if (report.live && dconnuri.empty()) {
+    return Conflict("a running vm moves live from a remote host to " + target->uri() +
+                    " only when that host has a URI the source's daemon reaches it by "
+                    "(serve --host-peer-uri); stop " +
+                    std::string(id) + " to move it cold");
   }
   WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(dom, id));
   WARREN_ASSIGN_OR_RETURN(const uint64_t capacity, VdaCapacity(dom, id));
@@ -321,7 +322,7 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
                             persist_xml.c_str());
     const unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_TUNNELLED |
                                VIR_MIGRATE_PERSIST_DEST | VIR_MIGRATE_PAUSED | VIR_MIGRATE_UNSAFE;
-    const int rc = virDomainMigrateToURI3(dom, target->uri().c_str(), params, nparams, flags);
+    const int rc = virDomainMigrateToURI3(dom, dconnuri.c_str(), params, nparams, flags);
     virTypedParamsFree(params, nparams);
     if (rc < 0) {
       // libvirt left the source as it was (running, or paused) and removed the target's.

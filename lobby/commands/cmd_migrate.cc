@@ -4,7 +4,8 @@
 // take it as it would take a new VM (vm_placement.h CheckHostTakes: it answers, isolates its
 // VMs, is not drained, has room); the host checks its room again as it moves. Refused or cut
 // short, the VM stays where it was, as it was. After the move the record names the new host
-// and the guest's control connection is dialled again there (through HostSet::HostOf). Should
+// and the guest's control connection is dialled again there: a dial during the switchover
+// waits for the move to end (VmHosts::DialControl, HostSet::AwaitMove). Should
 // warren die between the move and the record, reconcile makes the record follow the domain
 // (reconcile.h).
 #include <CLI/CLI.hpp>
@@ -69,8 +70,10 @@ class MigrateCommand final : public Command {
       LogError("migrate: " + LogQuote(vm.name) + " moved to host " + host_ +
                " but its record still names " + from + ": " + LogQuote(recorded.ToString()));
     }
-    // Its control connection was to the old host: the next use dials it where it is now.
-    if (ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
+    // A live move's control connection died with the source's QEMU at the switchover; a
+    // redial meanwhile waited for the move and reached the target (VmHosts::DialControl), so
+    // it is kept. A stopped VM's has nothing to keep.
+    if (!moved->live && ctx.services.guests != nullptr) ctx.services.guests->Disconnect(vm.id);
     LogInfo("migrate: " + LogQuote(vm.name) + " id=" + vm.id + " from=" + info.host +
             " to=" + host_ + " live=" + (moved->live ? "yes" : "no") + " total_ms=" +
             std::to_string(moved->total_ms) + " downtime_ms=" + std::to_string(moved->downtime_ms));

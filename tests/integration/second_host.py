@@ -30,7 +30,8 @@ SecondHost() starts, and close() removes again:
         as an IP subjectAltName, which libvirt checks); the client's through `pkipath=`.
 
     uri (= ssh_uri), tls_uri, run(), popen(), ssh_argv(), stop_libvirtd(), start_libvirtd(),
-    warren_files(), admin_prefix()
+    warren_files(), admin_prefix(), reach_back() (a URI by which that libvirtd reaches this
+    machine's, through an sshd of the fixture's on the veth's host side: live moves to here)
 
 TinyGuest(host, uri, name, authorized_keys) uploads the tiny image and a seed into a pool
 there (virsh vol-upload over `uri`) and boots it under TCG (docs/multi_host_transport.md).
@@ -48,6 +49,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -168,6 +170,13 @@ def sweep_leftovers():
         m = re.match(re.escape(DIR_PREFIX) + r"(\d+)-", os.path.basename(path))
         if m and not _alive(int(m.group(1))):
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _free_port(addr):
+    """A TCP port nothing listens on at `addr` (the kernel's choice, released at once)."""
+    with socket.socket() as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
 
 
 def _copy_dirs_only(src, dst):
@@ -459,6 +468,61 @@ class SecondHost:
     def _ssh_answers(self):
         return _run(*self.ssh_argv(), "true", check=False, timeout=20).returncode == 0
 
+    def reach_back(self):
+        """The libvirt URI by which this host's libvirtd reaches the machine's own (the
+        lobby's `local` host), for live moves from here to there (peer-to-peer migration:
+        the source's daemon opens the target's URI). An OpenSSH sshd in the root namespace on
+        the veth's host side, on a free port, root by a key of this fixture's only; the
+        client is ssh with a config of its own (the machine's host key of this sshd pinned),
+        run by libvirt through the URI's `command=`. Started once; close() stops it."""
+        if getattr(self, "_back_uri", None):
+            return self._back_uri
+        etc = self.path("etc")
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "lobby-host",
+             "-f", os.path.join(etc, "back_host_key"))
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "second-host-client",
+             "-f", os.path.join(etc, "id_back"))
+        shutil.copy(os.path.join(etc, "id_back.pub"), os.path.join(etc, "back_authorized_keys"))
+        port = _free_port(self.host_addr)
+        with open(os.path.join(etc, "back_host_key.pub")) as f:
+            host_key = " ".join(f.read().split()[:2])
+        with open(os.path.join(etc, "back_known_hosts"), "w") as f:
+            f.write("[%s]:%d %s\n" % (self.host_addr, port, host_key))
+        with open(os.path.join(etc, "back_ssh_config"), "w") as f:
+            f.write("\n".join([
+                "Host *", "  User root", "  Port %d" % port,
+                "  IdentityFile " + os.path.join(etc, "id_back"), "  IdentitiesOnly yes",
+                "  IdentityAgent none", "  BatchMode yes",
+                "  UserKnownHostsFile " + os.path.join(etc, "back_known_hosts"),
+                "  GlobalKnownHostsFile /dev/null", "  StrictHostKeyChecking yes",
+                "  UpdateHostKeys no", "  ConnectTimeout 10", "  LogLevel ERROR", ""]))
+        wrapper = os.path.join(etc, "ssh-back")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nexec %s -F %s "$@"\n' % (
+                _which("ssh"), os.path.join(etc, "back_ssh_config")))
+        os.chmod(wrapper, 0o755)
+        pidfile = self.path("run", "back-sshd.pid")
+        with open(os.path.join(etc, "back_sshd_config"), "w") as f:
+            f.write("\n".join([
+                "ListenAddress %s:%d" % (self.host_addr, port),
+                "HostKey " + os.path.join(etc, "back_host_key"),
+                "PidFile " + pidfile,
+                "AuthorizedKeysFile " + os.path.join(etc, "back_authorized_keys"),
+                "AuthenticationMethods publickey", "PermitRootLogin prohibit-password",
+                "AllowUsers root", "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no", "UsePAM no", "PrintMotd no",
+                "AllowTcpForwarding no", "X11Forwarding no", "LogLevel VERBOSE", ""]))
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation
+        self._made.append(("pidfile", pidfile))
+        _run(_which("sshd"), "-f", os.path.join(etc, "back_sshd_config"),
+             "-E", self.path("log", "back-sshd.log"))
+        back = [wrapper, "root@" + self.host_addr]
+        self._wait(lambda: self.run(*back, "true", check=False, timeout=20).returncode == 0,
+                   "the machine's sshd on %s:%d did not answer from the second host" %
+                   (self.host_addr, port))
+        self._back_uri = "qemu+ssh://root@%s/system?command=%s" % (self.host_addr, wrapper)
+        return self._back_uri
+
     # --- what tests use ----------------------------------------------------------------
 
     @property
@@ -569,6 +633,14 @@ class SecondHost:
                 _run("ip", "netns", "del", what, check=False)
             elif kind == "link":
                 _run("ip", "link", "del", what, check=False)
+            elif kind == "pidfile":
+                try:
+                    with open(what) as f:
+                        pid = int(f.read().strip() or 0)
+                except (OSError, ValueError):
+                    pid = 0
+                if pid and _alive(pid):
+                    _kill_all([pid])
             elif kind == "dir":
                 shutil.rmtree(what, ignore_errors=True)
             elif kind == "mountpoint":

@@ -27,13 +27,18 @@ and is driven with OpenSSH:
   m. `migrate`: a running VM moves live local -> second with a job running through the
      move (its output whole after it, none lost), its disk kept, nothing of it left here; a
      stopped one moves cold back; a migrate to a drained or unreachable host is refused and
-     the VM stays where it was, running.
+     the VM stays where it was, running; a target whose libvirtd is SIGKILLed while the move
+     writes there fails the move, the VM runs on here with its job and data, and once the
+     target is back its reconcile collects what the move left there (and the move works);
+     and a running VM moves live back from the second host, whose daemon reaches this
+     machine's through --host-peer-uri local=... (second_host.reach_back()), its job whole.
 
 Needs root, libvirt, QEMU, sshd and the tiny image; fails under CI when one is missing.
 """
 import http.client
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -60,7 +65,9 @@ class MultiHostTest(VmTestCase):
         # What the operator does on the remote host before declaring it isolated.
         cls.far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
         cls.SERVE_ARGS = ["--host", "local=qemu:///system", "--host", "second=" + cls.far.uri,
-                          "--host-isolated", "second", "--vm-templates", "none", "--pool",
+                          "--host-isolated", "second",
+                          "--host-peer-uri", "local=" + cls.far.reach_back(),
+                          "--vm-templates", "none", "--pool",
                           "none", "--guest-slowdown-max", "1"]
         super().setUpClass()
 
@@ -399,6 +406,109 @@ class MultiHostTest(VmTestCase):
         self.assertEqual(stat["state"], "running")
         self.assertEqual(self.vm_ok("ssh", "mover", "cat", "~/file").stdout.strip(), "kept")
         self.vm_ok("rm", "mover")
+        self.assertNotIn("warren-" + vm_id, self.local_domains())
+
+    def far_leftovers(self, vm_id):
+        """What of VM `vm_id` is in warren's directory on the second host."""
+        root = self.far.warren_files()
+        found = []
+        for sub in ("vms", "disks"):
+            d = os.path.join(root, sub)
+            if os.path.isdir(d):
+                found += [os.path.join(sub, f) for f in os.listdir(d) if f.startswith(vm_id)]
+        return found
+
+    def test_m4_a_target_that_dies_mid_move_leaves_the_vm_where_it_was(self):
+        self.vm_ok("new", "--name", "mover2", "--image", "tiny", "--host", "local",
+                   "--memory", "256M", "--disk", "1G", "--cpu", "1", timeout=600)
+        vm_id = self.ssh_json(self.admin, "stat", "mover2")["id"]
+        # Enough written that its layers take a while to cross.
+        self.vm_ok("ssh", "mover2", "'head -c 60M /dev/urandom > ~/blob; sha256sum ~/blob"
+                   " > ~/blob.sum; sync'", timeout=300)
+        r = self.vm("ssh", "--wait-seconds", "1", "mover2",
+                    "'for i in $(seq 1 30); do echo tick $i; sleep 1; done; echo finished'")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = [j for j in self.ssh_json(self.admin, "jobs")["jobs"] if not j["finished"]][0]
+        result = {}
+
+        def move():
+            result["r"] = self.vm("migrate", "mover2", "second", timeout=600)
+
+        mover = threading.Thread(target=move, daemon=True)
+        mover.start()
+        # The second libvirtd dies once the move has begun writing there.
+        deadline = time.monotonic() + 120
+        while not self.far_leftovers(vm_id) and mover.is_alive():
+            self.assertLess(time.monotonic(), deadline, "the move wrote nothing there")
+            time.sleep(0.05)
+        self.assertTrue(mover.is_alive(), "the move ended before the target was killed: %s" %
+                        result.get("r"))
+        seen = self.far_leftovers(vm_id)
+        self.far.stop_libvirtd(sig=signal.SIGKILL)
+        try:
+            mover.join(timeout=300)
+            r = result["r"]
+            print("[timing] killed the target with %s there; migrate said: %s" %
+                  (seen, r.stderr.strip()), flush=True)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn("stays on local", r.stderr)
+            stat = self.ssh_json(self.admin, "stat", "mover2")
+            self.assertEqual(stat["host"], "local")
+            self.assertEqual(stat["state"], "running")
+            self.assertIn("warren-" + vm_id, self.local_domains())
+            self.assertEqual(self.vm_ok("ssh", "mover2", "'sha256sum -c ~/blob.sum'",
+                                        timeout=120).returncode, 0)
+        finally:
+            self.far.start_libvirtd()
+        # The job ran on, its output whole.
+        r = self.vm("wait", job["job"], "--wait-seconds", "45", timeout=200)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ticks = [int(line.split()[1]) for line in r.stdout.splitlines()
+                 if line.startswith("tick ")]
+        self.assertTrue(ticks and ticks[-1] == 30, r.stdout)
+        self.assertEqual(ticks, list(range(ticks[0], 31)), r.stdout)  # none lost
+        # Once the host is back, its reconcile collects what the move left there.
+        deadline = time.monotonic() + 120
+        while self.far_leftovers(vm_id) and time.monotonic() < deadline:
+            time.sleep(1)
+        self.assertEqual(self.far_leftovers(vm_id), [])
+        self.assertNotIn("warren-" + vm_id, self.far_domains())
+        # And the move works now.
+        out = self.ssh_json(self.admin, "migrate", "mover2", "second", timeout=600)
+        self.assertTrue(out["live"])
+        self.assertEqual(self.vm_ok("ssh", "mover2", "'sha256sum -c ~/blob.sum'",
+                                    timeout=120).returncode, 0)
+
+    def test_m5_a_running_vm_moves_live_from_the_remote_host_back(self):
+        # The second host's daemon reaches this machine's by the URI given with
+        # --host-peer-uri local=... (the fixture's sshd on the veth's host side).
+        vm_id = self.ssh_json(self.admin, "stat", "mover2")["id"]
+        self.assertEqual(self.ssh_json(self.admin, "stat", "mover2")["host"], "second")
+        r = self.vm("ssh", "--wait-seconds", "1", "mover2",
+                    "'for i in $(seq 1 20); do echo back $i; echo $i >> ~/back; sync; sleep 1;"
+                    " done; echo finished'")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = [j for j in self.ssh_json(self.admin, "jobs")["jobs"] if not j["finished"]][0]
+        t0 = time.monotonic()
+        out = self.ssh_json(self.admin, "migrate", "mover2", "local", timeout=600)
+        print("[timing] migrate live second -> local: %.1f s (%s)" %
+              (time.monotonic() - t0, json.dumps(out)), flush=True)
+        self.assertTrue(out["live"])
+        stat = self.ssh_json(self.admin, "stat", "mover2")
+        self.assertEqual((stat["host"], stat["state"]), ("local", "running"))
+        self.assertIn("warren-" + vm_id, self.local_domains())
+        self.assertNotIn("warren-" + vm_id, self.far_domains())
+        r = self.vm("wait", job["job"], "--wait-seconds", "45", timeout=200)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        nums = [int(line.split()[1]) for line in r.stdout.splitlines()
+                if line.startswith("back ")]
+        self.assertEqual(nums, list(range(nums[0], 21)), r.stdout)
+        self.assertEqual(self.vm_ok("ssh", "mover2", "cat", "~/back").stdout.split(),
+                         [str(i) for i in range(1, 21)])
+        self.assertEqual(self.vm_ok("ssh", "mover2", "'sha256sum -c ~/blob.sum'",
+                                    timeout=120).returncode, 0)
+        self.vm_ok("rm", "mover2")
+        self.assertEqual(self.far_leftovers(vm_id), [])
         self.assertNotIn("warren-" + vm_id, self.local_domains())
 
 if __name__ == "__main__":

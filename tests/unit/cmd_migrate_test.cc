@@ -3,8 +3,11 @@
 // the target's checks (vm_placement.h CheckHostTakes: drained, isolation, room, answering) and
 // a host's own refusal leave the VM where it was; the old host's "stopped" for a moved VM is
 // not passed on; reconcile puts right what a migration cut short left (reconcile.h).
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "lobby/commands/reconcile.h"
@@ -81,6 +84,37 @@ TEST_F(MigrateTest, ARunningVmMovesLiveAndItsRecordFollows) {
   EXPECT_NE(back.out.find("(stopped)"), std::string::npos) << back.out;
   EXPECT_EQ(RecordHost(), "one");
   EXPECT_EQ(host_.Inspect(id_)->state, VmState::kStopped);
+}
+
+// A control connection redialled while the VM moves (its source stopped at the switchover)
+// waits for the move and then reaches the target (lobby/vm_hosts.cc DialControl): the live
+// move leaves the connection made there alone; a cold one drops what was left.
+TEST_F(MigrateTest, ADialDuringAMoveWaitsForItToEnd) {
+  using Clock = std::chrono::steady_clock;
+  EXPECT_FALSE(set_->AwaitMove(id_, Clock::now() + std::chrono::seconds(5))) << "no move: at once";
+  std::thread waiter;
+  std::atomic<bool> waited{false};
+  Clock::time_point hook_left{}, waiter_woke{};
+  host_.SetStepHook([&](std::string_view step, std::string_view) {
+    if (step != "migrate:before") return;
+    waiter = std::thread([&] {
+      waited = set_->AwaitMove(id_, Clock::now() + std::chrono::seconds(10));
+      waiter_woke = Clock::now();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    hook_left = Clock::now();
+  });
+  Outcome o = Exec(Root(), {"migrate", "mover", "two"});
+  ASSERT_TRUE(o.status.ok()) << o.err;
+  ASSERT_TRUE(waiter.joinable());
+  waiter.join();
+  host_.SetStepHook(nullptr);
+  EXPECT_TRUE(waited);
+  EXPECT_GE(waiter_woke, hook_left) << "woke before the move ended";
+  for (const std::string& id : guests_.disconnected()) EXPECT_NE(id, id_) << "live: kept";
+  EXPECT_TRUE(Exec(Root(), {"stop", "mover"}).status.ok());
+  ASSERT_TRUE(Exec(Root(), {"migrate", "mover", "one"}).status.ok());
+  EXPECT_EQ(guests_.disconnected().back(), id_) << "cold: dropped";
 }
 
 TEST_F(MigrateTest, AStoppedVmMovesColdAndStaysStopped) {

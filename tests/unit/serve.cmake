@@ -9,3 +9,9 @@ target_link_libraries(serve_config_test PRIVATE
 target_compile_definitions(serve_config_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
   WARREN_BINARY_DIR="${CMAKE_BINARY_DIR}")
 gtest_discover_tests(serve_config_test DISCOVERY_MODE PRE_TEST)
+
+# serve's host flags (lobby/host_flags.*): --host, --host-isolated and --host-peer-uri checked.
+add_executable(host_flags_test unit/host_flags_test.cc ../lobby/host_flags.cc)
+target_link_libraries(host_flags_test PRIVATE warren_libvirt warren_vmhost warren_base
+  GTest::gtest_main)
+gtest_discover_tests(host_flags_test DISCOVERY_MODE PRE_TEST)
