@@ -37,3 +37,17 @@ set_tests_properties(vm_multi_host PROPERTIES
   TIMEOUT 900
   RESOURCE_LOCK guests_b
   LABELS "integration;vm;multihost")
+
+# Integrations and web sharing for a VM on the remote host (the fixture's second libvirtd over
+# qemu+ssh), everything over its remote control channel: a tiny VM there with `--egress
+# integrations` calls an integration (the loopback upstream gets the request with the injected
+# header; attach, detach and the unattached refused; 16 MiB streamed; no secret in the guest or
+# its files there), its web address answers the owner and not anonymous visitors until `share
+# set-public`, and both come back after the remote daemon restarts. About 40 s.
+add_test(NAME vm_remote_edge
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_remote_edge.py)
+set_tests_properties(vm_remote_edge PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 900
+  RESOURCE_LOCK guests_b
+  LABELS "integration;vm;multihost")
