@@ -1,5 +1,6 @@
 #include "lobby/vm_hosts.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -14,6 +15,8 @@ namespace {
 // How long a dial waits for a move of its VM to end (VmHosts::DialControl): a live move's
 // switchover takes about a second; this bounds a paused VM's whole move.
 constexpr std::chrono::seconds kMoveWait{60};
+// How often such a dial looks for the VM running on the move's target meanwhile.
+constexpr std::chrono::milliseconds kMovePoll{50};
 
 // The isolation rules for QEMU's user on local `host`, installed. Null (and Ok) for
 // libvirt's test driver, which runs no QEMU.
@@ -117,23 +120,33 @@ VmHosts::~VmHosts() {
 }
 
 Result<UniqueFd> VmHosts::DialControl(std::string_view id) {
-  const auto wait_until = std::chrono::steady_clock::now() + kMoveWait;
-  for (bool waited = false;; waited = true) {
-    WARREN_ASSIGN_OR_RETURN(std::string name, set_->HostOf(id));
-    Host* host = nullptr;
+  auto named = [this](const std::string& name) -> Host* {
     for (Host& h : hosts_) {
-      if (h.flag.name == name) host = &h;
+      if (h.flag.name == name) return &h;
     }
+    return nullptr;
+  };
+  const auto wait_until = std::chrono::steady_clock::now() + kMoveWait;
+  for (;;) {
+    WARREN_ASSIGN_OR_RETURN(std::string name, set_->HostOf(id));
+    Host* host = named(name);
     if (host == nullptr) return NotFound("no host named " + name);
     // Only a running VM has a control port; saying so at once beats retrying a dead socket
     // for the whole reach timeout.
     WARREN_ASSIGN_OR_RETURN(VmInfo info, host->libvirt->Inspect(id));
     if (info.state == VmState::kRunning) return host->libvirt->DialControl(id);
-    // Paused or stopped at a move's switchover: it runs on the target once the move is done.
-    if (waited || !set_->AwaitMove(id, wait_until)) {
+    // Stopped or paused at a move's switchover: it runs on the target from its resume on,
+    // while the move still tidies up here (its record still names this host).
+    const std::string to = set_->MovingTo(id);
+    if (to.empty() || std::chrono::steady_clock::now() >= wait_until) {
       return Conflict("the VM is " + std::string(VmStateName(info.state)) +
                       "; start or resume it first");
     }
+    if (Host* target = named(to); target != nullptr) {
+      Result<VmInfo> there = target->libvirt->Inspect(id);
+      if (there.ok() && there->state == VmState::kRunning) return target->libvirt->DialControl(id);
+    }
+    set_->AwaitMove(id, std::min(wait_until, std::chrono::steady_clock::now() + kMovePoll));
   }
 }
 

@@ -40,8 +40,8 @@ class VmHosts {
   };
   std::vector<Host>& hosts() { return hosts_; }
   // The control connection of VM `id`, on whichever host runs it: Conflict unless it runs.
-  // A VM not running because it is being moved (HostSet::AwaitMove) is waited for, up to
-  // kMoveWait, and dialled where it runs then.
+  // A VM not running because it is being moved (HostSet::MovingTo) is waited for, up to
+  // kMoveWait, and dialled on the target as soon as it runs there.
   Result<UniqueFd> DialControl(std::string_view id);
 
  private:

@@ -359,7 +359,9 @@ Result<MigrationReport> HostSet::Migrate(std::string_view id, std::string_view h
   {
     std::lock_guard<std::mutex> lock(mu_);
     leaving_[std::string(id)] = from->name;
-    ++moving_[std::string(id)];
+    Move& move = moving_[std::string(id)];
+    ++move.count;
+    move.to = to->name;
   }
   Result<MigrationReport> r = from->host->MigrateTo(id, *to->host);
   {
@@ -369,7 +371,7 @@ Result<MigrationReport> HostSet::Migrate(std::string_view id, std::string_view h
     // either. Dropped when the VM did not move.
     if (!r.ok()) leaving_.erase(std::string(id));
     auto it = moving_.find(id);
-    if (--it->second == 0) moving_.erase(it);
+    if (--it->second.count == 0) moving_.erase(it);
   }
   moved_.notify_all();
   if (!r.ok()) {
@@ -383,11 +385,15 @@ Result<MigrationReport> HostSet::Migrate(std::string_view id, std::string_view h
   return r;
 }
 
-bool HostSet::AwaitMove(std::string_view id, std::chrono::steady_clock::time_point deadline) {
+std::string HostSet::MovingTo(std::string_view id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = moving_.find(id);
+  return it == moving_.end() ? std::string() : it->second.to;
+}
+
+void HostSet::AwaitMove(std::string_view id, std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!moving_.contains(id)) return false;
   moved_.wait_until(lock, deadline, [&] { return !moving_.contains(id); });
-  return true;
 }
 
 Result<MigrationReport> HostSet::MigrateTo(std::string_view id, VmHost& target) {

@@ -77,10 +77,11 @@ class HostSet final : public VmHost {
   // changes its old host reports for it (its domain stopped and undefined there) are not
   // passed to the WatchStates listener: the VM did not stop.
   Result<MigrationReport> Migrate(std::string_view id, std::string_view host_name);
-  // Whether VM `id` is being moved (Migrate has not returned). When it is, waits until the
-  // move ends or `deadline`, whichever comes first: a dial to a VM whose source has stopped
-  // at the switchover waits for it to run on the target rather than fail.
-  bool AwaitMove(std::string_view id, std::chrono::steady_clock::time_point deadline);
+  // The host VM `id` is being moved to (Migrate has not returned); "" when it is not moving.
+  std::string MovingTo(std::string_view id) const;
+  // Waits until VM `id` is not being moved, or until `deadline`. A dial to a VM stopped at a
+  // move's switchover waits with these rather than fail (lobby/vm_hosts.cc DialControl).
+  void AwaitMove(std::string_view id, std::chrono::steady_clock::time_point deadline);
 
   // ---- VmHost. A single host's set behaves exactly as that host, errors included.
   std::string uri() const override;
@@ -142,7 +143,11 @@ class HostSet final : public VmHost {
   std::map<std::string, std::string, std::less<>> where_;  // VM id -> host name
   // VMs being moved: id -> the host they leave (its "stopped" events are not passed on).
   std::map<std::string, std::string, std::less<>> leaving_;
-  std::map<std::string, int, std::less<>> moving_;  // VM id -> moves under way (AwaitMove)
+  struct Move {
+    int count = 0;   // moves of the VM under way (the second waits for the first's VM lock)
+    std::string to;  // the latest one's target
+  };
+  std::map<std::string, Move, std::less<>> moving_;  // VM id -> its moves (MovingTo)
   std::condition_variable moved_;
 };
 

@@ -91,14 +91,18 @@ TEST_F(MigrateTest, ARunningVmMovesLiveAndItsRecordFollows) {
 // move leaves the connection made there alone; a cold one drops what was left.
 TEST_F(MigrateTest, ADialDuringAMoveWaitsForItToEnd) {
   using Clock = std::chrono::steady_clock;
-  EXPECT_FALSE(set_->AwaitMove(id_, Clock::now() + std::chrono::seconds(5))) << "no move: at once";
+  EXPECT_EQ(set_->MovingTo(id_), "");
+  const Clock::time_point t0 = Clock::now();
+  set_->AwaitMove(id_, t0 + std::chrono::seconds(5));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1)) << "no move: at once";
   std::thread waiter;
-  std::atomic<bool> waited{false};
+  std::string moving_to;
   Clock::time_point hook_left{}, waiter_woke{};
   host_.SetStepHook([&](std::string_view step, std::string_view) {
     if (step != "migrate:before") return;
+    moving_to = set_->MovingTo(id_);
     waiter = std::thread([&] {
-      waited = set_->AwaitMove(id_, Clock::now() + std::chrono::seconds(10));
+      set_->AwaitMove(id_, Clock::now() + std::chrono::seconds(10));
       waiter_woke = Clock::now();
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -109,7 +113,8 @@ TEST_F(MigrateTest, ADialDuringAMoveWaitsForItToEnd) {
   ASSERT_TRUE(waiter.joinable());
   waiter.join();
   host_.SetStepHook(nullptr);
-  EXPECT_TRUE(waited);
+  EXPECT_EQ(moving_to, "two");
+  EXPECT_EQ(set_->MovingTo(id_), "");
   EXPECT_GE(waiter_woke, hook_left) << "woke before the move ended";
   for (const std::string& id : guests_.disconnected()) EXPECT_NE(id, id_) << "live: kept";
   EXPECT_TRUE(Exec(Root(), {"stop", "mover"}).status.ok());
