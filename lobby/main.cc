@@ -472,24 +472,28 @@ int Serve(const ServeCli& cli, const std::vector<std::string>& args) {
     pool_options.targets.push_back(*t);
   }
   // Made only where a save image can be rewritten: a default host on this machine.
-  const bool templates_here = vm_runtime && !vm_runtime->default_host_remote();
-  if (vm_runtime && !templates_here && flags.vm_templates != "none") {
-    LogInfo(
-        "templates and the warm pool: off (the default host, the first --host, is another "
-        "machine; they are made only on this one)");
-  }
-  if (templates_here && flags.vm_templates != "none") {
+  // Templates are kept on every host (TemplateKeeper); the warm pool only when the default
+  // host is this machine's.
+  const bool templates = vm_runtime && flags.vm_templates != "none";
+  const bool pool_here = templates && !vm_runtime->default_host_remote();
+  if (templates) {
     services.restore_templates = true;
     TemplateKeeperOptions keeper;
     keeper.tag = guest::RunnerVersion();
-    keeper.more_shapes = [&services, targets = pool_options.targets] {
-      return VmPool::Shapes(services, targets);
-    };
+    if (pool_here) {
+      keeper.more_shapes = [&services, targets = pool_options.targets] {
+        return VmPool::Shapes(services, targets);
+      };
+    }
     template_keeper = std::make_unique<TemplateKeeper>(services, keeper);
   }
   if (!pool_options.targets.empty()) {
-    if (!templates_here || flags.vm_templates == "none") {
+    if (!templates) {
       LogInfo("pool: off (the warm pool is refilled from templates: --vm-templates default)");
+    } else if (!pool_here) {
+      LogInfo(
+          "pool: off (the default host, the first --host, is another machine; the warm "
+          "pool is kept only on this one)");
     } else {
       guest::SshGuestControl& guests = vm_runtime->ssh_guests();
       pool_options.open_channels = [&guests](const std::string& id) {

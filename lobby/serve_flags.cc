@@ -184,8 +184,8 @@ void AddServeOptions(CLI::App& app, ServeFlags& flags) {
       ->add_option("--host", flags.vm.hosts,
                    "A VM host: NAME=URI, its name in `hosts` and `new --host` and its libvirt "
                    "URI (qemu:///system, qemu+ssh://root@h2/system, qemu+tls://h3/system); "
-                   "repeatable. The first is the default host: templates and the warm pool "
-                   "are kept there")
+                   "repeatable. The first is the default host: the warm pool is kept there "
+                   "(templates on every host)")
       ->capture_default_str();
   serve->add_option("--host-isolated", flags.vm.isolated_hosts,
                     "A remote host NAME whose operator has put warren's isolation rules in "
@@ -211,8 +211,8 @@ void AddServeOptions(CLI::App& app, ServeFlags& flags) {
   serve
       ->add_option("--vm-templates", flags.vm_templates,
                    "default: keep a saved, booted template of the VMs `new` makes by default "
-                   "(the default image, shape and egress) and restore new VMs from it rather "
-                   "than boot them; none: always boot")
+                   "(the default image, shape and egress) on each host and restore new VMs "
+                   "from it rather than boot them; none: always boot")
       ->check(CLI::IsMember({"default", "none"}))
       ->capture_default_str();
   serve

@@ -9,6 +9,7 @@
 #include "lobby/commands/vm_egress.h"
 #include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
+#include "vmhost/host_set.h"
 
 namespace warren {
 namespace {
@@ -89,7 +90,7 @@ std::optional<VmShape> TemplateKeeper::DefaultShape(Services& services) {
 }
 
 Status TemplateKeeper::MakeTemplate(Services& services, const VmShape& shape,
-                                    const std::string& tag) {
+                                    const std::string& tag, const std::string& host_name) {
   VmHost& host = *services.vms;
   GuestControl& guests = *services.guests;
   VmSpec spec;
@@ -100,6 +101,7 @@ Status TemplateKeeper::MakeTemplate(Services& services, const VmShape& shape,
   spec.disk_gib = shape.disk_gib;
   spec.egress = shape.egress;
   spec.authorized_keys = services.control_authorized_key;
+  spec.host = host_name;
   const auto t0 = std::chrono::steady_clock::now();
   WARREN_RETURN_IF_ERROR(host.Create(spec).Annotate("booting a template vm"));
   auto abandon = [&](Status st) {
@@ -138,7 +140,8 @@ Status TemplateKeeper::MakeTemplate(Services& services, const VmShape& shape,
   if (Status st = host.SaveTemplate(spec.id, tag); !st.ok()) {
     return abandon(st.Annotate("saving template vm " + spec.id));
   }
-  LogInfo("templates: made the template of " + VmShapeKey(shape) + " in " +
+  LogInfo("templates: made the template of " + VmShapeKey(shape) +
+          (host_name.empty() ? "" : " on host " + host_name) + " in " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::steady_clock::now() - t0)
                              .count()) +
@@ -147,29 +150,54 @@ Status TemplateKeeper::MakeTemplate(Services& services, const VmShape& shape,
 }
 
 bool TemplateKeeper::Check() {
-  std::vector<VmShape> shapes;
-  if (std::optional<VmShape> shape = DefaultShape(services_)) shapes.push_back(*shape);
-  if (options_.more_shapes) {
-    for (const VmShape& shape : options_.more_shapes()) {
-      if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
+  // What to keep: the default shape on every host, the pool's on the default one.
+  struct Wanted {
+    VmShape shape;
+    std::string host;  // "" with a single host
+  };
+  std::vector<std::string> hosts = {""};
+  std::string default_host;
+  if (services_.hosts != nullptr && services_.hosts->names().size() > 1) {
+    default_host = services_.hosts->default_host();
+    hosts.clear();
+    // Only where VMs may go: a host that answers and isolates them (placement's own rule).
+    for (const HostStatus& h : services_.hosts->Statuses(/*contents=*/false)) {
+      if (h.reachable && h.isolated) hosts.push_back(h.name);
     }
   }
-  if (shapes.empty()) return false;  // no image yet: nothing to restore either
+  std::vector<Wanted> wanted;
+  if (std::optional<VmShape> shape = DefaultShape(services_)) {
+    for (const std::string& host : hosts) wanted.push_back({*shape, host});
+  }
+  if (options_.more_shapes && std::find(hosts.begin(), hosts.end(), default_host) != hosts.end()) {
+    for (const VmShape& shape : options_.more_shapes()) {
+      if (std::none_of(wanted.begin(), wanted.end(), [&](const Wanted& w) {
+            return w.shape == shape && w.host == default_host;
+          })) {
+        wanted.push_back({shape, default_host});
+      }
+    }
+  }
+  std::stable_sort(wanted.begin(), wanted.end(), [&](const Wanted& a, const Wanted& b) {
+    return (a.host == default_host) > (b.host == default_host);
+  });
+  if (wanted.empty()) return false;  // no image yet: nothing to restore either
   Result<std::vector<TemplateInfo>> have = services_.vms->Templates();
   if (!have.ok()) {
     LogWarn("templates: " + have.status().ToString());
     return false;
   }
-  for (const VmShape& shape : shapes) {
+  for (const Wanted& w : wanted) {
     const bool current = std::any_of(have->begin(), have->end(), [&](const TemplateInfo& t) {
-      return t.shape == shape && t.tag == options_.tag;
+      return t.shape == w.shape && t.tag == options_.tag && (w.host.empty() || t.host == w.host);
     });
     if (current) continue;
-    if (std::chrono::steady_clock::now() < next_try_) return false;
-    LogInfo("templates: making the template of " + VmShapeKey(shape));
-    if (Status st = MakeTemplate(services_, shape, options_.tag); !st.ok()) {
-      LogWarn("templates: " + st.ToString() + "; `new` boots until a later try works");
-      next_try_ = std::chrono::steady_clock::now() + options_.retry_after;
+    if (std::chrono::steady_clock::now() < next_try_[w.host]) continue;
+    const std::string where = w.host.empty() ? "" : " on host " + w.host;
+    LogInfo("templates: making the template of " + VmShapeKey(w.shape) + where);
+    if (Status st = MakeTemplate(services_, w.shape, options_.tag, w.host); !st.ok()) {
+      LogWarn("templates: " + st.ToString() + "; `new`" + where + " boots until a later try works");
+      next_try_[w.host] = std::chrono::steady_clock::now() + options_.retry_after;
       return false;
     }
     return true;  // one per check: the loop comes back at once for the next

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -45,14 +46,17 @@ class TemplateKeeper {
 
   // The shape a default `new` asks for now; nullopt when the default image does not resolve.
   static std::optional<VmShape> DefaultShape(Services& services);
-  // Makes the template of `shape` now, on the caller's thread: boots, settles, saves. On
-  // failure the hidden VM is removed.
-  static Status MakeTemplate(Services& services, const VmShape& shape, const std::string& tag);
+  // Makes the template of `shape` now, on the caller's thread, on host `host` (a HostSet
+  // member; "" the default one): boots, settles, saves. On failure the hidden VM is removed.
+  static Status MakeTemplate(Services& services, const VmShape& shape, const std::string& tag,
+                             const std::string& host = "");
 
  private:
   void Loop();
-  // One check: makes the template of the default shape and of each of more_shapes that is
-  // missing or stale (one per check, the default first). True when it made one.
+  // One check: makes the template of the default shape on each host that answers and
+  // isolates its VMs (templates are per host: a clone's disk stands on its base there), and
+  // of each of more_shapes (the warm pool's, kept on the default host) there, that is missing
+  // or stale; one per check, the default host and shape first. True when it made one.
   bool Check();
 
   Services& services_;
@@ -60,7 +64,8 @@ class TemplateKeeper {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::chrono::steady_clock::time_point next_try_{};
+  // Per host: after a failure there, the next attempt on it waits (retry_after).
+  std::map<std::string, std::chrono::steady_clock::time_point> next_try_;
   std::thread thread_;
 };
 

@@ -103,7 +103,8 @@ Result<std::vector<std::string>> DiskChains::InUse(virConnectPtr conn) {
     used.insert(used.end(), chain.begin(), chain.end());
   }
   if (options_.pinned_tops) {
-    for (const std::string& top : options_.pinned_tops()) {
+    WARREN_ASSIGN_OR_RETURN(std::vector<std::string> pinned, options_.pinned_tops(conn));
+    for (const std::string& top : pinned) {
       std::error_code ec;
       // A base deleted by hand protects nothing (and its template cannot restore).
       if (!Under(top, options_.disks_dir) || (!options_.remote && !fs::exists(top, ec))) continue;

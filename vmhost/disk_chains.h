@@ -33,9 +33,9 @@ struct DiskChainsOptions {
   // pool's name starts with it.
   std::string domain_prefix;
   // Tops of chains that are in use without a domain: the bases of saved templates
-  // (libvirt_host.h), each kept, with what lies below it, like a VM's disk. Called by InUse,
-  // with the caller's Lock held; may be empty.
-  std::function<std::vector<std::string>()> pinned_tops;
+  // (libvirt_host.h), each kept, with what lies below it, like a VM's disk. Called by InUse
+  // with its connection, the caller's Lock held; an error stops the collection. May be empty.
+  std::function<Result<std::vector<std::string>>(virConnectPtr)> pinned_tops;
   // The disks are on a remote host (libvirt_uri.h): only the storage API reaches them (the
   // pool's build makes DATA/disks and its parents there), never this machine's file system.
   bool remote = false;

@@ -301,12 +301,17 @@ Status HostSet::SaveTemplate(std::string_view id, std::string_view tag) {
 }
 
 Result<std::vector<TemplateInfo>> HostSet::Templates() {
-  if (members_.size() == 1) return members_.front().host->Templates();
   std::vector<TemplateInfo> all;
   for (const HostMember& m : members_) {
     Result<std::vector<TemplateInfo>> t = m.host->Templates();
-    if (!t.ok()) continue;
-    all.insert(all.end(), t->begin(), t->end());
+    if (!t.ok()) {
+      if (members_.size() == 1) return t.status();
+      continue;
+    }
+    for (TemplateInfo& info : *t) {
+      info.host = m.name;
+      all.push_back(std::move(info));
+    }
   }
   return all;
 }

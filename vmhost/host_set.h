@@ -108,7 +108,7 @@ class HostSet final : public VmHost {
   Result<std::vector<VmInfo>> List() override;
   Result<std::string> Console(std::string_view id, int max_lines) override;
   Status SaveTemplate(std::string_view id, std::string_view tag) override;
-  // The templates of every host that answers.
+  // The templates of every host that answers, each with its host's name.
   Result<std::vector<TemplateInfo>> Templates() override;
   // From every host that holds one of that shape; NotFound when none does.
   Status RemoveTemplate(const VmShape& shape) override;

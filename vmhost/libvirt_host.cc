@@ -130,7 +130,7 @@ LibvirtHost::LibvirtHost(LibvirtHostOptions options)
                             PoolNameFor(options_.domain_prefix, "images", HostImagesDir())})
                       : nullptr),
       chains_({DisksDir(), HostImagesDir(), options_.domain_prefix,
-               [this] { return TemplateBases(); }, remote_}) {
+               [this](virConnectPtr conn) { return TemplateBases(conn); }, remote_}) {
   SilenceLibvirtErrors();
   ReconnectorOptions ro;
   ro.what = "libvirt at " + options_.uri;
@@ -708,6 +708,8 @@ void LibvirtHost::UndoNewVmFiles(const Conn& conn, std::string_view id, std::str
 
 Result<int> LibvirtHost::RemoveUnusedDisksLocked(const Conn& conn, const DiskChains::Lock& disks) {
   if (remote_) {
+    // Templates cut short or replaced first: their bases then go with the rest.
+    RemoveRemoteTemplateLeftovers(conn.get());
     WARREN_ASSIGN_OR_RETURN(int removed, chains_.RemoveUnused(disks, conn.get()));
     RemoveRemoteLeftovers(conn);
     return removed;

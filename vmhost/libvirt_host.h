@@ -21,10 +21,11 @@
 //   - DATA/vms is a dir pool "<prefix>vms-<hash>" too, so a VM's directory is listed and
 //     removed (rmdir of its volume) through the API; the seed is built here, in scratch_dir;
 //   - the disk's free space is the images pool's (virStoragePoolGetInfo), not statvfs;
-//   - templates, warm pools' restores and live copies (a save image's header rewritten and
-//     fed through a local FIFO) are not made: those calls answer Unavailable ("templates are
-//     not made on remote hosts yet"; RemoveTemplate NotFound: there is none), and callers
-//     boot instead;
+//   - templates live in DATA/templates there as volumes of a pool (a save image and its
+//     description each), and a clone is restored from a copy of the save made on that host
+//     with its header rewritten in place (libvirt_host_remote_templates.cc); live copies (a
+//     snapshot's memory fed through a local FIFO) are not made there: CopyLive answers
+//     Unavailable ("live copies are not made on remote hosts yet"), and `cp --live` says so;
 //   - the accelerator is what libvirt reports there (libvirt_accel_probe.h), TCG unless
 //     forced, and warren never starts or restarts a remote daemon.
 //
@@ -65,6 +66,7 @@
 #include "vmhost/libvirt_handles.h"
 #include "vmhost/libvirtd_launcher.h"
 #include "vmhost/reconnector.h"
+#include "vmhost/template_file.h"
 #include "vmhost/vm_host.h"
 #include "vmhost/vm_state_delivery.h"
 
@@ -375,10 +377,57 @@ class LibvirtHost final : public VmHost {
   // definition cannot be read (undefined meanwhile).
   Result<bool> HoldsDomain(virDomainPtr dom);
 
-  // Templates (libvirt_host_templates.cc).
+  // Templates (libvirt_host_templates.cc; a remote host's in libvirt_host_remote_templates.cc).
   std::string TemplatesDir() const;
-  // The bases of the templates in place (DiskChains' pinned tops).
-  std::vector<std::string> TemplateBases() const;
+  // The bases of the templates in place (DiskChains' pinned tops); a remote host's listed
+  // through `conn`.
+  Result<std::vector<std::string>> TemplateBases(virConnectPtr conn);
+  // What SaveTemplate saves of running VM `dom`: its shape, `tag`, and its disk top as base.
+  Result<TemplateFile> TemplateOf(virDomainPtr dom, std::string_view id, std::string_view tag);
+  // The VM a template was saved from (or failed to be): destroyed, undefined, its files gone.
+  void RemoveTemplateVm(const OpenVm& vm, std::string_view id);
+  // Where a clone's memory comes from: the template's save image open here (a local host),
+  // or the name of its volume in a remote host's templates pool.
+  struct RestoreSource {
+    int memory_fd = -1;
+    std::string remote_save;
+  };
+  // CreateFromTemplate's and its remote twin's common part, once the template, its header and
+  // the image are known: the clone's disk over the base, its seed and key, its restore.
+  Result<RestoredVm> RestoreClone(const VmSpec& spec, const TemplateFile& t,
+                                  const SaveImageHeader& header, const GuestImage& image,
+                                  const RestoreSource& source,
+                                  std::chrono::steady_clock::time_point t0);
+  // virDomainRestoreFlags of `rewritten` fed through a FIFO in DATA/tmp from `memory_fd`.
+  Status RestoreThroughFifo(const Conn& conn, const std::string& id,
+                            const SaveImageHeader& rewritten, int memory_fd,
+                            const std::string& restoring);
+  // A remote host's templates pool: per template "<stem>.save" (the save image) and
+  // "<stem>.json" (its TemplateFile, written last). `current` holds the newest complete
+  // template of each shape; `stale` the volumes of older, unfinished or broken ones.
+  struct RemoteTemplate {
+    TemplateFile file;
+    std::string json_volume;
+  };
+  struct RemoteTemplates {
+    std::vector<RemoteTemplate> current;
+    std::vector<std::string> stale;
+  };
+  Result<StoragePoolHandle> OpenTemplatesPool(virConnectPtr conn);
+  Result<RemoteTemplates> ListRemoteTemplates(virConnectPtr conn);
+  Status SaveRemoteTemplate(const OpenVm& vm, std::string_view id, TemplateFile t);
+  Status RemoveRemoteTemplate(const VmShape& shape);
+  Result<RestoredVm> CreateFromRemoteTemplate(const VmSpec& spec,
+                                              std::chrono::steady_clock::time_point t0);
+  // The restore on a remote host: the template's save image copied on that host into the
+  // VM's directory (virStorageVolCreateXMLFrom), its header overwritten in place with
+  // `rewritten` (EncodeSaveImageHeaderInPlace), restored, and the copy deleted.
+  Status RestoreFromRemoteCopy(const Conn& conn, const std::string& id,
+                               const SaveImageHeader& rewritten, const std::string& save_volume,
+                               const std::string& restoring);
+  // Deletes a remote host's stale template volumes (ListRemoteTemplates). Call with the
+  // chains' lock held (a save in progress holds it too).
+  void RemoveRemoteTemplateLeftovers(virConnectPtr conn);
   // Deletes what a save, removal, restore or live copy cut short left (DATA/templates/.new-*,
   // .old-*, DATA/tmp/restore-*.fifo, DATA/tmp/live-*.save), and the scratch of a seed or
   // host key another process was making (DATA/tmp: seed_image.h IsScratchOfAnotherProcess).
@@ -394,7 +443,8 @@ class LibvirtHost final : public VmHost {
   // virDomainRestoreFlags took, in ms.
   Result<int64_t> RestoreAsNewDomain(const Conn& conn, const DomainConfig& config,
                                      DomainDefinition def, const SaveImageHeader& header,
-                                     int memory_fd, std::string_view what, Rollback& rollback);
+                                     const RestoreSource& source, std::string_view what,
+                                     Rollback& rollback);
 
   // WatchStates (libvirt_host_watch.cc).
   // Registers for events on `conn` unless registered there already.

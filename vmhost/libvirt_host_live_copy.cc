@@ -179,7 +179,8 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   }
   WARREN_ASSIGN_OR_RETURN(
       const int64_t restore_ms,
-      RestoreAsNewDomain(conn, config, std::move(saved), *header, memory_fd.get(),
+      RestoreAsNewDomain(conn, config, std::move(saved), *header,
+                         RestoreSource{memory_fd.get(), ""},
                          "as a live copy of vm " + std::string(source_id), rollback));
   rollback.Commit();
   chains_.MaybeFlatten(src, source_id);

@@ -12,9 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "lobby/base/clock.h"
 #include "lobby/base/file_write.h"
@@ -27,6 +26,7 @@
 #include "vmhost/random_names.h"
 #include "vmhost/save_image.h"
 #include "vmhost/seed_image.h"
+#include "vmhost/template_file.h"
 
 namespace warren {
 namespace {
@@ -44,7 +44,6 @@ using libvirt_ops::StateOf;
 using libvirt_ops::Undefine;
 using libvirt_ops::VdaCapacity;
 using libvirt_ops::VmMetadataOf;
-using json = nlohmann::json;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr char kTemplateFile[] = "template.json";
@@ -72,47 +71,13 @@ class Fd {
   int fd_;
 };
 
-// What template.json holds: the template's shape and tag, and the disk layer under its
-// clones (a file of the disks pool, kept by DiskChains' pinned tops).
-struct TemplateFile {
-  TemplateInfo info;
-  std::string base;
-};
-
-json EncodeTemplate(const TemplateFile& t) {
-  const VmShape& s = t.info.shape;
-  return {{"image", s.image},
-          {"cpus", s.cpus},
-          {"memory_mib", s.memory_mib},
-          {"disk_gib", s.disk_gib},
-          {"egress", EgressName(s.egress)},
-          {"tag", t.info.tag},
-          {"saved_at", t.info.saved_at},
-          {"bytes", t.info.bytes},
-          {"base", t.base}};
-}
-
 // NotFound when the directory holds no template; Internal when its file is unreadable.
 Result<TemplateFile> ReadTemplate(const fs::path& dir) {
   std::ifstream in(dir / kTemplateFile);
   if (!in) return NotFound("no template in " + dir.string());
-  try {
-    json j = json::parse(in);
-    TemplateFile t;
-    t.info.shape.image = j.at("image").get<std::string>();
-    t.info.shape.cpus = j.at("cpus").get<int>();
-    t.info.shape.memory_mib = j.at("memory_mib").get<int64_t>();
-    t.info.shape.disk_gib = j.at("disk_gib").get<int64_t>();
-    t.info.shape.egress =
-        j.at("egress").get<std::string>() == "none" ? Egress::kNone : Egress::kAll;
-    t.info.tag = j.value("tag", "");
-    t.info.saved_at = j.value("saved_at", int64_t{0});
-    t.info.bytes = j.value("bytes", int64_t{0});
-    t.base = j.at("base").get<std::string>();
-    return t;
-  } catch (const json::exception& e) {
-    return Internal("reading " + (dir / kTemplateFile).string() + ": " + e.what());
-  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return DecodeTemplateFile(text.str(), (dir / kTemplateFile).string());
 }
 
 // Feeds the rewritten save image into `fifo` once libvirt opens it for reading. Gives up
@@ -151,9 +116,13 @@ std::string LibvirtHost::TemplatesDir() const {
   return (fs::path(options_.data_dir) / "templates").string();
 }
 
-std::vector<std::string> LibvirtHost::TemplateBases() const {
+Result<std::vector<std::string>> LibvirtHost::TemplateBases(virConnectPtr conn) {
   std::vector<std::string> bases;
-  if (remote_) return bases;  // none: TemplatesDir is not on this machine
+  if (remote_) {
+    WARREN_ASSIGN_OR_RETURN(RemoteTemplates all, ListRemoteTemplates(conn));
+    for (const RemoteTemplate& t : all.current) bases.push_back(t.file.base);
+    return bases;
+  }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(TemplatesDir(), ec)) {
     if (entry.path().filename().string().starts_with(".")) continue;
@@ -189,35 +158,42 @@ void LibvirtHost::RemoveTemplateLeftovers() {
   }
 }
 
-Status LibvirtHost::SaveTemplate(std::string_view id, std::string_view tag) {
-  if (remote_) return LocalOnly("templates");
-  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
-  virDomainPtr dom = vm.dom.get();
+Result<TemplateFile> LibvirtHost::TemplateOf(virDomainPtr dom, std::string_view id,
+                                             std::string_view tag) {
   WARREN_RETURN_IF_ERROR(RequireState(dom, {VmState::kRunning}, "save as a template"));
   TemplateFile t;
-  {
-    WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(dom, id));
-    t.info.shape.image = VmMetadataOf(dom).image;
-    t.info.shape.cpus = def.Vcpus();
-    t.info.shape.memory_mib = def.MemoryMib();
-    WARREN_ASSIGN_OR_RETURN(uint64_t capacity, VdaCapacity(dom, id));
-    t.info.shape.disk_gib = static_cast<int64_t>(capacity / kGiB);
-    t.info.shape.egress = def.InterfaceXmls("user").empty() ? Egress::kNone : Egress::kAll;
-  }
+  WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(dom, id));
+  t.info.shape.image = VmMetadataOf(dom).image;
+  t.info.shape.cpus = def.Vcpus();
+  t.info.shape.memory_mib = def.MemoryMib();
+  WARREN_ASSIGN_OR_RETURN(uint64_t capacity, VdaCapacity(dom, id));
+  t.info.shape.disk_gib = static_cast<int64_t>(capacity / kGiB);
+  t.info.shape.egress = def.InterfaceXmls("user").empty() ? Egress::kNone : Egress::kAll;
   t.info.tag = std::string(tag);
   WARREN_ASSIGN_OR_RETURN(t.base, DiskChains::TopOf(dom));
+  return t;
+}
+
+void LibvirtHost::RemoveTemplateVm(const OpenVm& vm, std::string_view id) {
+  virDomainPtr dom = vm.dom.get();
+  if (IsActive(dom) && virDomainDestroy(dom) < 0) virResetLastError();
+  Status st = Undefine(dom, id);
+  if (!st.ok()) LogWarn("vmhost: removing template vm " + std::string(id) + ": " + st.ToString());
+  st = RemoveFiles(vm.conn, id);
+  if (!st.ok()) LogWarn("vmhost: removing template vm " + std::string(id) + ": " + st.ToString());
+}
+
+Status LibvirtHost::SaveTemplate(std::string_view id, std::string_view tag) {
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(id));
+  virDomainPtr dom = vm.dom.get();
+  WARREN_ASSIGN_OR_RETURN(TemplateFile t, TemplateOf(dom, id, tag));
+  if (remote_) return SaveRemoteTemplate(vm, id, std::move(t));
   const std::string key = VmShapeKey(t.info.shape);
 
   DiskChains::Lock disks = chains_.Acquire();
   // Whatever happens from here on, the VM goes: saved, it is the template; not saved, it
   // was only ever meant to become one.
-  auto remove_vm = [&] {
-    if (IsActive(dom) && virDomainDestroy(dom) < 0) virResetLastError();
-    Status st = Undefine(dom, id);
-    if (!st.ok()) LogWarn("vmhost: removing template vm " + std::string(id) + ": " + st.ToString());
-    st = RemoveFiles(vm.conn, id);
-    if (!st.ok()) LogWarn("vmhost: removing template vm " + std::string(id) + ": " + st.ToString());
-  };
+  auto remove_vm = [&] { RemoveTemplateVm(vm, id); };
   std::error_code ec;
   fs::create_directories(TemplatesDir(), ec);
   fs::permissions(TemplatesDir(), fs::perms::owner_all, fs::perm_options::replace, ec);
@@ -255,8 +231,7 @@ Status LibvirtHost::SaveTemplate(std::string_view id, std::string_view tag) {
   t.info.bytes = static_cast<int64_t>(fs::file_size(memory, ec));
   // The base is read-only from now on: clones stand on it.
   fs::permissions(t.base, fs::perms::owner_read, fs::perm_options::replace, ec);
-  if (Status st =
-          WriteFileAtomic((fresh / kTemplateFile).string(), EncodeTemplate(t).dump(2), 0600);
+  if (Status st = WriteFileAtomic((fresh / kTemplateFile).string(), EncodeTemplateFile(t), 0600);
       !st.ok()) {
     return fail(st);
   }
@@ -283,8 +258,13 @@ Status LibvirtHost::SaveTemplate(std::string_view id, std::string_view tag) {
 }
 
 Result<std::vector<TemplateInfo>> LibvirtHost::Templates() {
-  if (remote_) return LocalOnly("templates");
   std::vector<TemplateInfo> out;
+  if (remote_) {
+    WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
+    WARREN_ASSIGN_OR_RETURN(RemoteTemplates all, ListRemoteTemplates(conn.get()));
+    for (const RemoteTemplate& t : all.current) out.push_back(t.file.info);
+    return out;
+  }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(TemplatesDir(), ec)) {
     if (entry.path().filename().string().starts_with(".")) continue;
@@ -299,11 +279,7 @@ Result<std::vector<TemplateInfo>> LibvirtHost::Templates() {
 }
 
 Status LibvirtHost::RemoveTemplate(const VmShape& shape) {
-  // None is there to remove (a host set asks every host; NotFound lets it go on).
-  if (remote_) {
-    return NotFound("no template of shape " + VmShapeKey(shape) + ": " +
-                    LocalOnly("templates").message());
-  }
+  if (remote_) return RemoveRemoteTemplate(shape);
   WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
   DiskChains::Lock disks = chains_.Acquire();
   const fs::path dir = fs::path(TemplatesDir()) / VmShapeKey(shape);
@@ -323,10 +299,10 @@ Status LibvirtHost::RemoveTemplate(const VmShape& shape) {
 }
 
 Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
-  if (remote_) return LocalOnly("templates");
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   const auto t0 = std::chrono::steady_clock::now();
   const VmShape shape = ShapeOf(spec);
+  if (remote_) return CreateFromRemoteTemplate(spec, t0);
   const fs::path dir = fs::path(TemplatesDir()) / VmShapeKey(shape);
   Result<TemplateFile> t = ReadTemplate(dir);
   if (!t.ok()) {
@@ -344,26 +320,30 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   if (!header.ok()) {
     return Unavailable("template " + VmShapeKey(shape) + ": " + header.status().message());
   }
-  Result<DomainDefinition> def = DomainDefinition::Parse(header->domain_xml);
-  if (!def.ok()) {
-    return Unavailable("template " + VmShapeKey(shape) + ": " + def.status().message());
-  }
   WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, spec.image));
+  if (qemu_user().known()) WARREN_RETURN_IF_ERROR(LetQemuReadImage(image));
+  return RestoreClone(spec, *t, *header, image, RestoreSource{memory_fd.get(), ""}, t0);
+}
 
+Result<RestoredVm> LibvirtHost::RestoreClone(const VmSpec& spec, const TemplateFile& t,
+                                             const SaveImageHeader& header, const GuestImage& image,
+                                             const RestoreSource& source,
+                                             std::chrono::steady_clock::time_point t0) {
+  const std::string key = VmShapeKey(t.info.shape);
+  Result<DomainDefinition> def = DomainDefinition::Parse(header.domain_xml);
+  if (!def.ok()) return Unavailable("template " + key + ": " + def.status().message());
   WARREN_ASSIGN_OR_RETURN(std::unique_ptr<NewVm> made, BeginNewVm(spec, "restore"));
   const int64_t begun_ms = MillisSince(t0);
   const Conn& conn = made->conn;
   const QemuUser& qemu = made->qemu;
   Rollback& rollback = made->rollback;
-  if (qemu.known()) WARREN_RETURN_IF_ERROR(LetQemuReadImage(image));
   WARREN_ASSIGN_OR_RETURN(
-      NewLayer disk, NewLayerUndoneOnRollback(chains_, *made->disks, conn.get(), spec.id, t->base,
+      NewLayer disk, NewLayerUndoneOnRollback(chains_, *made->disks, conn.get(), spec.id, t.base,
                                               static_cast<uint64_t>(spec.disk_gib * kGiB), qemu,
                                               "restore", rollback));
   // The disk carries the template's host key: the clone gets its own, through its seed.
   VmSpec own = spec;
-  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub,
-                                          (fs::path(options_.data_dir) / "tmp").string()));
+  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub, ScratchDir()));
   const int64_t disk_ms = MillisSince(t0);
   WARREN_ASSIGN_OR_RETURN(std::string seed, MakeSeed(conn, own, qemu));
   const int64_t seed_ms = MillisSince(t0);
@@ -374,25 +354,51 @@ Result<RestoredVm> LibvirtHost::CreateFromTemplate(const VmSpec& spec) {
   if (spec.egress == Egress::kAll) {
     WARREN_ASSIGN_OR_RETURN(config.mac, NewGuestMac());
   }
-  WARREN_ASSIGN_OR_RETURN(
-      const int64_t restore_ms,
-      RestoreAsNewDomain(conn, config, std::move(def).value(), *header, memory_fd.get(),
-                         "from template " + VmShapeKey(shape), rollback));
+  WARREN_ASSIGN_OR_RETURN(const int64_t restore_ms,
+                          RestoreAsNewDomain(conn, config, std::move(def).value(), header, source,
+                                             "from template " + key, rollback));
   rollback.Commit();
   RestoredVm r;
   r.mac = config.mac;
   r.host_key_pub = own.ssh_host_key_pub;
   r.restore_ms = MillisSince(t0);
-  LogInfo("vmhost: vm " + spec.id + " restored from template " + VmShapeKey(shape) + " in " +
+  LogInfo("vmhost: vm " + spec.id + " restored from template " + key + " in " +
           std::to_string(r.restore_ms) + " ms (begun " + std::to_string(begun_ms) + ", disk " +
           std::to_string(disk_ms) + ", seed " + std::to_string(seed_ms) + ", the restore " +
-          std::to_string(restore_ms) + ")");
+          std::to_string(restore_ms) + ")" + (remote_ ? " on " + options_.uri : ""));
   return r;
+}
+
+Status LibvirtHost::RestoreThroughFifo(const Conn& conn, const std::string& id,
+                                       const SaveImageHeader& rewritten, int memory_fd,
+                                       const std::string& restoring) {
+  const fs::path tmp = fs::path(options_.data_dir) / "tmp";
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  const std::string fifo = (tmp / ("restore-" + id + ".fifo")).string();
+  fs::remove(fifo, ec);
+  if (::mkfifo(fifo.c_str(), 0600) < 0) {
+    return Internal("making " + fifo + ": " + std::strerror(errno));
+  }
+  std::atomic<bool> stop{false};
+  Status fed;
+  std::thread feeder([&] { fed = FeedFifo(fifo, memory_fd, rewritten, stop); });
+  const int rc = virDomainRestoreFlags(conn.get(), fifo.c_str(), nullptr, VIR_DOMAIN_SAVE_RUNNING);
+  Status restored = rc < 0 ? LibvirtError(restoring) : Status::Ok();
+  stop = true;
+  feeder.join();
+  fs::remove(fifo, ec);
+  if (restored.ok() && fed.ok()) return Status::Ok();
+  std::string why = !restored.ok() ? restored.message() : fed.message();
+  if (!restored.ok() && !fed.ok() && fed.code() != Code::kCancelled) {
+    why += " (feeding it: " + fed.message() + ")";
+  }
+  return Unavailable(why);
 }
 
 Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainConfig& config,
                                                 DomainDefinition def, const SaveImageHeader& header,
-                                                int memory_fd, std::string_view what,
+                                                const RestoreSource& source, std::string_view what,
                                                 Rollback& rollback) {
   const std::string& id = config.id;
   WARREN_RETURN_IF_ERROR(def.SetName(config.prefix + config.id));
@@ -416,26 +422,13 @@ Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainCo
   SaveImageHeader rewritten = header;
   rewritten.domain_xml = def.ToXml();
 
-  const fs::path tmp = fs::path(options_.data_dir) / "tmp";
-  std::error_code ec;
-  fs::create_directories(tmp, ec);
-  const std::string fifo = (tmp / ("restore-" + id + ".fifo")).string();
-  fs::remove(fifo, ec);
-  if (::mkfifo(fifo.c_str(), 0600) < 0) {
-    return Internal("making " + fifo + ": " + std::strerror(errno));
-  }
   NoteOwnDomain(id);
   const auto t0 = std::chrono::steady_clock::now();
-  std::atomic<bool> stop{false};
-  Status fed;
-  std::thread feeder([&] { fed = FeedFifo(fifo, memory_fd, rewritten, stop); });
-  const int rc = virDomainRestoreFlags(conn.get(), fifo.c_str(), nullptr, VIR_DOMAIN_SAVE_RUNNING);
+  const std::string restoring = "restoring vm " + id + " " + std::string(what);
+  Status restored = source.remote_save.empty()
+                        ? RestoreThroughFifo(conn, id, rewritten, source.memory_fd, restoring)
+                        : RestoreFromRemoteCopy(conn, id, rewritten, source.remote_save, restoring);
   const int64_t restore_ms = MillisSince(t0);
-  Status restored =
-      rc < 0 ? LibvirtError("restoring vm " + id + " " + std::string(what)) : Status::Ok();
-  stop = true;
-  feeder.join();
-  fs::remove(fifo, ec);
   // A restore cut short may still have left a domain (transient) behind.
   Result<DomainHandle> found = LookupDomain(conn, id);
   std::shared_ptr<virDomain> dom;
@@ -450,14 +443,8 @@ Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainCo
       virResetLastError();
     });
   }
-  if (!restored.ok() || !fed.ok() || dom == nullptr) {
-    std::string why = !restored.ok() ? restored.message() : fed.message();
-    if (!restored.ok() && !fed.ok() && fed.code() != Code::kCancelled) {
-      why += " (feeding it: " + fed.message() + ")";
-    }
-    if (why.empty()) why = "the restored domain is missing";
-    return Unavailable(why);
-  }
+  if (!restored.ok()) return restored;
+  if (dom == nullptr) return Unavailable(restoring + ": the restored domain is missing");
   WARREN_RETURN_IF_ERROR(CapEmulatorThreads(dom.get(), id, /*capped=*/true));
   // What the next boot gets: the definition Create would write, with this UUID and MAC.
   const std::string persistent = DomainXml(config);
@@ -475,7 +462,6 @@ Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainCo
 namespace warren {
 
 Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec) {
-  if (remote_) return LocalOnly("templates");
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   const auto t0 = std::chrono::steady_clock::now();
   WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(spec.id));
@@ -495,8 +481,7 @@ Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec) {
                            VmShapeKey(ShapeOf(spec)));
   }
   VmSpec own = spec;
-  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub,
-                                          (fs::path(options_.data_dir) / "tmp").string()));
+  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub, ScratchDir()));
   WARREN_RETURN_IF_ERROR(MakeSeed(vm.conn, own, qemu_user(), /*rewrite=*/true).status());
   WARREN_RETURN_IF_ERROR(RenameDomain(vm, spec.id, spec.name));
   RestoredVm r;

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -274,6 +275,45 @@ std::string EncodeSaveImageHeader(const SaveImageHeader& header) {
   }
   out.append(kSaveImagePadding, '\0');
   return out;
+}
+
+Result<std::string> EncodeSaveImageHeaderInPlace(const SaveImageHeader& header) {
+  WARREN_RETURN_IF_ERROR(CheckEncodable(header));
+  if (header.stream_offset <= kSaveImageHeaderBytes) {
+    return InvalidArgument("save image: the template's stream offset is unknown");
+  }
+  const uint64_t room = header.stream_offset - kSaveImageHeaderBytes;
+  std::string out = EncodeSaveImageHeader(header);
+  const uint64_t used = out.size() - kSaveImageHeaderBytes - kSaveImagePadding;
+  if (used > room) {
+    return InvalidArgument("save image: the new domain XML and cookie take " +
+                           std::to_string(used) + " bytes, over the template's " +
+                           std::to_string(room));
+  }
+  PutU32(&out, kDataLenAt, static_cast<uint32_t>(room));
+  out.resize(static_cast<size_t>(header.stream_offset), '\0');
+  return out;
+}
+
+Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes) {
+  const int fd = memfd_create("warren-save-header", MFD_CLOEXEC);
+  if (fd < 0) return Internal("save image: memfd_create: " + Errno(errno));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      close(fd);
+      return Internal("save image: writing a memfd: " + Errno(e));
+    }
+    off += static_cast<size_t>(n);
+  }
+  Result<SaveImageHeader> h = lseek(fd, 0, SEEK_SET) == 0
+                                  ? ReadSaveImageHeader(fd)
+                                  : Result<SaveImageHeader>(Internal("save image: lseek"));
+  close(fd);
+  return h;
 }
 
 Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int out_fd) {

@@ -64,6 +64,17 @@ Result<SaveImageHeader> ReadSaveImageHeader(int fd);
 // libvirt or libxml2 never holds one; WriteRewrittenSave checks).
 std::string EncodeSaveImageHeader(const SaveImageHeader& header);
 
+// The header and data bytes for `header` in the room the template's took (its stream_offset):
+// the same data_len, the XML and cookie followed by zeros, so they overwrite the template's in
+// a copy of it and the migration stream stays where it is (a remote host's restore, which
+// rewrites a copy made there: libvirt_host_remote_templates.cc). InvalidArgument when they do
+// not fit (libvirt leaves kSaveImagePadding of room) or EncodeSaveImageHeader would refuse.
+Result<std::string> EncodeSaveImageHeaderInPlace(const SaveImageHeader& header);
+
+// ReadSaveImageHeader over bytes in memory (the start of a save image read from a remote
+// host): its checks, its errors.
+Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes);
+
 // Writes a restorable image to `out_fd`: `header` encoded as above, then the template's
 // migration stream, the bytes of `template_fd` (a regular file, read by offset, so one fd may
 // serve many calls at once) from header.stream_offset to its end. `header` is the template's

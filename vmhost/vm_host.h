@@ -148,6 +148,7 @@ struct TemplateInfo {
   std::string tag;       // the maker's own mark (warren: its guest runner's version)
   int64_t saved_at = 0;  // Unix seconds
   int64_t bytes = 0;     // the saved memory's size on disk
+  std::string host;      // the host holding it, when a HostSet listed it
 };
 
 // What CreateFromTemplate made. The guest runs with the template's identity inside (hostname,

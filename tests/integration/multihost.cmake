@@ -51,3 +51,14 @@ set_tests_properties(vm_remote_edge PROPERTIES
   TIMEOUT 900
   RESOURCE_LOCK guests_b
   LABELS "integration;vm;multihost")
+
+# Templates per host: the template keeper makes the default shape's on both hosts, `new --host
+# second` restores clones of their own there (identity, clock, a restart), and a damaged save
+# image there makes `new` boot instead. About 3 minutes.
+add_test(NAME vm_remote_templates
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_remote_templates.py)
+set_tests_properties(vm_remote_templates PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 900
+  RESOURCE_LOCK guests_b
+  LABELS "integration;vm;multihost;templates")

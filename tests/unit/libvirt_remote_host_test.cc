@@ -32,6 +32,7 @@
 #include "vmhost/libvirt_handles.h"
 #include "vmhost/libvirt_host.h"
 #include "vmhost/libvirt_uri.h"
+#include "vmhost/volume_io.h"
 
 namespace warren {
 namespace {
@@ -101,6 +102,16 @@ class RemoteHostTest : public ::testing::Test {
     }
     free(pools);  // NOLINT: allocated by libvirt
     return r;
+  }
+  // No VM's pool is left: the host-wide views only, whoever made them — the image store's and
+  // the templates' (every collection looks there for template bases to keep).
+  static void ExpectOnlyHostWidePools(const Remote& r) {
+    EXPECT_FALSE(r.pools.empty());
+    for (const std::string& pool : r.pools) {
+      EXPECT_TRUE(pool.find("images-") != std::string::npos ||
+                  pool.find("templates-") != std::string::npos)
+          << pool;
+    }
   }
   // The remote image store's volume `name` deleted, or (`cut_short`) replaced by 4 KiB of it,
   // as an upload cut short leaves it; through a connection of our own.
@@ -274,8 +285,6 @@ TEST_F(RemoteHostTest, VmsLiveAndDieOnTheRemoteHost) {
   EXPECT_TRUE(copy_boot.ok()) << copy_boot.status().ToString();
 
   // Local-only paths say so, and change nothing.
-  EXPECT_EQ(host_->SaveTemplate("bbbb0001", "t").code(), Code::kUnavailable);
-  EXPECT_EQ(host_->Templates().status().code(), Code::kUnavailable);
   VmSpec live = Spec("bbbb0003");
   EXPECT_EQ(host_->CopyLive("bbbb0001", live).status().code(), Code::kUnavailable);
   EXPECT_EQ(host_->List()->size(), 2u);
@@ -288,8 +297,7 @@ TEST_F(RemoteHostTest, VmsLiveAndDieOnTheRemoteHost) {
   ASSERT_TRUE(collected.ok()) << collected.status().ToString();
   Remote left = Look();
   EXPECT_TRUE(left.domains.empty());
-  ASSERT_EQ(left.pools.size(), 1u);  // the image store's, whoever made it
-  EXPECT_NE(left.pools[0].find("images-"), std::string::npos) << left.pools[0];
+  ExpectOnlyHostWidePools(left);
   if (!files.empty()) {
     EXPECT_EQ(Tree(files + "/vms"), std::vector<std::string>{});
     EXPECT_EQ(Tree(files + "/disks"), std::vector<std::string>{});
@@ -326,6 +334,97 @@ Result<double> SshBannerMs(LibvirtHost& host, const std::string& id) {
     got.append(buf, static_cast<size_t>(n));
   }
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Templates on the remote host (libvirt_host_remote_templates.cc): a running VM saved there
+// (its memory never leaves that host) as two volumes; a clone restored from a copy made
+// there with the header rewritten in place answers on its channel, and the copy is gone; the
+// base survives a disk collection; a damaged save image is refused Unavailable (callers
+// boot); removed, nothing of the template is left there.
+TEST_F(RemoteHostTest, TemplatesAreSavedAndClonedOnTheRemoteHost) {
+  const std::string files = Env("WARREN_TEST_REMOTE_FILES");
+  const VmSpec maker = Spec("eeee0001");
+  ASSERT_TRUE(host_->Create(maker).ok());
+  ASSERT_TRUE(SshBannerMs(*host_, "eeee0001").ok());  // booted: its sshd answers
+  Result<std::vector<TemplateInfo>> none = host_->Templates();
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+  const auto s0 = std::chrono::steady_clock::now();
+  Status saved = host_->SaveTemplate("eeee0001", "tag-1");
+  ASSERT_TRUE(saved.ok()) << saved.ToString();
+  const double save_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+  EXPECT_EQ(host_->Inspect("eeee0001").status().code(), Code::kNotFound)
+      << "it became the template";
+  Result<std::vector<TemplateInfo>> one = host_->Templates();
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_TRUE((*one)[0].shape == ShapeOf(maker));
+  EXPECT_EQ((*one)[0].tag, "tag-1");
+  EXPECT_GT((*one)[0].bytes, 0);
+  if (!files.empty()) {
+    std::vector<std::string> kept = Tree(files + "/templates");
+    ASSERT_EQ(kept.size(), 2u) << ::testing::PrintToString(kept);
+    EXPECT_TRUE(kept[0].ends_with(".json") && kept[1].ends_with(".save"))
+        << ::testing::PrintToString(kept);
+  }
+
+  // A clone runs and answers on its channel (the contract test, vm_host_contract_test.cc,
+  // checks identities and shapes on this host too); the copy its restore made is gone.
+  const auto r0 = std::chrono::steady_clock::now();
+  Result<RestoredVm> clone = host_->CreateFromTemplate(Spec("eeee0002"));
+  ASSERT_TRUE(clone.ok()) << clone.status().ToString();
+  const double restore_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
+  Result<double> banner = SshBannerMs(*host_, "eeee0002");
+  EXPECT_TRUE(banner.ok()) << banner.status().ToString();
+  std::fprintf(stderr, "[timing] remote template: saved in %.2f s, a clone restored in %.2f s\n",
+               save_s, restore_s);
+  if (!files.empty()) EXPECT_FALSE(fs::exists(files + "/vms/eeee0002/restore.save"));
+  // The base outlives its clone and a collection: another restores after it is gone.
+  ASSERT_TRUE(host_->Destroy("eeee0002").ok());
+  Result<int> collected = host_->RemoveUnusedDisks();
+  ASSERT_TRUE(collected.ok()) << collected.status().ToString();
+  Result<RestoredVm> later = host_->CreateFromTemplate(Spec("eeee0004"));
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_TRUE(SshBannerMs(*host_, "eeee0004").ok());
+  ASSERT_TRUE(host_->Destroy("eeee0004").ok());
+
+  // A damaged save image is refused, Unavailable (callers boot instead), leaving no VM.
+  {
+    const RealLibvirtEnv& env = GetRemoteLibvirtEnv();
+    Result<ConnectHandle> conn = OpenLibvirt(env.uri);
+    ASSERT_TRUE(conn.ok());
+    const std::string dir = env.data_dir + "/templates";
+    StoragePoolHandle pool(virStoragePoolLookupByTargetPath(conn->get(), dir.c_str()));
+    ASSERT_TRUE(pool) << "no pool over " << dir;
+    virStorageVolPtr* vols = nullptr;
+    const int n = virStoragePoolListAllVolumes(pool.get(), &vols, 0);
+    std::string save;
+    for (int i = 0; i < n; ++i) {
+      StorageVolHandle v(vols[i]);
+      std::string name = virStorageVolGetName(v.get());
+      if (name.ends_with(".save")) save = name;
+    }
+    free(vols);  // NOLINT: allocated by libvirt
+    ASSERT_FALSE(save.empty());
+    StorageVolHandle vol(virStorageVolLookupByName(pool.get(), save.c_str()));
+    ASSERT_TRUE(WriteVolumeBytes(conn->get(), vol.get(), 0, "NotASaveImage!!!", save).ok());
+  }
+  Result<RestoredVm> refused = host_->CreateFromTemplate(Spec("eeee0006"));
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable) << refused.status().ToString();
+  EXPECT_EQ(host_->Inspect("eeee0006").status().code(), Code::kNotFound);
+
+  // Removed: nothing of it is left there once collected.
+  ASSERT_TRUE(host_->RemoveTemplate(ShapeOf(maker)).ok());
+  EXPECT_TRUE(host_->Templates()->empty());
+  EXPECT_EQ(host_->RemoveTemplate(ShapeOf(maker)).code(), Code::kNotFound);
+  collected = host_->RemoveUnusedDisks();
+  ASSERT_TRUE(collected.ok()) << collected.status().ToString();
+  if (!files.empty()) {
+    EXPECT_EQ(Tree(files + "/templates"), std::vector<std::string>{});
+    EXPECT_EQ(Tree(files + "/disks"), std::vector<std::string>{});
+  }
 }
 
 // Each VM's control channel is on a libvirt connection of its own. libvirtd stops reading a
@@ -465,8 +564,7 @@ TEST_F(RemoteHostTest, LeftoversOfAVmAreCollected) {
   EXPECT_EQ(*collected, 1);
   Remote left = Look();
   EXPECT_TRUE(left.domains.empty());
-  ASSERT_EQ(left.pools.size(), 1u);
-  EXPECT_NE(left.pools[0].find("images-"), std::string::npos) << left.pools[0];
+  ExpectOnlyHostWidePools(left);
   const std::string files = Env("WARREN_TEST_REMOTE_FILES");
   if (!files.empty()) EXPECT_FALSE(fs::exists(files + "/vms/cccc0001"));
 }

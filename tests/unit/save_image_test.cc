@@ -147,6 +147,40 @@ TEST(SaveImageTest, RoundTrips) {
   EXPECT_EQ(cookie_offset, 0u);
 }
 
+// A remote host's restore (libvirt_host_remote_templates.cc) overwrites the start of a copy
+// of the template: the new header must take exactly the template's room, so the stream stays
+// where it was, and read back as the new XML.
+TEST(SaveImageTest, EncodesInPlaceInTheTemplatesRoom) {
+  const std::string stream = Stream(1000);
+  const std::string original = EncodeSaveImageHeader(Header()) + stream;
+  Result<SaveImageHeader> tmpl = ParseSaveImageHeader(original);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
+  EXPECT_EQ(tmpl->domain_xml, kXml);
+  for (const std::string& xml :
+       {std::string(kXml) + std::string(3000, ' '), std::string("<domain/>")}) {
+    SaveImageHeader rewritten = *tmpl;
+    rewritten.domain_xml = xml;
+    Result<std::string> head = EncodeSaveImageHeaderInPlace(rewritten);
+    ASSERT_TRUE(head.ok()) << head.status().ToString();
+    EXPECT_EQ(head->size(), tmpl->stream_offset) << "longer or shorter, the same room";
+    const std::string copy = *head + original.substr(head->size());
+    Result<SaveImageHeader> back = ParseSaveImageHeader(copy);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->domain_xml, xml);
+    EXPECT_EQ(back->cookie_xml, kCookie);
+    EXPECT_EQ(back->stream_offset, tmpl->stream_offset);
+    EXPECT_EQ(copy.substr(back->stream_offset), stream);
+  }
+  // An XML beyond the room is refused, as is a header whose room is unknown.
+  SaveImageHeader huge = *tmpl;
+  huge.domain_xml = std::string(kXml) + std::string(kSaveImagePadding + 1, ' ');
+  EXPECT_EQ(EncodeSaveImageHeaderInPlace(huge).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(EncodeSaveImageHeaderInPlace(Header()).status().code(), Code::kInvalidArgument);
+  // Bytes that are no save image get ReadSaveImageHeader's refusals.
+  EXPECT_EQ(ParseSaveImageHeader("NotASaveImage!!!").status().code(), Code::kInternal);
+  EXPECT_EQ(ParseSaveImageHeader(original.substr(0, 50)).status().code(), Code::kInternal);
+}
+
 TEST(SaveImageTest, ReadsFromThePositionAndStopsAtTheStream) {
   const std::string bytes = EncodeSaveImageHeader(Header());
   const std::string stream = Stream(1000);
