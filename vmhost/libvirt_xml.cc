@@ -354,7 +354,8 @@ Status DomainDefinition::SetDiskSource(std::string_view target_dev, std::string_
   // Whatever else libvirt noted about the old file (its place in a running chain) is not
   // true of the new one.
   xmlUnsetProp(source, X("index"));
-  if (xmlNode* bs = Child(disk, "backingStore")) Remove(bs);
+  // All of them: libvirt nests one per layer, but a definition may hold several side by side.
+  while (xmlNode* bs = Child(disk, "backingStore")) Remove(bs);
   return Status::Ok();
 }
 

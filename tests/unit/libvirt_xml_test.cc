@@ -119,6 +119,19 @@ TEST(DomainDefinitionTest, MovingADiskDropsTheRecordedChain) {
   ExpectGolden("libvirt/domain_inactive_disk_moved.xml", def.ToXml());
 }
 
+// Found by fuzz_libvirt_xml (tests/fuzz/regressions/libvirt_xml/): backing stores side by side
+// rather than nested all go, or the old chain would stay behind the new top.
+TEST(DomainDefinitionTest, MovingADiskDropsEveryRecordedBackingStore) {
+  Result<DomainDefinition> def = DomainDefinition::Parse(
+      "<domain><devices><disk><source/><backingStore/><backingStore><source file='a'/>"
+      "</backingStore><target dev='vda'/></disk></devices></domain>");
+  ASSERT_TRUE(def.ok());
+  ASSERT_TRUE(def->SetDiskSource("vda", "/top.qcow2").ok());
+  EXPECT_EQ(def->DiskSource("vda"), "/top.qcow2");
+  EXPECT_TRUE(def->DiskBackingChain("vda").empty());
+  EXPECT_EQ(def->ToXml().find("backingStore"), std::string::npos) << def->ToXml();
+}
+
 TEST(DomainDefinitionTest, EditsAreEscapedOnTheWayOut) {
   PARSE_GOLDEN(def, "libvirt/domain_inactive_after_copy.xml");
   const std::string odd = "/v/it's <&> \"here\"/top.qcow2";
