@@ -2,8 +2,8 @@
 
 TwoHosts() starts the second-host fixture (tests/integration/second_host.py: a libvirtd in
 namespaces of its own), runs `warren isolate` there as an operator would, then `warren serve
---host local=qemu:///system --host second=URI --host-isolated second` (templates and the pool
-off, guests without network) and one kept OpenSSH connection to its lobby (ControlMaster).
+--host local=qemu:///system --host second=URI --host-isolated second` (the pool off, templates
+off unless `templates`, guests without network, tiny the default image) and one kept OpenSSH connection to its lobby (ControlMaster).
 `lobby(*cmd)` runs a lobby command over that connection. close() removes everything it made,
 also after a failure half-way (each `cleanup` lobby command first, e.g. an `rm`).
 """
@@ -23,7 +23,7 @@ IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
 
 
 class TwoHosts:
-    def __init__(self, tls=False):
+    def __init__(self, tls=False, templates=False):
         why = second_host.missing()
         if why:
             sys.exit("two hosts: " + why)
@@ -43,7 +43,8 @@ class TwoHosts:
             self.transport = "qemu+tls" if tls else "qemu+ssh"
             self.far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
             self.server = h.Server(self.data, self.key, vms=True, extra_args=[
-                "--images-dir", IMAGES, "--vm-egress", "none", "--vm-templates", "none",
+                "--images-dir", IMAGES, "--vm-egress", "none", "--vm-image", "tiny",
+                "--vm-templates", "default" if templates else "none",
                 "--pool", "none", "--host", "local=qemu:///system", "--host",
                 "second=" + self.uri, "--host-isolated", "second"]).start(120)
             with open(self.known_hosts, "w") as f:

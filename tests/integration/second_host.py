@@ -33,6 +33,9 @@ SecondHost() starts, and close() removes again:
     warren_files(), admin_prefix(), reach_back() (a URI by which that libvirtd reaches this
     machine's, through an sshd of the fixture's on the veth's host side: live moves to here)
 
+for_class(cls) and lobby_args(host, warren_bin) start it for a test class that serves warren
+with it as host `second`.
+
 TinyGuest(host, uri, name, authorized_keys) uploads the tiny image and a seed into a pool
 there (virsh vol-upload over `uri`) and boots it under TCG (docs/multi_host_transport.md).
 
@@ -670,6 +673,39 @@ class SecondHost:
             if self.dir and self.dir in cmd:
                 left.append("process %s: %s" % (pid, cmd))
         return left
+
+
+# --- for test classes that serve warren over this fixture -----------------------------------
+
+def for_class(cls):
+    """For a test class's setUpClass: the fixture, started (skipping, or failing under CI,
+    when this machine cannot run one) and kept as cls.far; closed at the class's cleanup,
+    which fails if it left anything."""
+    why = missing_for_a_guest()
+    if why:
+        skip_or_fail(why)
+    t0 = time.monotonic()
+    host = SecondHost()
+
+    def close():
+        host.close()
+        left = host.leftovers()
+        assert not left, "the second host fixture left: %s" % left
+
+    cls.addClassCleanup(close)
+    cls.far = host
+    print("[timing] second host up in %.2f s at %s" % (time.monotonic() - t0, host.addr),
+          flush=True)
+    return host
+
+
+def lobby_args(host, warren_bin):
+    """The serve flags of a warren with this machine's host as `local` (the default) and the
+    fixture as `second`, declared isolated after what its operator does there first
+    (docs/multi_host.md: `warren isolate`)."""
+    host.run(warren_bin, "isolate", "--data-dir", WARREN_DATA)
+    return ["--host", "local=qemu:///system", "--host", "second=" + host.uri,
+            "--host-isolated", "second"]
 
 
 # --- a tiny guest on the second host, its files brought there by libvirt's volume upload ---

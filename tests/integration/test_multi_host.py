@@ -54,28 +54,11 @@ class MultiHostTest(VmTestCase):
 
     @classmethod
     def setUpClass(cls):
-        why = second_host.missing_for_a_guest()
-        if why:
-            second_host.skip_or_fail(why)
-        t0 = time.monotonic()
-        cls.far = second_host.SecondHost()
-        cls.addClassCleanup(cls.close_far)
-        print("[timing] second host up in %.2f s at %s" % (time.monotonic() - t0, cls.far.addr),
-              flush=True)
-        # What the operator does on the remote host before declaring it isolated.
-        cls.far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
-        cls.SERVE_ARGS = ["--host", "local=qemu:///system", "--host", "second=" + cls.far.uri,
-                          "--host-isolated", "second",
-                          "--host-peer-uri", "local=" + cls.far.reach_back(),
-                          "--vm-templates", "none", "--pool",
-                          "none", "--guest-slowdown-max", "1"]
+        far = second_host.for_class(cls)
+        cls.SERVE_ARGS = second_host.lobby_args(far, h.WARREN_BIN) + [
+            "--host-peer-uri", "local=" + far.reach_back(),
+            "--vm-templates", "none", "--pool", "none", "--guest-slowdown-max", "1"]
         super().setUpClass()
-
-    @classmethod
-    def close_far(cls):
-        cls.far.close()
-        left = cls.far.leftovers()
-        assert not left, "the second host fixture left: %s" % left
 
     def hosts(self):
         return {x["name"]: x for x in self.ssh_json(self.admin, "hosts")["hosts"]}

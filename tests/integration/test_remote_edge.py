@@ -67,21 +67,11 @@ class RemoteEdgeTest(VmTestCase):
 
     @classmethod
     def setUpClass(cls):
-        why = second_host.missing_for_a_guest()
-        if why:
-            second_host.skip_or_fail(why)
-        t0 = time.monotonic()
-        cls.far = second_host.SecondHost()
-        cls.addClassCleanup(cls.close_far)
-        print("[timing] second host up in %.2f s at %s" % (time.monotonic() - t0, cls.far.addr),
-              flush=True)
-        # What the operator does on the remote host before declaring it isolated.
-        cls.far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
+        far = second_host.for_class(cls)
         cls.upstream = int_upstream.Upstream()
         cls.addClassCleanup(cls.upstream.close)
-        cls.SERVE_ARGS = ["--host", "local=qemu:///system", "--host", "second=" + cls.far.uri,
-                          "--host-isolated", "second", "--vm-templates", "none", "--pool",
-                          "none", "--guest-slowdown-max", "1"]
+        cls.SERVE_ARGS = second_host.lobby_args(far, h.WARREN_BIN) + [
+            "--vm-templates", "none", "--pool", "none", "--guest-slowdown-max", "1"]
         super().setUpClass()
         cls.port = cls.server.web_port
         up = cls.upstream.url
@@ -112,11 +102,6 @@ class RemoteEdgeTest(VmTestCase):
             print("rm %s: %s%s" % (VM, r.stdout, r.stderr), flush=True)
         super().tearDownClass()
 
-    @classmethod
-    def close_far(cls):
-        cls.far.close()
-        left = cls.far.leftovers()
-        assert not left, "the second host fixture left: %s" % left
 
     def guest(self, vm, command, timeout=300):
         # One word for the lobby's tokenizer: the guest's shell gets the command as written.

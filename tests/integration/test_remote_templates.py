@@ -35,25 +35,10 @@ class RemoteTemplateTest(IdentityChecks, VmTestCase):
 
     @classmethod
     def setUpClass(cls):
-        why = second_host.missing_for_a_guest()
-        if why:
-            second_host.skip_or_fail(why)
-        t0 = time.monotonic()
-        cls.far = second_host.SecondHost()
-        cls.addClassCleanup(cls.close_far)
-        print("[timing] second host up in %.2f s at %s" % (time.monotonic() - t0, cls.far.addr),
-              flush=True)
-        cls.far.run(h.WARREN_BIN, "isolate", "--data-dir", "/var/lib/warren")
-        cls.SERVE_ARGS = ["--host", "local=qemu:///system", "--host", "second=" + cls.far.uri,
-                          "--host-isolated", "second", "--vm-image", "tiny",
-                          "--vm-templates", "default", "--pool", "none"]
+        far = second_host.for_class(cls)
+        cls.SERVE_ARGS = second_host.lobby_args(far, h.WARREN_BIN) + [
+            "--vm-image", "tiny", "--vm-templates", "default", "--pool", "none"]
         super().setUpClass()
-
-    @classmethod
-    def close_far(cls):
-        cls.far.close()
-        left = cls.far.leftovers()
-        assert not left, "the second host fixture left: %s" % left
 
     def far_templates(self):
         return sorted(glob.glob(os.path.join(self.far.warren_files(), "templates", "*")))
