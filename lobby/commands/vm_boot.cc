@@ -19,6 +19,7 @@
 #include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/host_load.h"
+#include "vmhost/host_set.h"
 #include "vmhost/vm_host.h"
 
 namespace warren {
@@ -151,10 +152,15 @@ Status RestoreOrBoot(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRe
     }
     if (code != Code::kNotFound) {
       // A template that cannot be restored is removed, so the server makes it again (the
-      // template keeper) rather than every `new` trying it first.
+      // template keeper) rather than every `new` trying it first. Only that host's: each
+      // host keeps its own.
       LogWarn("new: booting instead of restoring the template of " + VmShapeKey(ShapeOf(spec)) +
-              ": " + r.status().ToString() + "; the template is removed");
-      Status removed = host.RemoveTemplate(ShapeOf(spec));
+              (spec.host.empty() ? "" : " on host " + spec.host) + ": " + r.status().ToString() +
+              "; the template is removed");
+      VmHost* holder = ctx.services.hosts != nullptr && !spec.host.empty()
+                           ? ctx.services.hosts->member(spec.host)
+                           : nullptr;
+      Status removed = (holder != nullptr ? *holder : host).RemoveTemplate(ShapeOf(spec));
       if (!removed.ok() && removed.code() != Code::kNotFound) {
         LogWarn("new: removing the template of " + VmShapeKey(ShapeOf(spec)) + ": " +
                 removed.ToString());

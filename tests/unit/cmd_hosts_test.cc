@@ -72,6 +72,29 @@ TEST_F(HostsTest, HostsListsEachHostForAdminsOnly) {
   EXPECT_EQ(Exec(Alice(), {"hosts", "drain", "two"}).status.code(), Code::kPermissionDenied);
 }
 
+// Each host keeps its own template (TemplateKeeper): `new` there restores from it, and one
+// that cannot be restored is removed from that host only (vm_boot.cc RestoreOrBoot).
+TEST_F(HostsTest, ATemplateThatFailsOnOneHostIsRemovedThereOnly) {
+  restore_templates_ = true;
+  MakeSet();
+  SaveDefaultTemplate(host_);
+  SaveDefaultTemplate(two_);
+  Outcome restored = Exec(Root(), {"new", "--name", "a", "--host", "one"});
+  ASSERT_TRUE(restored.status.ok()) << restored.err;
+  EXPECT_EQ(store_->GetVmByName("a")->made, "template");
+  two_.FailNext(Unavailable("the save image has another magic"));  // the restore on two
+  Outcome booted = Exec(Root(), {"new", "--name", "b", "--host", "two"});
+  ASSERT_TRUE(booted.status.ok()) << booted.err;
+  EXPECT_EQ(store_->GetVmByName("b")->made, "boot");
+  EXPECT_EQ(HostOf("b"), "two");
+  EXPECT_TRUE(two_.Templates()->empty());
+  EXPECT_EQ(host_.Templates()->size(), 1u) << "one's template is not two's";
+  Result<std::vector<TemplateInfo>> all = set_->Templates();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].host, "one");
+}
+
 TEST_F(HostsTest, NewGoesToTheHostWithTheMostFreeMemoryAndSaysWhere) {
   New(Alice(), {"--name", "a", "--memory", "6G"});  // two: 16 GiB, now 10 free
   EXPECT_EQ(HostOf("a"), "two");
