@@ -608,7 +608,13 @@ TEST_F(GuestControlTest, AHostileRunnerIsContained) {
     FakeRunner(c, prefix + k.script);
     auto t0 = Clock::now();
     Outcome r = RunExec(c, "true");
-    EXPECT_EQ(r.progress.status().code(), k.want)
+    // No fake reads its header: when one has exited before the host wrote it, the host finds
+    // the channel closed before it reads what the fake sent (a race, seen under ASan in CI),
+    // and says so instead. Either way the runner is contained.
+    const bool not_taken =
+        r.progress.status().code() == Code::kUnavailable &&
+        r.progress.status().message().find("did not take the command") != std::string::npos;
+    EXPECT_TRUE(r.progress.status().code() == k.want || not_taken)
         << k.name << ": " << r.progress.status().ToString();
     EXPECT_LT(r.progress.status().message().size(), 1000u) << k.name;
     EXPECT_LT(Seconds(t0), 10 * TimeScale()) << k.name;
