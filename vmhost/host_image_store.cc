@@ -12,6 +12,7 @@
 #include "vmhost/domain_xml.h"
 #include "vmhost/image_layout.h"
 #include "vmhost/storage_pool.h"
+#include "vmhost/volume_io.h"
 
 namespace warren {
 namespace {
@@ -65,21 +66,8 @@ Result<std::string> Download(virConnectPtr conn, virStorageVolPtr vol, int64_t l
                              const std::string& what) {
   virStorageVolInfo vi{};
   if (virStorageVolGetInfo(vol, &vi) < 0) return LibvirtError("sizing " + what);
-  const int64_t size = static_cast<int64_t>(vi.capacity);
-  if (size > limit) return InvalidArgument(what + " is too big");
-  StreamHandle st(virStreamNew(conn, 0));
-  if (!st) return LibvirtError("opening a stream for " + what);
-  if (virStorageVolDownload(vol, st.get(), 0, size, 0) < 0) return LibvirtError("reading " + what);
-  std::string data;
-  char buf[16 * 1024];
-  while (static_cast<int64_t>(data.size()) < size) {
-    const int n = virStreamRecv(st.get(), buf, sizeof buf);
-    if (n < 0) return LibvirtError("reading " + what);
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  if (virStreamFinish(st.get()) < 0) return LibvirtError("reading " + what);
-  return data;
+  if (static_cast<int64_t>(vi.capacity) > limit) return InvalidArgument(what + " is too big");
+  return ReadVolumeBytes(conn, vol, 0, vi.capacity, what);
 }
 
 std::string PathOf(virStorageVolPtr vol) {

@@ -29,6 +29,7 @@
 #include "vmhost/seed_image.h"
 #include "vmhost/storage_pool.h"
 #include "vmhost/subprocess.h"
+#include "vmhost/volume_io.h"
 
 namespace warren {
 namespace {
@@ -772,21 +773,8 @@ Result<std::string> LibvirtHost::MakeSeed(const Conn& conn, const VmSpec& spec,
     seed_vol.reset(virStorageVolCreateXML(pool.get(), seed_xml.c_str(), 0));
     if (!seed_vol) return LibvirtError("creating the seed of vm " + spec.id);
   }
-  {
-    StreamHandle st(virStreamNew(conn.get(), 0));
-    if (!st) return LibvirtError("opening a stream");
-    if (virStorageVolUpload(seed_vol.get(), st.get(), 0, seed_bytes.size(), 0) < 0) {
-      return LibvirtError("uploading the seed of vm " + spec.id);
-    }
-    size_t off = 0;
-    while (off < seed_bytes.size()) {
-      int n = virStreamSend(st.get(), seed_bytes.data() + off,
-                            std::min<size_t>(seed_bytes.size() - off, 256 * 1024));
-      if (n < 0) return LibvirtError("uploading the seed of vm " + spec.id);
-      off += static_cast<size_t>(n);
-    }
-    if (virStreamFinish(st.get()) < 0) return LibvirtError("uploading the seed of vm " + spec.id);
-  }
+  WARREN_RETURN_IF_ERROR(
+      WriteVolumeBytes(conn.get(), seed_vol.get(), 0, seed_bytes, "the seed of vm " + spec.id));
   LibvirtString seed_path(virStorageVolGetPath(seed_vol.get()));
   if (!seed_path) return LibvirtError("reading volume paths");
   return std::string(seed_path.get());
@@ -1211,20 +1199,9 @@ Result<std::string> LibvirtHost::Console(std::string_view id, int max_lines) {
   int64_t size = static_cast<int64_t>(vi.capacity);
   int64_t length = std::min(size, kConsoleWindow);
   if (length <= 0) return std::string();
-  StreamHandle st(virStreamNew(conn.get(), 0));
-  if (!st) return LibvirtError("opening a stream");
-  if (virStorageVolDownload(vol.get(), st.get(), size - length, length, 0) < 0) {
-    return LibvirtError("reading the console log");
-  }
-  std::string data;
-  char buf[64 * 1024];
-  while (static_cast<int64_t>(data.size()) < length) {
-    int n = virStreamRecv(st.get(), buf, sizeof(buf));
-    if (n < 0) return LibvirtError("reading the console log");
-    if (n == 0) break;
-    data.append(buf, std::min<size_t>(n, length - data.size()));
-  }
-  if (virStreamFinish(st.get()) < 0) virResetLastError();
+  WARREN_ASSIGN_OR_RETURN(
+      std::string data, ReadVolumeBytes(conn.get(), vol.get(), static_cast<uint64_t>(size - length),
+                                        static_cast<uint64_t>(length), "the console log"));
   return LastLines(data, max_lines, /*cut_at_start=*/size > length);
 }
 

@@ -11,7 +11,6 @@
 // (virStorageVolUpload of a part; libvirt leaves 64 KiB of room for the XML), then that copy
 // is deleted. The template's base stays in that host's DATA/disks, pinned like a VM's top.
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
@@ -69,12 +68,8 @@ Result<SaveImageHeader> ReadRemoteSaveHeader(virConnectPtr conn, virStorageVolPt
                                              const std::string& what) {
   WARREN_ASSIGN_OR_RETURN(std::string fixed,
                           ReadVolumeBytes(conn, vol, 0, kSaveImageHeaderBytes, what));
-  if (fixed.size() < kSaveImageHeaderBytes) return ParseSaveImageHeader(fixed);  // its error
-  uint32_t data_len = 0;
-  std::memcpy(&data_len, fixed.data() + 16 + 4, sizeof data_len);  // after magic and version
-  if (data_len > kMaxSaveImageDataBytes) return ParseSaveImageHeader(fixed);
-  WARREN_ASSIGN_OR_RETURN(std::string head,
-                          ReadVolumeBytes(conn, vol, 0, kSaveImageHeaderBytes + data_len, what));
+  WARREN_ASSIGN_OR_RETURN(uint64_t length, SaveImageHeaderLength(fixed));
+  WARREN_ASSIGN_OR_RETURN(std::string head, ReadVolumeBytes(conn, vol, 0, length, what));
   return ParseSaveImageHeader(head);
 }
 

@@ -295,6 +295,17 @@ Result<std::string> EncodeSaveImageHeaderInPlace(const SaveImageHeader& header) 
   return out;
 }
 
+Result<uint64_t> SaveImageHeaderLength(std::string_view fixed) {
+  if (fixed.size() < kSaveImageHeaderBytes) return ParseSaveImageHeader(fixed).status();
+  const uint32_t data_len = GetU32(fixed.data() + kDataLenAt);
+  if (fixed.substr(0, kMagicBytes) != kSaveImageMagic ||
+      GetU32(fixed.data() + kVersionAt) != kSaveImageVersion || data_len == 0 ||
+      data_len > kMaxSaveImageDataBytes) {
+    return ParseSaveImageHeader(fixed).status();  // its refusal, said its way
+  }
+  return kSaveImageHeaderBytes + uint64_t{data_len};
+}
+
 Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes) {
   const int fd = memfd_create("warren-save-header", MFD_CLOEXEC);
   if (fd < 0) return Internal("save image: memfd_create: " + Errno(errno));

@@ -71,6 +71,12 @@ std::string EncodeSaveImageHeader(const SaveImageHeader& header);
 // not fit (libvirt leaves kSaveImagePadding of room) or EncodeSaveImageHeader would refuse.
 Result<std::string> EncodeSaveImageHeaderInPlace(const SaveImageHeader& header);
 
+// How many bytes the header and data of a save image take (where its migration stream
+// starts), from its first kSaveImageHeaderBytes: so a remote host's image is read only that far.
+// Internal, as ReadSaveImageHeader says it, for fewer bytes, another magic or version, or a
+// data_len above kMaxSaveImageDataBytes.
+Result<uint64_t> SaveImageHeaderLength(std::string_view fixed);
+
 // ReadSaveImageHeader over bytes in memory (the start of a save image read from a remote
 // host): its checks, its errors.
 Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes);

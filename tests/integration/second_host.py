@@ -175,6 +175,25 @@ def sweep_leftovers():
             shutil.rmtree(path, ignore_errors=True)
 
 
+def _ssh_client(etc, wrapper, config, identity, known_hosts, more):
+    """An ssh client pinned to one host key (`known_hosts`), root by key `identity` only, its
+    config in etc/`config` (plus `more` lines), run through the script etc/`wrapper` (what
+    libvirt's URI parameter `command` names). Returns the script's path."""
+    with open(os.path.join(etc, config), "w") as f:
+        f.write("\n".join(
+            ["Host *", "  User root", "  IdentityFile " + os.path.join(etc, identity),
+             "  IdentitiesOnly yes", "  IdentityAgent none", "  BatchMode yes",
+             "  UserKnownHostsFile " + os.path.join(etc, known_hosts),
+             "  GlobalKnownHostsFile /dev/null", "  StrictHostKeyChecking yes",
+             "  UpdateHostKeys no", "  ConnectTimeout 10"] +
+            ["  " + line for line in more] + ["  LogLevel ERROR", ""]))
+    path = os.path.join(etc, wrapper)
+    with open(path, "w") as f:
+        f.write('#!/bin/sh\nexec %s -F %s "$@"\n' % (_which("ssh"), os.path.join(etc, config)))
+    os.chmod(path, 0o755)
+    return path
+
+
 def _free_port(addr):
     """A TCP port nothing listens on at `addr` (the kernel's choice, released at once)."""
     with socket.socket() as s:
@@ -374,29 +393,9 @@ class SecondHost:
             host_key = " ".join(f.read().split()[:2])
         with open(os.path.join(etc, "known_hosts"), "w") as f:
             f.write("%s %s\n" % (self.addr, host_key))
-        with open(os.path.join(etc, "ssh_config"), "w") as f:
-            f.write("\n".join([
-                "Host *",
-                "  User root",
-                "  IdentityFile " + os.path.join(etc, "id_ed25519"),
-                "  IdentitiesOnly yes",
-                "  IdentityAgent none",
-                "  BatchMode yes",
-                "  UserKnownHostsFile " + os.path.join(etc, "known_hosts"),
-                "  GlobalKnownHostsFile /dev/null",
-                "  StrictHostKeyChecking yes",
-                "  UpdateHostKeys no",
-                "  ConnectTimeout 10",
-                "  ServerAliveInterval 5",
-                "  ServerAliveCountMax 3",
-                "  LogLevel ERROR",
-                ""]))
         # The client libvirt runs: ssh with this config (URI parameter `command`).
-        wrapper = os.path.join(etc, "ssh")
-        with open(wrapper, "w") as f:
-            f.write('#!/bin/sh\nexec %s -F %s "$@"\n' % (_which("ssh"),
-                                                          os.path.join(etc, "ssh_config")))
-        os.chmod(wrapper, 0o755)
+        _ssh_client(etc, "ssh", "ssh_config", "id_ed25519", "known_hosts",
+                    ["ServerAliveInterval 5", "ServerAliveCountMax 3"])
         with open(os.path.join(etc, "sshd_config"), "w") as f:
             f.write("\n".join([
                 "ListenAddress " + self.addr,
@@ -491,19 +490,8 @@ class SecondHost:
             host_key = " ".join(f.read().split()[:2])
         with open(os.path.join(etc, "back_known_hosts"), "w") as f:
             f.write("[%s]:%d %s\n" % (self.host_addr, port, host_key))
-        with open(os.path.join(etc, "back_ssh_config"), "w") as f:
-            f.write("\n".join([
-                "Host *", "  User root", "  Port %d" % port,
-                "  IdentityFile " + os.path.join(etc, "id_back"), "  IdentitiesOnly yes",
-                "  IdentityAgent none", "  BatchMode yes",
-                "  UserKnownHostsFile " + os.path.join(etc, "back_known_hosts"),
-                "  GlobalKnownHostsFile /dev/null", "  StrictHostKeyChecking yes",
-                "  UpdateHostKeys no", "  ConnectTimeout 10", "  LogLevel ERROR", ""]))
-        wrapper = os.path.join(etc, "ssh-back")
-        with open(wrapper, "w") as f:
-            f.write('#!/bin/sh\nexec %s -F %s "$@"\n' % (
-                _which("ssh"), os.path.join(etc, "back_ssh_config")))
-        os.chmod(wrapper, 0o755)
+        wrapper = _ssh_client(etc, "ssh-back", "back_ssh_config", "id_back", "back_known_hosts",
+                              ["Port %d" % port])
         pidfile = self.path("run", "back-sshd.pid")
         with open(os.path.join(etc, "back_sshd_config"), "w") as f:
             f.write("\n".join([

@@ -297,13 +297,29 @@ class MultiHostTest(VmTestCase):
                 if r.returncode == 0 and not moving.is_set():
                     stats.append(time.monotonic() - s0)
 
+        # Commands in the guest meanwhile: one issued while the VM is stopped at the
+        # switchover waits until it runs on the target (VmHosts::DialControl) rather than be
+        # refused as paused or stopped. (One whose channel was open at the switchover may
+        # fail with the old connection: that is not what this checks.)
+        refused = []
+
+        def exec_while_moving():
+            while not moving.is_set():
+                r = self.vm("ssh", "mover", "true", timeout=120)
+                if r.returncode != 0 and "start or resume it first" in r.stderr:
+                    refused.append(r.stderr.strip())
+
         t0 = time.monotonic()
-        poller = threading.Thread(target=stat_while_moving, daemon=True)
-        poller.start()
+        pollers = [threading.Thread(target=f, daemon=True)
+                   for f in (stat_while_moving, exec_while_moving)]
+        for p in pollers:
+            p.start()
         out = self.ssh_json(self.admin, "migrate", "mover", "second", timeout=600)
         took = time.monotonic() - t0
         moving.set()
-        poller.join(timeout=130)
+        for p in pollers:
+            p.join(timeout=130)
+        self.assertEqual(refused, [], "a command during the move was refused, not delayed")
         print("[timing] migrate live local -> second: %.1f s (%s); %d stats answered meanwhile, "
               "slowest %.1f s" % (took, json.dumps(out), len(stats), max(stats or [0])),
               flush=True)

@@ -176,6 +176,13 @@ TEST(SaveImageTest, EncodesInPlaceInTheTemplatesRoom) {
   huge.domain_xml = std::string(kXml) + std::string(kSaveImagePadding + 1, ' ');
   EXPECT_EQ(EncodeSaveImageHeaderInPlace(huge).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(EncodeSaveImageHeaderInPlace(Header()).status().code(), Code::kInvalidArgument);
+  // The fixed part alone says how far to read (a remote host's image is read that far).
+  Result<uint64_t> length = SaveImageHeaderLength(original.substr(0, kSaveImageHeaderBytes));
+  ASSERT_TRUE(length.ok()) << length.status().ToString();
+  EXPECT_EQ(*length, tmpl->stream_offset);
+  EXPECT_EQ(SaveImageHeaderLength("NotASaveImage!!!").status().code(), Code::kInternal);
+  EXPECT_EQ(SaveImageHeaderLength("NotASaveImage!!!" + original.substr(16, 76)).status().code(),
+            Code::kInternal);
   // Bytes that are no save image get ReadSaveImageHeader's refusals.
   EXPECT_EQ(ParseSaveImageHeader("NotASaveImage!!!").status().code(), Code::kInternal);
   EXPECT_EQ(ParseSaveImageHeader(original.substr(0, 50)).status().code(), Code::kInternal);
