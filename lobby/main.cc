@@ -471,29 +471,20 @@ int Serve(const ServeCli& cli, const std::vector<std::string>& args) {
     if (!t.ok()) return Fail(t.status());
     pool_options.targets.push_back(*t);
   }
-  // Made only where a save image can be rewritten: a default host on this machine.
-  // Templates are kept on every host (TemplateKeeper); the warm pool only when the default
-  // host is this machine's.
+  // Templates and the warm pool are kept on every host that takes new VMs (each its own).
   const bool templates = vm_runtime && flags.vm_templates != "none";
-  const bool pool_here = templates && !vm_runtime->default_host_remote();
   if (templates) {
     services.restore_templates = true;
     TemplateKeeperOptions keeper;
     keeper.tag = guest::RunnerVersion();
-    if (pool_here) {
-      keeper.more_shapes = [&services, targets = pool_options.targets] {
-        return VmPool::Shapes(services, targets);
-      };
-    }
+    keeper.more_shapes = [&services, targets = pool_options.targets] {
+      return VmPool::Shapes(services, targets);
+    };
     template_keeper = std::make_unique<TemplateKeeper>(services, keeper);
   }
   if (!pool_options.targets.empty()) {
     if (!templates) {
       LogInfo("pool: off (the warm pool is refilled from templates: --vm-templates default)");
-    } else if (!pool_here) {
-      LogInfo(
-          "pool: off (the default host, the first --host, is another machine; the warm "
-          "pool is kept only on this one)");
     } else {
       guest::SshGuestControl& guests = vm_runtime->ssh_guests();
       pool_options.open_channels = [&guests](const std::string& id) {

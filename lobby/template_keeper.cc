@@ -7,6 +7,7 @@
 #include "lobby/base/log.h"
 #include "lobby/base/streams.h"
 #include "lobby/commands/vm_egress.h"
+#include "lobby/commands/vm_placement.h"
 #include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/host_set.h"
@@ -150,34 +151,25 @@ Status TemplateKeeper::MakeTemplate(Services& services, const VmShape& shape,
 }
 
 bool TemplateKeeper::Check() {
-  // What to keep: the default shape on every host, the pool's on the default one.
+  // What to keep: the default shape and the pool's, on every host that takes new VMs
+  // (placement's rule: a clone's disk stands on its base there), the default host first.
   struct Wanted {
     VmShape shape;
-    std::string host;  // "" with a single host
+    std::string host;  // "" without a HostSet
   };
-  std::vector<std::string> hosts = {""};
-  std::string default_host;
-  if (services_.hosts != nullptr && services_.hosts->names().size() > 1) {
-    default_host = services_.hosts->default_host();
-    hosts.clear();
-    // Only where VMs may go: a host that answers and isolates them (placement's own rule).
-    for (const HostStatus& h : services_.hosts->Statuses(/*contents=*/false)) {
-      if (h.reachable && h.isolated) hosts.push_back(h.name);
+  std::vector<VmShape> shapes;
+  if (std::optional<VmShape> shape = DefaultShape(services_)) shapes.push_back(*shape);
+  if (options_.more_shapes) {
+    for (const VmShape& shape : options_.more_shapes()) {
+      if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
     }
   }
   std::vector<Wanted> wanted;
-  if (std::optional<VmShape> shape = DefaultShape(services_)) {
-    for (const std::string& host : hosts) wanted.push_back({*shape, host});
+  for (const std::string& host : HostsForNewVms(services_)) {
+    for (const VmShape& shape : shapes) wanted.push_back({shape, host});
   }
-  if (options_.more_shapes && std::find(hosts.begin(), hosts.end(), default_host) != hosts.end()) {
-    for (const VmShape& shape : options_.more_shapes()) {
-      if (std::none_of(wanted.begin(), wanted.end(), [&](const Wanted& w) {
-            return w.shape == shape && w.host == default_host;
-          })) {
-        wanted.push_back({shape, default_host});
-      }
-    }
-  }
+  const std::string default_host =
+      services_.hosts != nullptr ? services_.hosts->default_host() : "";
   std::stable_sort(wanted.begin(), wanted.end(), [&](const Wanted& a, const Wanted& b) {
     return (a.host == default_host) > (b.host == default_host);
   });

@@ -32,8 +32,8 @@ struct TemplateKeeperOptions {
   std::chrono::seconds interval{60};
   // After a failure, the next attempt waits at least this long.
   std::chrono::seconds retry_after{300};
-  // Shapes to keep templates of besides the default (the warm pool's: lobby/vm_pool.h),
-  // asked at each check. Optional.
+  // Shapes to keep templates of besides the default (the warm pool's: lobby/vm_pool.h), on
+  // every host, asked at each check. Optional.
   std::function<std::vector<VmShape>()> more_shapes;
 };
 
@@ -53,10 +53,10 @@ class TemplateKeeper {
 
  private:
   void Loop();
-  // One check: makes the template of the default shape on each host that answers and
-  // isolates its VMs (templates are per host: a clone's disk stands on its base there), and
-  // of each of more_shapes (the warm pool's, kept on the default host) there, that is missing
-  // or stale; one per check, the default host and shape first. True when it made one.
+  // One check: makes the template of the default shape and of each of more_shapes (the warm
+  // pool's) on each host that takes new VMs (vm_placement.h HostsForNewVms; templates are per
+  // host: a clone's disk stands on its base there) that is missing or stale; one per check,
+  // the default host and shape first. True when it made one.
   bool Check();
 
   Services& services_;

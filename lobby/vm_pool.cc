@@ -8,6 +8,7 @@
 #include "lobby/base/streams.h"
 #include "lobby/commands/vm_egress.h"
 #include "lobby/commands/vm_flags.h"
+#include "lobby/commands/vm_placement.h"
 #include "vmhost/guest/identity.h"
 #include "vmhost/guest_control.h"
 #include "vmhost/host_set.h"
@@ -111,44 +112,59 @@ VmPool::~VmPool() {
   stopping_->Cancel();  // a refill waiting for its guest gives up (and removes its VM)
   cv_.notify_all();
   thread_.join();
-  std::map<std::string, std::vector<std::string>> idle;
+  std::map<std::string, IdleVms> idle;
   {
     std::lock_guard lock(mu_);
     idle.swap(idle_);
   }
-  for (const auto& [key, ids] : idle) {
-    for (const std::string& id : ids) Remove(id, "warren stops");
+  for (const auto& [key, vms] : idle) {
+    for (const std::string& id : vms.ids) Remove(id, "warren stops");
   }
 }
 
-std::optional<std::string> VmPool::Take(const VmShape& shape) {
+std::string VmPool::PoolKey(const std::string& host, const VmShape& shape) {
+  return host.empty() ? VmShapeKey(shape) : host + "/" + VmShapeKey(shape);
+}
+
+std::optional<std::string> VmPool::Take(const VmShape& shape, const std::string& host) {
   std::lock_guard lock(mu_);
-  auto it = idle_.find(VmShapeKey(shape));
-  if (it == idle_.end() || it->second.empty()) return std::nullopt;
+  auto it = idle_.find(PoolKey(host, shape));
+  if (it == idle_.end() || it->second.ids.empty()) return std::nullopt;
   // The newest: its connection is the freshest.
-  std::string id = std::move(it->second.back());
-  it->second.pop_back();
+  std::string id = std::move(it->second.ids.back());
+  it->second.ids.pop_back();
   refill_after_ = std::chrono::steady_clock::now() + kRefillAfterTake;
   wake_ = true;
   cv_.notify_all();
   return id;
 }
 
-void VmPool::PutBack(const VmShape& shape, const std::string& id) {
+void VmPool::PutBack(const VmShape& shape, const std::string& host, const std::string& id) {
   std::lock_guard lock(mu_);
-  idle_[VmShapeKey(shape)].push_back(id);
+  IdleVms& vms = idle_[PoolKey(host, shape)];
+  vms.host = host;
+  vms.ids.push_back(id);
 }
 
-int VmPool::GiveWay(int64_t memory_mib) {
+std::vector<std::string> VmPool::HostsWithIdle(const VmShape& shape) {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> hosts;
+  for (const auto& [key, vms] : idle_) {
+    if (!vms.ids.empty() && key == PoolKey(vms.host, shape)) hosts.push_back(vms.host);
+  }
+  return hosts;
+}
+
+int VmPool::GiveWay(int64_t memory_mib, const std::string& host) {
   int removed = 0;
-  while (AvailableMib() < memory_mib) {
+  while (AvailableMib(host) < memory_mib) {
     std::string id;
     {
       std::lock_guard lock(mu_);
-      for (auto& [key, ids] : idle_) {
-        if (ids.empty()) continue;
-        id = std::move(ids.front());  // the oldest
-        ids.erase(ids.begin());
+      for (auto& [key, vms] : idle_) {
+        if (vms.host != host || vms.ids.empty()) continue;
+        id = std::move(vms.ids.front());  // the oldest
+        vms.ids.erase(vms.ids.begin());
         break;
       }
     }
@@ -192,31 +208,36 @@ std::vector<VmShape> VmPool::Shapes(Services& services, const std::vector<PoolTa
 std::map<std::string, int> VmPool::Idle() {
   std::lock_guard lock(mu_);
   std::map<std::string, int> out;
-  for (const auto& [key, ids] : idle_) out[key] = static_cast<int>(ids.size());
+  for (const auto& [key, vms] : idle_) out[key] = static_cast<int>(vms.ids.size());
   return out;
 }
 
 std::vector<VmPool::Wanted> VmPool::Resolve() {
   std::vector<Wanted> wanted;
-  for (const PoolTarget& t : options_.targets) {
-    if (t.size <= 0) continue;
-    if (std::optional<VmShape> shape = ShapeFor(services_, t)) wanted.push_back({*shape, t.size});
+  for (const std::string& host : HostsForNewVms(services_)) {
+    for (const PoolTarget& t : options_.targets) {
+      if (t.size <= 0) continue;
+      if (std::optional<VmShape> shape = ShapeFor(services_, t)) {
+        wanted.push_back({host, *shape, t.size});
+      }
+    }
   }
   return wanted;
 }
 
-int64_t VmPool::AvailableMib() {
-  // The pool is the default host's (vmhost/host_set.h): its memory, not the fleet's.
-  Result<HostCapacity> host = services_.hosts != nullptr
-                                  ? services_.hosts->CapacityOf(services_.hosts->default_host())
+int64_t VmPool::AvailableMib(const std::string& host) {
+  // The host's own memory, not the fleet's.
+  Result<HostCapacity> room = services_.hosts != nullptr && !host.empty()
+                                  ? services_.hosts->CapacityOf(host)
                                   : services_.vms->Capacity();
-  if (!host.ok()) return INT64_MAX;
-  const int64_t uncommitted = host->memory_mib - host->memory_committed_mib;
-  return std::max<int64_t>(0, std::min(uncommitted, host->memory_free_mib));
+  if (!room.ok()) return INT64_MAX;
+  const int64_t uncommitted = room->memory_mib - room->memory_committed_mib;
+  return std::max<int64_t>(0, std::min(uncommitted, room->memory_free_mib));
 }
 
-Result<std::string> VmPool::Fill(const VmShape& shape) {
+Result<std::string> VmPool::Fill(const VmShape& shape, const std::string& host) {
   VmSpec spec;
+  spec.host = host;
   spec.id = NewVmId();
   spec.name = "pool-" + spec.id;  // a stand-in: `new` gives it the VM's own
   spec.image = shape.image;
@@ -251,7 +272,7 @@ Result<std::string> VmPool::Fill(const VmShape& shape) {
     Remove(spec.id, "its refill failed");
     return st;
   }
-  LogInfo("pool: vm " + spec.id + " of " + VmShapeKey(shape) + " ready in " +
+  LogInfo("pool: vm " + spec.id + " of " + PoolKey(host, shape) + " ready in " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::steady_clock::now() - t0)
                              .count()) +
@@ -270,45 +291,60 @@ void VmPool::Remove(const std::string& id, const std::string& why) {
   LogInfo("pool: removed vm " + id + ": " + why);
 }
 
+void VmPool::ForgetGone() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, vms] : idle_) ids.insert(ids.end(), vms.ids.begin(), vms.ids.end());
+  }
+  for (const std::string& id : ids) {
+    Result<VmInfo> info = services_.vms->Inspect(id);
+    if (info.ok() || info.status().code() != Code::kNotFound) continue;
+    LogInfo("pool: vm " + id + " is gone from its host; forgotten");
+    std::lock_guard lock(mu_);
+    for (auto& [key, vms] : idle_) std::erase(vms.ids, id);
+  }
+}
+
 bool VmPool::Check() {
+  ForgetGone();
   const std::vector<Wanted> wanted = Resolve();
-  std::set<std::string> keys;
-  for (const Wanted& w : wanted) keys.insert(VmShapeKey(w.shape));
-  // VMs of a shape no longer kept (a newer image version, say), or one too many.
+  // VMs of a shape or host no longer kept (a newer image version, a drained host), or one
+  // too many.
   std::vector<std::string> stale;
   {
     std::lock_guard lock(mu_);
-    for (auto& [key, ids] : idle_) {
+    for (auto& [key, vms] : idle_) {
       size_t keep = 0;
       for (const Wanted& w : wanted) {
-        if (VmShapeKey(w.shape) == key) keep = static_cast<size_t>(w.size);
+        if (PoolKey(w.host, w.shape) == key) keep = static_cast<size_t>(w.size);
       }
-      while (ids.size() > keep) {
-        stale.push_back(std::move(ids.front()));
-        ids.erase(ids.begin());
+      while (vms.ids.size() > keep) {
+        stale.push_back(std::move(vms.ids.front()));
+        vms.ids.erase(vms.ids.begin());
       }
     }
   }
-  for (const std::string& id : stale) Remove(id, "its shape is no longer pooled");
-  if (std::chrono::steady_clock::now() < next_try_) return false;
+  for (const std::string& id : stale) Remove(id, "its shape or host is no longer pooled");
   {
     std::lock_guard lock(mu_);
     if (std::chrono::steady_clock::now() < refill_after_) return false;
   }
   for (const Wanted& w : wanted) {
-    const std::string key = VmShapeKey(w.shape);
+    const std::string key = PoolKey(w.host, w.shape);
     size_t have = 0;
     {
       std::lock_guard lock(mu_);
-      have = idle_[key].size();
+      if (auto it = idle_.find(key); it != idle_.end()) have = it->second.ids.size();
     }
-    const int64_t available = AvailableMib();
+    const int64_t available = AvailableMib(w.host);
     if (available < w.shape.memory_mib && have > 0) {
       // A VM of its own shape no longer fits: the pool gives back first.
-      GiveWay(w.shape.memory_mib);
+      GiveWay(w.shape.memory_mib, w.host);
       continue;
     }
     if (have >= static_cast<size_t>(w.size)) continue;
+    if (std::chrono::steady_clock::now() < next_try_[w.host]) continue;
     // Room for the pooled VM and one more of its shape, or no refill.
     if (available != INT64_MAX && available < 2 * w.shape.memory_mib) {
       Waiting(key, "room",
@@ -316,13 +352,13 @@ bool VmPool::Check() {
                   std::to_string(2 * w.shape.memory_mib) + " needed");
       continue;
     }
-    Result<std::string> made = Fill(w.shape);
+    Result<std::string> made = Fill(w.shape, w.host);
     if (!made.ok()) {
       if (made.status().code() == Code::kNotFound) {
         Waiting(key, "template", made.status().message());
       } else {
         LogWarn("pool: refilling " + key + ": " + made.status().ToString());
-        next_try_ = std::chrono::steady_clock::now() + options_.retry_after;
+        next_try_[w.host] = std::chrono::steady_clock::now() + options_.retry_after;
       }
       continue;
     }
@@ -330,7 +366,9 @@ bool VmPool::Check() {
     {
       std::lock_guard lock(mu_);
       if (!stop_) {
-        idle_[key].push_back(*made);
+        IdleVms& vms = idle_[key];
+        vms.host = w.host;
+        vms.ids.push_back(*made);
         return true;
       }
     }

@@ -1,13 +1,17 @@
-// VmPool: the warm pool (serve --pool). For each target shape it keeps `size` VMs restored
-// from that shape's saved template (VmHost::CreateFromTemplate; the template keeper keeps
+// VmPool: the warm pool (serve --pool). On each host that takes new VMs (vm_placement.h
+// HostsForNewVms: every host of several that answers, isolates its VMs and is not drained),
+// for each target shape, it keeps `size` VMs restored from that host's template of the shape (VmHost::CreateFromTemplate; the template keeper keeps
 // one per pool shape), connected over their control connection, and paused: `new` takes one
 // (WarmPool::Take), gives it its identity and resumes it, which takes a fraction of a
 // restore. Pooled VMs have no store record, so they are invisible to users (ls, usage,
 // limits); after a crash or a restart reconcile finds them without a record and removes them
-// (their disks collected), and the pool refills — nothing is leaked. They give way first
-// when the host runs short of memory: a refill waits until the host has room for the pooled
-// VM and one more of its shape, an idle VM is destroyed when one of its shape no longer
-// fits, and `new` asks the pool to give way (GiveWay) before it gives up for lack of memory.
+// (their disks collected), and the pool refills — nothing is leaked. An idle VM whose host
+// stops taking new VMs (drained, unreachable) is removed, and one that is gone (a reconcile
+// after its host's libvirt came back removes what has no record) is forgotten. They give way
+// first when their host runs short of memory: a refill waits until the host has room for the
+// pooled VM and one more of its shape, an idle VM is destroyed when one of its shape no
+// longer fits there, and `new` asks the pool to give way on its host (GiveWay) before it
+// gives up for lack of memory.
 // Its own thread, like TemplateKeeper: started after reconcile and the template keeper,
 // stopped (its idle VMs destroyed) before the VM runtime it uses.
 #pragma once
@@ -73,32 +77,42 @@ class VmPool final : public WarmPool {
   // VMs.
   ~VmPool() override;
 
-  std::optional<std::string> Take(const VmShape& shape) override;
-  void PutBack(const VmShape& shape, const std::string& id) override;
-  int GiveWay(int64_t memory_mib) override;
+  std::optional<std::string> Take(const VmShape& shape, const std::string& host) override;
+  void PutBack(const VmShape& shape, const std::string& host, const std::string& id) override;
+  int GiveWay(int64_t memory_mib, const std::string& host) override;
+  std::vector<std::string> HostsWithIdle(const VmShape& shape) override;
 
   // The shapes the pool keeps now (images resolved; a target whose image does not resolve
   // is left out), for the template keeper.
   static std::vector<VmShape> Shapes(Services& services, const std::vector<PoolTarget>& targets);
   // The shape of one target now; nullopt when its image does not resolve.
   static std::optional<VmShape> ShapeFor(Services& services, const PoolTarget& target);
-  // Idle VMs per shape (VmShapeKey), for logs and tests.
+  // Idle VMs per host and shape (PoolKey), for logs and tests.
   std::map<std::string, int> Idle();
+  // "SHAPE" (VmShapeKey) with no HostSet, else "HOST/SHAPE".
+  static std::string PoolKey(const std::string& host, const VmShape& shape);
 
  private:
   struct Wanted {
+    std::string host;
     VmShape shape;
     int size = 0;
   };
+  struct IdleVms {
+    std::string host;
+    std::vector<std::string> ids;  // oldest first
+  };
   void Loop();
-  // One pass: drops stale and crowding VMs, then refills one VM where one is missing. True
-  // when it made one (the loop goes on at once).
+  // One pass: drops gone, stale and crowding VMs, then refills one VM where one is missing.
+  // True when it made one (the loop goes on at once).
   bool Check();
   std::vector<Wanted> Resolve();
-  // Memory the host could give a new VM now; INT64_MAX when it does not say.
-  int64_t AvailableMib();
-  // Restores, connects and pauses one VM of `shape`.
-  Result<std::string> Fill(const VmShape& shape);
+  // Forgets idle VMs their host no longer has.
+  void ForgetGone();
+  // Memory `host` could give a new VM now; INT64_MAX when it does not say.
+  int64_t AvailableMib(const std::string& host);
+  // Restores, connects and pauses one VM of `shape` on `host`.
+  Result<std::string> Fill(const VmShape& shape, const std::string& host);
   void Remove(const std::string& id, const std::string& why);
   // Logs why a shape is not refilled ("room", "template": `detail` says more), once per
   // reason until it is refilled (the pool's thread only).
@@ -112,10 +126,11 @@ class VmPool final : public WarmPool {
   bool wake_ = false;
   // Cancelled when the pool stops: a refill under way gives up at once.
   std::shared_ptr<CancelSignal> stopping_ = std::make_shared<CancelSignal>();
-  std::map<std::string, std::vector<std::string>> idle_;  // shape key -> ids, oldest first
-  std::chrono::steady_clock::time_point next_try_{};
+  std::map<std::string, IdleVms> idle_;  // PoolKey -> its idle VMs
+  // Per host: after a refill there failed, the next waits (retry_after).
+  std::map<std::string, std::chrono::steady_clock::time_point> next_try_;
   std::chrono::steady_clock::time_point refill_after_{};  // under mu_
-  std::map<std::string, std::string> waiting_;            // shape key -> reason it is not refilled
+  std::map<std::string, std::string> waiting_;            // PoolKey -> why it is not refilled
   std::thread thread_;
 };
 

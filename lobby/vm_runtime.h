@@ -68,9 +68,6 @@ class VmRuntime {
 
   // The guest control connections (also services.guests), for what only they can say.
   guest::SshGuestControl& ssh_guests() { return *guests_; }
-  // Whether the default host (the first --host) is another machine: templates and the warm
-  // pool are made only on a local one (a save image's header is rewritten here).
-  bool default_host_remote() { return hosts_->hosts().front().libvirt->remote(); }
 
  private:
   VmRuntime() = default;

@@ -92,17 +92,17 @@ class NewCommand final : public Command {
     if (host_opt_->count() > 0 && !ctx.caller().admin) {
       return PermissionDenied("new --host is for admins: other VMs go where there is room");
     }
-    WARREN_ASSIGN_OR_RETURN(vm.host, PlaceNewVm(ctx, vm, host_));
-    spec.host = vm.host;
-
     const auto start = std::chrono::steady_clock::now();
-    // An idle VM of this shape in the warm pool is this one's from here on (the pool is the
-    // default host's).
-    const bool pooled =
-        (ctx.services.hosts == nullptr || vm.host == ctx.services.hosts->default_host()) &&
-        TakePooledVm(ctx, spec, vm);
+    // A host where an idle VM of this shape waits in the warm pool is preferred.
+    const std::vector<std::string> pooled_on =
+        ctx.services.pool != nullptr ? ctx.services.pool->HostsWithIdle(ShapeOf(spec))
+                                     : std::vector<std::string>{};
+    WARREN_ASSIGN_OR_RETURN(vm.host, PlaceNewVm(ctx, vm, host_, pooled_on));
+    spec.host = vm.host;
+    // An idle VM of this shape on that host is this one's from here on.
+    const bool pooled = TakePooledVm(ctx, spec, vm);
     if (Status st = RecordAndPrepareVm(ctx, vm, spec, "new"); !st.ok()) {
-      if (pooled) ctx.services.pool->PutBack(ShapeOf(spec), vm.id);
+      if (pooled) ctx.services.pool->PutBack(ShapeOf(spec), vm.host, vm.id);
       return st;
     }
     ctx.audit_vm = vm.name;

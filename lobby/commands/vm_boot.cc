@@ -115,7 +115,7 @@ Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const
 
 bool TakePooledVm(CommandContext& ctx, const VmSpec& spec, VmRecord& vm) {
   if (ctx.services.pool == nullptr) return false;
-  std::optional<std::string> id = ctx.services.pool->Take(ShapeOf(spec));
+  std::optional<std::string> id = ctx.services.pool->Take(ShapeOf(spec), spec.host);
   if (!id.has_value()) return false;
   vm.id = *id;
   vm.made = "pool";
@@ -186,7 +186,7 @@ Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRec
   }
   Status st = RestoreOrBoot(ctx, host, spec, vm, restored);
   if (st.code() == Code::kLimitExceeded && ctx.services.pool != nullptr &&
-      ctx.services.pool->GiveWay(spec.memory_mib) > 0) {
+      ctx.services.pool->GiveWay(spec.memory_mib, spec.host) > 0) {
     st = RestoreOrBoot(ctx, host, spec, vm, restored);
   }
   return st;

@@ -38,7 +38,8 @@ VmSpec NewVmSpec(const CommandContext& ctx, const VmRecord& vm);
 // A failure of prepare_vm deletes the record again. `verb` ("new", "cp") is for logs.
 Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const char* verb);
 
-// Takes an idle VM of the spec's shape out of the warm pool (services.pool) for `vm`: its id
+// Takes an idle VM of the spec's shape on its host out of the warm pool (services.pool) for
+// `vm`: its id
 // becomes vm.id and vm.made "pool" (RecordNewVm keeps the id). False when none is idle.
 bool TakePooledVm(CommandContext& ctx, const VmSpec& spec, VmRecord& vm);
 

@@ -48,8 +48,30 @@ std::string Refusal(const HostStatus& host, bool drained) {
 
 }  // namespace
 
+std::vector<std::string> HostsForNewVms(Services& services) {
+  HostSet* hosts = services.hosts;
+  if (hosts == nullptr) return {""};
+  Result<std::vector<HostRecord>> records = services.store->ListHosts();
+  if (!records.ok()) return {};
+  auto drained = [&](const std::string& name) {
+    return std::any_of(records->begin(), records->end(),
+                       [&](const HostRecord& r) { return r.name == name && r.drained; });
+  };
+  if (hosts->names().size() == 1) {
+    // One host: isolated at start (serve stops otherwise), as PlaceNewVm takes it.
+    if (drained(hosts->default_host())) return {};
+    return {hosts->default_host()};
+  }
+  std::vector<std::string> out;
+  for (const HostStatus& host : hosts->Statuses(/*contents=*/false)) {
+    if (Refusal(host, drained(host.name)).empty()) out.push_back(host.name);
+  }
+  return out;
+}
+
 Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
-                               std::string_view requested) {
+                               std::string_view requested,
+                               const std::vector<std::string>& preferred) {
   HostSet* hosts = ctx.services.hosts;
   if (hosts == nullptr) {
     if (!requested.empty()) return Unavailable("this server drives a single VM host");
@@ -82,6 +104,7 @@ Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
   Status best_refusal;
   std::string best;
   int64_t best_free = INT64_MIN;
+  bool best_preferred = false;
   // Only the room: every host's VM and image listings are `hosts`' business, not each `new`'s.
   for (const HostStatus& host : hosts->Statuses(/*contents=*/false)) {
     if (!requested.empty() && host.name != requested) continue;
@@ -105,7 +128,10 @@ Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
     // Running sandboxes' reservations are committed already; one still being made is not.
     const int64_t free = host.capacity.memory_mib -
                          std::max(host.capacity.memory_committed_mib, reserved.memory_mib);
-    if (free > best_free) {
+    const bool is_preferred =
+        std::find(preferred.begin(), preferred.end(), host.name) != preferred.end();
+    if (std::make_pair(is_preferred, free) > std::make_pair(best_preferred, best_free)) {
+      best_preferred = is_preferred;
       best_free = free;
       best = host.name;
     }

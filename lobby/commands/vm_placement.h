@@ -22,12 +22,20 @@ namespace warren {
 std::string HostOfRecord(const Services& services, const VmRecord& vm);
 
 // The host a new VM `planned` (its sizes; a sandbox's reservation) goes to: `requested`
-// (new --host, which only admins may give) when that host may take it, else the best host.
-// NotFound for an unknown name; Unavailable when the named host (or every host) does not
-// answer; Conflict for a named host without isolation, or drained; LimitExceeded
-// (the best host's figures) when no host has room. "" without a HostSet.
+// (new --host, which only admins may give) when that host may take it, else the best host:
+// one of `preferred` (the hosts where an idle pooled VM of its shape waits, whose memory is
+// committed already) when one of them takes it, else any. NotFound for an unknown name;
+// Unavailable when the named host (or every host) does not answer; Conflict for a named host
+// without isolation, or drained; LimitExceeded (the best host's figures) when no host has
+// room. "" without a HostSet.
 Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
-                               std::string_view requested);
+                               std::string_view requested,
+                               const std::vector<std::string>& preferred = {});
+
+// The hosts that take new VMs now, by PlaceNewVm's rules but room (they answer, isolate their
+// VMs, are not drained), in the order given at serve: where templates and the warm pool are
+// kept. {""} without a HostSet; empty when the store cannot be read.
+std::vector<std::string> HostsForNewVms(Services& services);
 
 // Whether host `name` may take VM `vm` moved there (migrate): PlaceNewVm's rules for a host
 // named — it answers, isolates its VMs, is not drained and has room for the VM's vCPUs, its

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "vmhost/vm_host.h"
 
@@ -16,14 +17,19 @@ namespace warren {
 class WarmPool {
  public:
   virtual ~WarmPool() = default;
-  // The id of an idle pooled VM of `shape`, taken out of the pool (refilled behind it);
-  // nullopt when none is idle.
-  virtual std::optional<std::string> Take(const VmShape& shape) = 0;
+  // Each host that takes new VMs keeps its own pooled VMs (vm_placement.h HostsForNewVms);
+  // `host` is a HostSet member's name, "" with no HostSet.
+  //
+  // The id of an idle pooled VM of `shape` on `host`, taken out of the pool (refilled behind
+  // it); nullopt when none is idle there.
+  virtual std::optional<std::string> Take(const VmShape& shape, const std::string& host) = 0;
   // A VM taken but not used (the `new` was refused before it touched it): idle again.
-  virtual void PutBack(const VmShape& shape, const std::string& id) = 0;
-  // Makes room on the host: destroys idle pooled VMs until `memory_mib` more fits (or
-  // none is left), and refills no further until it does. How many went.
-  virtual int GiveWay(int64_t memory_mib) = 0;
+  virtual void PutBack(const VmShape& shape, const std::string& host, const std::string& id) = 0;
+  // Makes room on `host`: destroys its idle pooled VMs until `memory_mib` more fits (or none
+  // is left), and refills no further there until it does. How many went.
+  virtual int GiveWay(int64_t memory_mib, const std::string& host) = 0;
+  // The hosts where an idle VM of `shape` waits now (placement prefers them).
+  virtual std::vector<std::string> HostsWithIdle(const VmShape& shape) = 0;
 };
 
 }  // namespace warren

@@ -62,3 +62,14 @@ set_tests_properties(vm_remote_templates PROPERTIES
   TIMEOUT 900
   RESOURCE_LOCK guests_b
   LABELS "integration;vm;multihost;templates")
+
+# Warm pools per host: each host keeps its own pooled VM restored from its own template, `new
+# --host second` takes the second host's, a drained host keeps none, and a clean stop removes
+# them all. About 4 minutes.
+add_test(NAME vm_remote_pool
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_remote_pool.py)
+set_tests_properties(vm_remote_pool PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 900
+  RESOURCE_LOCK guests_b
+  LABELS "integration;vm;multihost;pool")

@@ -1,11 +1,16 @@
 // Several VM hosts under one interpreter (vmhost/host_set.h): `hosts`, `hosts drain`,
 // placement (vm_placement.h), `new --host`, where `ls`/`stat` say a VM is, a host that stops
 // answering (unreachable, unavailable, skipped) and comes back, `cp` on its source's host, and
-// reconcile per host. Two FakeVmHosts; the second behind an OutageVmHost.
+// reconcile per host, and a warm pool on each host. Two FakeVmHosts; the second behind an
+// OutageVmHost.
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "lobby/commands/reconcile.h"
+#include "lobby/vm_pool.h"
 #include "tests/fakes/outage_vm_host.h"
 #include "tests/unit/vm_test_fixture.h"
 
@@ -93,6 +98,84 @@ TEST_F(HostsTest, ATemplateThatFailsOnOneHostIsRemovedThereOnly) {
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 1u);
   EXPECT_EQ((*all)[0].host, "one");
+}
+
+// Pooled VMs on one host, by name (the pool's stand-in names).
+std::vector<std::string> PooledOn(FakeVmHost& host) {
+  std::vector<std::string> ids;
+  const std::vector<VmInfo> all = host.List().value();
+  for (const VmInfo& info : all) {
+    if (info.name.starts_with("pool-")) ids.push_back(info.id);
+  }
+  return ids;
+}
+
+// Waits up to 10 s for `done`.
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// Each host that takes new VMs keeps its own warm pool (lobby/vm_pool.h), restored from its
+// own template; `new` prefers a host where one waits, takes it there, and the pool leaves a
+// drained host and forgets a VM its host no longer has.
+TEST_F(HostsTest, EachHostKeepsItsOwnWarmPoolAndNewPrefersAHostWhereOneWaits) {
+  restore_templates_ = true;
+  MakeSet();
+  SaveDefaultTemplate(host_);
+  SaveDefaultTemplate(two_);
+  VmPoolOptions options;
+  options.targets.push_back(ParsePoolTarget("debian=1", vm_defaults_).value());
+  options.interval = std::chrono::milliseconds(20);
+  options.retry_after = std::chrono::milliseconds(20);
+  auto pool = std::make_unique<VmPool>(interpreter_->services(), options);
+  interpreter_->services().pool = pool.get();
+  auto idle_on = [&](const std::string& host) {
+    int n = 0;
+    for (const auto& [key, count] : pool->Idle()) {
+      if (key.starts_with(host + "/")) n += count;
+    }
+    return n;
+  };
+  ASSERT_TRUE(Eventually([&] { return idle_on("one") == 1 && idle_on("two") == 1; }));
+  ASSERT_EQ(PooledOn(host_).size(), 1u);
+  ASSERT_EQ(PooledOn(two_).size(), 1u);
+  EXPECT_EQ(host_.Inspect(PooledOn(host_)[0])->state, VmState::kPaused);
+  EXPECT_TRUE(two_.WasRestored(PooledOn(two_)[0]));
+
+  // two has the most free memory, and a pooled VM: taken there.
+  const std::string on_two = PooledOn(two_)[0];
+  New(Alice(), {"--name", "a"});
+  EXPECT_EQ(HostOf("a"), "two");
+  EXPECT_EQ(store_->GetVmByName("a")->made, "pool");
+  EXPECT_EQ(IdOf("a"), on_two);
+  EXPECT_EQ(two_.Inspect(on_two)->state, VmState::kRunning);
+  // two has none idle now (its refill waits a little): one's is preferred to a boot on two.
+  const std::string on_one = PooledOn(host_)[0];
+  New(Alice(), {"--name", "b"});
+  EXPECT_EQ(HostOf("b"), "one");
+  EXPECT_EQ(store_->GetVmByName("b")->made, "pool");
+  EXPECT_EQ(IdOf("b"), on_one);
+  // Both refill, each from its own template.
+  ASSERT_TRUE(Eventually([&] { return idle_on("one") == 1 && idle_on("two") == 1; }));
+
+  // A drained host keeps no pool; a VM its host lost (a reconcile there) is forgotten and
+  // made again.
+  ASSERT_TRUE(Exec(Root(), {"hosts", "drain", "two"}).status.ok());
+  ASSERT_TRUE(Eventually([&] { return idle_on("two") == 0 && PooledOn(two_).empty(); }));
+  const std::string lost = PooledOn(host_).at(0);
+  ASSERT_TRUE(host_.Destroy(lost).ok());
+  ASSERT_TRUE(Eventually([&] {
+    return idle_on("one") == 1 && PooledOn(host_).size() == 1 && PooledOn(host_)[0] != lost;
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(PooledOn(two_).empty());
+  interpreter_->services().pool = nullptr;
+  pool.reset();
+  EXPECT_TRUE(PooledOn(host_).empty());  // removed when the pool stops
 }
 
 TEST_F(HostsTest, NewGoesToTheHostWithTheMostFreeMemoryAndSaysWhere) {
