@@ -23,9 +23,9 @@
 //   - the disk's free space is the images pool's (virStoragePoolGetInfo), not statvfs;
 //   - templates live in DATA/templates there as volumes of a pool (a save image and its
 //     description each), and a clone is restored from a copy of the save made on that host
-//     with its header rewritten in place (libvirt_host_remote_templates.cc); live copies (a
-//     snapshot's memory fed through a local FIFO) are not made there: CopyLive answers
-//     Unavailable ("live copies are not made on remote hosts yet"), and `cp --live` says so;
+//     with its header rewritten in place (libvirt_host_remote_templates.cc); a live copy's
+//     snapshot writes the source's memory into the copy's own directory there, where it is
+//     restored the same way, in place (libvirt_host_live_copy.cc, live_copy_memory.h);
 //   - the accelerator is what libvirt reports there (libvirt_accel_probe.h), TCG unless
 //     forced, and warren never starts or restarts a remote daemon.
 //
@@ -164,7 +164,8 @@ class LibvirtHost final : public VmHost {
   // (the next boot) is DomainXml's, as Create writes it. The chains' lock is held throughout
   // a save or restore, after the VM's lock.
   // CopyLive (libvirt_host_live_copy.cc) forks the source's disk as Copy does, in the same
-  // snapshot as its memory (DATA/tmp/live-<copy id>.save, a save image removed once restored
+  // snapshot as its memory (live_copy_memory.h: DATA/tmp/live-<copy id>.save here, the copy's
+  // DATA/vms/<copy id>/live.save on a remote host; a save image removed once restored
   // or failed), and restores that as the copy, the way a template's clone is restored.
   Status SaveTemplate(std::string_view id, std::string_view tag) override;
   Result<std::vector<TemplateInfo>> Templates() override;
@@ -305,8 +306,6 @@ class LibvirtHost final : public VmHost {
   // directory on `target`, made there first.
   Status CopyVmFileTo(const Conn& conn, LibvirtHost& target, const Conn& tconn, std::string_view id,
                       const char* name, const QemuUser& tqemu, int64_t* bytes);
-  // Unavailable for what a remote host does not do yet (templates, live copies).
-  Status LocalOnly(std::string_view what) const;
   Status StartDomain(virDomainPtr dom);
   Result<HostCapacity> CapacityOf(const Conn& conn);
   // CheckHostRoom against the host's capacity now.
@@ -386,11 +385,14 @@ class LibvirtHost final : public VmHost {
   Result<TemplateFile> TemplateOf(virDomainPtr dom, std::string_view id, std::string_view tag);
   // The VM a template was saved from (or failed to be): destroyed, undefined, its files gone.
   void RemoveTemplateVm(const OpenVm& vm, std::string_view id);
-  // Where a clone's memory comes from: the template's save image open here (a local host),
-  // or the name of its volume in a remote host's templates pool.
+  // Where a restored VM's memory comes from: a save image open here (a local host's template
+  // or live copy's memory: fed through a FIFO), or a volume on a remote host, restored there in
+  // place (RestoreOnRemoteHost) — `remote_save` names a template's in the templates pool or,
+  // `in_vm_dir`, the VM's own in its directory (a live copy's memory, live_copy_memory.h).
   struct RestoreSource {
     int memory_fd = -1;
     std::string remote_save;
+    bool in_vm_dir = false;
   };
   // CreateFromTemplate's and its remote twin's common part, once the template, its header and
   // the image are known: the clone's disk over the base, its seed and key, its restore.
@@ -419,12 +421,14 @@ class LibvirtHost final : public VmHost {
   Status RemoveRemoteTemplate(const VmShape& shape);
   Result<RestoredVm> CreateFromRemoteTemplate(const VmSpec& spec,
                                               std::chrono::steady_clock::time_point t0);
-  // The restore on a remote host: the template's save image copied on that host into the
-  // VM's directory (virStorageVolCreateXMLFrom), its header overwritten in place with
-  // `rewritten` (EncodeSaveImageHeaderInPlace), restored, and the copy deleted.
-  Status RestoreFromRemoteCopy(const Conn& conn, const std::string& id,
-                               const SaveImageHeader& rewritten, const std::string& save_volume,
-                               const std::string& restoring);
+  // The restore on a remote host, from a save image in the VM's directory there: one already
+  // there (`in_vm_dir`: a live copy's memory, left for its owner to delete) or a copy of a
+  // template's save made there now (virStorageVolCreateXMLFrom; deleted whatever happens).
+  // Its header is overwritten in place with `rewritten` (EncodeSaveImageHeaderInPlace), then
+  // libvirt restores it from its path: the memory never crosses the network.
+  Status RestoreOnRemoteHost(const Conn& conn, const std::string& id,
+                             const SaveImageHeader& rewritten, const RestoreSource& source,
+                             const std::string& restoring);
   // Deletes a remote host's stale template volumes (ListRemoteTemplates). Call with the
   // chains' lock held (a save in progress holds it too).
   void RemoveRemoteTemplateLeftovers(virConnectPtr conn);
@@ -434,13 +438,13 @@ class LibvirtHost final : public VmHost {
   // Call with the chains' lock held.
   void RemoveTemplateLeftovers();
   // The end of CreateFromTemplate and CopyLive: the saved domain `def` (the XML of `header`,
-  // whose memory stream `memory_fd` holds) made `config`'s — name, UUID, title, metadata,
+  // whose memory stream `source` holds) made `config`'s — name, UUID, title, metadata,
   // disk, seed, console log, control socket and MAC (when config has one), without the saved
-  // run and uncapped — and restored running through a FIFO in DATA/tmp (the memory is read
-  // once, never copied); then capped, defined for the next boot as DomainXml(config),
-  // autostarted and its start recorded. Destroyed and undefined by `rollback`. Unavailable
-  // when libvirt refuses the restore (`what`: "from template T"). Returns how long
-  // virDomainRestoreFlags took, in ms.
+  // run and uncapped — and restored running, through a FIFO in DATA/tmp (a local host: the
+  // memory is read once, never copied) or in place on a remote host; then capped, defined for the
+  // next boot as DomainXml(config), autostarted and its start recorded. Destroyed and undefined by
+  // `rollback`. Unavailable when libvirt refuses the restore (`what`: "from template T"). Returns
+  // how long virDomainRestoreFlags took, in ms.
   Result<int64_t> RestoreAsNewDomain(const Conn& conn, const DomainConfig& config,
                                      DomainDefinition def, const SaveImageHeader& header,
                                      const RestoreSource& source, std::string_view what,

@@ -1,20 +1,19 @@
 // LibvirtHost::CopyLive, `cp --live`: a running VM copied with its memory. The source's disk
 // is forked as Copy forks it (PrepareFork: a fresh overlay for each over the source's top), in
-// one atomic snapshot that also writes the guest's memory to DATA/tmp/live-<copy id>.save
+// one atomic snapshot that also writes the guest's memory to a file on the VM's host
 // (SnapshotOnto: the guest pauses while QEMU writes it, about half a second for a small guest,
 // then runs on, on its fresh overlay). That file is a libvirt save image, so the copy is
 // restored from it the way a template's clone is (RestoreAsNewDomain: its own name, UUID,
-// files, seed and MAC in the header's XML, fed through a FIFO), and it is removed once the
-// restore is done or failed. The copy runs the source's processes; the caller has the guest
-// take the copy's identity (vmhost/guest/identity.h).
-#include <fcntl.h>
-#include <unistd.h>
-
+// files, seed and MAC in the header's XML), and it is deleted once the restore is done or
+// failed. Where the file is and how the restore reads it is the one difference between a
+// local and a remote host (live_copy_memory.h: DATA/tmp here, fed through a FIFO; the copy's
+// own directory on a remote host, rewritten and restored in place there). The copy runs the
+// source's processes; the caller has the guest take the copy's identity
+// (vmhost/guest/identity.h).
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "lobby/base/log.h"
 #include "vmhost/domain_xml.h"
@@ -22,6 +21,7 @@
 #include "vmhost/libvirt_domain_ops.h"
 #include "vmhost/libvirt_host.h"
 #include "vmhost/libvirt_xml.h"
+#include "vmhost/live_copy_memory.h"
 #include "vmhost/save_image.h"
 #include "vmhost/seed_image.h"
 
@@ -42,37 +42,6 @@ int64_t MillisSince(std::chrono::steady_clock::time_point t0) {
                                                                t0)
       .count();
 }
-
-// A file removed when this goes, whatever happened meanwhile (it may never have been made).
-class RemovedAtExit {
- public:
-  explicit RemovedAtExit(std::string path) : path_(std::move(path)) {}
-  RemovedAtExit(const RemovedAtExit&) = delete;
-  RemovedAtExit& operator=(const RemovedAtExit&) = delete;
-  ~RemovedAtExit() {
-    std::error_code ec;
-    fs::remove(path_, ec);
-    if (ec) LogWarn("vmhost: removing " + LogQuote(path_) + ": " + ec.message());
-  }
-
- private:
-  std::string path_;
-};
-
-// An open file descriptor, closed when this goes.
-class OpenFd {
- public:
-  explicit OpenFd(int fd) : fd_(fd) {}
-  OpenFd(const OpenFd&) = delete;
-  OpenFd& operator=(const OpenFd&) = delete;
-  ~OpenFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // The running source's QEMU threads uncapped while this lives: they write its memory, ten
 // times slower under the cap (domain_xml.h kEmulatorQuotaPercent). Capped again by Recap or
@@ -104,7 +73,6 @@ class UncappedWhileThis {
 }  // namespace
 
 Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpec& spec) {
-  if (remote_) return LocalOnly("live copies");
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   if (spec.id == source_id) return InvalidArgument("a vm cannot be copied onto itself");
   const auto t0 = std::chrono::steady_clock::now();
@@ -133,7 +101,6 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   }
   std::string image_ref = VmMetadataOf(src).image;
   if (image_ref.empty()) image_ref = spec.image;
-  WARREN_ASSIGN_OR_RETURN(GuestImage image, OpenGuestImage(options_.images_dir, image_ref));
 
   // Room as for Copy, with the memory it runs with now (a resize waiting for a restart may
   // have changed the spec's), and its file until the restore is done.
@@ -142,36 +109,38 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   room.memory_mib = memory_mib;
   WARREN_ASSIGN_OR_RETURN(DiskFork fork, PrepareFork(conn, src, source_id, room, memory_mib * kMiB,
                                                      *made->disks, rollback));
-  if (fork.qemu.known()) WARREN_RETURN_IF_ERROR(LetQemuReadImage(image));
+  // The image as this host boots it (the source's: a remote host has it in its store).
+  WARREN_ASSIGN_OR_RETURN(GuestImage image, HostImage(conn, image_ref, fork.qemu));
 
-  const fs::path tmp = fs::path(options_.data_dir) / "tmp";
-  std::error_code ec;
-  fs::create_directories(tmp, ec);
-  const std::string memory = (tmp / ("live-" + spec.id + ".save")).string();
-  fs::remove(memory, ec);
-  RemovedAtExit memory_removed(memory);
+  // Where the memory goes: deleted when `memory` goes (before the rollback, if one runs).
+  std::unique_ptr<LiveCopyMemory> memory;
+  if (remote_) {
+    // The copy's own directory there, made now (the rollback removes it with its files).
+    WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenPool(conn, spec.id, /*build=*/true));
+    memory = LiveCopyMemory::InCopyDirectory(conn.get(), std::move(pool), VmDir(spec.id));
+  } else {
+    memory = LiveCopyMemory::LocalFile(
+        (fs::path(options_.data_dir) / "tmp" / ("live-" + spec.id + ".save")).string());
+  }
   const auto snapshot_t0 = std::chrono::steady_clock::now();
   {
     UncappedWhileThis uncapped(src, source_id);
-    Status snapped = SnapshotOnto(src, source_id, fork.source_top.path, memory);
+    Status snapped = SnapshotOnto(src, source_id, fork.source_top.path, memory->path());
     uncapped.Recap();
     WARREN_RETURN_IF_ERROR(snapped);
   }
   *fork.source_top_kept = true;  // the source runs on it now, whatever happens to the copy
   const int64_t snapshot_ms = MillisSince(snapshot_t0);
-  const int64_t memory_bytes = static_cast<int64_t>(fs::file_size(memory, ec));
 
   // libvirt wrote it; still read as possibly damaged (save_image.h checks every field).
-  OpenFd memory_fd(::open(memory.c_str(), O_RDONLY | O_CLOEXEC));
-  if (memory_fd.get() < 0) return Internal("opening " + memory + ": " + std::strerror(errno));
-  Result<SaveImageHeader> header = ReadSaveImageHeader(memory_fd.get());
+  Result<SaveImageHeader> header = memory->ReadHeader();
   if (!header.ok()) return header.status().Annotate("the memory of vm " + std::string(source_id));
   WARREN_ASSIGN_OR_RETURN(DomainDefinition saved, DomainDefinition::Parse(header->domain_xml));
 
   // The disk carries the source's host key: the copy gets its own, through its seed.
   VmSpec own = spec;
   own.image = image.ref;
-  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub, tmp.string()));
+  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub, ScratchDir()));
   WARREN_ASSIGN_OR_RETURN(std::string seed, MakeSeed(conn, own, fork.qemu));
   DomainConfig config = ConfigFor(own, image, fork.copy_top.path, seed, fork.qemu);
   if (spec.egress == Egress::kAll) {
@@ -180,7 +149,7 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   WARREN_ASSIGN_OR_RETURN(
       const int64_t restore_ms,
       RestoreAsNewDomain(conn, config, std::move(saved), *header,
-                         RestoreSource{memory_fd.get(), ""},
+                         RestoreSource{memory->fd(), memory->volume(), remote_},
                          "as a live copy of vm " + std::string(source_id), rollback));
   rollback.Commit();
   chains_.MaybeFlatten(src, source_id);
@@ -193,8 +162,9 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   r.restore_ms = MillisSince(t0);
   LogInfo("vmhost: vm " + spec.id + " copied live from vm " + std::string(source_id) + " in " +
           std::to_string(r.restore_ms) + " ms (the snapshot " + std::to_string(snapshot_ms) +
-          " ms with the source paused for most of it, memory " + std::to_string(memory_bytes) +
-          " bytes, the restore " + std::to_string(restore_ms) + " ms)");
+          " ms with the source paused for most of it, memory " + std::to_string(memory->bytes()) +
+          " bytes, the restore " + std::to_string(restore_ms) + " ms)" +
+          (remote_ ? " on " + options_.uri : ""));
   return r;
 }
 

@@ -1,7 +1,7 @@
 // LibvirtHost on a remote host (libvirt_host.h, libvirt_uri.h): the parts that reach that
 // host's files through libvirt's storage API instead of this machine's file system — its
-// image store, its DATA/vms directory as a pool, the local scratch — and the calls that
-// answer Unavailable there. The local host's paths stay in libvirt_host.cc, unchanged.
+// image store, its DATA/vms directory as a pool, the local scratch. The local host's paths
+// stay in libvirt_host.cc, unchanged.
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -48,11 +48,6 @@ std::string LibvirtHost::ScratchDir() const {
   fs::path tmp = fs::temp_directory_path(ec);
   if (ec) tmp = "/tmp";
   return (tmp / "warren-scratch").string();
-}
-
-Status LibvirtHost::LocalOnly(std::string_view what) const {
-  return Unavailable(std::string(what) + " are not made on remote hosts yet (" + options_.uri +
-                     ")");
 }
 
 Result<GuestImage> LibvirtHost::HostImage(const Conn& conn, std::string_view ref,

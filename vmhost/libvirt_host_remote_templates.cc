@@ -10,6 +10,9 @@
 // the memory never crosses the network) whose header is overwritten in place
 // (virStorageVolUpload of a part; libvirt leaves 64 KiB of room for the XML), then that copy
 // is deleted. The template's base stays in that host's DATA/disks, pinned like a VM's top.
+// A live copy's memory, written by its snapshot into the copy's directory there
+// (live_copy_memory.h), is restored the same way, in place, without the copy
+// (RestoreOnRemoteHost).
 #include <algorithm>
 #include <map>
 #include <string>
@@ -60,17 +63,6 @@ void DeleteVolume(virStoragePoolPtr pool, const std::string& name) {
     if (vol) LogWarn("vmhost: " + LibvirtError("deleting template volume " + name).ToString());
     virResetLastError();
   }
-}
-
-// The header and data at the start of save image `vol` (two reads: the fixed part says how
-// long the data is).
-Result<SaveImageHeader> ReadRemoteSaveHeader(virConnectPtr conn, virStorageVolPtr vol,
-                                             const std::string& what) {
-  WARREN_ASSIGN_OR_RETURN(std::string fixed,
-                          ReadVolumeBytes(conn, vol, 0, kSaveImageHeaderBytes, what));
-  WARREN_ASSIGN_OR_RETURN(uint64_t length, SaveImageHeaderLength(fixed));
-  WARREN_ASSIGN_OR_RETURN(std::string head, ReadVolumeBytes(conn, vol, 0, length, what));
-  return ParseSaveImageHeader(head);
 }
 
 }  // namespace
@@ -184,7 +176,7 @@ Status LibvirtHost::SaveRemoteTemplate(const OpenVm& vm, std::string_view id, Te
   StorageVolHandle save(virStorageVolLookupByName(pool->get(), t.memory.c_str()));
   if (!save) return fail(LibvirtError("finding the saved template " + t.memory));
   // The header must be one a restore there can rewrite: checked now, not at the first `new`.
-  Result<SaveImageHeader> header = ReadRemoteSaveHeader(conn.get(), save.get(), t.memory);
+  Result<SaveImageHeader> header = ReadSaveImageHeaderOfVolume(conn.get(), save.get(), t.memory);
   if (!header.ok()) return fail(header.status().Annotate("the saved template"));
   virStorageVolInfo vi{};
   if (virStorageVolGetInfo(save.get(), &vi) < 0) return fail(LibvirtError("sizing " + t.memory));
@@ -243,31 +235,49 @@ Result<RestoredVm> LibvirtHost::CreateFromRemoteTemplate(const VmSpec& spec,
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle pool, OpenTemplatesPool(conn.get()));
   StorageVolHandle save(virStorageVolLookupByName(pool.get(), found->file.memory.c_str()));
   if (!save) return Unavailable(LibvirtError("finding " + found->file.memory).message());
-  Result<SaveImageHeader> header = ReadRemoteSaveHeader(conn.get(), save.get(), found->file.memory);
+  Result<SaveImageHeader> header =
+      ReadSaveImageHeaderOfVolume(conn.get(), save.get(), found->file.memory);
   if (!header.ok()) return Unavailable("template " + key + ": " + header.status().message());
   // Before any lock: an image upload takes a while (as Create).
   WARREN_ASSIGN_OR_RETURN(GuestImage image, HostImage(conn, spec.image, {}));
   return RestoreClone(spec, found->file, *header, image, RestoreSource{-1, found->file.memory}, t0);
 }
 
-Status LibvirtHost::RestoreFromRemoteCopy(const Conn& conn, const std::string& id,
-                                          const SaveImageHeader& rewritten,
-                                          const std::string& save_volume,
-                                          const std::string& restoring) {
+Status LibvirtHost::RestoreOnRemoteHost(const Conn& conn, const std::string& id,
+                                        const SaveImageHeader& rewritten,
+                                        const RestoreSource& source, const std::string& restoring) {
   Result<std::string> head = EncodeSaveImageHeaderInPlace(rewritten);
   if (!head.ok()) return Unavailable(restoring + ": " + head.status().message());
-  WARREN_ASSIGN_OR_RETURN(StoragePoolHandle tpool, OpenTemplatesPool(conn.get()));
-  StorageVolHandle src(virStorageVolLookupByName(tpool.get(), save_volume.c_str()));
-  if (!src) return Unavailable(LibvirtError(restoring + ": finding " + save_volume).message());
-  virStorageVolInfo vi{};
-  if (virStorageVolGetInfo(src.get(), &vi) < 0) return LibvirtError("sizing " + save_volume);
   WARREN_ASSIGN_OR_RETURN(StoragePoolHandle vpool, OpenPool(conn, id, /*build=*/false));
-  const std::string xml = RawVolumeXml(kRestoreCopy, vi.capacity);
-  StorageVolHandle copy(virStorageVolCreateXMLFrom(vpool.get(), xml.c_str(), src.get(), 0));
-  if (!copy) return Unavailable(LibvirtError(restoring + ": copying " + save_volume).message());
-  Status st = WriteVolumeBytes(conn.get(), copy.get(), 0, *head, "a restore image's header");
+  // What is restored, in the VM's directory: the caller's save image there (a live copy's
+  // memory, the caller's to delete), or a copy of the template's made there now (deleted here,
+  // whatever happens).
+  StorageVolHandle image;
+  const bool copy = !source.in_vm_dir;
+  if (!copy) {
+    image.reset(virStorageVolLookupByName(vpool.get(), source.remote_save.c_str()));
+    if (!image) {
+      return Unavailable(LibvirtError(restoring + ": finding " + source.remote_save).message());
+    }
+  } else {
+    WARREN_ASSIGN_OR_RETURN(StoragePoolHandle tpool, OpenTemplatesPool(conn.get()));
+    StorageVolHandle src(virStorageVolLookupByName(tpool.get(), source.remote_save.c_str()));
+    if (!src) {
+      return Unavailable(LibvirtError(restoring + ": finding " + source.remote_save).message());
+    }
+    virStorageVolInfo vi{};
+    if (virStorageVolGetInfo(src.get(), &vi) < 0) {
+      return LibvirtError("sizing " + source.remote_save);
+    }
+    const std::string xml = RawVolumeXml(kRestoreCopy, vi.capacity);
+    image.reset(virStorageVolCreateXMLFrom(vpool.get(), xml.c_str(), src.get(), 0));
+    if (!image) {
+      return Unavailable(LibvirtError(restoring + ": copying " + source.remote_save).message());
+    }
+  }
+  Status st = WriteVolumeBytes(conn.get(), image.get(), 0, *head, "a restore image's header");
   if (st.ok()) {
-    LibvirtString path(virStorageVolGetPath(copy.get()));
+    LibvirtString path(virStorageVolGetPath(image.get()));
     if (!path) {
       st = LibvirtError(restoring);
     } else if (virDomainRestoreFlags(conn.get(), path.get(), nullptr, VIR_DOMAIN_SAVE_RUNNING) <
@@ -275,7 +285,7 @@ Status LibvirtHost::RestoreFromRemoteCopy(const Conn& conn, const std::string& i
       st = LibvirtError(restoring);
     }
   }
-  if (virStorageVolDelete(copy.get(), 0) < 0) {
+  if (copy && virStorageVolDelete(image.get(), 0) < 0) {
     LogWarn("vmhost: " + LibvirtError("deleting the restore copy of vm " + id).ToString());
   }
   if (!st.ok()) return Unavailable(st.message());

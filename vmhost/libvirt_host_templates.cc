@@ -427,7 +427,7 @@ Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainCo
   const std::string restoring = "restoring vm " + id + " " + std::string(what);
   Status restored = source.remote_save.empty()
                         ? RestoreThroughFifo(conn, id, rewritten, source.memory_fd, restoring)
-                        : RestoreFromRemoteCopy(conn, id, rewritten, source.remote_save, restoring);
+                        : RestoreOnRemoteHost(conn, id, rewritten, source, restoring);
   const int64_t restore_ms = MillisSince(t0);
   // A restore cut short may still have left a domain (transient) behind.
   Result<DomainHandle> found = LookupDomain(conn, id);

@@ -67,7 +67,8 @@ std::string EncodeSaveImageHeader(const SaveImageHeader& header);
 // The header and data bytes for `header` in the room the template's took (its stream_offset):
 // the same data_len, the XML and cookie followed by zeros, so they overwrite the template's in
 // a copy of it and the migration stream stays where it is (a remote host's restore, which
-// rewrites a copy made there: libvirt_host_remote_templates.cc). InvalidArgument when they do
+// rewrites a copy made there, or a live copy's memory written there, in place:
+// libvirt_host_remote_templates.cc). InvalidArgument when they do
 // not fit (libvirt leaves kSaveImagePadding of room) or EncodeSaveImageHeader would refuse.
 Result<std::string> EncodeSaveImageHeaderInPlace(const SaveImageHeader& header);
 

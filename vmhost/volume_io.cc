@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "vmhost/save_image.h"
+
 namespace warren {
 namespace {
 
@@ -47,6 +49,15 @@ Status WriteVolumeBytes(virConnectPtr conn, virStorageVolPtr vol, uint64_t offse
   // Only a finished stream means the host has it all.
   if (virStreamFinish(st.get()) < 0) return LibvirtError("finishing writing " + what);
   return Status::Ok();
+}
+
+Result<SaveImageHeader> ReadSaveImageHeaderOfVolume(virConnectPtr conn, virStorageVolPtr vol,
+                                                    const std::string& what) {
+  WARREN_ASSIGN_OR_RETURN(std::string fixed,
+                          ReadVolumeBytes(conn, vol, 0, kSaveImageHeaderBytes, what));
+  WARREN_ASSIGN_OR_RETURN(uint64_t length, SaveImageHeaderLength(fixed));
+  WARREN_ASSIGN_OR_RETURN(std::string head, ReadVolumeBytes(conn, vol, 0, length, what));
+  return ParseSaveImageHeader(head);
 }
 
 }  // namespace warren

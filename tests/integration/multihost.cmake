@@ -73,3 +73,16 @@ set_tests_properties(vm_remote_pool PROPERTIES
   TIMEOUT 900
   RESOURCE_LOCK guests_b
   LABELS "integration;vm;multihost;pool")
+
+# cp --live on the remote host (the fixture's second libvirtd over qemu+ssh): a tiny VM there
+# running a web server by hand is copied live on that host (its memory written, rewritten and
+# restored there, never crossing to this machine); the server answers in the copy, which has
+# its own hostname, host key and MAC; writes do not cross; no memory file is left there; rm
+# leaves nothing. About 30 s.
+add_test(NAME vm_remote_live_copy
+         COMMAND ${WARREN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/test_remote_live_copy.py)
+set_tests_properties(vm_remote_live_copy PROPERTIES
+  ENVIRONMENT "WARREN_BIN=$<TARGET_FILE:warren>;LANG=C.UTF-8"
+  TIMEOUT 900
+  RESOURCE_LOCK guests_b
+  LABELS "integration;vm;multihost")

@@ -32,6 +32,7 @@
 #include "vmhost/libvirt_handles.h"
 #include "vmhost/libvirt_host.h"
 #include "vmhost/libvirt_uri.h"
+#include "vmhost/libvirt_xml.h"
 #include "vmhost/volume_io.h"
 
 namespace warren {
@@ -79,11 +80,13 @@ class RemoteHostTest : public ::testing::Test {
   }
   VmSpec Spec(std::string id) { return TinyVmSpec(std::move(id), image_); }
 
-  // The domains of this test's prefix and every pool on the remote host (only warren's tests
-  // use it), through a connection of our own.
+  // The domains of this test's prefix, every pool on the remote host (only warren's tests
+  // use it) and every volume in them ("pool/volume", the pools read afresh), through a
+  // connection of our own.
   struct Remote {
     std::vector<std::string> domains;
     std::vector<std::string> pools;
+    std::vector<std::string> volumes;
   };
   Remote Look() {
     Remote r;
@@ -99,6 +102,16 @@ class RemoteHostTest : public ::testing::Test {
       StoragePoolHandle p(pools[i]);
       // Any prefix's: a pool over DATA's directories may be an earlier process's view.
       r.pools.push_back(virStoragePoolGetName(p.get()));
+      if (virStoragePoolIsActive(p.get()) != 1) continue;
+      if (virStoragePoolRefresh(p.get(), 0) < 0) virResetLastError();
+      virStorageVolPtr* vols = nullptr;
+      const int nv = virStoragePoolListAllVolumes(p.get(), &vols, 0);
+      for (int j = 0; j < nv; ++j) {
+        StorageVolHandle v(vols[j]);
+        r.volumes.push_back(r.pools.back() + "/" + virStorageVolGetName(v.get()));
+      }
+      if (nv < 0) virResetLastError();
+      free(vols);  // NOLINT: allocated by libvirt
     }
     free(pools);  // NOLINT: allocated by libvirt
     return r;
@@ -112,6 +125,17 @@ class RemoteHostTest : public ::testing::Test {
                   pool.find("templates-") != std::string::npos)
           << pool;
     }
+  }
+  // The domain's MACs as libvirt runs it.
+  std::vector<std::string> MacsOf(const std::string& id) {
+    const RealLibvirtEnv& env = GetRemoteLibvirtEnv();
+    Result<ConnectHandle> conn = OpenLibvirt(env.uri);
+    if (!conn.ok()) return {"(no connection)"};
+    DomainHandle dom(virDomainLookupByName(conn->get(), (env.prefix + id).c_str()));
+    LibvirtString xml(dom ? virDomainGetXMLDesc(dom.get(), 0) : nullptr);
+    Result<DomainDefinition> def =
+        xml ? DomainDefinition::Parse(xml.get()) : Result<DomainDefinition>(NotFound(id));
+    return def.ok() ? def->InterfaceMacs() : std::vector<std::string>{def.status().ToString()};
   }
   // The remote image store's volume `name` deleted, or (`cut_short`) replaced by 4 KiB of it,
   // as an upload cut short leaves it; through a connection of our own.
@@ -220,6 +244,8 @@ TEST_F(RemoteHostTest, ImagesAreUploadedOnceAndKnownPerHost) {
   EXPECT_EQ(host_->Inspect("aaaa0007").status().code(), Code::kNotFound);
 }
 
+Result<double> SshBannerMs(LibvirtHost& host, const std::string& id);
+
 // The whole life of VMs on the remote host, their files there, and nothing left after.
 TEST_F(RemoteHostTest, VmsLiveAndDieOnTheRemoteHost) {
   Result<HostCapacity> cap = host_->Capacity();
@@ -284,20 +310,89 @@ TEST_F(RemoteHostTest, VmsLiveAndDieOnTheRemoteHost) {
   Result<std::string> copy_boot = WaitForConsole("bbbb0002", "warren-hostkey");
   EXPECT_TRUE(copy_boot.ok()) << copy_boot.status().ToString();
 
-  // Local-only paths say so, and change nothing.
+  // cp --live on the remote host: the source's memory written in the copy's directory there,
+  // restored in place and deleted at once. The copy runs (its sshd, restored, answers on its
+  // channel) with a MAC of its own, on an overlay over the source's frozen top, and the
+  // source runs on, one layer deeper.
   VmSpec live = Spec("bbbb0003");
-  EXPECT_EQ(host_->CopyLive("bbbb0001", live).status().code(), Code::kUnavailable);
-  EXPECT_EQ(host_->List()->size(), 2u);
+  live.egress = Egress::kAll;  // the source got a network device above; the copy keeps it
+  const auto l0 = std::chrono::steady_clock::now();
+  Result<RestoredVm> copied = host_->CopyLive("bbbb0001", live);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  const double live_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - l0).count();
+  EXPECT_EQ(host_->Inspect("bbbb0003")->state, VmState::kRunning);
+  EXPECT_EQ(host_->Inspect("bbbb0001")->state, VmState::kRunning);
+  EXPECT_EQ(host_->Inspect("bbbb0003")->name, "bbbb0003");
+  EXPECT_EQ(host_->DiskChain("bbbb0003")->at(1), host_->DiskChain("bbbb0001")->at(1));
+  EXPECT_NE(host_->DiskChain("bbbb0003")->at(0), host_->DiskChain("bbbb0001")->at(0));
+  EXPECT_EQ(copied->mac.size(), 17u) << copied->mac;
+  EXPECT_EQ(MacsOf("bbbb0003"), std::vector<std::string>{copied->mac});
+  ASSERT_EQ(MacsOf("bbbb0001").size(), 1u);
+  EXPECT_NE(MacsOf("bbbb0001")[0], copied->mac);
+  EXPECT_TRUE(copied->host_key_pub.starts_with("ssh-ed25519 ")) << copied->host_key_pub;
+  Result<double> live_banner = SshBannerMs(*host_, "bbbb0003");
+  EXPECT_TRUE(live_banner.ok()) << live_banner.status().ToString();
+  std::fprintf(stderr, "[timing] remote live copy: %.2f s, its sshd answered %.0f ms after\n",
+               live_s, live_banner.ok() ? *live_banner : -1.0);
+  for (const std::string& vol : Look().volumes) {
+    EXPECT_FALSE(vol.ends_with("/live.save")) << vol;  // the memory went once restored
+  }
+  if (!files.empty()) {
+    EXPECT_TRUE(fs::exists(files + "/vms/bbbb0003/seed.img"));
+    EXPECT_FALSE(fs::exists(files + "/vms/bbbb0003/live.save"));
+  }
+  // A failure half-way, after the snapshot (here the copy's seed cannot be built: a host
+  // object whose mkfs fails), leaves nothing of the copy there — no domain, directory, memory
+  // file, disk layer or pool — and the source runs on, on the fresh top the snapshot gave it.
+  {
+    LibvirtHostOptions broken = GetRemoteLibvirtEnv().HostOptions();
+    broken.mkfs = "false";
+    LibvirtHost failing(broken);
+    VmSpec cut = Spec("bbbb0005");
+    cut.egress = Egress::kAll;
+    Result<RestoredVm> failed = failing.CopyLive("bbbb0001", cut);
+    EXPECT_FALSE(failed.ok());
+    EXPECT_NE(failed.status().message().find("mkfs"), std::string::npos)
+        << failed.status().ToString();
+  }
+  EXPECT_EQ(host_->Inspect("bbbb0005").status().code(), Code::kNotFound);
+  EXPECT_EQ(host_->Inspect("bbbb0001")->state, VmState::kRunning);
+  EXPECT_EQ(host_->DiskChain("bbbb0003")->at(1), host_->DiskChain("bbbb0001")->at(2));
+  Remote after_failure = Look();
+  EXPECT_EQ(after_failure.domains.size(), 3u);
+  for (const std::string& pool : after_failure.pools) {
+    EXPECT_EQ(pool.find("bbbb0005"), std::string::npos) << pool;
+  }
+  for (const std::string& vol : after_failure.volumes) {
+    EXPECT_EQ(vol.find("bbbb0005"), std::string::npos) << vol;
+    EXPECT_FALSE(vol.ends_with("/live.save")) << vol;
+  }
+  if (!files.empty()) EXPECT_FALSE(fs::exists(files + "/vms/bbbb0005"));
+  Result<double> source_banner = SshBannerMs(*host_, "bbbb0001");
+  EXPECT_TRUE(source_banner.ok()) << source_banner.status().ToString();
+
+  // Refused, nothing of a copy made: onto an existing VM, of a paused source.
+  EXPECT_EQ(host_->CopyLive("bbbb0001", live).status().code(), Code::kConflict);
+  ASSERT_TRUE(host_->Pause("bbbb0001").ok());
+  EXPECT_EQ(host_->CopyLive("bbbb0001", Spec("bbbb0004")).status().code(), Code::kConflict);
+  ASSERT_TRUE(host_->Resume("bbbb0001").ok());
+  EXPECT_EQ(host_->List()->size(), 3u);
 
   // Gone without a trace: no domain, no disk, no VM directory, no pool but the image store.
   ASSERT_TRUE(host_->Destroy("bbbb0001").ok());
   EXPECT_EQ(host_->Inspect("bbbb0002")->state, VmState::kRunning);  // its chain stays
   ASSERT_TRUE(host_->Destroy("bbbb0002").ok());
+  EXPECT_EQ(host_->Inspect("bbbb0003")->state, VmState::kRunning);  // so does the live copy's
+  ASSERT_TRUE(host_->Destroy("bbbb0003").ok());
   Result<int> collected = host_->RemoveUnusedDisks();
   ASSERT_TRUE(collected.ok()) << collected.status().ToString();
   Remote left = Look();
   EXPECT_TRUE(left.domains.empty());
   ExpectOnlyHostWidePools(left);
+  for (const std::string& vol : left.volumes) {  // no volume but the image store's
+    EXPECT_NE(vol.find("images-"), std::string::npos) << vol;
+  }
   if (!files.empty()) {
     EXPECT_EQ(Tree(files + "/vms"), std::vector<std::string>{});
     EXPECT_EQ(Tree(files + "/disks"), std::vector<std::string>{});

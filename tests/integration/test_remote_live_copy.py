@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""cp --live of a VM on a remote host (issue 18), end to end through the SSH lobby with
+OpenSSH: test_vm_live_copy.py's checks on the second host.
+
+The second host is second_host.py's (a libvirtd in namespaces of its own, over qemu+ssh);
+warren serves with --host local=qemu:///system --host second=... --host-isolated second, no
+templates and no pool. A tiny VM made there with `new --host second` runs a web server
+started by hand (busybox httpd in a session of its own, serving a file from /tmp, a tmpfs: in
+memory only); `cp --live` copies it on that host: the snapshot writes the source's memory into
+the copy's own directory there, which is restored in place and deleted (vmhost/README.md,
+Remote hosts), so the memory never crosses to this machine. Then:
+  - the copy is on the second host, made=live-copy, and the server answers in it without anyone
+    starting it there (the copy never booted: its uptime runs on from the source's);
+  - it has its own hostname, SSH host key and MAC; the source runs on, its server too;
+  - QEMU's own threads of both are capped again; no memory file is left in any VM's directory
+    there (seen through the fixture's private directory) or in DATA/tmp here;
+  - writes after the copy do not cross either way; a restart boots the copy as itself;
+  - rm of both leaves no domain, VM directory or disk layer there.
+Prints the time of the whole `cp --live` and the host's breakdown ("[timing] …").
+
+Needs root, libvirt, QEMU, sshd and the tiny image; fails under CI when one is missing.
+"""
+import glob
+import os
+import secrets
+import shlex
+import time
+import unittest
+
+import second_host
+import warren_harness as h
+from test_vm_cpu_share import EMULATOR_CAP_PERCENT
+from test_vm_e2e import VmTestCase
+from test_vm_live_copy import FETCH, HOST_KEY, MAC, SERVE
+
+
+class RemoteLiveCopyTest(VmTestCase):
+    EGRESS = "all"  # a network device: the copy gets a MAC of its own
+
+    @classmethod
+    def setUpClass(cls):
+        far = second_host.for_class(cls)
+        cls.SERVE_ARGS = second_host.lobby_args(far, h.WARREN_BIN) + [
+            "--vm-templates", "none", "--pool", "none"]
+        super().setUpClass()
+
+    def sh(self, vm, command, **kwargs):
+        # One word for the lobby's tokenizer, which hands it to the VM's shell as it was.
+        return self.vm_ok("ssh", vm, shlex.quote(command), **kwargs).stdout
+
+    def uptime(self, vm):
+        return float(self.sh(vm, "cat /proc/uptime").split()[0])
+
+    def far_path(self, *parts):
+        return os.path.join(self.far.warren_files(), *parts)
+
+    def far_domains(self):
+        r = second_host.virsh(self.far.uri, "list", "--all", "--name", check=False)
+        return [d for d in r.stdout.split() if d]
+
+    def assert_capped_there(self, name):
+        out = second_host.virsh(self.far.uri, "schedinfo", "warren-" + self.vm_id(name)).stdout
+        info = {k.strip(): v.strip() for k, v in (line.split(":", 1)
+                                                  for line in out.splitlines() if ":" in line)}
+        self.assertEqual(info["emulator_quota"], str(EMULATOR_CAP_PERCENT * 1000), name)
+
+    def test_live_copy_on_the_remote_host(self):
+        self.remove_on_exit("rlc-src")
+        self.vm_ok("new", "--image", "tiny", "--name", "rlc-src", "--cpu", "1", "--memory",
+                   "256M", "--disk", "1G", "--host", "second", timeout=300)
+        self.assertEqual(self.ssh_json(self.admin, "stat", "rlc-src")["host"], "second")
+        token = secrets.token_hex(8)
+        self.sh("rlc-src", SERVE % token)
+        deadline = time.monotonic() + 30
+        while self.vm("ssh", "rlc-src", shlex.quote(FETCH)).stdout.strip() != token:
+            self.assertLess(time.monotonic(), deadline, "httpd never answered in the source")
+            time.sleep(0.5)
+        # tmpfs: the page it serves is in the source's memory only.
+        self.assertIn(" /tmp tmpfs ", self.sh("rlc-src", "cat /proc/mounts"))
+
+        src_uptime = self.uptime("rlc-src")
+        self.remove_on_exit("rlc-copy")
+        t0 = time.monotonic()
+        live = self.ssh_json(self.admin, "cp", "rlc-src", "rlc-copy", "--live", timeout=300)
+        live_s = time.monotonic() - t0
+        self.assertEqual((live["made"], live["live"], live["synced"], live["source"]),
+                         ("live-copy", True, False, "rlc-src"), live)
+        print("\n[timing] remote cp --live until the copy answered %.1f s (memory and disk "
+              "copied and restored in %.2f s)" % (live_s, live["copy_seconds"]), flush=True)
+        for line in self.server.log().splitlines():
+            if "copied live from" in line:  # the host's breakdown: snapshot, memory, restore
+                print("[timing] " + line.split("vmhost: ", 1)[-1], flush=True)
+        self.assert_log("copied live from vm %s" % self.vm_id("rlc-src"))
+        stat = self.ssh_json(self.admin, "stat", "rlc-copy")
+        self.assertEqual((stat["host"], stat["made"], stat["state"]),
+                         ("second", "live-copy", "running"))
+        self.assertIn("warren-" + stat["id"], self.far_domains())
+
+        # The source's process answers in the copy, which never booted.
+        self.assertEqual(self.sh("rlc-copy", FETCH).strip(), token)
+        self.assertGreaterEqual(self.uptime("rlc-copy"), src_uptime)
+        self.assertIn("busybox httpd -f -p 127.0.0.1:8000", self.sh("rlc-copy", "ps -o args"))
+        # Its own identity: name, host key, MAC.
+        self.assertEqual(self.sh("rlc-copy", "hostname").strip(), "rlc-copy")
+        self.assertEqual(self.sh("rlc-src", "hostname").strip(), "rlc-src")
+        self.assertNotEqual(self.sh("rlc-copy", HOST_KEY), self.sh("rlc-src", HOST_KEY))
+        copy_mac, src_mac = self.sh("rlc-copy", MAC).strip(), self.sh("rlc-src", MAC).strip()
+        self.assertEqual(len(copy_mac), 17, copy_mac)
+        self.assertNotEqual(copy_mac, src_mac)
+        # The source ran on (paused for the snapshot only), its server too.
+        self.assertEqual(self.ssh_json(self.admin, "stat", "rlc-src")["state"], "running")
+        self.assertEqual(self.sh("rlc-src", FETCH).strip(), token)
+        # QEMU's own threads of both are capped again (uncapped while the memory moved).
+        self.assert_capped_there("rlc-src")
+        self.assert_capped_there("rlc-copy")
+        # The memory file went: nothing in any VM's directory there, nothing here.
+        self.assertEqual(glob.glob(self.far_path("vms", "*", "*.save")), [])
+        self.assertTrue(os.path.exists(self.far_path("vms", stat["id"], "seed.img")))
+        self.assertEqual(glob.glob(os.path.join(self.data, "tmp", "live-*")), [])
+
+        # Writes after the copy do not cross, either way; both disks go on from the fork.
+        self.sh("rlc-src", "echo src > ~/g; echo only-src > ~/h; echo changed > /tmp/www/token.txt")
+        self.sh("rlc-copy", "echo dst > ~/g")
+        self.assertEqual(self.sh("rlc-src", "cat ~/g"), "src\n")
+        self.assertEqual(self.sh("rlc-copy", "cat ~/g"), "dst\n")
+        self.assert_status(self.vm("ssh", "rlc-copy", "cat ~/h"), "command_failed")
+        self.assertEqual(self.sh("rlc-copy", FETCH).strip(), token)
+        self.assertEqual(self.sh("rlc-src", FETCH).strip(), "changed")
+
+        # A restart boots the copy from its own disk and seed, as itself.
+        self.vm_ok("restart", "rlc-copy", timeout=300)
+        self.assertEqual(self.sh("rlc-copy", "hostname").strip(), "rlc-copy")
+        self.assertEqual(self.sh("rlc-copy", "cat ~/g"), "dst\n")
+        self.assertNotIn("presented a different host key", self.server.log())
+
+        ids = [self.vm_id(n) for n in ("rlc-src", "rlc-copy")]
+        for name in ("rlc-copy", "rlc-src"):
+            self.vm_ok("rm", name)
+        for vm_id in ids:
+            self.assertFalse([d for d in self.far_domains() if d.endswith(vm_id)])
+            self.assertFalse(os.path.exists(self.far_path("vms", vm_id)))
+        self.assertEqual(glob.glob(self.far_path("disks", "*.qcow2")), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
