@@ -94,9 +94,9 @@ class NewCommand final : public Command {
     }
     const auto start = std::chrono::steady_clock::now();
     // A host where an idle VM of this shape waits in the warm pool is preferred.
-    const std::vector<std::string> pooled_on =
-        ctx.services.pool != nullptr ? ctx.services.pool->HostsWithIdle(ShapeOf(spec))
-                                     : std::vector<std::string>{};
+    const std::vector<std::string> pooled_on = ctx.services.pool != nullptr
+                                                   ? ctx.services.pool->HostsWithIdle(ShapeOf(spec))
+                                                   : std::vector<std::string>{};
     WARREN_ASSIGN_OR_RETURN(vm.host, PlaceNewVm(ctx, vm, host_, pooled_on));
     spec.host = vm.host;
     // An idle VM of this shape on that host is this one's from here on.
