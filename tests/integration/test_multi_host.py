@@ -46,26 +46,19 @@ import unittest
 
 import second_host
 import warren_harness as h
-from test_vm_e2e import VmTestCase
+from two_host_case import TwoHostVmTestCase
 
 
-class MultiHostTest(VmTestCase):
+class MultiHostTest(TwoHostVmTestCase):
     EGRESS = "none"
 
     @classmethod
-    def setUpClass(cls):
-        far = second_host.for_class(cls)
-        cls.SERVE_ARGS = second_host.lobby_args(far, h.WARREN_BIN) + [
-            "--host-peer-uri", "local=" + far.reach_back(),
-            "--vm-templates", "none", "--pool", "none", "--guest-slowdown-max", "1"]
-        super().setUpClass()
+    def far_serve_args(cls, far):
+        return ["--host-peer-uri", "local=" + far.reach_back(), "--vm-templates", "none",
+                "--pool", "none", "--guest-slowdown-max", "1"]
 
     def hosts(self):
         return {x["name"]: x for x in self.ssh_json(self.admin, "hosts")["hosts"]}
-
-    def far_domains(self):
-        r = second_host.virsh(self.far.uri, "list", "--all", "--name", check=False)
-        return [d for d in r.stdout.split() if d]
 
     def wait_state(self, name, state, timeout=180):
         deadline = time.monotonic() + timeout

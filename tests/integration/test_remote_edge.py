@@ -43,13 +43,13 @@ import second_host
 import test_vm_integrations as vi
 import test_vm_web as vw
 import warren_harness as h
-from test_vm_e2e import VmTestCase
+from two_host_case import TwoHostVmTestCase
 
 VM = "far-edge"
 BIG = 16 << 20  # bytes streamed each way through the remote control connection
 
 
-class RemoteEdgeTest(VmTestCase):
+class RemoteEdgeTest(TwoHostVmTestCase):
     EGRESS = "none"
 
     # Helpers of the local-host tests, shared rather than copied.
@@ -65,13 +65,12 @@ class RemoteEdgeTest(VmTestCase):
     host_session = vw.VmWebTest.host_session
     assert_no_page = vw.VmWebTest.assert_no_page
 
+    FAR_SERVE_ARGS = ["--vm-templates", "none", "--pool", "none", "--guest-slowdown-max", "1"]
+
     @classmethod
     def setUpClass(cls):
-        far = second_host.for_class(cls)
         cls.upstream = int_upstream.Upstream()
         cls.addClassCleanup(cls.upstream.close)
-        cls.SERVE_ARGS = second_host.lobby_args(far, h.WARREN_BIN) + [
-            "--vm-templates", "none", "--pool", "none", "--guest-slowdown-max", "1"]
         super().setUpClass()
         cls.port = cls.server.web_port
         up = cls.upstream.url

@@ -28,21 +28,14 @@ import time
 import unittest
 
 import second_host
-import warren_harness as h
 from test_vm_cpu_share import EMULATOR_CAP_PERCENT
-from test_vm_e2e import VmTestCase
 from test_vm_live_copy import FETCH, HOST_KEY, MAC, SERVE
+from two_host_case import TwoHostVmTestCase
 
 
-class RemoteLiveCopyTest(VmTestCase):
+class RemoteLiveCopyTest(TwoHostVmTestCase):
     EGRESS = "all"  # a network device: the copy gets a MAC of its own
-
-    @classmethod
-    def setUpClass(cls):
-        far = second_host.for_class(cls)
-        cls.SERVE_ARGS = second_host.lobby_args(far, h.WARREN_BIN) + [
-            "--vm-templates", "none", "--pool", "none"]
-        super().setUpClass()
+    FAR_SERVE_ARGS = ["--vm-templates", "none", "--pool", "none"]
 
     def sh(self, vm, command, **kwargs):
         # One word for the lobby's tokenizer, which hands it to the VM's shell as it was.
@@ -53,10 +46,6 @@ class RemoteLiveCopyTest(VmTestCase):
 
     def far_path(self, *parts):
         return os.path.join(self.far.warren_files(), *parts)
-
-    def far_domains(self):
-        r = second_host.virsh(self.far.uri, "list", "--all", "--name", check=False)
-        return [d for d in r.stdout.split() if d]
 
     def assert_capped_there(self, name):
         out = second_host.virsh(self.far.uri, "schedinfo", "warren-" + self.vm_id(name)).stdout

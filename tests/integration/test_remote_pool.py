@@ -21,28 +21,21 @@ import time
 import unittest
 
 import second_host
-import warren_harness as h
-from test_vm_e2e import VmTestCase, domains_of
+from test_vm_e2e import domains_of
+from two_host_case import TwoHostVmTestCase
 
 
-class RemotePoolTest(VmTestCase):
+class RemotePoolTest(TwoHostVmTestCase):
     EGRESS = "all"
-
-    @classmethod
-    def setUpClass(cls):
-        far = second_host.for_class(cls)
-        cls.SERVE_ARGS = second_host.lobby_args(far, h.WARREN_BIN) + [
-            "--vm-image", "tiny", "--vm-templates", "default", "--pool", "tiny=1"]
-        super().setUpClass()
+    FAR_SERVE_ARGS = ["--vm-image", "tiny", "--vm-templates", "default", "--pool", "tiny=1"]
 
     def recorded_ids(self):
         return {v["id"] for v in self.ssh_json(self.admin, "ls")["vms"]}
 
-    def far_domains(self):
+    def far_states(self):
         """The second host's domains: id -> state."""
-        names = second_host.virsh(self.far.uri, "list", "--all", "--name").stdout.split()
         out = {}
-        for name in names:
+        for name in self.far_domains():
             state = second_host.virsh(self.far.uri, "domstate", name, check=False).stdout
             out[name[len("warren-"):]] = state.strip()
         return out
@@ -59,7 +52,7 @@ class RemotePoolTest(VmTestCase):
         """Until the second host has one pooled VM (not in `but`), paused and connected."""
         deadline = time.monotonic() + timeout
         while True:
-            domains = self.far_domains()
+            domains = self.far_states()
             pooled = set(domains) - self.recorded_ids() - set(but)
             if len(pooled) == 1 and pooled <= self.ready_on("second"):
                 [vm_id] = pooled
@@ -99,14 +92,14 @@ class RemotePoolTest(VmTestCase):
         stat = self.ssh_json(self.admin, "stat", "far-pooled")
         self.assertEqual((stat["host"], stat["made"], stat["state"]),
                          ("second", "pool", "running"))
-        self.assertEqual(self.far_domains()[pooled], "running")
+        self.assertEqual(self.far_states()[pooled], "running")
         self.wait_for_far_pool(but={pooled})
 
     def test_3_a_drained_host_keeps_no_pool_and_a_stop_removes_them_all(self):
         pooled = self.wait_for_far_pool()
         self.vm_ok("hosts", "drain", "second")
         deadline = time.monotonic() + 120
-        while pooled in self.far_domains():
+        while pooled in self.far_states():
             self.assertLess(time.monotonic(), deadline, self.server.log()[-3000:])
             time.sleep(1)
         self.assert_log("pool: removed vm " + pooled)
@@ -114,10 +107,10 @@ class RemotePoolTest(VmTestCase):
         again = self.wait_for_far_pool(but={pooled})
         local = self.local_domains() - self.recorded_ids()
         self.assertTrue(local, "no pooled VM here")
-        left = set(self.far_domains()) - self.recorded_ids()
+        left = set(self.far_states()) - self.recorded_ids()
         self.assertEqual(left, {again})
         self.server.stop()
-        self.assertFalse(set(self.far_domains()) & {again}, self.far_domains())
+        self.assertFalse(set(self.far_states()) & {again}, self.far_states())
         self.assertFalse(self.local_domains() & local, self.local_domains())
         type(self).server = self.start_vm_server()
 

@@ -24,21 +24,13 @@ import os
 import time
 import unittest
 
-import second_host
-import warren_harness as h
-from test_vm_e2e import VmTestCase
 from test_vm_templates import IdentityChecks
+from two_host_case import TwoHostVmTestCase
 
 
-class RemoteTemplateTest(IdentityChecks, VmTestCase):
+class RemoteTemplateTest(IdentityChecks, TwoHostVmTestCase):
     EGRESS = "all"  # a network device: clones get MACs of their own
-
-    @classmethod
-    def setUpClass(cls):
-        far = second_host.for_class(cls)
-        cls.SERVE_ARGS = second_host.lobby_args(far, h.WARREN_BIN) + [
-            "--vm-image", "tiny", "--vm-templates", "default", "--pool", "none"]
-        super().setUpClass()
+    FAR_SERVE_ARGS = ["--vm-image", "tiny", "--vm-templates", "default", "--pool", "none"]
 
     def far_templates(self):
         return sorted(glob.glob(os.path.join(self.far.warren_files(), "templates", "*")))
