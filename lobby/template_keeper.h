@@ -3,8 +3,10 @@
 // — so that `new` restores one instead of booting (services.restore_templates). A missing
 // template, or one saved with another guest runner (its tag), is made again: a VM under a
 // hidden id (no store record, so no user sees or pays for it) is booted, waits until its guest
-// runs a command (which installs the runner), settles (systemd done, disks synced), loses its
-// control connection and is saved; whatever fails is removed and tried again later. Checked at
+// runs a command (which installs the runner), settles (systemd done, disks synced), has its
+// memory compacted (page cache dropped, free memory zeroed: the save then holds zero pages for
+// what the guest does not use, and every restore reads less), loses its control connection
+// and is saved; whatever fails is removed and tried again later. Checked at
 // start and then every `interval`. Part of the binary like SandboxReaper: its own thread,
 // started after reconcile (which removes a hidden VM a crash left) and stopped before the VM
 // runtime it uses.
