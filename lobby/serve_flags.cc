@@ -184,8 +184,8 @@ void AddServeOptions(CLI::App& app, ServeFlags& flags) {
       ->add_option("--host", flags.vm.hosts,
                    "A VM host: NAME=URI, its name in `hosts` and `new --host` and its libvirt "
                    "URI (qemu:///system, qemu+ssh://root@h2/system, qemu+tls://h3/system); "
-                   "repeatable. The first is the default host: the warm pool is kept there "
-                   "(templates on every host)")
+                   "repeatable. The first is the default host; each host that takes new VMs "
+                   "keeps its own templates and warm pool")
       ->capture_default_str();
   serve->add_option("--host-isolated", flags.vm.isolated_hosts,
                     "A remote host NAME whose operator has put warren's isolation rules in "
@@ -220,9 +220,10 @@ void AddServeOptions(CLI::App& app, ServeFlags& flags) {
                    "The warm pool: paused VMs restored from templates ahead of time, which "
                    "`new` takes when it asks for their shape (a fraction of a second). "
                    "IMAGE=N keeps N of the default shape of IMAGE, IMAGE:CPUS,MEMORY,DISK"
-                   "[,EGRESS]=N of that shape (repeatable); default: 1 of the default image; "
-                   "none: no pool. Only with --vm-templates default; a VM is refilled only "
-                   "while the host has memory for it and one more")
+                   "[,EGRESS]=N of that shape (repeatable), on each host that takes new VMs; "
+                   "default: 1 of the default image; none: no pool. Only with --vm-templates "
+                   "default; a VM is refilled only while its host has memory for it and one "
+                   "more")
       ->capture_default_str();
   serve
       ->add_option("--vm-egress", flags.vm_egress,

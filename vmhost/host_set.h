@@ -55,7 +55,7 @@ struct HostStatus {
 class HostSet final : public VmHost {
  public:
   // At least one member, names valid and distinct (InvalidArgument otherwise). The first is
-  // the default host: a spec that names none goes there, as do templates and the warm pool.
+  // the default host: a spec that names none goes there.
   static Result<std::unique_ptr<HostSet>> Make(std::vector<HostMember> members);
 
   const std::string& default_host() const { return members_.front().name; }
