@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <set>
 
 #include "lobby/base/log.h"
 #include "lobby/base/streams.h"
@@ -112,27 +111,31 @@ VmPool::~VmPool() {
   stopping_->Cancel();  // a refill waiting for its guest gives up (and removes its VM)
   cv_.notify_all();
   thread_.join();
-  std::map<std::string, IdleVms> idle;
+  std::map<Slot, std::vector<std::string>> idle;
   {
     std::lock_guard lock(mu_);
     idle.swap(idle_);
   }
-  for (const auto& [key, vms] : idle) {
-    for (const std::string& id : vms.ids) Remove(id, "warren stops");
+  for (const auto& [slot, ids] : idle) {
+    for (const std::string& id : ids) Remove(id, "warren stops");
   }
 }
 
+std::string VmPool::KeyText(const Slot& slot) {
+  return slot.host.empty() ? slot.shape : slot.host + "/" + slot.shape;
+}
+
 std::string VmPool::PoolKey(const std::string& host, const VmShape& shape) {
-  return host.empty() ? VmShapeKey(shape) : host + "/" + VmShapeKey(shape);
+  return KeyText(SlotOf(host, shape));
 }
 
 std::optional<std::string> VmPool::Take(const VmShape& shape, const std::string& host) {
   std::lock_guard lock(mu_);
-  auto it = idle_.find(PoolKey(host, shape));
-  if (it == idle_.end() || it->second.ids.empty()) return std::nullopt;
+  auto it = idle_.find(SlotOf(host, shape));
+  if (it == idle_.end() || it->second.empty()) return std::nullopt;
   // The newest: its connection is the freshest.
-  std::string id = std::move(it->second.ids.back());
-  it->second.ids.pop_back();
+  std::string id = std::move(it->second.back());
+  it->second.pop_back();
   refill_after_ = std::chrono::steady_clock::now() + kRefillAfterTake;
   wake_ = true;
   cv_.notify_all();
@@ -141,16 +144,15 @@ std::optional<std::string> VmPool::Take(const VmShape& shape, const std::string&
 
 void VmPool::PutBack(const VmShape& shape, const std::string& host, const std::string& id) {
   std::lock_guard lock(mu_);
-  IdleVms& vms = idle_[PoolKey(host, shape)];
-  vms.host = host;
-  vms.ids.push_back(id);
+  idle_[SlotOf(host, shape)].push_back(id);
 }
 
 std::vector<std::string> VmPool::HostsWithIdle(const VmShape& shape) {
   std::lock_guard lock(mu_);
   std::vector<std::string> hosts;
-  for (const auto& [key, vms] : idle_) {
-    if (!vms.ids.empty() && key == PoolKey(vms.host, shape)) hosts.push_back(vms.host);
+  const std::string key = VmShapeKey(shape);
+  for (const auto& [slot, ids] : idle_) {
+    if (!ids.empty() && slot.shape == key) hosts.push_back(slot.host);
   }
   return hosts;
 }
@@ -161,10 +163,10 @@ int VmPool::GiveWay(int64_t memory_mib, const std::string& host) {
     std::string id;
     {
       std::lock_guard lock(mu_);
-      for (auto& [key, vms] : idle_) {
-        if (vms.host != host || vms.ids.empty()) continue;
-        id = std::move(vms.ids.front());  // the oldest
-        vms.ids.erase(vms.ids.begin());
+      for (auto& [slot, ids] : idle_) {
+        if (slot.host != host || ids.empty()) continue;
+        id = std::move(ids.front());  // the oldest
+        ids.erase(ids.begin());
         break;
       }
     }
@@ -208,7 +210,7 @@ std::vector<VmShape> VmPool::Shapes(Services& services, const std::vector<PoolTa
 std::map<std::string, int> VmPool::Idle() {
   std::lock_guard lock(mu_);
   std::map<std::string, int> out;
-  for (const auto& [key, vms] : idle_) out[key] = static_cast<int>(vms.ids.size());
+  for (const auto& [slot, ids] : idle_) out[KeyText(slot)] = static_cast<int>(ids.size());
   return out;
 }
 
@@ -295,14 +297,14 @@ void VmPool::ForgetGone() {
   std::vector<std::string> ids;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [key, vms] : idle_) ids.insert(ids.end(), vms.ids.begin(), vms.ids.end());
+    for (const auto& [slot, those] : idle_) ids.insert(ids.end(), those.begin(), those.end());
   }
   for (const std::string& id : ids) {
     Result<VmInfo> info = services_.vms->Inspect(id);
     if (info.ok() || info.status().code() != Code::kNotFound) continue;
     LogInfo("pool: vm " + id + " is gone from its host; forgotten");
     std::lock_guard lock(mu_);
-    for (auto& [key, vms] : idle_) std::erase(vms.ids, id);
+    for (auto& [slot, those] : idle_) std::erase(those, id);
   }
 }
 
@@ -314,14 +316,14 @@ bool VmPool::Check() {
   std::vector<std::string> stale;
   {
     std::lock_guard lock(mu_);
-    for (auto& [key, vms] : idle_) {
+    for (auto& [slot, ids] : idle_) {
       size_t keep = 0;
       for (const Wanted& w : wanted) {
-        if (PoolKey(w.host, w.shape) == key) keep = static_cast<size_t>(w.size);
+        if (SlotOf(w.host, w.shape) == slot) keep = static_cast<size_t>(w.size);
       }
-      while (vms.ids.size() > keep) {
-        stale.push_back(std::move(vms.ids.front()));
-        vms.ids.erase(vms.ids.begin());
+      while (ids.size() > keep) {
+        stale.push_back(std::move(ids.front()));
+        ids.erase(ids.begin());
       }
     }
   }
@@ -331,11 +333,12 @@ bool VmPool::Check() {
     if (std::chrono::steady_clock::now() < refill_after_) return false;
   }
   for (const Wanted& w : wanted) {
-    const std::string key = PoolKey(w.host, w.shape);
+    const Slot slot = SlotOf(w.host, w.shape);
+    const std::string key = KeyText(slot);
     size_t have = 0;
     {
       std::lock_guard lock(mu_);
-      if (auto it = idle_.find(key); it != idle_.end()) have = it->second.ids.size();
+      if (auto it = idle_.find(slot); it != idle_.end()) have = it->second.size();
     }
     const int64_t available = AvailableMib(w.host);
     if (available < w.shape.memory_mib && have > 0) {
@@ -366,9 +369,7 @@ bool VmPool::Check() {
     {
       std::lock_guard lock(mu_);
       if (!stop_) {
-        IdleVms& vms = idle_[key];
-        vms.host = w.host;
-        vms.ids.push_back(*made);
+        idle_[slot].push_back(*made);
         return true;
       }
     }

@@ -97,10 +97,16 @@ class VmPool final : public WarmPool {
     VmShape shape;
     int size = 0;
   };
-  struct IdleVms {
+  // Where idle VMs wait: a host ("" without a HostSet) and a shape (VmShapeKey).
+  struct Slot {
     std::string host;
-    std::vector<std::string> ids;  // oldest first
+    std::string shape;
+    auto operator<=>(const Slot&) const = default;
   };
+  static Slot SlotOf(const std::string& host, const VmShape& shape) {
+    return {host, VmShapeKey(shape)};
+  }
+  static std::string KeyText(const Slot& slot);
   void Loop();
   // One pass: drops gone, stale and crowding VMs, then refills one VM where one is missing.
   // True when it made one (the loop goes on at once).
@@ -125,7 +131,7 @@ class VmPool final : public WarmPool {
   bool wake_ = false;
   // Cancelled when the pool stops: a refill under way gives up at once.
   std::shared_ptr<CancelSignal> stopping_ = std::make_shared<CancelSignal>();
-  std::map<std::string, IdleVms> idle_;  // PoolKey -> its idle VMs
+  std::map<Slot, std::vector<std::string>> idle_;  // its idle VMs' ids, oldest first
   // Per host: after a refill there failed, the next waits (retry_after).
   std::map<std::string, std::chrono::steady_clock::time_point> next_try_;
   std::chrono::steady_clock::time_point refill_after_{};  // under mu_

@@ -39,8 +39,8 @@ VmSpec NewVmSpec(const CommandContext& ctx, const VmRecord& vm);
 Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const char* verb);
 
 // Takes an idle VM of the spec's shape on its host out of the warm pool (services.pool) for
-// `vm`: its id
-// becomes vm.id and vm.made "pool" (RecordNewVm keeps the id). False when none is idle.
+// `vm`: its id becomes vm.id and vm.made "pool" (RecordNewVm keeps the id). False when none
+// is idle there.
 bool TakePooledVm(CommandContext& ctx, const VmSpec& spec, VmRecord& vm);
 
 // Makes `vm`'s domain on the host. A VM taken from the pool (vm.made "pool") gets the

@@ -24,15 +24,13 @@ std::vector<VmRecord> VmsOnHost(const Services& services, std::vector<VmRecord> 
   return here;
 }
 
-Result<bool> HostDrained(Store& store, std::string_view name) {
-  WARREN_ASSIGN_OR_RETURN(std::vector<HostRecord> hosts, store.ListHosts());
-  for (const HostRecord& h : hosts) {
-    if (h.name == name) return h.drained;
-  }
-  return false;
-}
-
 namespace {
+
+// Whether `records` (the store's hosts) say host `name` is drained.
+bool Drained(const std::vector<HostRecord>& records, std::string_view name) {
+  return std::any_of(records.begin(), records.end(),
+                     [&](const HostRecord& r) { return r.name == name && r.drained; });
+}
 
 // Why `host` takes no new VM now ("" when it may): the first rule it fails.
 std::string Refusal(const HostStatus& host, bool drained) {
@@ -48,23 +46,24 @@ std::string Refusal(const HostStatus& host, bool drained) {
 
 }  // namespace
 
+Result<bool> HostDrained(Store& store, std::string_view name) {
+  WARREN_ASSIGN_OR_RETURN(std::vector<HostRecord> records, store.ListHosts());
+  return Drained(records, name);
+}
+
 std::vector<std::string> HostsForNewVms(Services& services) {
   HostSet* hosts = services.hosts;
   if (hosts == nullptr) return {""};
   Result<std::vector<HostRecord>> records = services.store->ListHosts();
   if (!records.ok()) return {};
-  auto drained = [&](const std::string& name) {
-    return std::any_of(records->begin(), records->end(),
-                       [&](const HostRecord& r) { return r.name == name && r.drained; });
-  };
   if (hosts->names().size() == 1) {
     // One host: isolated at start (serve stops otherwise), as PlaceNewVm takes it.
-    if (drained(hosts->default_host())) return {};
+    if (Drained(*records, hosts->default_host())) return {};
     return {hosts->default_host()};
   }
   std::vector<std::string> out;
   for (const HostStatus& host : hosts->Statuses(/*contents=*/false)) {
-    if (Refusal(host, drained(host.name)).empty()) out.push_back(host.name);
+    if (Refusal(host, Drained(*records, host.name)).empty()) out.push_back(host.name);
   }
   return out;
 }
@@ -90,14 +89,11 @@ Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
     // One host: it was isolated at start (serve stops otherwise) and checks its own room
     // when asked to make the VM; only a drain is the lobby's to check.
     const std::string& only = hosts->default_host();
-    WARREN_ASSIGN_OR_RETURN(bool is_drained, HostDrained(ctx.store(), only));
-    if (is_drained) return Conflict("host " + only + " is drained (hosts undrain " + only + ")");
+    if (Drained(records, only)) {
+      return Conflict("host " + only + " is drained (hosts undrain " + only + ")");
+    }
     return only;
   }
-  auto drained = [&](const std::string& name) {
-    return std::any_of(records.begin(), records.end(),
-                       [&](const HostRecord& r) { return r.name == name && r.drained; });
-  };
   WARREN_ASSIGN_OR_RETURN(std::vector<VmRecord> all, ctx.store().ListVms());
   const HostDemand demand{planned.cpus, planned.memory_mib, planned.disk_gib};
 
@@ -108,7 +104,7 @@ Result<std::string> PlaceNewVm(CommandContext& ctx, const VmRecord& planned,
   // Only the room: every host's VM and image listings are `hosts`' business, not each `new`'s.
   for (const HostStatus& host : hosts->Statuses(/*contents=*/false)) {
     if (!requested.empty() && host.name != requested) continue;
-    if (std::string why = Refusal(host, drained(host.name)); !why.empty()) {
+    if (std::string why = Refusal(host, Drained(records, host.name)); !why.empty()) {
       if (!requested.empty()) {
         return host.reachable ? Conflict(why) : Unavailable(why);
       }

@@ -22,27 +22,18 @@ Needs root, libvirt, QEMU, sshd and the tiny image; fails under CI when one is m
 """
 import glob
 import os
-import secrets
-import shlex
 import time
 import unittest
 
 import second_host
 from test_vm_cpu_share import EMULATOR_CAP_PERCENT
-from test_vm_live_copy import FETCH, HOST_KEY, MAC, SERVE
+from test_vm_live_copy import FETCH, LiveCopyChecks
 from two_host_case import TwoHostVmTestCase
 
 
-class RemoteLiveCopyTest(TwoHostVmTestCase):
+class RemoteLiveCopyTest(LiveCopyChecks, TwoHostVmTestCase):
     EGRESS = "all"  # a network device: the copy gets a MAC of its own
     FAR_SERVE_ARGS = ["--vm-templates", "none", "--pool", "none"]
-
-    def sh(self, vm, command, **kwargs):
-        # One word for the lobby's tokenizer, which hands it to the VM's shell as it was.
-        return self.vm_ok("ssh", vm, shlex.quote(command), **kwargs).stdout
-
-    def uptime(self, vm):
-        return float(self.sh(vm, "cat /proc/uptime").split()[0])
 
     def far_path(self, *parts):
         return os.path.join(self.far.warren_files(), *parts)
@@ -58,14 +49,7 @@ class RemoteLiveCopyTest(TwoHostVmTestCase):
         self.vm_ok("new", "--image", "tiny", "--name", "rlc-src", "--cpu", "1", "--memory",
                    "256M", "--disk", "1G", "--host", "second", timeout=300)
         self.assertEqual(self.ssh_json(self.admin, "stat", "rlc-src")["host"], "second")
-        token = secrets.token_hex(8)
-        self.sh("rlc-src", SERVE % token)
-        deadline = time.monotonic() + 30
-        while self.vm("ssh", "rlc-src", shlex.quote(FETCH)).stdout.strip() != token:
-            self.assertLess(time.monotonic(), deadline, "httpd never answered in the source")
-            time.sleep(0.5)
-        # tmpfs: the page it serves is in the source's memory only.
-        self.assertIn(" /tmp tmpfs ", self.sh("rlc-src", "cat /proc/mounts"))
+        token = self.start_httpd("rlc-src")
 
         src_uptime = self.uptime("rlc-src")
         self.remove_on_exit("rlc-copy")
@@ -85,17 +69,8 @@ class RemoteLiveCopyTest(TwoHostVmTestCase):
                          ("second", "live-copy", "running"))
         self.assertIn("warren-" + stat["id"], self.far_domains())
 
-        # The source's process answers in the copy, which never booted.
-        self.assertEqual(self.sh("rlc-copy", FETCH).strip(), token)
-        self.assertGreaterEqual(self.uptime("rlc-copy"), src_uptime)
-        self.assertIn("busybox httpd -f -p 127.0.0.1:8000", self.sh("rlc-copy", "ps -o args"))
-        # Its own identity: name, host key, MAC.
-        self.assertEqual(self.sh("rlc-copy", "hostname").strip(), "rlc-copy")
-        self.assertEqual(self.sh("rlc-src", "hostname").strip(), "rlc-src")
-        self.assertNotEqual(self.sh("rlc-copy", HOST_KEY), self.sh("rlc-src", HOST_KEY))
-        copy_mac, src_mac = self.sh("rlc-copy", MAC).strip(), self.sh("rlc-src", MAC).strip()
-        self.assertEqual(len(copy_mac), 17, copy_mac)
-        self.assertNotEqual(copy_mac, src_mac)
+        self.assert_runs_the_sources_process_as_itself("rlc-copy", "rlc-src", token,
+                                                       src_uptime)
         # The source ran on (paused for the snapshot only), its server too.
         self.assertEqual(self.ssh_json(self.admin, "stat", "rlc-src")["state"], "running")
         self.assertEqual(self.sh("rlc-src", FETCH).strip(), token)
@@ -107,20 +82,8 @@ class RemoteLiveCopyTest(TwoHostVmTestCase):
         self.assertTrue(os.path.exists(self.far_path("vms", stat["id"], "seed.img")))
         self.assertEqual(glob.glob(os.path.join(self.data, "tmp", "live-*")), [])
 
-        # Writes after the copy do not cross, either way; both disks go on from the fork.
-        self.sh("rlc-src", "echo src > ~/g; echo only-src > ~/h; echo changed > /tmp/www/token.txt")
-        self.sh("rlc-copy", "echo dst > ~/g")
-        self.assertEqual(self.sh("rlc-src", "cat ~/g"), "src\n")
-        self.assertEqual(self.sh("rlc-copy", "cat ~/g"), "dst\n")
-        self.assert_status(self.vm("ssh", "rlc-copy", "cat ~/h"), "command_failed")
-        self.assertEqual(self.sh("rlc-copy", FETCH).strip(), token)
-        self.assertEqual(self.sh("rlc-src", FETCH).strip(), "changed")
-
-        # A restart boots the copy from its own disk and seed, as itself.
-        self.vm_ok("restart", "rlc-copy", timeout=300)
-        self.assertEqual(self.sh("rlc-copy", "hostname").strip(), "rlc-copy")
-        self.assertEqual(self.sh("rlc-copy", "cat ~/g"), "dst\n")
-        self.assertNotIn("presented a different host key", self.server.log())
+        self.assert_writes_do_not_cross("rlc-src", "rlc-copy", token)
+        self.assert_restart_boots_it_as_itself("rlc-copy")
 
         ids = [self.vm_id(n) for n in ("rlc-src", "rlc-copy")]
         for name in ("rlc-copy", "rlc-src"):

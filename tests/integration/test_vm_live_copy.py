@@ -32,14 +32,9 @@ HOST_KEY = "read -r t k c </etc/ssh/ssh_host_ed25519_key.pub; echo \"$k\""
 MAC = "for i in /sys/class/net/*; do [ \"${i##*/}\" = lo ] || cat \"$i/address\"; done"
 
 
-@unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
-class LiveCopyTest(VmTestCase):
-    EGRESS = "all"  # a network device: the copy gets a MAC of its own
-
-    def new_tiny(self, name):
-        self.remove_on_exit(name)
-        return self.ssh_json(self.admin, "new", "--image", "tiny", "--name", name, "--cpu", "1",
-                             "--memory", "256M", "--disk", "1G", timeout=300)
+class LiveCopyChecks:
+    """What a live copy must show in its guests, for VmTestCase classes (this machine's host
+    here, the second host's in test_remote_live_copy.py)."""
 
     def sh(self, vm, command, **kwargs):
         # One word for the lobby's tokenizer, which hands it to the VM's shell as it was.
@@ -47,6 +42,59 @@ class LiveCopyTest(VmTestCase):
 
     def uptime(self, vm):
         return float(self.sh(vm, "cat /proc/uptime").split()[0])
+
+    def start_httpd(self, vm):
+        """Starts busybox httpd by hand in `vm`, serving a fresh token from its memory only;
+        the token, once it answers."""
+        token = secrets.token_hex(8)
+        self.sh(vm, SERVE % token)
+        deadline = time.monotonic() + 30
+        while self.vm("ssh", vm, shlex.quote(FETCH)).stdout.strip() != token:
+            self.assertLess(time.monotonic(), deadline, "httpd never answered in the source")
+            time.sleep(0.5)
+        # tmpfs: the page it serves is in the source's memory only.
+        self.assertIn(" /tmp tmpfs ", self.sh(vm, "cat /proc/mounts"))
+        return token
+
+    def assert_runs_the_sources_process_as_itself(self, copy, src, token, src_uptime):
+        # The source's process answers in the copy, which never booted.
+        self.assertEqual(self.sh(copy, FETCH).strip(), token)
+        self.assertGreaterEqual(self.uptime(copy), src_uptime)
+        self.assertIn("busybox httpd -f -p 127.0.0.1:8000", self.sh(copy, "ps -o args"))
+        # Its own identity: name, host key, MAC.
+        self.assertEqual(self.sh(copy, "hostname").strip(), copy)
+        self.assertEqual(self.sh(src, "hostname").strip(), src)
+        self.assertNotEqual(self.sh(copy, HOST_KEY), self.sh(src, HOST_KEY))
+        copy_mac, src_mac = self.sh(copy, MAC).strip(), self.sh(src, MAC).strip()
+        self.assertEqual(len(copy_mac), 17, copy_mac)
+        self.assertNotEqual(copy_mac, src_mac)
+
+    def assert_writes_do_not_cross(self, src, copy, token):
+        # Writes after the copy do not cross, either way; both disks go on from the fork.
+        self.sh(src, "echo src > ~/g; echo only-src > ~/h; echo changed > /tmp/www/token.txt")
+        self.sh(copy, "echo dst > ~/g")
+        self.assertEqual(self.sh(src, "cat ~/g"), "src\n")
+        self.assertEqual(self.sh(copy, "cat ~/g"), "dst\n")
+        self.assert_status(self.vm("ssh", copy, "cat ~/h"), "command_failed")
+        self.assertEqual(self.sh(copy, FETCH).strip(), token)
+        self.assertEqual(self.sh(src, FETCH).strip(), "changed")
+
+    def assert_restart_boots_it_as_itself(self, copy):
+        # A restart boots the copy from its own disk and seed, as itself.
+        self.vm_ok("restart", copy, timeout=300)
+        self.assertEqual(self.sh(copy, "hostname").strip(), copy)
+        self.assertEqual(self.sh(copy, "cat ~/g"), "dst\n")
+        self.assertNotIn("presented a different host key", self.server.log())
+
+
+@unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
+class LiveCopyTest(LiveCopyChecks, VmTestCase):
+    EGRESS = "all"  # a network device: the copy gets a MAC of its own
+
+    def new_tiny(self, name):
+        self.remove_on_exit(name)
+        return self.ssh_json(self.admin, "new", "--image", "tiny", "--name", name, "--cpu", "1",
+                             "--memory", "256M", "--disk", "1G", timeout=300)
 
     def timed_cp(self, *args):
         t = time.monotonic()
@@ -59,14 +107,7 @@ class LiveCopyTest(VmTestCase):
 
     def test_live_copy_runs_the_sources_processes_under_its_own_identity(self):
         self.new_tiny("lc-src")
-        token = secrets.token_hex(8)
-        self.sh("lc-src", SERVE % token)
-        deadline = time.monotonic() + 30
-        while self.vm("ssh", "lc-src", shlex.quote(FETCH)).stdout.strip() != token:
-            self.assertLess(time.monotonic(), deadline, "httpd never answered in the source")
-            time.sleep(0.5)
-        # tmpfs: the page it serves is in the source's memory only.
-        self.assertIn(" /tmp tmpfs ", self.sh("lc-src", "cat /proc/mounts"))
+        token = self.start_httpd("lc-src")
 
         # A plain cp boots its copy from the disk: nobody started httpd there.
         self.remove_on_exit("lc-plain")
@@ -86,17 +127,7 @@ class LiveCopyTest(VmTestCase):
             if "copied live from" in line:  # the host's breakdown: snapshot, memory, restore
                 print("[timing] " + line.split("vmhost: ", 1)[-1])
 
-        # The source's process answers in the copy, which never booted.
-        self.assertEqual(self.sh("lc-copy", FETCH).strip(), token)
-        self.assertGreaterEqual(self.uptime("lc-copy"), src_uptime)
-        self.assertIn("busybox httpd -f -p 127.0.0.1:8000", self.sh("lc-copy", "ps -o args"))
-        # Its own identity: name, host key, MAC.
-        self.assertEqual(self.sh("lc-copy", "hostname").strip(), "lc-copy")
-        self.assertEqual(self.sh("lc-src", "hostname").strip(), "lc-src")
-        self.assertNotEqual(self.sh("lc-copy", HOST_KEY), self.sh("lc-src", HOST_KEY))
-        copy_mac, src_mac = self.sh("lc-copy", MAC).strip(), self.sh("lc-src", MAC).strip()
-        self.assertEqual(len(copy_mac), 17, copy_mac)
-        self.assertNotEqual(copy_mac, src_mac)
+        self.assert_runs_the_sources_process_as_itself("lc-copy", "lc-src", token, src_uptime)
         stat = self.ssh_json(self.admin, "stat", "lc-copy")
         self.assertEqual((stat["made"], stat["state"]), ("live-copy", "running"))
         self.assertGreater(stat["made_ms"], 0)
@@ -108,20 +139,8 @@ class LiveCopyTest(VmTestCase):
         self.assert_capped("lc-copy")
         self.assertEqual(glob.glob(os.path.join(self.data, "tmp", "live-*")), [])
 
-        # Writes after the copy do not cross, either way; both disks go on from the fork.
-        self.sh("lc-src", "echo src > ~/g; echo only-src > ~/h; echo changed > /tmp/www/token.txt")
-        self.sh("lc-copy", "echo dst > ~/g")
-        self.assertEqual(self.sh("lc-src", "cat ~/g"), "src\n")
-        self.assertEqual(self.sh("lc-copy", "cat ~/g"), "dst\n")
-        self.assert_status(self.vm("ssh", "lc-copy", "cat ~/h"), "command_failed")
-        self.assertEqual(self.sh("lc-copy", FETCH).strip(), token)
-        self.assertEqual(self.sh("lc-src", FETCH).strip(), "changed")
-
-        # A restart boots the copy from its own disk and seed, as itself.
-        self.vm_ok("restart", "lc-copy")
-        self.assertEqual(self.sh("lc-copy", "hostname").strip(), "lc-copy")
-        self.assertEqual(self.sh("lc-copy", "cat ~/g"), "dst\n")
-        self.assertNotIn("presented a different host key", self.server.log())
+        self.assert_writes_do_not_cross("lc-src", "lc-copy", token)
+        self.assert_restart_boots_it_as_itself("lc-copy")
 
         # --live of a stopped VM copies its disk, and says so.
         self.vm_ok("stop", "lc-plain")

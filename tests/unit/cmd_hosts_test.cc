@@ -100,24 +100,14 @@ TEST_F(HostsTest, ATemplateThatFailsOnOneHostIsRemovedThereOnly) {
   EXPECT_EQ((*all)[0].host, "one");
 }
 
-// Pooled VMs on one host, by name (the pool's stand-in names).
+// The ids of the pooled VMs on one host.
 std::vector<std::string> PooledOn(FakeVmHost& host) {
   std::vector<std::string> ids;
-  const std::vector<VmInfo> all = host.List().value();
-  for (const VmInfo& info : all) {
-    if (info.name.starts_with("pool-")) ids.push_back(info.id);
-  }
+  for (const VmInfo& info : PooledVms(host)) ids.push_back(info.id);
   return ids;
 }
 
-// Waits up to 10 s for `done`.
-bool Eventually(const std::function<bool()>& done) {
-  for (int i = 0; i < 1000; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
+constexpr std::chrono::seconds kPoolWait{10};
 
 // Each host that takes new VMs keeps its own warm pool (lobby/vm_pool.h), restored from its
 // own template; `new` prefers a host where one waits, takes it there, and the pool leaves a
@@ -140,7 +130,7 @@ TEST_F(HostsTest, EachHostKeepsItsOwnWarmPoolAndNewPrefersAHostWhereOneWaits) {
     }
     return n;
   };
-  ASSERT_TRUE(Eventually([&] { return idle_on("one") == 1 && idle_on("two") == 1; }));
+  ASSERT_TRUE(Eventually([&] { return idle_on("one") == 1 && idle_on("two") == 1; }, kPoolWait));
   ASSERT_EQ(PooledOn(host_).size(), 1u);
   ASSERT_EQ(PooledOn(two_).size(), 1u);
   EXPECT_EQ(host_.Inspect(PooledOn(host_)[0])->state, VmState::kPaused);
@@ -160,17 +150,19 @@ TEST_F(HostsTest, EachHostKeepsItsOwnWarmPoolAndNewPrefersAHostWhereOneWaits) {
   EXPECT_EQ(store_->GetVmByName("b")->made, "pool");
   EXPECT_EQ(IdOf("b"), on_one);
   // Both refill, each from its own template.
-  ASSERT_TRUE(Eventually([&] { return idle_on("one") == 1 && idle_on("two") == 1; }));
+  ASSERT_TRUE(Eventually([&] { return idle_on("one") == 1 && idle_on("two") == 1; }, kPoolWait));
 
   // A drained host keeps no pool; a VM its host lost (a reconcile there) is forgotten and
   // made again.
   ASSERT_TRUE(Exec(Root(), {"hosts", "drain", "two"}).status.ok());
-  ASSERT_TRUE(Eventually([&] { return idle_on("two") == 0 && PooledOn(two_).empty(); }));
+  ASSERT_TRUE(Eventually([&] { return idle_on("two") == 0 && PooledOn(two_).empty(); }, kPoolWait));
   const std::string lost = PooledOn(host_).at(0);
   ASSERT_TRUE(host_.Destroy(lost).ok());
-  ASSERT_TRUE(Eventually([&] {
-    return idle_on("one") == 1 && PooledOn(host_).size() == 1 && PooledOn(host_)[0] != lost;
-  }));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return idle_on("one") == 1 && PooledOn(host_).size() == 1 && PooledOn(host_)[0] != lost;
+      },
+      kPoolWait));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(PooledOn(two_).empty());
   interpreter_->services().pool = nullptr;

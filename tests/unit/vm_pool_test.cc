@@ -52,23 +52,7 @@ class VmPoolTest : public VmCommandTest {
 
   int Idle() { return pool_->Idle()[kDefaultShape]; }
 
-  // Waits up to 5 s for `done`.
-  bool Eventually(const std::function<bool()>& done) {
-    for (int i = 0; i < 500; ++i) {
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return done();
-  }
-
-  std::vector<VmInfo> Pooled() {
-    std::vector<VmInfo> out;
-    const std::vector<VmInfo> all = host_.List().value();
-    for (const VmInfo& info : all) {
-      if (info.name.starts_with("pool-")) out.push_back(info);
-    }
-    return out;
-  }
+  std::vector<VmInfo> Pooled() { return PooledVms(host_); }
 
   std::unique_ptr<VmPool> pool_;
 };

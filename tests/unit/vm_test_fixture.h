@@ -7,10 +7,12 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +65,28 @@ inline void SaveDefaultTemplate(FakeVmHost& host) {
   spec.egress = Egress::kAll;
   ASSERT_TRUE(host.Create(spec).ok());
   ASSERT_TRUE(host.SaveTemplate(spec.id, "runner-1").ok());
+}
+
+// The VMs the warm pool made on `host` (lobby/vm_pool.h names them "pool-ID" until `new`
+// gives them a name of their own).
+inline std::vector<VmInfo> PooledVms(FakeVmHost& host) {
+  std::vector<VmInfo> out;
+  const std::vector<VmInfo> all = host.List().value();
+  for (const VmInfo& info : all) {
+    if (info.name.starts_with("pool-")) out.push_back(info);
+  }
+  return out;
+}
+
+// Polls `done` every 10 ms until it holds, for up to `within`; its last answer.
+inline bool Eventually(const std::function<bool()>& done,
+                       std::chrono::milliseconds within = std::chrono::seconds(5)) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
 }
 
 inline constexpr int64_t kStart = 1'700'000'000;
