@@ -138,15 +138,19 @@ std::string EndpointSetupCommand(const GuestEndpoint& endpoint,
   } else if (want_ports) {
     script += "echo 'warren-endpoint direct no redirect configured' >&3\n";
   }
-  // The block is rewritten in place (cat >, not mv): /etc/hosts keeps its inode and mode.
-  script += std::string("t=/etc/hosts.warren-int.$$\n") + "{ sed '/^" + kHostsBegin + "$/,/^" +
-            kHostsEnd + "$/d' /etc/hosts";
+  // Only a change is written, and atomically: the new file (a copy, so it keeps the mode and
+  // owner) is renamed over /etc/hosts, so a lookup or a reader in the guest never sees it
+  // empty or half-written (a symlinked /etc/hosts is rewritten through the link instead).
+  script += std::string("t=/etc/hosts.warren-int.$$\n") +
+            "cp -p /etc/hosts $t && { sed '/^" + kHostsBegin + "$/,/^" + kHostsEnd +
+            "$/d' /etc/hosts";
   if (!hosts_line.empty()) {
     script += "; echo '" + std::string(kHostsBegin) + "'; echo '" + endpoint.address + hosts_line +
               "'; echo '" + kHostsEnd + "'";
   }
   script +=
-      "; } > $t && cat $t > /etc/hosts || { echo 'cannot rewrite /etc/hosts'; fail=1; }\n"
+      "; } > $t && { cmp -s $t /etc/hosts || if [ -L /etc/hosts ]; then cat $t > /etc/hosts; "
+      "else mv -f $t /etc/hosts; fi; } || { echo 'cannot rewrite /etc/hosts'; fail=1; }\n"
       "rm -f $t\n";
   if (!endpoint.ca_pem.empty()) {
     // Only where there is a CA store. Kept in /usr/local/share/ca-certificates (so every
