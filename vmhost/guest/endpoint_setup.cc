@@ -141,9 +141,8 @@ std::string EndpointSetupCommand(const GuestEndpoint& endpoint,
   // Only a change is written, and atomically: the new file (a copy, so it keeps the mode and
   // owner) is renamed over /etc/hosts, so a lookup or a reader in the guest never sees it
   // empty or half-written (a symlinked /etc/hosts is rewritten through the link instead).
-  script += std::string("t=/etc/hosts.warren-int.$$\n") +
-            "cp -p /etc/hosts $t && { sed '/^" + kHostsBegin + "$/,/^" + kHostsEnd +
-            "$/d' /etc/hosts";
+  script += std::string("t=/etc/hosts.warren-int.$$\n") + "cp -p /etc/hosts $t && { sed '/^" +
+            kHostsBegin + "$/,/^" + kHostsEnd + "$/d' /etc/hosts";
   if (!hosts_line.empty()) {
     script += "; echo '" + std::string(kHostsBegin) + "'; echo '" + endpoint.address + hosts_line +
               "'; echo '" + kHostsEnd + "'";
