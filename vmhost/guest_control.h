@@ -72,16 +72,18 @@ struct GuestTerminal {
 };
 
 // What a raw channel into a VM is: a session running the user's shell, a command or a
-// subsystem (sftp), with or without a terminal, or a TCP connection to a port inside the
-// guest (`ssh -L`, `-W`).
+// subsystem (sftp), with or without a terminal, a TCP connection to a port inside the
+// guest (`ssh -L`, `-W`), or a connection to a unix socket in the guest (warren's own: the
+// guest's sshd connects it as the VM's user; no surface opens one for a client).
 struct GuestChannelRequest {
-  enum class Kind { kShell, kExec, kSubsystem, kTcp };
+  enum class Kind { kShell, kExec, kSubsystem, kTcp, kUnix };
   Kind kind = Kind::kShell;
   std::string command;  // kExec: the command line (for the user's shell); kSubsystem: its name
   std::optional<GuestTerminal> terminal;
   // Set in the session's environment (kShell, kExec); names [A-Za-z_][A-Za-z0-9_]*.
   std::vector<std::pair<std::string, std::string>> env;
   uint16_t port = 0;  // kTcp: the port on the guest's 127.0.0.1
+  std::string path;   // kUnix: the socket's absolute path in the guest
   std::string originator = "127.0.0.1";
   uint16_t originator_port = 0;
 };

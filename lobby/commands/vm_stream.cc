@@ -21,6 +21,8 @@ std::string ChannelName(const GuestChannelRequest& request) {
       return request.command;
     case GuestChannelRequest::Kind::kTcp:
       return "tcp:" + std::to_string(request.port);
+    case GuestChannelRequest::Kind::kUnix:
+      return "unix";
   }
   return "?";
 }

@@ -129,17 +129,28 @@ class FixedPipe final : public GuestPipe {
 
 // The runner's `identity` verb as the guest plays it (runner/identity.c): the request's
 // records up to `end`, then `clock?`, then, once the clock line came, one report line and
-// exit 0. Runs on the caller's writes; no thread.
+// exit 0. `direct`: reached at the waiter's socket (runner/identity_wait.c), so the byte 'D'
+// comes first and the line `exit 0` last. Runs on the caller's writes; no thread.
 class IdentityPipe final : public GuestPipe {
  public:
-  IdentityPipe(std::function<void()> notify, std::string hostname, std::function<void()> done)
-      : notify_(std::move(notify)), hostname_(std::move(hostname)), done_(std::move(done)) {}
+  IdentityPipe(std::function<void()> notify, std::string hostname, std::function<void()> done,
+               bool direct)
+      : notify_(std::move(notify)),
+        hostname_(std::move(hostname)),
+        done_(std::move(done)),
+        direct_(direct),
+        want_first_byte_(direct) {}
   bool opening() override { return false; }
   Status status() override { return Status::Ok(); }
   size_t Write(std::string_view bytes) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       in_.append(bytes);
+      if (want_first_byte_ && !in_.empty()) {
+        if (in_[0] != 'D') ended_ = true;  // the waiter drops it
+        in_.erase(0, 1);
+        want_first_byte_ = false;
+      }
       size_t nl;
       while ((nl = in_.find('\n')) != std::string::npos) {
         const std::string line = in_.substr(0, nl);
@@ -150,7 +161,8 @@ class IdentityPipe final : public GuestPipe {
           out_ += "identity ok hostname=" + hostname_ +
                   " machine-id=0123456789abcdef0123456789abcdef mac=" + mac_ +
                   " setup=none clock-step-ms=1 clock-rtt-us=100 work-ms=1 runner=" +
-                  std::string(FakeGuestControl::kRunnerVersion) + "\n";
+                  std::string(FakeGuestControl::kRunnerVersion) + "\n" +
+                  (direct_ ? "exit 0\n" : "");
           ended_ = true;
         }
       }
@@ -183,7 +195,7 @@ class IdentityPipe final : public GuestPipe {
     End e;
     e.output_eof = ended_ && out_.empty();
     e.closed = e.output_eof;
-    if (e.closed) e.exit_status = 0;
+    if (e.closed && !direct_) e.exit_status = 0;
     return e;
   }
   void Close() override {}
@@ -195,6 +207,8 @@ class IdentityPipe final : public GuestPipe {
   const std::function<void()> notify_;
   const std::string hostname_;
   const std::function<void()> done_;
+  const bool direct_;
+  bool want_first_byte_;
   std::mutex mu_;
   std::string in_, out_;
   std::string mac_ = "-";
@@ -220,6 +234,14 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
         std::make_shared<FixedPipe>(std::move(notify), kGuestIdentityWaits, "", 0));
   }
   bool handed_over = false;
+  const bool direct = request.kind == GuestChannelRequest::Kind::kUnix;
+  if (direct) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (request.path != kGuestIdentitySocket || identity_waits_.erase(std::string(vm_id)) == 0) {
+      return Unavailable("nothing in the VM accepted a connection on " + request.path);
+    }
+    handed_over = true;
+  }
   if (exec && request.command == kGuestIdentityHandOverCommand) {
     std::lock_guard<std::mutex> lock(mu_);
     handed_over = identity_waits_.erase(std::string(vm_id)) > 0;
@@ -228,17 +250,19 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
           std::move(notify), "", "warren-run identity: must run as root\n", 5));
     }
   }
-  if (exec && (handed_over || request.command == kGuestIdentityCommand)) {
+  if (handed_over || (exec && request.command == kGuestIdentityCommand)) {
     std::string hostname;
     {
       std::lock_guard<std::mutex> lock(mu_);
       hostname = hostname_of_ ? hostname_of_(vm_id) : std::string(vm_id);
     }
     return std::shared_ptr<GuestPipe>(std::make_shared<IdentityPipe>(
-        std::move(notify), hostname, [this, applied = identities_, id = std::string(vm_id)] {
+        std::move(notify), hostname,
+        [this, applied = identities_, id = std::string(vm_id)] {
           std::lock_guard<std::mutex> lock(mu_);
           applied->push_back(id);
-        }));
+        },
+        direct));
   }
   return std::shared_ptr<GuestPipe>(std::make_shared<EchoPipe>(std::move(notify)));
 }

@@ -59,10 +59,13 @@ class IdentityChecks:
         return 0.0
 
     def assert_identity_handed_over(self, name, vm_id):
-        """The VM took its identity from the root process waiting in it (no sudo on the
-        hand-out), which then left: one hand-over per wait, a second is refused as not root."""
-        self.assertRegex(self.server.log(),
-                         r"guest identity applied vm=%s .* via=waiter" % re.escape(vm_id))
+        """The VM took its identity from the root process waiting in it, reached at its socket
+        (no command, no sudo on the hand-out), which then left: one hand-over per wait, a
+        second is refused as not root."""
+        log = self.server.log()
+        self.assertRegex(log, r"(?m)guest identity applied vm=%s .* via=waiter$" % re.escape(vm_id))
+        self.assertNotRegex(log, r"guest identity: vm \S*%s\S*: .*handing it over by command"
+                            % re.escape(vm_id))
         r = self.vm_ok("ssh", name, shlex.quote(
             "ls -A /run/warren; ~/.warren/bin/warren-run identity </dev/null; echo exit=$?"))
         self.assertNotIn("identity.sock", r.stdout)

@@ -206,9 +206,13 @@ TEST(GuestIdentityReportTest, RefusesLies) {
 // ---- the driver, against a guest played in the test ----
 
 // The guest's side of one raw channel: its thread reads what the host wrote and answers.
+// `direct`: a connection to the waiter's socket (kUnix), which has one output stream and
+// ends with an `exit N` line instead of an exit status.
 class PlayedPipe final : public GuestPipe {
  public:
-  explicit PlayedPipe(std::function<void()> notify) : notify_(std::move(notify)) {}
+  PlayedPipe(std::function<void()> notify, bool direct)
+      : notify_(std::move(notify)), direct_(direct) {}
+  bool direct() const { return direct_; }
 
  private:
   template <typename F>
@@ -303,14 +307,23 @@ class PlayedPipe final : public GuestPipe {
     }
   }
   void Send(std::string_view bytes, bool is_stderr = false) {
-    Locked([&] { (is_stderr ? err_ : out_).append(bytes); });
+    Locked([&] { (is_stderr && !direct_ ? err_ : out_).append(bytes); });
     notify_();
   }
   void Exit(int status) {
     Locked([&] {
-      exit_status_ = status;
+      if (direct_) {
+        out_ += "exit " + std::to_string(status) + "\n";
+      } else {
+        exit_status_ = status;
+      }
       guest_closed_ = true;
     });
+    notify_();
+  }
+  // Ends the channel with nothing sent (direct: a waiter that did not take it).
+  void Hangup() {
+    Locked([&] { guest_closed_ = true; });
     notify_();
   }
   bool WaitHostClose(milliseconds timeout) {
@@ -327,6 +340,7 @@ class PlayedPipe final : public GuestPipe {
 
  private:
   std::function<void()> notify_;
+  const bool direct_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool opening_ = true;
@@ -382,9 +396,11 @@ class PlayedGuests final : public GuestControl {
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override {
-    opened.push_back(std::string(vm_id) + ": " + request.command);
-    EXPECT_EQ(request.kind, GuestChannelRequest::Kind::kExec);
-    auto pipe = std::make_shared<PlayedPipe>(std::move(notify));
+    const bool direct = request.kind == GuestChannelRequest::Kind::kUnix;
+    opened.push_back(std::string(vm_id) + ": " +
+                     (direct ? "unix:" + request.path : request.command));
+    if (!direct) EXPECT_EQ(request.kind, GuestChannelRequest::Kind::kExec);
+    auto pipe = std::make_shared<PlayedPipe>(std::move(notify), direct);
     threads_.emplace_back([this, pipe] { guest_(*pipe); });
     return std::shared_ptr<GuestPipe>(pipe);
   }
@@ -402,9 +418,14 @@ class PlayedGuests final : public GuestControl {
 bool ReadRequest(PlayedPipe& p, const GuestIdentity& asked, std::string* seen = nullptr) {
   Result<std::string> want = GuestIdentityRequest(asked);
   std::string got;
+  bool first = true;
   for (;;) {
     std::optional<std::string> line = p.ReadLine();
     if (!line) return false;
+    // Direct, the byte 'D' comes before the request.
+    if (first && p.direct() && (line->empty() || (*line)[0] != 'D')) return false;
+    if (first && p.direct()) line->erase(0, 1);
+    first = false;
     got += *line + "\n";
     if (*line == "end") break;
   }
@@ -646,7 +667,8 @@ TEST(ApplyGuestIdentityTest, APreparedVmIsHandedOverWithoutSudoOrRunnerCheck) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->hostname, "clone-1");
   EXPECT_TRUE(guests.execs.empty());  // the preparation checked the runner
-  EXPECT_EQ(guests.opened, std::vector<std::string>{"vm1: ~/.warren/bin/warren-run identity"});
+  // Straight to the waiting process's socket: no command runs for it.
+  EXPECT_EQ(guests.opened, std::vector<std::string>{"vm1: unix:/run/warren/identity.sock"});
 }
 
 TEST(ApplyGuestIdentityTest, APreparedVmWithNothingWaitingTakesItThroughSudo) {
@@ -654,7 +676,9 @@ TEST(ApplyGuestIdentityTest, APreparedVmWithNothingWaitingTakesItThroughSudo) {
   id.prepared = true;
   std::atomic<int> channels{0};
   PlayedGuests guests([&](PlayedPipe& p) {
-    if (channels++ == 0) {
+    int n = channels++;
+    if (n == 0) return p.Refuse(Unavailable("connect failed"));  // no socket
+    if (n == 1) {
       p.Open();
       p.Send("warren-run identity: must run as root\n", true);
       return p.Exit(5);
@@ -664,19 +688,64 @@ TEST(ApplyGuestIdentityTest, APreparedVmWithNothingWaitingTakesItThroughSudo) {
   Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(guests.opened,
-            (std::vector<std::string>{"vm1: ~/.warren/bin/warren-run identity",
+            (std::vector<std::string>{"vm1: unix:/run/warren/identity.sock",
+                                      "vm1: ~/.warren/bin/warren-run identity",
                                       "vm1: sudo -n ~/.warren/bin/warren-run identity"}));
   // Any other failure of the hand-over is the answer: the guest may have applied part.
-  channels = 0;
-  PlayedGuests failing([&](PlayedPipe& p) {
-    channels++;
-    p.Open();
-    p.Send("warren-run identity: apply-seed failed\n", true);
-    p.Exit(1);
+  for (bool direct_fails : {true, false}) {
+    channels = 0;
+    PlayedGuests failing([&](PlayedPipe& p) {
+      if (channels++ == 0 && !direct_fails) return p.Refuse(Unavailable("connect failed"));
+      p.Open();
+      p.Send("warren-run identity: apply-seed failed\n", true);
+      p.Exit(1);
+    });
+    r = ApplyGuestIdentity(failing, "vm1", id, milliseconds(5000));
+    EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("apply-seed failed"), std::string::npos)
+        << r.status().ToString();
+    EXPECT_EQ(failing.opened.size(), direct_fails ? 1u : 2u);
+  }
+}
+
+// A waiter of an older runner takes descriptors only: it drops a direct connection unread,
+// and keeps waiting for the hand-over command.
+TEST(ApplyGuestIdentityTest, AWaiterThatDropsTheDirectConnectionTakesTheCommand) {
+  GuestIdentity id = SomeIdentity();
+  id.prepared = true;
+  std::atomic<int> channels{0};
+  PlayedGuests guests([&](PlayedPipe& p) {
+    if (channels++ == 0) {
+      p.Open();
+      return p.Hangup();
+    }
+    PlayIdentity(p, id);
   });
-  r = ApplyGuestIdentity(failing, "vm1", id, milliseconds(5000));
-  EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
-  EXPECT_EQ(failing.opened.size(), 1u);
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(guests.opened, (std::vector<std::string>{"vm1: unix:/run/warren/identity.sock",
+                                                     "vm1: ~/.warren/bin/warren-run identity"}));
+}
+
+// Direct, the exit line is the exit status: without it, or malformed, the answer is refused.
+TEST(ApplyGuestIdentityTest, ADirectAnswerWithoutItsExitLineIsRefused) {
+  GuestIdentity id = SomeIdentity();
+  id.prepared = true;
+  for (std::string last : {"", "exit\n", "exit 0 now\n", "exit 999\n", "exit 0"}) {
+    std::atomic<int> channels{0};
+    PlayedGuests guests([&](PlayedPipe& p) {
+      channels++;
+      p.Open();
+      if (!ReadRequest(p, id)) return p.Hangup();
+      p.Send("clock?\n");
+      if (!p.ReadLine()) return p.Hangup();
+      p.Send(ReportFor(id) + last);
+      p.Hangup();
+    });
+    Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+    EXPECT_EQ(r.status().code(), Code::kInternal) << last << ": " << r.status().ToString();
+    EXPECT_EQ(channels.load(), 1) << last;  // it began: no second try
+  }
 }
 
 TEST(PrepareGuestIdentityTest, LeavesARootProcessWaiting) {

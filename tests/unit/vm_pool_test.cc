@@ -86,10 +86,14 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   // process the pool left waiting before the pause, never through sudo.
   EXPECT_EQ(guests_.identities_applied(), std::vector<std::string>{vm.id});
   std::vector<std::string> opened;
-  for (const GuestChannelRequest& r : guests_.channel_requests()) opened.push_back(r.command);
+  for (const GuestChannelRequest& r : guests_.channel_requests()) {
+    opened.push_back(r.kind == GuestChannelRequest::Kind::kUnix ? "unix:" + r.path : r.command);
+  }
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityWaitCommand), 2)
       << opened.size();
-  EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityHandOverCommand), 1);
+  EXPECT_EQ(std::count(opened.begin(), opened.end(), "unix:" + std::string(kGuestIdentitySocket)),
+            1);
+  EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityHandOverCommand), 0);
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityCommand), 0);
   EXPECT_TRUE(guests_.PinnedHostKey(vm.id).starts_with("ssh-ed25519 ")) << vm.id;
   EXPECT_EQ(Exec(Alice(), {"stat", "web-one", "--json"}).Json()["made"], "pool");

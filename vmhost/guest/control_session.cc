@@ -714,9 +714,13 @@ void ControlSession::ServiceChannel(Channel& c) {
   const GuestChannelRequest& req = c.io->request();
   using Kind = GuestChannelRequest::Kind;
   if (c.phase == Phase::kOpening) {
+    const bool forward = req.kind == Kind::kTcp || req.kind == Kind::kUnix;
     int rc = req.kind == Kind::kTcp
                  ? ssh_channel_open_forward(c.ch, "127.0.0.1", req.port, req.originator.c_str(),
                                             req.originator_port)
+             : req.kind == Kind::kUnix
+                 ? ssh_channel_open_forward_unix(c.ch, req.path.c_str(), req.originator.c_str(),
+                                                 req.originator_port)
                  : ssh_channel_open_session(c.ch);
     if (rc == SSH_AGAIN) return;
     if (rc != SSH_OK) {
@@ -724,11 +728,14 @@ void ControlSession::ServiceChannel(Channel& c) {
           req.kind == Kind::kTcp
               ? Unavailable("nothing in the VM accepted a connection on port " +
                             std::to_string(req.port) + " (" + GuestSshError(s) + ")")
+          : req.kind == Kind::kUnix
+              ? Unavailable("nothing in the VM accepted a connection on " + req.path + " (" +
+                            GuestSshError(s) + ")")
               : Unavailable(std::string("the guest refused a channel: ") + GuestSshError(s)));
       c.phase = Phase::kDone;
       return;
     }
-    if (req.kind == Kind::kTcp) {
+    if (forward) {
       c.io->SetOpen(generation_.load());
       c.phase = Phase::kRunning;
     } else {

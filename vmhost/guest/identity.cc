@@ -341,24 +341,71 @@ Status PrepareGuestIdentity(GuestControl& guests, std::string_view vm_id,
 
 namespace {
 
-// One identity channel running `command` (the identity protocol: request, clock question and
-// answer, report), within the deadline.
+// The longest last line of a direct identity channel: "exit N\n".
+constexpr size_t kMaxExitLine = 16;
+
+// A direct channel's last line, `exit N`, taken off `out`; nullopt when it is not there.
+std::optional<int> TakeExitLine(std::string& out) {
+  if (out.empty() || out.back() != '\n') return std::nullopt;
+  size_t start = out.rfind('\n', out.size() - 2);
+  start = start == std::string::npos ? 0 : start + 1;
+  std::string_view line(out.data() + start, out.size() - start - 1);
+  if (line.size() > kMaxExitLine || line.substr(0, 5) != "exit ") return std::nullopt;
+  std::optional<int64_t> code = ParseBoundedInt(line.substr(5), 3, false);
+  if (!code || *code > 255) return std::nullopt;
+  out.erase(start);
+  return static_cast<int>(*code);
+}
+
+// How an identity channel reaches the guest's `identity`.
+struct IdentityRoute {
+  const char* command;  // an exec channel's command line; nullptr: the waiter's socket
+  const char* via;      // for the log line
+};
+constexpr IdentityRoute kDirectToTheWaiter{nullptr, "waiter"};
+constexpr IdentityRoute kHandedToTheWaiter{kGuestIdentityHandOverCommand, "waiter-command"};
+constexpr IdentityRoute kThroughSudo{kGuestIdentityCommand, "sudo"};
+
+// One identity channel (the identity protocol: request, clock question and answer, report),
+// within the deadline. Direct to the waiter's socket, the guest's stdout and stderr are one
+// stream, ended by the exit line.
 Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::string& vm,
-                                               const char* command, const char* via,
+                                               const IdentityRoute& route,
                                                const std::string& request,
                                                const GuestIdentity& identity, Clock::time_point t0,
                                                Clock::time_point deadline) {
+  const bool direct = route.command == nullptr;
   auto events = std::make_shared<PipeEvents>();
   GuestChannelRequest open;
-  open.kind = GuestChannelRequest::Kind::kExec;
-  open.command = command;
-  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestPipe> pipe,
-                          guests.OpenChannel(vm, open, [events] { events->Notify(); }));
+  if (direct) {
+    open.kind = GuestChannelRequest::Kind::kUnix;
+    open.path = kGuestIdentitySocket;
+  } else {
+    open.kind = GuestChannelRequest::Kind::kExec;
+    open.command = route.command;
+  }
+  // Direct, a channel that fails or ends before the guest said anything reached no process
+  // that took the identity (none waits, or one of an older runner, which takes descriptors
+  // only): NotFound, after which the caller hands it over by command.
+  auto untaken = [&](const std::string& why) {
+    return NotFound("VM " + vm + ": no process took the identity at " + kGuestIdentitySocket +
+                    " (" + why + ")");
+  };
+  Result<std::shared_ptr<GuestPipe>> opened =
+      guests.OpenChannel(vm, open, [events] { events->Notify(); });
+  if (!opened.ok() && direct && opened.status().code() == Code::kUnavailable) {
+    return untaken(opened.status().message());
+  }
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestPipe> pipe, std::move(opened));
   struct CloseOnExit {
     GuestPipe& p;
     ~CloseOnExit() { p.Close(); }
   } close{*pipe};
 
+  const std::string_view sent = request;
+  const std::string_view first = direct ? "D" : "";
+  size_t first_sent = 0;
+  bool refused = false;  // direct: the guest said something else than the clock question
   size_t request_sent = 0;
   std::string answer;  // the clock answer, once the question came
   size_t answer_sent = 0;
@@ -368,11 +415,13 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
   for (;;) {
     if (!pipe->opening()) {
       Status st = pipe->status();
+      if (!st.ok() && direct && out.empty()) return untaken(st.message());
       if (!st.ok()) return Unavailable("VM " + vm + ": " + phase + ": " + st.message());
-      if (request_sent < request.size()) {
+      if (first_sent < first.size()) first_sent += pipe->Write(first.substr(first_sent));
+      if (first_sent == first.size() && request_sent < sent.size()) {
         phase = "sending the identity request";
-        request_sent += pipe->Write(std::string_view(request).substr(request_sent));
-        if (request_sent == request.size()) phase = "waiting for the guest's clock question";
+        request_sent += pipe->Write(sent.substr(request_sent));
+        if (request_sent == sent.size()) phase = "waiting for the guest's clock question";
       }
       if (asked && answer_sent < answer.size()) {
         answer_sent += pipe->Write(std::string_view(answer).substr(answer_sent));
@@ -386,20 +435,19 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
       while (pipe->PeekOutput(/*is_stderr=*/false, kPeekBytes, &chunk)) {
         pipe->ConsumeOutput(false, chunk.size());
         out += chunk;
-        if (!asked) {
-          // Nothing but the question comes first; answered at once, so the guest's clock is
-          // late by about the way back only (which it halves with its round trip).
-          if (out.size() < kClockQuestion.size()) {
-            if (kClockQuestion.substr(0, out.size()) != out) {
-              return Internal("VM " + vm + " sent \"" + SanitizeGuestText(out, 40) +
-                              "\" instead of the clock question");
-            }
-            continue;
-          }
-          if (out.compare(0, kClockQuestion.size(), kClockQuestion) != 0) {
+        const size_t head = std::min(out.size(), kClockQuestion.size());
+        if (!asked && !refused && out.compare(0, head, kClockQuestion.substr(0, head)) != 0) {
+          // Nothing but the question comes first. Direct, a refusal's reason and exit line
+          // come instead: read on until the end.
+          if (!direct) {
             return Internal("VM " + vm + " sent \"" + SanitizeGuestText(out, 40) +
                             "\" instead of the clock question");
           }
+          refused = true;
+        }
+        if (!asked && !refused && out.size() >= kClockQuestion.size()) {
+          // Answered at once, so the guest's clock is late by about the way back only (which
+          // it halves with its round trip).
           timespec now{};
           ::clock_gettime(CLOCK_REALTIME, &now);
           answer = GuestClockAnswer(now);
@@ -409,13 +457,24 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
           answer_sent = pipe->Write(answer);
           if (answer_sent == answer.size()) pipe->CloseInput();
         }
-        if (out.size() > kMaxGuestIdentityReport) {
+        if (out.size() > kMaxGuestIdentityReport + (direct ? kKeptStderr + kMaxExitLine : 0)) {
           return Internal("VM " + vm + " sent an identity report over " +
                           std::to_string(kMaxGuestIdentityReport) + " bytes");
         }
       }
       GuestPipe::End end = pipe->end();
       if (end.closed) {
+        if (direct) {
+          if (out.empty() && !asked) return untaken("it closed the connection");
+          std::optional<int> code = TakeExitLine(out);
+          if (!code) {
+            return Internal("VM " + vm +
+                            ": the process waiting for its identity ended "
+                            "without an exit line");
+          }
+          end.exit_status = *code;
+          if (*code != 0) err = out;
+        }
         if (end.exit_status != 0) return RunnerFailure(end, err);
         if (!asked) return Internal("VM " + vm + ": warren-run identity never asked the time");
         WARREN_ASSIGN_OR_RETURN(GuestIdentityReport report,
@@ -427,7 +486,7 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
                 " setup=" + (report.setup_started ? "started" : "none") +
                 " clock_step_ms=" + std::to_string(report.clock_step_ms) + " clock_rtt_us=" +
                 std::to_string(report.clock_rtt_us) + " work_ms=" + std::to_string(report.work_ms) +
-                " dur_ms=" + std::to_string(report.total_ms) + " via=" + via);
+                " dur_ms=" + std::to_string(report.total_ms) + " via=" + route.via);
         return report;
       }
     }
@@ -457,28 +516,29 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
   } wipe{request};
   Result<GuestIdentityReport> report = Internal("no identity channel yet");
   if (identity.prepared) {
-    report = RunIdentityChannel(guests, vm, kGuestIdentityHandOverCommand, "waiter", request,
-                                identity, t0, deadline);
+    report = RunIdentityChannel(guests, vm, kDirectToTheWaiter, request, identity, t0, deadline);
+    if (report.status().code() == Code::kNotFound) {
+      LogWarn("guest identity: vm " + LogQuote(vm) + ": " + report.status().ToString() +
+              "; handing it over by command");
+      report = RunIdentityChannel(guests, vm, kHandedToTheWaiter, request, identity, t0, deadline);
+    }
     if (!report.ok() && report.status().code() == Code::kPermissionDenied) {
       LogWarn("guest identity: vm " + LogQuote(vm) +
               " had no root process waiting for its identity; running it through sudo");
-      report = RunIdentityChannel(guests, vm, kGuestIdentityCommand, "sudo", request, identity, t0,
-                                  deadline);
+      report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
     }
   } else {
     // Straight through sudo: the runner a restored guest has is almost always this warren's,
     // and its report says so. Should the guest's runner fail or be missing (the VM's user
     // replaced it), the runner check (which reinstalls it) runs and the identity once more:
     // every step of it may be repeated.
-    report = RunIdentityChannel(guests, vm, kGuestIdentityCommand, "sudo", request, identity, t0,
-                                deadline);
+    report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
     const Code code = report.status().code();
     if (code == Code::kInternal || code == Code::kPermissionDenied) {
       LogWarn("guest identity: vm " + LogQuote(vm) + ": " + report.status().ToString() +
               "; checking its runner and running it again");
       WARREN_RETURN_IF_ERROR(EnsureRunner(guests, vm_id, deadline));
-      report = RunIdentityChannel(guests, vm, kGuestIdentityCommand, "sudo", request, identity, t0,
-                                  deadline);
+      report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
     }
   }
   if (report.ok() && !report->runner_version.empty()) {

@@ -36,6 +36,10 @@ inline constexpr char kGuestIdentityCommand[] = "sudo -n ~/.warren/bin/warren-ru
 // The same without sudo, for a guest where PrepareGuestIdentity left a root process waiting
 // (runner/identity_wait.c): sudo's ~0.2 s under TCG leaves the path of a pooled `new`.
 inline constexpr char kGuestIdentityHandOverCommand[] = "~/.warren/bin/warren-run identity";
+// The waiting root process's socket, which the host reaches directly (a kUnix channel, the
+// byte 'D', then the protocol and a last line `exit N`): no sshd session, shell or runner
+// start on the hand-out. Should that fail, the hand-over command above.
+inline constexpr char kGuestIdentitySocket[] = "/run/warren/identity.sock";
 // What PrepareGuestIdentity runs, and what it prints when the process waits.
 inline constexpr char kGuestIdentityWaitCommand[] =
     "sudo -n ~/.warren/bin/warren-run identity-wait";
@@ -105,9 +109,10 @@ Status PrepareGuestIdentity(GuestControl& guests, std::string_view vm_id,
                             std::chrono::milliseconds timeout);
 
 // Applies `identity` to VM `vm_id`, which must be running, on one channel
-// (GuestControl::OpenChannel, kExec): the hand-over channel when `prepared` (through sudo
-// after all, should it be refused), else through sudo (and, should that fail, once more after
-// the runner check with a cheap Exec of `true`, which reinstalls a missing or foreign runner:
+// (GuestControl::OpenChannel): when `prepared`, straight to the waiting process's socket
+// (kUnix), then the hand-over command (kExec) should that channel fail before the identity
+// began, then sudo should that be refused; else through sudo (and, should that fail, once more
+// after the runner check with a cheap Exec of `true`, which reinstalls a missing or foreign runner:
 // OpenChannel runs no check). The runner version the report names goes to
 // GuestControl::NoteRunnerVersion, which spares the connection its runner check. Returns the
 // checked report. Timeout when `timeout` passed first (the guest may have applied part of it);

@@ -17,6 +17,12 @@
 // per wait: a second `identity` finds no socket and is refused as not root (exit 5), after
 // which the host runs it through sudo.
 //
+// The host may also reach the socket directly, over its control connection (a
+// direct-streamlocal channel, which the guest's sshd connects as that user): it sends the
+// byte 'D' and no descriptors, then speaks the identity protocol on the connection itself,
+// which after `identity` ends carries one more line, `exit N`. That skips an sshd session,
+// the user's shell and the runner's start on every hand-out.
+//
 // Only root and the VM user can reach the socket, and that user has sudo: the waiter gives
 // no one a power they lack; it saves the time sudo takes.
 #define _GNU_SOURCE
@@ -66,8 +72,13 @@ static void socket_address(struct sockaddr_un* addr) {
   snprintf(addr->sun_path, sizeof addr->sun_path, "%s", kWaitSocket);
 }
 
-// Receives the caller's three descriptors; false unless exactly three came.
-static bool receive_fds(int conn, int fds[3]) {
+// What a caller asked for: its three descriptors handed over, or the protocol on the
+// connection itself.
+enum hand_over { kRefused, kDescriptors, kDirect };
+
+// Receives the caller's first byte: 'D' with no descriptors (direct), or any byte with
+// exactly three descriptors (into `fds`); kRefused otherwise.
+static enum hand_over receive_hand_over(int conn, int fds[3]) {
   char byte;
   struct iovec iov = {.iov_base = &byte, .iov_len = 1};
   union {
@@ -83,8 +94,9 @@ static bool receive_fds(int conn, int fds[3]) {
     n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
   struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  if (n == 1 && byte == 'D' && c == NULL) return kDirect;
   if (n != 1 || c == NULL || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-    return false;
+    return kRefused;
   }
   size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
   int got[3];
@@ -93,11 +105,11 @@ static bool receive_fds(int conn, int fds[3]) {
       memcpy(&got[0], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
       close(got[0]);
     }
-    return false;
+    return kRefused;
   }
   memcpy(got, CMSG_DATA(c), sizeof got);
   for (int i = 0; i < 3; i++) fds[i] = got[i];
-  return true;
+  return kDescriptors;
 }
 
 // True when a waiter is alive: its pid file names a live warren-run and its socket is there
@@ -149,8 +161,9 @@ static void serve_one(int listener, uid_t allowed) {
       close(conn);
       continue;
     }
-    int fds[3];
-    if (!receive_fds(conn, fds)) {
+    int fds[3] = {conn, conn, conn};
+    enum hand_over how = receive_hand_over(conn, fds);
+    if (how == kRefused) {
       close(conn);
       continue;
     }
@@ -160,18 +173,24 @@ static void serve_one(int listener, uid_t allowed) {
     for (int i = 0; i < 3; i++) {
       if (dup2(fds[i], i) < 0) _exit(kExitInternal);
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && how == kDescriptors; i++) {
       if (fds[i] > 2) close(fds[i]);
     }
-    unsigned char status = (unsigned char)cmd_identity();
-    // The caller exits with this; the channel ends once both of us closed its descriptors.
+    int status = cmd_identity();
     close(STDIN_FILENO);
     close(STDOUT_FILENO);
     close(STDERR_FILENO);
-    ssize_t w;
-    do {
-      w = write(conn, &status, 1);
-    } while (w < 0 && errno == EINTR);
+    if (how == kDirect) {
+      // The host reads this last line; the channel ends when the connection closes.
+      dprintf(conn, "exit %d\n", status);
+    } else {
+      // The caller exits with this; the channel ends once both of us closed its descriptors.
+      unsigned char byte = (unsigned char)status;
+      ssize_t w;
+      do {
+        w = write(conn, &byte, 1);
+      } while (w < 0 && errno == EINTR);
+    }
     _exit(status);
   }
 }
