@@ -257,6 +257,15 @@ class ChannelTest : public ::testing::Test {
     return o;
   }
 
+  // Connects (one `true`) and says how many dials that took: the channel the previous
+  // test's control held may not be released yet by a remote libvirtd when this one first
+  // dials, so a first connection may take two. "All on one channel" counts from here.
+  int Connected() {
+    Outcome o = Run(*control_, "true");
+    EXPECT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+    return *dials_;
+  }
+
   std::shared_ptr<int> dials_ = std::make_shared<int>(0);
   std::unique_ptr<guest::SshGuestControl> control_;
 };
@@ -272,6 +281,7 @@ TEST_F(ChannelTest, ExecRoundTrip) {
 }
 
 TEST_F(ChannelTest, BulkBothWaysKeepsEveryByte) {
+  const int dialed = Connected();
   // Up: 4 MiB of stdin, far more than the pump buffers, hashed in the guest.
   std::string blob(kBulkBytes, '\0');
   std::mt19937_64 rng(18);
@@ -297,7 +307,7 @@ TEST_F(ChannelTest, BulkBothWaysKeepsEveryByte) {
   EXPECT_EQ(down.err.substr(0, 64), Sha256Hex(down.out));
   std::printf("[timing] 4 MiB up %.2f s (%.2f MiB/s), down %.2f s (%.2f MiB/s) via %s\n", up_s,
               4 / up_s, down_s, 4 / down_s, TheTarget().uri.c_str());
-  EXPECT_EQ(*dials_, 1);  // all on one channel
+  EXPECT_EQ(*dials_, dialed);  // all on one channel
 }
 
 // Both ways at once: `cat` echoes 4 MiB of stdin while it is still coming, so the sender
@@ -311,6 +321,7 @@ TEST_F(ChannelTest, EchoBothWaysAtOnceKeepsEveryByte) {
     uint64_t v = rng();
     std::memcpy(&blob[i], &v, 8);
   }
+  const int dialed = Connected();
   StringInput in(blob);
   auto t0 = Clock::now();
   Outcome o = Run(*control_, "cat", &in);
@@ -321,7 +332,7 @@ TEST_F(ChannelTest, EchoBothWaysAtOnceKeepsEveryByte) {
   EXPECT_TRUE(o.out == blob);
   std::printf("[timing] 4 MiB echoed (both ways at once) in %.2f s via %s\n", s,
               TheTarget().uri.c_str());
-  EXPECT_EQ(*dials_, 1);
+  EXPECT_EQ(*dials_, dialed);
 }
 
 TEST_F(ChannelTest, ReconnectsOverASecondChannelOnceTheFirstIsClosed) {
@@ -338,7 +349,7 @@ TEST_F(ChannelTest, ReconnectsOverASecondChannelOnceTheFirstIsClosed) {
 }
 
 TEST_F(ChannelTest, ASecondOpenWhileOneIsHeldIsRefusedNotStolen) {
-  ASSERT_TRUE(Run(*control_, "true").progress.ok());
+  const int dialed = Connected();
   Target& t = TheTarget();
   Result<UniqueFd> other = OpenDomainChannel(t.conn.get(), t.domain);
   EXPECT_EQ(other.status().code(), Code::kUnavailable) << other.status().ToString();
@@ -346,7 +357,7 @@ TEST_F(ChannelTest, ASecondOpenWhileOneIsHeldIsRefusedNotStolen) {
   Outcome o = Run(*control_, "echo still-mine");
   ASSERT_TRUE(o.progress.ok()) << o.progress.status().ToString();
   EXPECT_EQ(o.out, "still-mine\n");
-  EXPECT_EQ(*dials_, 1);
+  EXPECT_EQ(*dials_, dialed);
 }
 
 // LibvirtHost::DialControl: a local host connects the VM's socket itself (no channel); a
