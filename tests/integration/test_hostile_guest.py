@@ -372,8 +372,14 @@ class HostileGuestTest(h.LobbyTestCase):
                           "start) cp %s.real %s.tmp && mv %s.tmp %s; %s ;;\n"
                           "*) exec %s.real \"$@\" ;;\nesac\n" % (
                               self.runner_version, runner, runner, runner, runner, body, runner))
+                # Its server's socket removed too: `start` then comes through exec channels,
+                # to the fake, for the rest of the connection (guest_control_scenarios.cc
+                # puts fakes behind the server's socket itself).
                 self.as_root("cat >{r}.fake && chmod 755 {r}.fake && chown dev {r}.fake && "
-                             "mv {r}.fake {r}".format(r=runner), input=script)
+                             "mv {r}.fake {r} && rm -f {s}".format(
+                                 r=runner, s=os.path.join(os.path.dirname(
+                                     os.path.dirname(runner)), "run", "serve.sock")),
+                             input=script)
                 t = time.monotonic()
                 r = self.mallory("ssh", MALLORY_VM, "echo", "hi", timeout=120)
                 took = time.monotonic() - t

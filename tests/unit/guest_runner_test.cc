@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -513,6 +516,127 @@ TEST_F(RunnerTest, GcRemovesWhatEndedMoreThanADayAgo) {
   EXPECT_FALSE(fs::exists(JobDir("00000c04")));
   EXPECT_TRUE(fs::exists(JobDir("00000c05")));
   Plain({"kill", "00000c03"});
+}
+
+// `serve` (runner/serve.c): the runner that stays, reached on its socket.
+class ServeTest : public RunnerTest {
+ protected:
+  void TearDown() override {
+    if (pid_t p = ServerPid(); p > 0) ::kill(p, SIGKILL);
+    RunnerTest::TearDown();
+  }
+  std::string Socket() { return home_ + "/.warren/run/serve.sock"; }
+  // `warren-run serve` with this environment added; its stdout.
+  std::string Serve(const std::string& env = "") {
+    std::string out = home_ + "/serve.out";
+    std::string cmd = "env -i HOME=" + home_ + " PATH=/usr/bin:/bin SHELL=/bin/sh " + env + " " +
+                      testing::RunnerBinaryPath() + " serve > " + out;
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    std::ifstream f(out);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  pid_t ServerPid() {
+    std::ifstream f(home_ + "/.warren/run/serve.pid");
+    int pid = 0;
+    f >> pid;
+    return pid;
+  }
+  // One connection to the server: `line`, then `input`, then EOF; the frames back.
+  RunnerRun Served(const std::string& line, const std::string& input) {
+    RunnerRun r;
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::string path = Socket();
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ADD_FAILURE() << "connect " << path << ": " << std::strerror(errno);
+      ::close(fd);
+      return r;
+    }
+    std::string sent = line + input;
+    EXPECT_EQ(::write(fd, sent.data(), sent.size()), static_cast<ssize_t>(sent.size()));
+    ::shutdown(fd, SHUT_WR);
+    FrameReader reader;
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      reader.Feed(std::string_view(buf, static_cast<size_t>(n)));
+      for (;;) {
+        Result<std::optional<Frame>> f = reader.Next();
+        EXPECT_TRUE(f.ok()) << f.status().ToString();
+        if (!f.ok() || !f->has_value()) break;
+        r.frames.push_back(std::move(**f));
+        if (r.frames.back().type == FrameType::kStdout) r.out += r.frames.back().payload;
+      }
+    }
+    ::close(fd);
+    if (!r.frames.empty()) r.last = r.frames.back();
+    return r;
+  }
+};
+
+TEST_F(ServeTest, StartsJobsOnItsSocketInItsEnvironmentWithoutShlvl) {
+  EXPECT_EQ(Serve("SHLVL=4 FOO=from-serve"), "serve " + Socket() + "\n");
+  EXPECT_TRUE(fs::is_socket(Socket()));
+  EXPECT_EQ(fs::status(home_ + "/.warren/run").permissions() & fs::perms::all,
+            fs::perms::owner_all);
+  const pid_t server = ServerPid();
+  ASSERT_GT(server, 0);
+  EXPECT_EQ(::kill(server, 0), 0);
+
+  RunnerRun r = Served(
+      "start 0000beef\n",
+      Header("echo \"$FOO|${SHLVL-none}|$WARREN_JOB\"; pwd; cat", true, {}, "/tmp") + "typed\n");
+  ASSERT_FALSE(r.frames.empty());
+  EXPECT_EQ(r.frames.front().type, FrameType::kStarted);
+  EXPECT_EQ(r.out, "from-serve|none|0000beef\n/tmp\ntyped\n");
+  ASSERT_TRUE(r.last.has_value());
+  EXPECT_EQ(r.last->payload, "exit 0");
+
+  // Bad requests get an Error frame, and the server goes on.
+  r = Served("bogus 1\n", "");
+  ASSERT_TRUE(r.last.has_value());
+  EXPECT_EQ(r.last->type, FrameType::kError);
+  r = Served("start ../x\n", Header("true"));
+  ASSERT_TRUE(r.last.has_value());
+  EXPECT_EQ(r.last->type, FrameType::kError);
+  r = Served(std::string(200, 'x') + "\n", "");
+  EXPECT_TRUE(r.frames.empty()) << "an overlong request line is dropped";
+  r = Served("start 0000bee2\n", Header("echo still"));
+  EXPECT_EQ(r.out, "still\n");
+
+  // A later `serve` (the next connection's) takes the socket and stops this one.
+  EXPECT_EQ(Serve("FOO=second"), "serve " + Socket() + "\n");
+  const pid_t second = ServerPid();
+  EXPECT_NE(second, server);
+  auto until = Clock::now() + std::chrono::seconds(5);
+  while (::kill(server, 0) == 0 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(::kill(server, 0), 0) << "the replaced server still runs";
+  r = Served("start 0000bee3\n", Header("echo $FOO"));
+  EXPECT_EQ(r.out, "second\n");
+}
+
+TEST_F(ServeTest, OnlyItsUserReachesIt) {
+  ASSERT_EQ(Serve(), "serve " + Socket() + "\n");
+  // CI runs as root; elsewhere, without root there is no other uid to try.
+  if (::geteuid() != 0 && std::getenv("CI") == nullptr) GTEST_SKIP() << "needs root";
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::string path = Socket();
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    ::_exit(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 1 : 0);
+  }
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "another user connected";
 }
 
 TEST_F(RunnerTest, UsageErrors) {

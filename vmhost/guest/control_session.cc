@@ -148,7 +148,15 @@ ControlSession::~ControlSession() { Shutdown(); }
 Result<std::shared_ptr<GuestChannel>> ControlSession::OpenExec(std::string command_line,
                                                                Clock::time_point deadline,
                                                                const CancelSignal* cancel) {
-  auto io = std::make_shared<GuestChannel>(std::move(command_line), waker_);
+  GuestChannelRequest request;
+  request.kind = GuestChannelRequest::Kind::kExec;
+  request.command = std::move(command_line);
+  return OpenRunnerChannel(std::move(request), deadline, cancel);
+}
+
+Result<std::shared_ptr<GuestChannel>> ControlSession::OpenRunnerChannel(
+    GuestChannelRequest request, Clock::time_point deadline, const CancelSignal* cancel) {
+  auto io = std::make_shared<GuestChannel>(std::move(request), waker_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return Unavailable("the control connection to VM " + options_.vm_id + " is closed");

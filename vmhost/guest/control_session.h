@@ -131,6 +131,10 @@ class ControlSession {
   Result<std::shared_ptr<GuestChannel>> OpenExec(std::string command_line,
                                                  Clock::time_point deadline,
                                                  const CancelSignal* cancel = nullptr);
+  // The same for a runner channel opened by any request (the runner's server socket).
+  Result<std::shared_ptr<GuestChannel>> OpenRunnerChannel(GuestChannelRequest request,
+                                                          Clock::time_point deadline,
+                                                          const CancelSignal* cancel = nullptr);
   // Asks for a raw channel (shell, exec, subsystem, or a TCP port in the guest; see
   // GuestChannelRequest) and returns at once: the channel reports, through `notify`, when
   // the guest opened it or refused, or when `deadline` passed without a connection.

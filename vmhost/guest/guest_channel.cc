@@ -18,7 +18,10 @@ GuestChannelRequest ExecRequest(std::string command) {
 }  // namespace
 
 GuestChannel::GuestChannel(std::string command, std::shared_ptr<EventWaker> waker)
-    : request_(ExecRequest(std::move(command))), raw_(false), waker_(std::move(waker)) {}
+    : GuestChannel(ExecRequest(std::move(command)), std::move(waker)) {}
+
+GuestChannel::GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWaker> waker)
+    : request_(std::move(request)), raw_(false), waker_(std::move(waker)) {}
 
 GuestChannel::GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWaker> waker,
                            std::function<void()> notify)

@@ -44,6 +44,9 @@ class GuestChannel {
 
   // A runner exec channel running `command`.
   GuestChannel(std::string command, std::shared_ptr<EventWaker> waker);
+  // A runner channel (blocking, stderr only diagnostics) opened by `request`: the runner's
+  // server socket (kUnix), which gives no stderr and no exit status.
+  GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWaker> waker);
   // A raw channel; `notify` is called (no lock held, from the owner or a caller thread)
   // after every change an event loop may act on.
   GuestChannel(GuestChannelRequest request, std::shared_ptr<EventWaker> waker,

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "lobby/base/log.h"
 #include "vmhost/guest/runner_protocol.h"
@@ -37,7 +38,9 @@ std::string CheckScript() {
       "if command -v timeout >/dev/null; then to=\"timeout 10\"; else to=; fi; "
       "$to \"$r\" --version </dev/null >\"$t\" 2>/dev/null; v=$(head -c 100 \"$t\"); rm -f \"$t\"; "
       "if [ \"$v\" = \"warren-run " WARREN_RUN_VERSION
-      "\" ]; then echo current; (\"$r\" gc </dev/null >/dev/null 2>&1 &); "
+      "\" ]; then echo current; "
+      "$to \"$r\" serve </dev/null >\"$t\" 2>/dev/null; head -c 200 \"$t\"; rm -f \"$t\"; "
+      "(\"$r\" gc </dev/null >/dev/null 2>&1 &); "
       "else echo missing; fi");
 }
 
@@ -45,7 +48,37 @@ std::string InstallScript() {
   return ShellScript(
       "umask 077; d=\"$HOME/.warren/bin\"; t=\"$d/.warren-run.$$\"; "
       "mkdir -p \"$d\" && cat >\"$t\" && chmod 700 \"$t\" && mv -f \"$t\" \"$d/warren-run\" "
-      "&& exec \"$d/warren-run\" --version; rm -f \"$t\"; exit 1");
+      "&& { \"$d/warren-run\" serve </dev/null 2>/dev/null; exec \"$d/warren-run\" --version; }; "
+      "rm -f \"$t\"; exit 1");
+}
+
+// The reply's lines, when it is whole lines; `expected` its one line besides the runner
+// server's `serve PATH` (before or after it, as `serve_first` says). The server's socket
+// path goes to *serve_socket ("" when the guest started none).
+bool ParseReply(std::string_view reply, std::string_view expected, bool serve_first,
+                std::string* serve_socket) {
+  serve_socket->clear();
+  std::vector<std::string_view> lines;
+  while (!reply.empty()) {
+    size_t nl = reply.find('\n');
+    if (nl == std::string_view::npos) return false;
+    lines.push_back(reply.substr(0, nl));
+    reply.remove_prefix(nl + 1);
+  }
+  if (lines.size() == 1) return lines[0] == expected;
+  if (lines.size() != 2) return false;
+  std::string_view serve = serve_first ? lines[0] : lines[1];
+  if ((serve_first ? lines[1] : lines[0]) != expected) return false;
+  constexpr std::string_view kServe = "serve ";
+  if (serve.substr(0, kServe.size()) != kServe) return false;
+  std::string_view path = serve.substr(kServe.size());
+  // A unix socket's address, in the guest: where the host opens its channels to.
+  if (path.empty() || path[0] != '/' || path.size() > 107 ||
+      path.find('\0') != std::string_view::npos) {
+    return false;
+  }
+  serve_socket->assign(path);
+  return true;
 }
 
 // Runs a channel to its end: its stdout (bounded) and exit status. Reads in slices of
@@ -139,8 +172,8 @@ Result<RunnerBinary> LoadRunnerBinary(const std::string& path) {
 }
 
 Status EnsureRunner(ControlSession& session, const RunnerBinary& runner,
-                    uint64_t* checked_generation, ControlSession::Clock::time_point deadline,
-                    const CancelSignal* cancel) {
+                    uint64_t* checked_generation, std::string* serve_socket,
+                    ControlSession::Clock::time_point deadline, const CancelSignal* cancel) {
   uint64_t gen = session.generation();
   if (gen != 0 && gen == *checked_generation) return Status::Ok();
   auto t0 = ControlSession::Clock::now();
@@ -152,7 +185,7 @@ Status EnsureRunner(ControlSession& session, const RunnerBinary& runner,
   std::string err = check->StderrText();
   check->Close();
   if (!reply.ok()) return reply.status().Annotate("checking the guest runner");
-  if (*reply == "current\n") {
+  if (ParseReply(*reply, "current", /*serve_first=*/false, serve_socket)) {
     *checked_generation = used;
     return Status::Ok();
   }
@@ -170,7 +203,8 @@ Status EnsureRunner(ControlSession& session, const RunnerBinary& runner,
   install->Close();
   if (!wrote.ok()) return wrote.Annotate("uploading the guest runner");
   if (!reply.ok()) return reply.status().Annotate("uploading the guest runner");
-  if (exit_status != 0 || *reply != std::string("warren-run ") + WARREN_RUN_VERSION + "\n") {
+  if (exit_status != 0 || !ParseReply(*reply, std::string("warren-run ") + WARREN_RUN_VERSION,
+                                      /*serve_first=*/true, serve_socket)) {
     return Internal("installing the guest runner failed (exit " + std::to_string(exit_status) +
                     "): " + SanitizeGuestText(*reply + err, 300));
   }

@@ -28,10 +28,13 @@ std::string DefaultRunnerPath();
 Result<RunnerBinary> LoadRunnerBinary(const std::string& path);
 
 // Makes sure the runner in the guest behind `session` is this version, once per connection:
-// `*checked_generation` remembers the connection it was last checked on. Cancelled soon
-// after `cancel` fires (when given).
+// `*checked_generation` remembers the connection it was last checked on. The same check
+// (re)starts the runner's server (`warren-run serve`, runner/serve.c) with the connection's
+// environment: its socket's path in the guest goes to *serve_socket, "" when it did not
+// start. Cancelled soon after `cancel` fires (when given).
 Status EnsureRunner(ControlSession& session, const RunnerBinary& runner,
-                    uint64_t* checked_generation, ControlSession::Clock::time_point deadline,
+                    uint64_t* checked_generation, std::string* serve_socket,
+                    ControlSession::Clock::time_point deadline,
                     const CancelSignal* cancel = nullptr);
 
 }  // namespace warren::guest

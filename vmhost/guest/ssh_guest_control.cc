@@ -172,27 +172,68 @@ std::shared_ptr<SshGuestControl::Vm> SshGuestControl::VmFor(std::string_view vm_
   return vm;
 }
 
+Result<std::string> SshGuestControl::CheckRunner(Vm& vm, Clock::time_point deadline,
+                                                 const CancelSignal* cancel) {
+  // Another caller may be checking the runner of a guest that does not answer: wait for
+  // it in slices, so that this caller can go when cancelled.
+  std::unique_lock<std::timed_mutex> lock(vm.install_mu, std::defer_lock);
+  while (!lock.try_lock_for(GuestChannel::kCancelPoll)) {
+    if (cancel != nullptr && cancel->cancelled()) {
+      return Cancelled("cancelled while waiting for VM " + vm.session->vm_id() +
+                       "'s control connection");
+    }
+    if (Clock::now() >= deadline) {
+      return Unavailable("VM " + vm.session->vm_id() + " did not answer on its control connection");
+    }
+  }
+  const uint64_t before = vm.checked_generation;
+  std::string serve_socket;
+  WARREN_RETURN_IF_ERROR(
+      EnsureRunner(*vm.session, runner_, &vm.checked_generation, &serve_socket, deadline, cancel));
+  if (vm.checked_generation != before) {
+    // This connection's check ran: its server (or none) is the one to use from now on.
+    vm.serve_socket = std::move(serve_socket);
+    vm.serve_generation = vm.checked_generation;
+  }
+  if (vm.serve_generation != vm.session->generation()) return std::string();
+  return vm.serve_socket;
+}
+
 Result<std::shared_ptr<GuestChannel>> SshGuestControl::OpenRunner(Vm& vm, const std::string& args,
                                                                   Clock::time_point deadline,
                                                                   const CancelSignal* cancel) {
-  {
-    // Another caller may be checking the runner of a guest that does not answer: wait for
-    // it in slices, so that this caller can go when cancelled.
-    std::unique_lock<std::timed_mutex> lock(vm.install_mu, std::defer_lock);
-    while (!lock.try_lock_for(GuestChannel::kCancelPoll)) {
-      if (cancel != nullptr && cancel->cancelled()) {
-        return Cancelled("cancelled while waiting for VM " + vm.session->vm_id() +
-                         "'s control connection");
-      }
-      if (Clock::now() >= deadline) {
-        return Unavailable("VM " + vm.session->vm_id() +
-                           " did not answer on its control connection");
-      }
-    }
-    WARREN_RETURN_IF_ERROR(
-        EnsureRunner(*vm.session, runner_, &vm.checked_generation, deadline, cancel));
-  }
+  WARREN_RETURN_IF_ERROR(CheckRunner(vm, deadline, cancel).status());
   return vm.session->OpenExec(RunnerCommandLine(args), deadline, cancel);
+}
+
+Result<std::shared_ptr<GuestChannel>> SshGuestControl::OpenStart(Vm& vm, const std::string& id,
+                                                                 Clock::time_point deadline,
+                                                                 const CancelSignal* cancel) {
+  WARREN_ASSIGN_OR_RETURN(std::string serve_socket, CheckRunner(vm, deadline, cancel));
+  if (!serve_socket.empty()) {
+    GuestChannelRequest request;
+    request.kind = GuestChannelRequest::Kind::kUnix;
+    request.path = serve_socket;
+    Result<std::shared_ptr<GuestChannel>> ch =
+        vm.session->OpenRunnerChannel(std::move(request), deadline, cancel);
+    if (!ch.ok() && ch.status().code() == Code::kCancelled) return ch.status();
+    Status asked = ch.ok() ? (*ch)->Write("start " + id + "\n") : ch.status();
+    if (asked.ok()) {
+      served_starts_.fetch_add(1);
+      return ch;
+    }
+    if (ch.ok()) (*ch)->Close();
+    // Stopped in the guest: commands start through sshd for the rest of this connection;
+    // the next connection's check starts the server anew.
+    LogInfo("guest runner server not reached vm=" + LogQuote(vm.session->vm_id()) +
+            " error=" + LogQuote(asked.message()));
+    std::lock_guard<std::timed_mutex> lock(vm.install_mu);
+    if (vm.serve_socket == serve_socket) vm.serve_socket.clear();
+  }
+  WARREN_ASSIGN_OR_RETURN(std::shared_ptr<GuestChannel> ch,
+                          vm.session->OpenExec(RunnerCommandLine("start " + id), deadline, cancel));
+  exec_starts_.fetch_add(1);
+  return ch;
 }
 
 SshGuestControl::Clock::time_point SshGuestControl::ReachDeadline() const {
@@ -215,7 +256,7 @@ Result<GuestProgress> SshGuestControl::Exec(std::string_view vm_id, const GuestC
   for (int attempt = 0;; ++attempt) {
     std::string id = NewJobId();
     auto reach = ReachDeadline();
-    Result<std::shared_ptr<GuestChannel>> opened = OpenRunner(*vm, "start " + id, reach, cancel);
+    Result<std::shared_ptr<GuestChannel>> opened = OpenStart(*vm, id, reach, cancel);
     if (!opened.ok() && opened.status().code() == Code::kCancelled) {
       // Nothing was asked of the guest yet: there is nothing to kill.
       return Cancelled("the command was cancelled before it started");

@@ -13,6 +13,7 @@
 // costs reach_timeout.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -111,6 +112,13 @@ class SshGuestControl final : public GuestControl {
 
   // Channels open on the VM's connection right now (0 without one): for leak checks.
   int OpenChannels(std::string_view vm_id);
+  // How many commands started at the runner's server, and how many through exec channels
+  // (tests, benchmarks).
+  struct StartRoutes {
+    int64_t server = 0;
+    int64_t exec = 0;
+  };
+  StartRoutes start_routes() const { return {served_starts_.load(), exec_starts_.load()}; }
 
   // The guest's host key fingerprint as pinned by the VM's connection ("" before one).
   std::string HostKeyFingerprint(std::string_view vm_id);
@@ -121,6 +129,10 @@ class SshGuestControl final : public GuestControl {
     // One runner check or upload per VM at a time; timed, so a waiter can be cancelled.
     std::timed_mutex install_mu;
     uint64_t checked_generation = 0;
+    // The runner's server the check on connection `serve_generation` started ("" for none):
+    // commands start there, without an sshd session.
+    std::string serve_socket;
+    uint64_t serve_generation = 0;
   };
 
   SshGuestControl(SshGuestControlOptions options, RunnerBinary runner);
@@ -129,11 +141,20 @@ class SshGuestControl final : public GuestControl {
   // When a call that starts now stops waiting for the guest to be reached and to answer:
   // reach_timeout, stretched by the host's load (options_.slowdown).
   Clock::time_point ReachDeadline() const;
+  // Checks the guest's runner once per connection (under install_mu); the socket of the
+  // runner's server this connection's check started, "" when there is none.
+  Result<std::string> CheckRunner(Vm& vm, Clock::time_point deadline, const CancelSignal* cancel);
   // A runner channel once the guest's runner is checked; Cancelled soon after `cancel`
   // fires (when given), Unavailable at the deadline.
   Result<std::shared_ptr<GuestChannel>> OpenRunner(Vm& vm, const std::string& args,
                                                    Clock::time_point deadline,
                                                    const CancelSignal* cancel = nullptr);
+  // A channel to `start ID` (the start header comes next): at the runner's server when the
+  // connection's check started one, else through an exec channel (also when the server is
+  // not reached, for the rest of the connection).
+  Result<std::shared_ptr<GuestChannel>> OpenStart(Vm& vm, const std::string& id,
+                                                  Clock::time_point deadline,
+                                                  const CancelSignal* cancel = nullptr);
   // Runs a runner verb whose reply is plain text: stdout (up to `limit`), exit status and
   // the first bytes of stderr.
   struct Reply {
@@ -147,6 +168,8 @@ class SshGuestControl final : public GuestControl {
   const RunnerBinary runner_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Vm>, std::less<>> vms_;
+  std::atomic<int64_t> served_starts_{0};
+  std::atomic<int64_t> exec_starts_{0};
 };
 
 }  // namespace warren::guest

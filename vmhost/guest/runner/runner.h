@@ -1,8 +1,8 @@
 // warren-run's internal interfaces, shared by its C files (warren-run.c, header.c, jobdir.c,
-// attach.c, identity.c, identity_wait.c, seed.c). The runner is a small static program that
-// runs inside the guest as the VM user (as root: `identity` and `identity-wait`, through
-// sudo or handed to the waiting process, and `apply-seed` at boot); the wire protocol it speaks
-// with the host is described in vmhost/guest/README.md and mirrored on the host by
+// attach.c, serve.c, identity.c, identity_wait.c, seed.c). The runner is a small static program
+// that runs inside the guest as the VM user (as root: `identity` and `identity-wait`, through sudo
+// or handed to the waiting process, and `apply-seed` at boot); the wire protocol it speaks with the
+// host is described in vmhost/guest/README.md and mirrored on the host by
 // vmhost/guest/runner_protocol.h (identity's by vmhost/guest/identity.h). Single-threaded.
 #ifndef WARREN_RUNNER_H_
 #define WARREN_RUNNER_H_
@@ -121,6 +121,18 @@ void send_error(const char* kind, const char* fmt, ...) __attribute__((format(pr
 // The Error kind for a failed file-system call: "full" when the guest's disk (or the user's
 // quota) is full, which the host reports as such, else "internal".
 const char* errno_kind(int e);
+
+// ---- warren-run.c ----
+
+// `start ID`: reads the start header on stdin, starts the job and streams it as frames on
+// stdout until it ends or the host goes away. Returns the exit status.
+int cmd_start(const char* id);
+
+// ---- serve.c: `serve`, the runner that stays (commands without an sshd session) ----
+
+// Starts the server on $HOME/.warren/run/serve.sock in place of an earlier one, prints
+// `serve PATH` and returns 0; kExitInternal with a reason on stderr when it cannot.
+int cmd_serve(void);
 
 // ---- seed.c: the seed disk applied (`apply-seed`, at every boot and inside `identity`) ----
 

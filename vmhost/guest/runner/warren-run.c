@@ -9,6 +9,8 @@
 //   warren-run kill ID                SIGTERM to the job's processes, SIGKILL after 2 s
 //   warren-run list                   one line per job (below)
 //   warren-run gc                     removes jobs that ended more than a day ago
+//   warren-run serve                  starts the runner that stays (serve.c): `start` over a
+//                                     unix socket the host reaches without an sshd session
 //   warren-run identity               as root: a restored clone's own identity (identity.c);
 //                                     without root: handed to the process identity-wait left
 //   warren-run identity-wait          as root: a root `identity` made ready (identity_wait.c)
@@ -172,7 +174,7 @@ static bool write_file(const char* dir, const char* name, const char* data, size
   return write_atomic(dir, name, data, len);
 }
 
-static int cmd_start(const char* id) {
+int cmd_start(const char* id) {
   if (!valid_job_id(id)) {
     send_error("invalid", "bad job id");
     return kExitInvalid;
@@ -636,11 +638,13 @@ int main(int argc, char** argv) {
   if (argc == 3 && strcmp(argv[1], "kill") == 0) return cmd_kill(argv[2]);
   if (argc == 2 && strcmp(argv[1], "list") == 0) return cmd_list();
   if (argc == 2 && strcmp(argv[1], "gc") == 0) return cmd_gc();
+  if (argc == 2 && strcmp(argv[1], "serve") == 0) return cmd_serve();
   if (argc == 2 && strcmp(argv[1], "identity") == 0) return cmd_identity();
   if (argc == 2 && strcmp(argv[1], "identity-wait") == 0) return cmd_identity_wait();
   if (argc >= 2 && strcmp(argv[1], "apply-seed") == 0) return cmd_apply_seed(argc - 2, argv + 2);
-  fprintf(stderr,
-          "usage: warren-run --version | start ID | attach ID OUT ERR | kill ID | list | gc | "
-          "identity | identity-wait | apply-seed [--restored]\n");
+  fprintf(
+      stderr,
+      "usage: warren-run --version | start ID | attach ID OUT ERR | kill ID | list | gc | serve | "
+      "identity | identity-wait | apply-seed [--restored]\n");
   return kExitInvalid;
 }
