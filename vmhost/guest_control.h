@@ -204,8 +204,11 @@ class GuestControl {
   virtual Status RepinHostKey(std::string_view vm_id, std::string_view public_key_line) = 0;
   // The guest's runner, run just now on VM `vm_id`'s control connection, said it is `version`
   // (the identity report names it): when that is this warren's runner, the connection's
-  // runner check (once per connection, before the first command) is already done.
-  virtual void NoteRunnerVersion(std::string_view vm_id, std::string_view version) = 0;
+  // runner check (once per connection, before the first command) is already done; and when
+  // `serve_socket` is not empty, the runner's server there serves this connection's
+  // commands (a template clone's, which came with the template).
+  virtual void NoteRunnerVersion(std::string_view vm_id, std::string_view version,
+                                 std::string_view serve_socket) = 0;
   // Opens a raw channel into VM `vm_id` (connecting first if needed) and returns at once:
   // the pipe reports when the guest answered. Unlike Exec, nothing runs under the runner:
   // closing a session channel ends the session the way sshd ends it (a terminal's hangup,

@@ -443,7 +443,8 @@ Status FakeGuestControl::RepinHostKey(std::string_view vm_id, std::string_view p
   return Status::Ok();
 }
 
-void FakeGuestControl::NoteRunnerVersion(std::string_view vm_id, std::string_view version) {
+void FakeGuestControl::NoteRunnerVersion(std::string_view vm_id, std::string_view version,
+                                         std::string_view) {
   std::lock_guard lock(mu_);
   runner_noted_[std::string(vm_id)] = std::string(version);
 }

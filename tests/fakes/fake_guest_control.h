@@ -43,7 +43,8 @@ class FakeGuestControl final : public GuestControl {
   std::string PinnedHostKey(std::string_view vm_id);
   // The version the played `identity` reports for its runner, and what the host noted of it.
   static constexpr char kRunnerVersion[] = "1-fakefakefake";
-  void NoteRunnerVersion(std::string_view vm_id, std::string_view version) override;
+  void NoteRunnerVersion(std::string_view vm_id, std::string_view version,
+                         std::string_view serve_socket) override;
   std::string NotedRunnerVersion(std::string_view vm_id);
   // A raw channel that opens at once and echoes its input back on stdout (like `cat`); EOF
   // on its input ends it with exit status 0. Unavailable while unreachable. The runner's

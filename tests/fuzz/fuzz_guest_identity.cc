@@ -85,7 +85,7 @@ class ScriptedGuest final : public warren::GuestControl {
   }
   void Disconnect(std::string_view) override {}
   Status RepinHostKey(std::string_view, std::string_view) override { return Status::Ok(); }
-  void NoteRunnerVersion(std::string_view, std::string_view) override {}
+  void NoteRunnerVersion(std::string_view, std::string_view, std::string_view) override {}
   Result<std::shared_ptr<warren::GuestPipe>> OpenChannel(std::string_view,
                                                          const warren::GuestChannelRequest&,
                                                          std::function<void()>) override {

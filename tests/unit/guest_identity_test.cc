@@ -119,6 +119,12 @@ TEST(GuestIdentityReportTest, ParsesAGoodReport) {
   Result<GuestIdentityReport> v = ParseGuestIdentityReport(named, SomeIdentity());
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(v->runner_version, "1-0123456789ab");
+  EXPECT_EQ(v->serve_socket, "");
+  // And the runner's server, when one runs in the clone.
+  named.insert(named.size() - 1, " serve=/home/dev/.warren/run/serve.sock");
+  v = ParseGuestIdentityReport(named, SomeIdentity());
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->serve_socket, "/home/dev/.warren/run/serve.sock");
 
   // No NIC, no machine-id (tiny), a setup script started, fields in another order.
   GuestIdentity no_nic = SomeIdentity(false);
@@ -179,6 +185,12 @@ TEST(GuestIdentityReportTest, RefusesTruncatedOversizedAndMalformed) {
            with("work-ms=340", "work-ms=340 runner=1-a\x1b[2J"),
            with("work-ms=340", "work-ms=340 runner=" + std::string(65, 'a')),
            with("work-ms=340", "work-ms=340 runner=1-a runner=1-a"),
+           with("work-ms=340", "work-ms=340 serve="),
+           with("work-ms=340", "work-ms=340 serve=relative/serve.sock"),
+           with("work-ms=340", "work-ms=340 serve=/home/a\x1b[2J"),
+           with("work-ms=340", "work-ms=340 serve=/x:y"),
+           with("work-ms=340", "work-ms=340 serve=/" + std::string(107, 'a')),
+           with("work-ms=340", "work-ms=340 serve=/a serve=/a"),
        }) {
     EXPECT_TRUE(refused(bad, id)) << bad;
   }
@@ -390,8 +402,10 @@ class PlayedGuests final : public GuestControl {
   void Disconnect(std::string_view) override {}
   // Not marked override: the interface gains it with the template work under way.
   Status RepinHostKey(std::string_view, std::string_view) { return Status::Ok(); }
-  void NoteRunnerVersion(std::string_view vm_id, std::string_view version) override {
-    noted.push_back(std::string(vm_id) + ": " + std::string(version));
+  void NoteRunnerVersion(std::string_view vm_id, std::string_view version,
+                         std::string_view serve_socket) override {
+    noted.push_back(std::string(vm_id) + ": " + std::string(version) +
+                    (serve_socket.empty() ? "" : " serve " + std::string(serve_socket)));
   }
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
@@ -490,13 +504,19 @@ TEST(ApplyGuestIdentityTest, TheRunnerVersionTheReportNamesIsNoted) {
       p.Send("clock?\n");
       p.ReadLine();
       std::string report = ReportFor(id);
-      p.Send(report.substr(0, report.size() - 1) + " runner=1-0123456789ab\n");
+      p.Send(report.substr(0, report.size() - 1) +
+             " runner=1-0123456789ab serve=/home/dev/.warren/run/serve.sock\n");
       p.Exit(0);
     });
     Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->runner_version, "1-0123456789ab");
-    EXPECT_EQ(guests.noted, std::vector<std::string>{"vm1: 1-0123456789ab"});
+    // A prepared VM (pool, template) keeps the server it came with; a live copy's server is
+    // its source's, in the source's environment.
+    EXPECT_EQ(guests.noted,
+              std::vector<std::string>{
+                  prepared ? "vm1: 1-0123456789ab serve /home/dev/.warren/run/serve.sock"
+                           : "vm1: 1-0123456789ab"});
     EXPECT_TRUE(guests.execs.empty());
   }
 }

@@ -226,11 +226,14 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
   }
   line.remove_prefix(kHead.size());
 
-  // runner= last, and optional: a runner from before it (an older template's) leaves it out.
-  constexpr std::string_view kKeys[] = {"hostname",      "machine-id",   "mac",     "setup",
-                                        "clock-step-ms", "clock-rtt-us", "work-ms", "runner"};
+  // runner= and serve= last, and optional: a runner from before them (an older template's)
+  // leaves them out, and serve= is there only while the user's runner server runs.
+  constexpr std::string_view kKeys[] = {"hostname", "machine-id",    "mac",
+                                        "setup",    "clock-step-ms", "clock-rtt-us",
+                                        "work-ms",  "runner",        "serve"};
   constexpr size_t kKeyCount = std::size(kKeys);
-  constexpr size_t kRunnerKey = kKeyCount - 1;
+  constexpr size_t kRunnerKey = kKeyCount - 2;
+  constexpr size_t kServeKey = kKeyCount - 1;
   std::optional<std::string_view> values[kKeyCount];
   while (!line.empty()) {
     size_t sp = line.find(' ');
@@ -246,7 +249,7 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
     values[k] = field.substr(eq + 1);
   }
   for (size_t k = 0; k < kKeyCount; ++k) {
-    if (!values[k] && k != kRunnerKey) return bad("has no " + std::string(kKeys[k]));
+    if (!values[k] && k < kRunnerKey) return bad("has no " + std::string(kKeys[k]));
   }
 
   GuestIdentityReport r;
@@ -286,6 +289,17 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
   if (values[kRunnerKey]) {
     if (!ValidRunnerVersion(*values[kRunnerKey])) return bad("has a bad runner version");
     r.runner_version = std::string(*values[kRunnerKey]);
+  }
+  if (values[kServeKey]) {
+    std::string_view path = *values[kServeKey];
+    const bool plain = std::all_of(path.begin(), path.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '.' || c == '_' ||
+             c == '-';
+    });
+    if (path.empty() || path[0] != '/' || path.size() > 107 || !plain) {
+      return bad("has a bad serve path");
+    }
+    r.serve_socket = std::string(path);
   }
   return r;
 }
@@ -542,7 +556,11 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
     }
   }
   if (report.ok() && !report->runner_version.empty()) {
-    guests.NoteRunnerVersion(vm_id, report->runner_version);
+    // The runner's server in a clone came with its template, with the environment of the
+    // template's connection, which a clone without env of its own shares (one with env gets
+    // a new connection, whose check restarts it). Not a live copy's: that is its source's.
+    guests.NoteRunnerVersion(vm_id, report->runner_version,
+                             identity.prepared ? report->serve_socket : std::string());
   }
   return report;
 }

@@ -78,6 +78,8 @@ struct GuestIdentityReport {
   // The runner's version as it said (`warren-run --version`'s); empty from a runner built
   // before it did. ApplyGuestIdentity hands it to GuestControl::NoteRunnerVersion.
   std::string runner_version;
+  // The socket of the VM user's runner server (runner/serve.c) when one runs; "" else.
+  std::string serve_socket;
 };
 
 // xx:xx:xx:xx:xx:xx, lowercase hex, unicast (the first octet's low bit clear), not all zero.

@@ -453,7 +453,8 @@ void SshGuestControl::Disconnect(std::string_view vm_id) {
   vm->session->Shutdown();
 }
 
-void SshGuestControl::NoteRunnerVersion(std::string_view vm_id, std::string_view version) {
+void SshGuestControl::NoteRunnerVersion(std::string_view vm_id, std::string_view version,
+                                        std::string_view serve_socket) {
   if (version != RunnerVersion()) return;  // the next command's check upgrades it
   std::shared_ptr<Vm> vm;
   {
@@ -467,7 +468,12 @@ void SshGuestControl::NoteRunnerVersion(std::string_view vm_id, std::string_view
   if (!lock.owns_lock()) return;
   // The runner on the guest's disk is what was checked, whatever connection it ran on.
   const uint64_t gen = vm->session->generation();
-  if (gen != 0) vm->checked_generation = gen;
+  if (gen == 0) return;
+  vm->checked_generation = gen;
+  if (!serve_socket.empty()) {
+    vm->serve_socket = std::string(serve_socket);
+    vm->serve_generation = gen;
+  }
 }
 
 Status SshGuestControl::RepinHostKey(std::string_view vm_id, std::string_view public_key_line) {

@@ -83,7 +83,8 @@ class SshGuestControl final : public GuestControl {
   Result<std::vector<GuestJob>> Jobs(std::string_view vm_id) override;
   void Disconnect(std::string_view vm_id) override;
   Status RepinHostKey(std::string_view vm_id, std::string_view public_key_line) override;
-  void NoteRunnerVersion(std::string_view vm_id, std::string_view version) override;
+  void NoteRunnerVersion(std::string_view vm_id, std::string_view version,
+                         std::string_view serve_socket) override;
   // A raw channel on the VM's connection (no runner). Env for a session is set by the
   // command line the guest's shell runs (`export NAME='VALUE'; …`), because the guest's sshd
   // accepts no env requests: a shell with env becomes `exec "$SHELL" -l` after the exports.

@@ -30,10 +30,11 @@
 //      round trip.
 // stdout: `clock?`, then one report line:
 //   identity ok hostname=NAME machine-id=HEX|- mac=MAC|- setup=started|none
-//            clock-step-ms=N clock-rtt-us=N work-ms=N runner=VERSION
+//            clock-step-ms=N clock-rtt-us=N work-ms=N runner=VERSION [serve=PATH]
 // (clock-step-ms: how far the clock moved; work-ms: steps 1-5; runner: this binary's
-// --version, which spares the host its runner check on the connection). Exit 5 when not
-// root.
+// --version, which spares the host its runner check on the connection; serve: the socket of
+// the user's runner server, when one runs (it came with the template: serve.c), which the
+// host may then start commands at). Exit 5 when not root.
 // Nothing secret (the host's random bytes, the seed's host key) is ever printed.
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -597,13 +598,17 @@ int cmd_identity(void) {
   int64_t step_ms = 0, rtt_us = 0;
   if ((rc = set_clock(&reader, &step_ms, &rtt_us)) != kExitOk) return rc;
 
-  char report[384];
+  char serve[128] = "", serve_field[160] = "";
+  if (serve_running(serve, sizeof serve)) {
+    snprintf(serve_field, sizeof serve_field, " serve=%s", serve);
+  }
+  char report[512];
   int n = snprintf(report, sizeof report,
                    "identity ok hostname=%s machine-id=%s mac=%s setup=%s clock-step-ms=%lld "
-                   "clock-rtt-us=%lld work-ms=%lld runner=%s\n",
+                   "clock-rtt-us=%lld work-ms=%lld runner=%s%s\n",
                    uts.nodename, machine_id[0] != '\0' ? machine_id : "-", mac,
                    setup_started ? "started" : "none", (long long)step_ms, (long long)rtt_us,
-                   (long long)work_ms, WARREN_RUN_VERSION);
+                   (long long)work_ms, WARREN_RUN_VERSION, serve_field);
   if (n < 0 || n >= (int)sizeof report || !write_all(STDOUT_FILENO, report, (size_t)n)) {
     return fail(kExitInternal, "cannot write the report");
   }

@@ -133,6 +133,11 @@ int cmd_start(const char* id);
 // Starts the server on $HOME/.warren/run/serve.sock in place of an earlier one, prints
 // `serve PATH` and returns 0; kExitInternal with a reason on stderr when it cannot.
 int cmd_serve(void);
+// True, with the socket's path in `sock`, when the server of the user whose runner this
+// binary is (~/.warren/bin/warren-run: ~/.warren/run) runs on this boot; the path is plain
+// (letters, digits, "/._-") and fits a unix socket address. For `identity`'s report, run
+// as root in a VM restored from a template, whose server came with the template's memory.
+bool serve_running(char* sock, size_t len);
 
 // ---- seed.c: the seed disk applied (`apply-seed`, at every boot and inside `identity`) ----
 

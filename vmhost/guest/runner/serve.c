@@ -23,6 +23,7 @@
 // at once; more are closed unanswered. The server leaves when its socket is no longer
 // the one at the path (a later server replaced it) or when stopped.
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -177,6 +178,34 @@ static void become_server(int lfd, const char* sock) {
   }
   serve_loop(lfd, sock);
   _exit(kExitOk);
+}
+
+bool serve_running(char* sock, size_t len) {
+  // This binary is ~/.warren/bin/warren-run: its server's files are in ~/.warren/run.
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return false;
+  exe[n] = '\0';
+  for (int up = 0; up < 2; up++) {
+    char* slash = strrchr(exe, '/');
+    if (slash == NULL || slash == exe) return false;
+    *slash = '\0';
+  }
+  char pid_path[4200];
+  if ((size_t)snprintf(pid_path, sizeof pid_path, "%s/run/serve.pid", exe) >= sizeof pid_path ||
+      (size_t)snprintf(sock, len, "%s/run/serve.sock", exe) >= len ||
+      strlen(sock) >= sizeof(((struct sockaddr_un*)0)->sun_path)) {
+    return false;
+  }
+  for (const char* p = sock; *p; p++) {
+    if (!isalnum((unsigned char)*p) && strchr("/._-", *p) == NULL) return false;
+  }
+  int fd = open(pid_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  bool live = recorded_server(fd) > 0;
+  close(fd);
+  struct stat st;
+  return live && lstat(sock, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
 int cmd_serve(void) {
