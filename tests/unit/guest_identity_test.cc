@@ -511,12 +511,8 @@ TEST(ApplyGuestIdentityTest, TheRunnerVersionTheReportNamesIsNoted) {
     Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->runner_version, "1-0123456789ab");
-    // A prepared VM (pool, template) keeps the server it came with; a live copy's server is
-    // its source's, in the source's environment.
-    EXPECT_EQ(guests.noted,
-              std::vector<std::string>{
-                  prepared ? "vm1: 1-0123456789ab serve /home/dev/.warren/run/serve.sock"
-                           : "vm1: 1-0123456789ab"});
+    EXPECT_EQ(guests.noted, std::vector<std::string>{
+                                "vm1: 1-0123456789ab serve /home/dev/.warren/run/serve.sock"});
     EXPECT_TRUE(guests.execs.empty());
   }
 }

@@ -556,11 +556,11 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
     }
   }
   if (report.ok() && !report->runner_version.empty()) {
-    // The runner's server in a clone came with its template, with the environment of the
-    // template's connection, which a clone without env of its own shares (one with env gets
-    // a new connection, whose check restarts it). Not a live copy's: that is its source's.
-    guests.NoteRunnerVersion(vm_id, report->runner_version,
-                             identity.prepared ? report->serve_socket : std::string());
+    // The runner's server in a restored VM came with the memory it was restored from (a
+    // template's, or a live copy's source's), with the environment of that VM's connection:
+    // the same as this one's for a VM without env of its own (a template has none; a copy
+    // has its source's), and a VM with env gets a new connection, whose check restarts it.
+    guests.NoteRunnerVersion(vm_id, report->runner_version, report->serve_socket);
   }
   return report;
 }
