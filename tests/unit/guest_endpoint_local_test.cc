@@ -55,6 +55,18 @@ uint16_t FreePort() {
   return ntohs(addr.sin_port);
 }
 
+// A listening socket on kAddress:port (what a slow guest's previous sshd may still hold).
+int ListenOn(uint16_t port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  ::inet_pton(AF_INET, kAddress, &addr.sin_addr);
+  EXPECT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::listen(s, 4), 0);
+  return s;
+}
+
 int ConnectTo(uint16_t port) {
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
@@ -87,6 +99,7 @@ class GuestEndpointLocalTest : public ::testing::Test {
     sink_ = std::make_unique<integrations::IntegrationEndpointSink>(proxy_.get(), &lookup_);
     http_ = FreePort();
     https_ = FreePort();
+    if (hold_http_) held_ = ListenOn(http_);
     SshGuestControlOptions o = target_->ControlOptions();
     o.inbound = sink_.get();
     o.endpoint.address = kAddress;
@@ -108,6 +121,7 @@ class GuestEndpointLocalTest : public ::testing::Test {
     ASSERT_TRUE(control_->EndpointReady(kTestVm)) << target_->LogTail();
   }
   void TearDown() override {
+    if (held_ >= 0) ::close(held_);
     control_.reset();  // before the sink and proxy it calls
     sink_.reset();
     proxy_.reset();
@@ -137,6 +151,8 @@ class GuestEndpointLocalTest : public ::testing::Test {
   uint16_t http_ = 0, https_ = 0;
   std::chrono::milliseconds delay_{0};            // SshGuestControlOptions::endpoint_setup_delay
   std::chrono::milliseconds keepalive_after_{0};  // 0: the default
+  bool hold_http_ = false;  // something else listens on the http port when the forwards come
+  int held_ = -1;
   std::chrono::steady_clock::time_point created_;
 };
 
@@ -166,6 +182,29 @@ TEST_F(GuestEndpointLocalTest, HttpAndHttpsReachTheIntegrationWithTheSecretAdded
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(control_->OpenChannels(kTestVm), 0);
+}
+
+// The guest refuses a forward because its port is taken, as by the sshd of a connection just
+// dropped that a slow guest has not ended yet: the forward is asked for again (1, 2, 4, 8 s
+// later) and works once the port is free, and the problem it showed is gone.
+class GuestEndpointHeldPortTest : public GuestEndpointLocalTest {
+ protected:
+  GuestEndpointHeldPortTest() { hold_http_ = true; }
+};
+
+TEST_F(GuestEndpointHeldPortTest, ARefusedForwardIsAskedForAgain) {
+  EXPECT_NE(control_->EndpointProblem(kTestVm).find("refused to listen"), std::string::npos)
+      << control_->EndpointProblem(kTestVm);
+  Upstream up(AnswerBearer(kSecret));
+  Route(kTestVm, "api", up.port());
+  EXPECT_EQ(Curl("https", https_, "api", "--cacert " + ca_file_), "auth=ok");
+  ::close(held_);
+  held_ = -1;
+  for (int i = 0; i < 1000 && !control_->EndpointProblem(kTestVm).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(control_->EndpointProblem(kTestVm), "");
+  EXPECT_EQ(Curl("http", http_, "api"), "auth=ok");
 }
 
 TEST_F(GuestEndpointLocalTest, AnotherVmsIntegrationIsNotThisVms) {

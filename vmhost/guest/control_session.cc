@@ -23,6 +23,8 @@ namespace warren::guest {
 namespace {
 
 constexpr size_t kMaxWriteChunk = size_t{32} * 1024;
+// Rounds of forwards asked again after the guest refused one, on one connection.
+constexpr int kForwardRetries = 4;
 // How long a channel we closed waits for the guest's close before it is freed anyway.
 constexpr auto kCloseWait = std::chrono::seconds(5);
 // How long a deliberate disconnect waits for the guest to close the open channels.
@@ -316,7 +318,8 @@ void ControlSession::Run() {
       endpoint_now_ = false;
       endpoint_pending_.store(
           refresh_endpoint_ || refresh || endpoint_due_ != Clock::time_point{} ||
-          endpoint_phase_ == EndpointPhase::kSetup || endpoint_phase_ == EndpointPhase::kForward);
+          forward_retry_due_ != Clock::time_point{} || endpoint_phase_ == EndpointPhase::kSetup ||
+          endpoint_phase_ == EndpointPhase::kForward);
     }
     if (refresh && session_ != nullptr) StartEndpoint();
     if (drop && session_ != nullptr) {
@@ -381,6 +384,10 @@ void ControlSession::Run() {
     }
     if (endpoint_due_ != Clock::time_point{} && Clock::now() >= endpoint_due_ && Alive()) {
       StartEndpoint();
+    }
+    if (forward_retry_due_ != Clock::time_point{} && Clock::now() >= forward_retry_due_ &&
+        endpoint_phase_ == EndpointPhase::kReady && Alive()) {
+      RetryForwards();
     }
 
     if (reconnect_when_idle_ && channels_.empty() && waiting.empty()) {
@@ -589,6 +596,9 @@ void ControlSession::TearDown(const Status& why, bool graceful, std::deque<Reque
   forwards_requested_ = false;
   forwards_wanted_.clear();
   forwarded_ports_.clear();
+  forward_retries_ = 0;
+  forwards_refused_.clear();
+  forward_retry_due_ = {};
   keepalive_ever_sent_ = false;
   reconnect_when_idle_ = false;
   endpoint_ready_.store(false);
@@ -893,8 +903,13 @@ void ControlSession::ReapChannels() {
 }
 
 int ControlSession::PollMillis() const {
-  if (endpoint_due_ == Clock::time_point{}) return 1000;
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(endpoint_due_ - Clock::now());
+  Clock::time_point due = endpoint_due_;
+  if (forward_retry_due_ != Clock::time_point{} &&
+      (due == Clock::time_point{} || forward_retry_due_ < due)) {
+    due = forward_retry_due_;
+  }
+  if (due == Clock::time_point{}) return 1000;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(due - Clock::now());
   return static_cast<int>(std::clamp<int64_t>(ms.count() + 1, 0, 1000));
 }
 
@@ -1008,7 +1023,13 @@ void ControlSession::ServiceEndpoint() {
       forwarded_ports_.erase(port);
       LogWarn("guest endpoint forward refused vm=" + LogQuote(options_.vm_id) + " at=" + where +
               " error=" + LogQuote(GuestSshError(session_.get())));
-      if (forward_problems_) SetEndpointProblem("the guest refused to listen on " + where);
+      if (forward_problems_) {
+        if (forwards_refused_.empty() && forward_retries_ == 0) {
+          problem_before_refusal_ = endpoint_problem();
+        }
+        SetEndpointProblem("the guest refused to listen on " + where);
+        forwards_refused_.push_back(forwards_wanted_[forward_next_]);
+      }
     }
     ++forward_next_;
   }
@@ -1017,6 +1038,45 @@ void ControlSession::ServiceEndpoint() {
   forwards_requested_ = true;
   endpoint_phase_ = EndpointPhase::kReady;
   endpoint_ready_.store(true);
+  // (Over several calls: each returns while the guest's answer is still due.)
+  const bool refused = !forwards_refused_.empty();
+  if (refused && forward_retries_ < kForwardRetries) {
+    // The sshd of the connection before this one may still hold the port (a guest slow to
+    // see it closed): the refused forwards again, 1, 2, 4, 8 s from now.
+    const auto wait = std::chrono::seconds(1 << forward_retries_);
+    ++forward_retries_;
+    forward_retry_due_ = Clock::now() + wait;
+    LogInfo("guest endpoint asks again for its forwards vm=" + LogQuote(options_.vm_id) +
+            " in_ms=" + std::to_string(std::chrono::milliseconds(wait).count()));
+  } else if (refused) {
+    forwards_refused_.clear();  // given up on this connection; a later round asks again
+  } else if (forward_retries_ > 0) {
+    // The forwards asked again are all there now.
+    SetEndpointProblem(problem_before_refusal_);
+    forwards_refused_.clear();
+    forward_retries_ = 0;
+  }
+}
+
+void ControlSession::RetryForwards() {
+  forward_retry_due_ = {};
+  forwards_wanted_.clear();
+  forward_next_ = 0;
+  for (const auto& f : forwards_refused_) {
+    if (forwarded_ports_.count(f.first) == 0) forwards_wanted_.push_back(f);
+  }
+  forwards_refused_.clear();
+  if (forwards_wanted_.empty()) return;
+  if (keepalive_ever_sent_) {
+    // A keepalive's answer may still be pending in libssh's one global-request slot (see
+    // StartEndpoint): a fresh connection asks for every forward, once no caller's channel
+    // is on this one.
+    forwards_wanted_.clear();
+    LogInfo("guest endpoint reconnects for its forwards vm=" + LogQuote(options_.vm_id));
+    reconnect_when_idle_ = true;
+    return;
+  }
+  endpoint_phase_ = EndpointPhase::kForward;
 }
 
 void ControlSession::PlanForwards(const std::string& setup_stdout, bool setup_ran, bool setup_ok,

@@ -271,6 +271,13 @@ class ControlSession {
   std::map<uint16_t, bool> forwarded_ports_;
   bool forwards_requested_ = false;
   bool forward_problems_ = true;  // false: a refused forward is no problem of its own
+  // Rounds of forwards asked again on this connection after the guest refused one (the
+  // sshd of a connection just dropped may still hold the port, in a slow guest).
+  int forward_retries_ = 0;
+  std::vector<std::pair<uint16_t, bool>> forwards_refused_;
+  std::string problem_before_refusal_;     // the endpoint's problem before a forward was refused
+  Clock::time_point forward_retry_due_{};  // {}: none pending
+  void RetryForwards();
   bool keepalive_ever_sent_ = false;
   bool reconnect_when_idle_ = false;
   int setup_reconnects_ = 0;  // bounded: a guest cannot make us reconnect for ever
