@@ -97,8 +97,9 @@ class GuestEndpointVmTest : public ::testing::Test {
     g->control = std::move(*control);
     auto t0 = std::chrono::steady_clock::now();
     g->control->EnsureEndpoint(kTestVm);
-    // The first connection may be remade once (an image from before the endpoint).
-    while (!g->control->EndpointReady(kTestVm) &&
+    // The first connection may be remade once (an image from before the endpoint), and a
+    // forward refused is asked for again (the first connection's sshd may hold its port yet).
+    while ((!g->control->EndpointReady(kTestVm) || g->control->SettleEndpoint(kTestVm)) &&
            std::chrono::steady_clock::now() - t0 < std::chrono::seconds(180)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -152,7 +153,9 @@ std::string RedirectRules() {
 }
 
 bool WaitEndpointReady() {
-  for (int i = 0; i < 1800 && !g->control->EndpointReady(kTestVm); ++i) {
+  for (int i = 0;
+       i < 1800 && (!g->control->EndpointReady(kTestVm) || g->control->SettleEndpoint(kTestVm));
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return g->control->EndpointReady(kTestVm);
