@@ -55,13 +55,18 @@ uint16_t FreePort() {
   return ntohs(addr.sin_port);
 }
 
-// A listening socket on kAddress:port (what a slow guest's previous sshd may still hold).
-int ListenOn(uint16_t port) {
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+sockaddr_in AddressOf(uint16_t port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   ::inet_pton(AF_INET, kAddress, &addr.sin_addr);
+  return addr;
+}
+
+// A listening socket on kAddress:port (what a slow guest's previous sshd may still hold).
+int ListenOn(uint16_t port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr = AddressOf(port);
   EXPECT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   EXPECT_EQ(::listen(s, 4), 0);
   return s;
@@ -69,10 +74,7 @@ int ListenOn(uint16_t port) {
 
 int ConnectTo(uint16_t port) {
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  ::inet_pton(AF_INET, kAddress, &addr.sin_addr);
+  sockaddr_in addr = AddressOf(port);
   if (::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(s);
     return -1;
