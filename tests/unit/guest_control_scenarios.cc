@@ -426,21 +426,26 @@ TEST_F(GuestControlTest, ReconnectsAfterDisconnect) {
 // connection's sshd gets. One stopped in the guest costs the rest of the connection the
 // fast path, not a command; the next connection starts it again.
 TEST_F(GuestControlTest, CommandsStartAtTheRunnersServerInSshdsEnvironment) {
+  // The runner removed: the next connection's check installs it, and the install starts the
+  // server (with the session's umask, not the install's own 077).
+  ASSERT_TRUE(RunExec(*control_, "rm -f ~/.warren/bin/warren-run").progress.ok());
   control_->Disconnect(kTestVm);
   const SshGuestControl::StartRoutes before = control_->start_routes();
   // What differs between the two routes by design: the shells in between, the job's id, and
   // the login session (pam_systemd makes one per sshd session: the server runs in its check's).
-  const std::string env =
-      "env | grep -v -E '^(SHLVL|_|PWD|OLDPWD|WARREN_JOB|XDG_SESSION_ID)=' | sort; echo \"$FOO\"; "
-      "pwd; cat";
   GuestCommand c;
-  c.command = env;
+  c.command =
+      "env | grep -v -E '^(SHLVL|_|PWD|OLDPWD|WARREN_JOB|XDG_SESSION_ID)=' | sort; "
+      "echo \"umask $(umask) groups $(id -G)\"; echo \"$FOO\"; pwd; cat";
   c.env = {{"FOO", "bar"}};
   c.cwd = "/tmp";
-  StringInput in("typed\n");
-  Outcome served = RunExec(*control_, c, -1, &in);
-  ASSERT_TRUE(served.progress.ok()) << served.progress.status().ToString();
-  EXPECT_EQ(served.progress->exit_code, 0);
+  auto run = [&] {
+    StringInput in("typed\n");
+    Outcome o = RunExec(*control_, c, -1, &in);
+    EXPECT_TRUE(o.progress.ok()) << o.progress.status().ToString();
+    return o.out;
+  };
+  const std::string installed = run();
   SshGuestControl::StartRoutes after = control_->start_routes();
   EXPECT_EQ(after.server - before.server, 1);
   EXPECT_EQ(after.exec - before.exec, 0);
@@ -448,19 +453,16 @@ TEST_F(GuestControlTest, CommandsStartAtTheRunnersServerInSshdsEnvironment) {
   // Stopped (the server pid file names it, on this boot): the next command still runs.
   Outcome stop = RunExec(*control_, "kill $(cut -d' ' -f1 ~/.warren/run/serve.pid)");
   ASSERT_TRUE(stop.progress.ok()) << stop.progress.status().ToString();
-  StringInput in2("typed\n");
-  Outcome through_exec = RunExec(*control_, c, -1, &in2);
-  ASSERT_TRUE(through_exec.progress.ok()) << through_exec.progress.status().ToString();
-  EXPECT_EQ(through_exec.out, served.out) << "the job's environment differs between the routes";
-  EXPECT_NE(served.out.find("\nbar\n/tmp\ntyped\n"), std::string::npos) << served.out;
+  const std::string through_exec = run();
+  EXPECT_EQ(installed, through_exec) << "the job's environment differs between the routes";
+  EXPECT_NE(installed.find("\nbar\n/tmp\ntyped\n"), std::string::npos) << installed;
   const SshGuestControl::StartRoutes fallen = control_->start_routes();
   EXPECT_EQ(fallen.server - after.server, 1);  // the kill
   EXPECT_EQ(fallen.exec - after.exec, 1);
 
+  // The next connection's check (the runner current) starts it again.
   control_->Disconnect(kTestVm);
-  Outcome again = RunExec(*control_, "echo again");
-  ASSERT_TRUE(again.progress.ok()) << again.progress.status().ToString();
-  EXPECT_EQ(again.out, "again\n");
+  EXPECT_EQ(run(), through_exec) << "the job's environment differs between the routes";
   EXPECT_EQ(control_->start_routes().server - fallen.server, 1);
 }
 

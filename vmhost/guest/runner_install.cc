@@ -46,9 +46,10 @@ std::string CheckScript() {
 
 std::string InstallScript() {
   return ShellScript(
-      "umask 077; d=\"$HOME/.warren/bin\"; t=\"$d/.warren-run.$$\"; "
+      "m=$(umask); umask 077; d=\"$HOME/.warren/bin\"; t=\"$d/.warren-run.$$\"; "
       "mkdir -p \"$d\" && cat >\"$t\" && chmod 700 \"$t\" && mv -f \"$t\" \"$d/warren-run\" "
-      "&& { \"$d/warren-run\" serve </dev/null 2>/dev/null; exec \"$d/warren-run\" --version; }; "
+      "&& { (umask \"$m\"; exec \"$d/warren-run\" serve </dev/null 2>/dev/null); "
+      "exec \"$d/warren-run\" --version; }; "
       "rm -f \"$t\"; exit 1");
 }
 
