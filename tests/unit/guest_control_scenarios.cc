@@ -436,7 +436,8 @@ TEST_F(GuestControlTest, CommandsStartAtTheRunnersServerInSshdsEnvironment) {
   GuestCommand c;
   c.command =
       "env | grep -v -E '^(SHLVL|_|PWD|OLDPWD|WARREN_JOB|XDG_SESSION_ID)=' | sort; "
-      "echo \"umask $(umask) groups $(id -G)\"; echo \"$FOO\"; pwd; cat";
+      "echo \"umask $(umask) groups $(id -G)\"; grep -E '^Sig(Ign|Blk)' /proc/self/status; "
+      "echo \"$FOO\"; pwd; cat";
   c.env = {{"FOO", "bar"}};
   c.cwd = "/tmp";
   auto run = [&] {

@@ -94,6 +94,7 @@ static pid_t recorded_server(int pid_fd) {
 // One connection, in its own process: the caller's line, then `start` on the connection.
 static void serve_one(int conn) {
   signal(SIGCHLD, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);  // ignored by the server; a job's must not be (exec keeps it)
   struct timeval limit = {.tv_sec = kRequestSeconds, .tv_usec = 0};
   setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   char line[kRequestLine];
