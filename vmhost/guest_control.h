@@ -88,6 +88,13 @@ struct GuestChannelRequest {
   uint16_t originator_port = 0;
 };
 
+// A kUnix path the guest's sshd can connect: absolute, no NUL byte, and short enough for a
+// unix socket address (107 bytes). Also what the host takes from a guest that names one.
+inline bool ValidGuestSocketPath(std::string_view path) {
+  return !path.empty() && path[0] == '/' && path.size() <= 107 &&
+         path.find('\0') == std::string_view::npos;
+}
+
 // One raw channel into a VM, for an event loop that bridges it to a client's channel: every
 // call is non-blocking, and the `notify` given to OpenChannel is called (from another thread,
 // with no lock held) whenever something here may have changed: opened or failed, output,

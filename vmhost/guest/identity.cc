@@ -296,7 +296,7 @@ Result<GuestIdentityReport> ParseGuestIdentityReport(std::string_view text,
       return std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '.' || c == '_' ||
              c == '-';
     });
-    if (path.empty() || path[0] != '/' || path.size() > 107 || !plain) {
+    if (!ValidGuestSocketPath(path) || !plain) {
       return bad("has a bad serve path");
     }
     r.serve_socket = std::string(path);

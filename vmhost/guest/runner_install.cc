@@ -11,6 +11,7 @@
 
 #include "lobby/base/log.h"
 #include "vmhost/guest/runner_protocol.h"
+#include "vmhost/guest_control.h"
 
 #ifndef WARREN_RUN_VERSION
 #error "WARREN_RUN_VERSION must be defined by the build (vmhost/guest/CMakeLists.txt)"
@@ -73,11 +74,8 @@ bool ParseReply(std::string_view reply, std::string_view expected, bool serve_fi
   constexpr std::string_view kServe = "serve ";
   if (serve.substr(0, kServe.size()) != kServe) return false;
   std::string_view path = serve.substr(kServe.size());
-  // A unix socket's address, in the guest: where the host opens its channels to.
-  if (path.empty() || path[0] != '/' || path.size() > 107 ||
-      path.find('\0') != std::string_view::npos) {
-    return false;
-  }
+  // Where the host opens its channels to.
+  if (!ValidGuestSocketPath(path)) return false;
   serve_socket->assign(path);
   return true;
 }

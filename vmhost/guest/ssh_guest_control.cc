@@ -498,10 +498,7 @@ Result<std::shared_ptr<GuestPipe>> SshGuestControl::OpenChannel(std::string_view
     if (req.port == 0) return InvalidArgument("no port given");
     req.env.clear();
   } else if (req.kind == Kind::kUnix) {
-    if (req.path.empty() || req.path[0] != '/' || req.path.size() > 107 ||
-        req.path.find('\0') != std::string::npos) {
-      return InvalidArgument("bad unix socket path");
-    }
+    if (!ValidGuestSocketPath(req.path)) return InvalidArgument("bad unix socket path");
     req.env.clear();
   } else if (req.kind == Kind::kSubsystem) {
     if (req.command.empty() || req.command.size() > 64)
