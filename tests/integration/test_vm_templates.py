@@ -35,6 +35,12 @@ NOW = ("case $(date +%N) in *N*) adjtimex | awk '/tv_sec/ {s = $2} /tv_usec/ {u 
        "END {printf \"%d.%06d\\n\", s, u}' ;; *) date +%s.%N ;; esac")
 
 
+# The scheduling policy (/proc/PID/stat field 41: 0 SCHED_OTHER, 5 SCHED_IDLE) and title of
+# every sshd process, one "POLICY TITLE" line each.
+SSHD_POLICIES = ("for p in /proc/[0-9]*; do t=$(tr '\\0' ' ' <$p/cmdline 2>/dev/null); "
+                 "case $t in *ss[h]d:*) echo \"$(awk '{print $41}' $p/stat) $t\" ;; esac; done")
+
+
 class IdentityChecks:
     """What tells two VMs apart, read in their guests (for VmTestCase classes)."""
 
@@ -88,6 +94,23 @@ class TemplateTest(IdentityChecks, VmTestCase):
         cls.pin_host_key(server)
         return server
 
+    def assert_spare_waits_at_idle_priority(self, name, timeout=30):
+        """The launcher's spare sshd (started ahead for the next connection) waits under
+        SCHED_IDLE, so its start-up never slows the session's commands; the session's own
+        sshd, a spare once, was raised to SCHED_OTHER before its client came."""
+        deadline = time.time() + timeout
+        while True:
+            lines = self.vm_ok("ssh", name, shlex.quote(SSHD_POLICIES)).stdout.splitlines()
+            policies = [line.split(" ", 1) for line in lines if line.strip()]
+            spares = [p for p, title in policies if "[accepted]" in title]
+            if spares or time.time() > deadline:
+                break
+            time.sleep(1)
+        self.assertEqual(spares, ["5"], lines)  # SCHED_IDLE
+        session = [p for p, title in policies if "[accepted]" not in title]
+        self.assertTrue(session, lines)
+        self.assertEqual(set(session), {"0"}, lines)  # SCHED_OTHER
+
     def template_files(self):
         return glob.glob(os.path.join(self.data, "templates", "*", "template.json"))
 
@@ -120,6 +143,7 @@ class TemplateTest(IdentityChecks, VmTestCase):
             log = self.vm_ok("ssh", name, "cat /var/log/warren-control.log").stdout
             sessions = [line for line in log.splitlines() if ": session " in line]
             self.assertTrue(sessions and sessions[-1].endswith(", spare)"), log)
+            self.assert_spare_waits_at_idle_priority(name)
         one, two = self.facts("tpl-one"), self.facts("tpl-two")
         self.assertEqual((one["hostname"], two["hostname"]), ("tpl-one", "tpl-two"))
         for item in ("mac", "random", "host_key"):

@@ -44,7 +44,10 @@
 // killed and a fresh command started, as without -w (the identity step replaces the host
 // key, for one). The command must wait for its client indefinitely (sshd: LoginGraceTime 0);
 // a spare that dies within SPARE_RETRY ms of its start is not replaced before that much time
-// has passed.
+// has passed. A spare starts at idle priority (SCHED_IDLE), so its start-up takes only time
+// nothing else in the guest wants: it must never slow the commands of the session it waits
+// behind (a VM handed out from the warm pool starts its spare just as its first commands
+// come). It is raised to the normal policy before it gets its client.
 //
 // Usage: warren-launcher [-p PORT_NAME] [-i IDLE_MS] [-w FILE]... [-v] -- COMMAND [ARG...]
 //   PORT_NAME defaults to "warren.control" (/dev/virtio-ports/NAME, or found through
@@ -56,6 +59,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -243,8 +247,9 @@ static bool same_stamp(const struct stamp* a, const struct stamp* b) {
          a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
-// Forks the command on a new socket pair: our end in *sock (non-blocking).
-static bool spawn(char** cmd, int* sock, pid_t* pid) {
+// Forks the command on a new socket pair: our end in *sock (non-blocking). An idle one runs
+// under SCHED_IDLE until raise_to_normal.
+static bool spawn(char** cmd, int* sock, pid_t* pid, bool idle) {
   int sp[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
     logmsg("socketpair: %s", strerror(errno));
@@ -260,6 +265,11 @@ static bool spawn(char** cmd, int* sock, pid_t* pid) {
   if (*pid == 0) {
     // Own session: sshd's monitor and privsep child form one process group to signal.
     setsid();
+    struct sched_param zero = {.sched_priority = 0};
+    if (idle && sched_setscheduler(0, SCHED_IDLE, &zero) != 0) {
+      fprintf(stderr, "warren-launcher: SCHED_IDLE: %s\n", strerror(errno));
+      _exit(127);
+    }
     if (dup2(sp[1], 0) < 0 || dup2(sp[1], 1) < 0) _exit(127);
     sigset_t none;
     sigemptyset(&none);
@@ -286,7 +296,7 @@ static void drop_spare(const char* why) {
 static void make_spare(char** cmd) {
   spare_due = 0;
   stamp_all(spare.stamps);
-  if (!spawn(cmd, &spare.sock, &spare.pid)) {
+  if (!spawn(cmd, &spare.sock, &spare.pid, /*idle=*/true)) {
     spare_due = now_ms() + kSpareRetryMs;
     return;
   }
@@ -308,6 +318,13 @@ static bool take_spare(int* sock, pid_t* pid) {
   if (spare.pid <= 0 || waitpid(spare.pid, NULL, WNOHANG) != 0) {
     spare.pid = 0;  // reaped: its process group is not ours to signal any more
     drop_spare("it exited");
+    return false;
+  }
+  // Before its client's first byte: the processes it forks for the session inherit this.
+  struct sched_param zero = {.sched_priority = 0};
+  if (sched_setscheduler(spare.pid, SCHED_OTHER, &zero) != 0) {
+    logmsg("raising spare pid %d: %s", (int)spare.pid, strerror(errno));
+    drop_spare("it could not be raised");
     return false;
   }
   *sock = spare.sock;
@@ -336,7 +353,7 @@ static bool start_session(char** cmd, const char* why) {
   int sock = -1;
   pid_t pid = 0;
   const bool spared = take_spare(&sock, &pid);
-  if (!spared && !spawn(cmd, &sock, &pid)) return false;
+  if (!spared && !spawn(cmd, &sock, &pid, /*idle=*/false)) return false;
   if (n_watched > 0) spare_due = now_ms() + kSpareDelayMs;
   s.active = true;
   s.sock = sock;
