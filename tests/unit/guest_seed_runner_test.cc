@@ -138,6 +138,10 @@ class SeedRunnerTest : public ::testing::Test {
     std::string out, err;
     std::string uts;        // the kernel's hostname after the run
     std::string mountinfo;  // the mounts after the run
+    // Whether the mount table the run started in changed while it ran (a mount, even one
+    // undone before the end): what systemd would have followed in a guest. Empty without
+    // watch_mounts_.
+    std::string mounts_changed;
   };
   // apply-seed ARGS through the link named apply-seed (or as `warren-run apply-seed ARGS`),
   // with `env` added to PATH.
@@ -145,8 +149,23 @@ class SeedRunnerTest : public ::testing::Test {
           bool as_verb = false) {
     std::vector<std::string> argv = {
         "sh", "-c",
-        "\"$0\" \"$@\"; rc=$?; cat /proc/sys/kernel/hostname >\"$OUT/uts\"; "
-        "cat /proc/self/mountinfo >\"$OUT/mountinfo\"; exit $rc"};
+        std::string(watch_mounts_ ? "python3 \"$OUT/watch-mounts.py\" " : "") +
+            "\"$0\" \"$@\"; rc=$?; cat /proc/sys/kernel/hostname >\"$OUT/uts\"; "
+            "cat /proc/self/mountinfo >\"$OUT/mountinfo\"; exit $rc"};
+    if (watch_mounts_) {
+      // POLLPRI on /proc/self/mountinfo: the kernel raises it on any change of that mount
+      // table after the file was read, and it stays raised.
+      WriteFile(dir_ + "/watch-mounts.py",
+                "import os, select, subprocess, sys\n"
+                "f = open('/proc/self/mountinfo')\n"
+                "f.read()\n"
+                "p = select.poll()\n"
+                "p.register(f, select.POLLPRI)\n"
+                "rc = subprocess.call(sys.argv[1:])\n"
+                "with open(os.environ['OUT'] + '/mounts-changed', 'w') as out:\n"
+                "    out.write('yes' if p.poll(0) else 'no')\n"
+                "sys.exit(rc)\n");
+    }
     if (as_verb) {
       argv.push_back(WARREN_RUN_BINARY);
       argv.push_back("apply-seed");
@@ -164,6 +183,7 @@ class SeedRunnerTest : public ::testing::Test {
     r.err = run.err();
     r.uts = ReadFile(dir_ + "/uts");
     r.mountinfo = ReadFile(dir_ + "/mountinfo");
+    if (watch_mounts_) r.mounts_changed = ReadFile(dir_ + "/mounts-changed");
     return r;
   }
   Ran Restored(const std::vector<std::string>& env = {"WARREN_SEED_DEVICE=/dev/vdb"}) {
@@ -193,6 +213,7 @@ class SeedRunnerTest : public ::testing::Test {
   }
 
   std::string dir_;
+  bool watch_mounts_ = false;
   Sandbox sandbox_;
   std::vector<std::unique_ptr<LoopDevice>> loops_;
   int images_ = 0;
@@ -234,6 +255,15 @@ TEST_F(SeedRunnerTest, AFullSeedAtBoot) {
   EXPECT_TRUE(fs::is_directory(VarLib("/warren")) || fs::is_directory("/var/lib/warren"));
   EXPECT_EQ(r.mountinfo.find("/run/warren-seed"), std::string::npos) << "the seed stayed mounted";
   ExpectNoTempFiles();
+
+  // The seed is mounted in a mount namespace of apply-seed's own: the system's mount table
+  // (which systemd follows, making and stopping a unit for every mount) never changes.
+  watch_mounts_ = true;
+  r = Restored();
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "warren: applied seed from /dev/vdb\n");
+  EXPECT_EQ(r.mounts_changed, "no");
+  watch_mounts_ = false;
 
   // The verb does the same; again, with the files in place, nothing changes.
   r = Run({}, {}, /*as_verb=*/true);

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,9 +334,8 @@ static int read_seed_file(struct seed_ctx* c, int mnt, enum seed_name i, struct 
   return kExitOk;
 }
 
-// Mounts the seed on DEV, reads what is wanted of it into s and unmounts it.
-static int read_seed(struct seed_ctx* c, const char* dev, struct seed* s) {
-  if (!make_dirs(kSeedMount)) return refuse(c, "cannot make %s: %s", kSeedMount, strerror(errno));
+// read_seed's mount, read and unmount.
+static int read_mounted_seed(struct seed_ctx* c, const char* dev, struct seed* s) {
   // noload: the image has no journal to replay, and the disk is read-only anyway.
   if (mount(dev, kSeedMount, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "noload") != 0) {
     return refuse(c, "cannot mount seed disk %s: %s", dev, strerror(errno));
@@ -351,6 +351,51 @@ static int read_seed(struct seed_ctx* c, const char* dev, struct seed* s) {
     rc = refuse(c, "cannot unmount %s: %s", kSeedMount, strerror(errno));
   }
   return rc;
+}
+
+// The seed is mounted in a mount namespace of this process's own, entered for the read and
+// left after. systemd (PID 1) follows every mount in its namespace: it makes a mount unit and
+// stops it again, tells the journal and D-Bus. Under TCG that was 120-190 ms of the guest's
+// CPU just when a VM from the warm pool is handed out (its first command waited for it).
+// *back: the namespace to go back to, or -1 when none could be made (the mount is then a plain
+// one, as before).
+static int enter_own_mounts(struct seed_ctx* c, int* back) {
+  *back = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+  if (*back < 0) return kExitOk;
+  if (unshare(CLONE_NEWNS) == 0) {
+    // Mounts made here are not propagated to the system's, which it was copied from.
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0) return kExitOk;
+    int e = errno;
+    if (setns(*back, CLONE_NEWNS) != 0) {
+      close(*back);
+      *back = -1;
+      return refuse(c, "cannot make the seed's mount private (%s) nor go back", strerror(e));
+    }
+  }
+  close(*back);
+  *back = -1;
+  return kExitOk;
+}
+
+// Back in the system's mounts, where whatever this process starts later (the setup script)
+// belongs.
+static int leave_own_mounts(struct seed_ctx* c, int back, int rc) {
+  if (back < 0) return rc;
+  int e = setns(back, CLONE_NEWNS) != 0 ? errno : 0;
+  close(back);
+  if (e != 0 && rc == kExitOk) {
+    rc = refuse(c, "cannot return to the system's mounts: %s", strerror(e));
+  }
+  return rc;
+}
+
+// Mounts the seed on DEV, reads what is wanted of it into s and unmounts it.
+static int read_seed(struct seed_ctx* c, const char* dev, struct seed* s) {
+  if (!make_dirs(kSeedMount)) return refuse(c, "cannot make %s: %s", kSeedMount, strerror(errno));
+  int back;
+  int rc = enter_own_mounts(c, &back);
+  if (rc != kExitOk) return rc;
+  return leave_own_mounts(c, back, read_mounted_seed(c, dev, s));
 }
 
 // ---- installing it ----
