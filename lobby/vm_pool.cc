@@ -252,6 +252,10 @@ Result<std::string> VmPool::Fill(const VmShape& shape, const std::string& host) 
   Result<RestoredVm> restored = services_.vms->CreateFromTemplate(spec);
   if (!restored.ok()) return restored.status();
   Status st = Connect(*services_.guests, spec.id, services_.ready_timeout_ms, stopping_);
+  // Its whole identity now, under the stand-in name (the kernel's RNG, host key, machine-id,
+  // MAC and seed, from the template's waiting root process): a hand-out then changes only
+  // the name and the host key.
+  if (st.ok()) st = TakeOwnIdentity(spec.id, spec.name, *restored);
   // A root process left waiting for the identity, so the hand-out needs no sudo.
   if (st.ok()) {
     st = PrepareGuestIdentity(*services_.guests, spec.id,
@@ -280,6 +284,17 @@ Result<std::string> VmPool::Fill(const VmShape& shape, const std::string& host) 
                              .count()) +
           " ms");
   return spec.id;
+}
+
+Status VmPool::TakeOwnIdentity(const std::string& id, const std::string& name,
+                               const RestoredVm& restored) {
+  const auto timeout = std::chrono::milliseconds(services_.ready_timeout_ms);
+  WARREN_ASSIGN_OR_RETURN(GuestIdentity identity,
+                          RestoredGuestIdentity(restored, name, /*prepared=*/true,
+                                                /*handout=*/false));
+  Result<GuestIdentityReport> report = ApplyGuestIdentity(*services_.guests, id, identity, timeout);
+  if (!report.ok()) return report.status().Annotate("giving pooled vm " + id + " its identity");
+  return services_.guests->RepinHostKey(id, restored.host_key_pub);
 }
 
 void VmPool::Remove(const std::string& id, const std::string& why) {

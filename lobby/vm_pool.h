@@ -118,6 +118,9 @@ class VmPool final : public WarmPool {
   int64_t AvailableMib(const std::string& host);
   // Restores, connects and pauses one VM of `shape` on `host`.
   Result<std::string> Fill(const VmShape& shape, const std::string& host);
+  // A filled VM's whole identity under its stand-in `name`, and its host key re-pinned.
+  Status TakeOwnIdentity(const std::string& id, const std::string& name,
+                         const RestoredVm& restored);
   void Remove(const std::string& id, const std::string& why);
   // Logs why a shape is not refilled ("room", "template": `detail` says more), once per
   // reason until it is refilled (the pool's thread only).

@@ -338,8 +338,9 @@ Result<RestoredVm> HostSet::CreateFromTemplate(const VmSpec& spec) {
   return r;
 }
 
-Result<RestoredVm> HostSet::Reidentify(const VmSpec& spec) {
-  return OnVm<Result<RestoredVm>>(spec.id, [&](VmHost& h) { return h.Reidentify(spec); });
+Result<RestoredVm> HostSet::Reidentify(const VmSpec& spec, const WhileReidentified& meanwhile) {
+  return OnVm<Result<RestoredVm>>(spec.id,
+                                  [&](VmHost& h) { return h.Reidentify(spec, meanwhile); });
 }
 
 Result<RestoredVm> HostSet::CopyLive(std::string_view source_id, const VmSpec& spec) {

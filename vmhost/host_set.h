@@ -113,7 +113,7 @@ class HostSet final : public VmHost {
   // From every host that holds one of that shape; NotFound when none does.
   Status RemoveTemplate(const VmShape& shape) override;
   Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) override;
-  Result<RestoredVm> Reidentify(const VmSpec& spec) override;
+  Result<RestoredVm> Reidentify(const VmSpec& spec, const WhileReidentified& meanwhile) override;
   // On the source's host, as Copy.
   Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override;
   // The listener is given every member's events (each from that member's own thread), but

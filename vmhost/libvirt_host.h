@@ -171,7 +171,7 @@ class LibvirtHost final : public VmHost {
   Result<std::vector<TemplateInfo>> Templates() override;
   Status RemoveTemplate(const VmShape& shape) override;
   Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) override;
-  Result<RestoredVm> Reidentify(const VmSpec& spec) override;
+  Result<RestoredVm> Reidentify(const VmSpec& spec, const WhileReidentified& meanwhile) override;
   Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override;
   // MigrateTo (libvirt_host_migrate.cc): to another LibvirtHost, through libvirt alone (see
   // that file): the layers through the storage API, a live VM's memory by tunnelled

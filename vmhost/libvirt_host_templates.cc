@@ -461,7 +461,7 @@ Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainCo
 
 namespace warren {
 
-Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec) {
+Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec, const WhileReidentified& meanwhile) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   const auto t0 = std::chrono::steady_clock::now();
   WARREN_ASSIGN_OR_RETURN(OpenVm vm, LockAndOpen(spec.id));
@@ -482,14 +482,41 @@ Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec) {
   }
   VmSpec own = spec;
   WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub, ScratchDir()));
-  WARREN_RETURN_IF_ERROR(MakeSeed(vm.conn, own, qemu_user(), /*rewrite=*/true).status());
-  WARREN_RETURN_IF_ERROR(RenameDomain(vm, spec.id, spec.name));
   RestoredVm r;
   std::vector<std::string> macs = def.InterfaceMacs();
   if (!macs.empty()) r.mac = macs.front();
   r.host_key_pub = own.ssh_host_key_pub;
-  if (paused && virDomainResume(dom) < 0) return LibvirtError("resuming vm " + spec.id);
-  r.restore_ms = MillisSince(t0);
+  r.host_key = own.ssh_host_key;
+  r.seed_has_more = !own.env.empty() || !own.setup_script.empty();
+  // What the next boot reads: the seed, rewritten in place, and the domain's name.
+  auto persist = [&]() -> Status {
+    WARREN_RETURN_IF_ERROR(MakeSeed(vm.conn, own, qemu_user(), /*rewrite=*/true).status());
+    return RenameDomain(vm, spec.id, spec.name);
+  };
+  auto resume = [&]() -> Status {
+    if (paused && virDomainResume(dom) < 0) return LibvirtError("resuming vm " + spec.id);
+    r.restore_ms = MillisSince(t0);
+    return Status::Ok();
+  };
+  if (r.seed_has_more || !meanwhile) {
+    // The guest reads the new seed: it is written first.
+    WARREN_RETURN_IF_ERROR(persist());
+    WARREN_RETURN_IF_ERROR(resume());
+    vm.guard.reset();
+    if (meanwhile) WARREN_RETURN_IF_ERROR(meanwhile(r));
+    return r;
+  }
+  // The guest gets its name and key in its request: its identity goes on while they are
+  // written here for the next boot. The VM's lock is this thread's only while it writes.
+  WARREN_RETURN_IF_ERROR(resume());
+  std::thread guest_part;
+  Status took = Status::Ok();
+  guest_part = std::thread([&took, &meanwhile, r] { took = meanwhile(r); });
+  Status persisted = persist();
+  vm.guard.reset();
+  guest_part.join();
+  WARREN_RETURN_IF_ERROR(persisted);
+  WARREN_RETURN_IF_ERROR(took);
   return r;
 }
 

@@ -159,6 +159,11 @@ struct RestoredVm {
   // The guest's new SSH host key (.pub line) in its seed: the spec's, or one the host made
   // when the spec had none. Once applied, the guest answers with it (re-pin it).
   std::string host_key_pub;
+  // Reidentify (a hand-out from the warm pool) only: the private half of that key, and
+  // whether the seed holds more than the name, that key and the pool's own files (env or a
+  // setup script), which the guest must then read from it. A secret: never logged.
+  std::string host_key;
+  bool seed_has_more = false;
   int64_t restore_ms = 0;
 };
 
@@ -255,7 +260,14 @@ class VmHost {
   // The guest takes the seed when told (vmhost/guest/identity.h). NotFound; Conflict unless
   // it is paused or running; InvalidArgument for another shape. On failure the VM is left
   // for the caller to remove.
-  virtual Result<RestoredVm> Reidentify(const VmSpec& spec) = 0;
+  //
+  // `meanwhile` (may be empty) is the caller's part once the VM runs: the guest's identity.
+  // When the guest has nothing to read from the new seed (RestoredVm::seed_has_more false:
+  // it gets its name and key in the request), it runs while the host writes that seed and
+  // renames the domain, on another thread; else after. Reidentify returns when both are done:
+  // `meanwhile`'s failure is its failure.
+  using WhileReidentified = std::function<Status(const RestoredVm&)>;
+  virtual Result<RestoredVm> Reidentify(const VmSpec& spec, const WhileReidentified& meanwhile) = 0;
   // As Copy, but of a running VM with its memory: an external snapshot of the source's
   // memory and disk (the source pauses for about half a second and runs on, on a new
   // overlay) is restored as `spec`'s VM, running the source's processes, under its own id,

@@ -122,11 +122,20 @@ bool TakePooledVm(CommandContext& ctx, const VmSpec& spec, VmRecord& vm) {
   return true;
 }
 
+Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const VmRecord& vm,
+                             const RestoredVm& restored);
+
 namespace {
 
-// Reidentify, or else the pooled VM destroyed (the caller makes the VM another way).
-Result<RestoredVm> ReidentifyPooled(CommandContext& ctx, VmHost& host, const VmSpec& spec) {
-  Result<RestoredVm> r = host.Reidentify(spec);
+// Reidentify, the guest taking its identity meanwhile, or else the pooled VM destroyed (the
+// caller makes the VM another way).
+Result<RestoredVm> ReidentifyPooled(CommandContext& ctx, VmHost& host, const VmSpec& spec,
+                                    const VmRecord& vm) {
+  GuestControl* guests = ctx.services.guests;
+  Result<RestoredVm> r = host.Reidentify(spec, [&](const RestoredVm& restored) {
+    if (guests == nullptr) return Unavailable("no guest control");
+    return ApplyRestoredIdentity(ctx, *guests, vm, restored);
+  });
   if (r.ok()) return r;
   LogWarn("new: pooled vm " + spec.id + " could not take its identity: " + r.status().ToString() +
           "; it is removed and the VM made without the pool");
@@ -176,7 +185,7 @@ Status RestoreOrBoot(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRe
 Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRecord& vm,
                     RestoredVm* restored) {
   if (vm.made == "pool") {
-    Result<RestoredVm> r = ReidentifyPooled(ctx, host, spec);
+    Result<RestoredVm> r = ReidentifyPooled(ctx, host, spec, vm);
     if (r.ok()) {
       *restored = std::move(r).value();
       return Status::Ok();
@@ -197,11 +206,13 @@ Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRec
 // new host key from here on.
 Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const VmRecord& vm,
                              const RestoredVm& restored) {
-  WARREN_ASSIGN_OR_RETURN(GuestIdentity identity, NewGuestIdentity(!restored.mac.empty()));
-  if (!restored.mac.empty()) identity.mac = restored.mac;
-  identity.hostname = vm.name;
-  // Template clones and pooled VMs have a root process waiting (TemplateKeeper, VmPool).
-  identity.prepared = vm.made == "pool" || vm.made == "template";
+  // Template clones and pooled VMs have a root process waiting (TemplateKeeper, VmPool); a
+  // pooled VM took the rest of its identity when it was pooled (VmPool::Fill).
+  WARREN_ASSIGN_OR_RETURN(
+      GuestIdentity identity,
+      RestoredGuestIdentity(restored, vm.name,
+                            /*prepared=*/vm.made == "pool" || vm.made == "template",
+                            /*handout=*/vm.made == "pool"));
   const auto left = std::chrono::milliseconds(ctx.services.ready_timeout_ms);
   Result<GuestIdentityReport> report = ApplyGuestIdentity(guests, vm.id, identity, left);
   if (!report.ok()) {
@@ -228,7 +239,8 @@ Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRe
       return st;
     }
   }
-  if (restored != nullptr) {
+  // One from the pool took it already, while its host wrote its seed (ReidentifyPooled).
+  if (restored != nullptr && vm.made != "pool") {
     if (Status st = ApplyRestoredIdentity(ctx, guests, vm, *restored); !st.ok()) {
       AbandonVm(ctx, vm, /*domain_made=*/true, verb);
       return st;

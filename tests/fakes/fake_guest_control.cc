@@ -133,8 +133,8 @@ class FixedPipe final : public GuestPipe {
 // comes first and the line `exit 0` last. Runs on the caller's writes; no thread.
 class IdentityPipe final : public GuestPipe {
  public:
-  IdentityPipe(std::function<void()> notify, std::string hostname, std::function<void()> done,
-               bool direct)
+  IdentityPipe(std::function<void()> notify, std::string hostname,
+               std::function<void(bool handout)> done, bool direct)
       : notify_(std::move(notify)),
         hostname_(std::move(hostname)),
         done_(std::move(done)),
@@ -156,6 +156,7 @@ class IdentityPipe final : public GuestPipe {
         const std::string line = in_.substr(0, nl);
         in_.erase(0, nl + 1);
         if (line.rfind("mac ", 0) == 0) mac_ = line.substr(4);
+        if (line.rfind("hostname ", 0) == 0) handout_ = true;
         if (line == "end") out_ += "clock?\n";
         if (line.rfind("clock ", 0) == 0 && !ended_) {
           out_ += "identity ok hostname=" + hostname_ +
@@ -187,7 +188,7 @@ class IdentityPipe final : public GuestPipe {
       finished = ended_ && out_.empty() && !reported_;
       if (finished) reported_ = true;
     }
-    if (finished && done_) done_();
+    if (finished && done_) done_(handout_);
     if (finished) Notify();
   }
   End end() override {
@@ -206,12 +207,13 @@ class IdentityPipe final : public GuestPipe {
   }
   const std::function<void()> notify_;
   const std::string hostname_;
-  const std::function<void()> done_;
+  const std::function<void(bool)> done_;
   const bool direct_;
   bool want_first_byte_;
   std::mutex mu_;
   std::string in_, out_;
   std::string mac_ = "-";
+  bool handout_ = false;  // the request named the hostname (a hand-out), not a seed device
   bool ended_ = false;
   bool reported_ = false;
 };
@@ -237,9 +239,10 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
   const bool direct = request.kind == GuestChannelRequest::Kind::kUnix;
   if (direct) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (request.path != kGuestIdentitySocket || identity_waits_.erase(std::string(vm_id)) == 0) {
-      return Unavailable("nothing in the VM accepted a connection on " + request.path);
-    }
+    const bool waits = request.path == kGuestIdentitySocket &&
+                       (identity_waits_.erase(std::string(vm_id)) > 0 ||
+                        (clones_wait_ && waited_at_start_.insert(std::string(vm_id)).second));
+    if (!waits) return Unavailable("nothing in the VM accepted a connection on " + request.path);
     handed_over = true;
   }
   if (exec && request.command == kGuestIdentityHandOverCommand) {
@@ -258,9 +261,10 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
     }
     return std::shared_ptr<GuestPipe>(std::make_shared<IdentityPipe>(
         std::move(notify), hostname,
-        [this, applied = identities_, id = std::string(vm_id)] {
+        [this, applied = identities_, handouts = handouts_, id = std::string(vm_id)](bool handout) {
           std::lock_guard<std::mutex> lock(mu_);
           applied->push_back(id);
+          if (handout) handouts->push_back(id);
         },
         direct));
   }
@@ -275,6 +279,16 @@ void FakeGuestControl::SetHostnames(std::function<std::string(std::string_view)>
 std::vector<std::string> FakeGuestControl::identities_applied() const {
   std::lock_guard<std::mutex> lock(mu_);
   return *identities_;
+}
+
+std::vector<std::string> FakeGuestControl::handouts_applied() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return *handouts_;
+}
+
+void FakeGuestControl::ClonesStartWaiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  clones_wait_ = true;
 }
 
 std::vector<GuestChannelRequest> FakeGuestControl::channel_requests() const {

@@ -81,8 +81,13 @@ class FakeGuestControl final : public GuestControl {
   // Every raw channel asked for, in order.
   std::vector<GuestChannelRequest> channel_requests() const;
   bool finished(const std::string& job) const;
-  // VM ids whose guest played `identity` to its end, in order.
+  // VM ids whose guest played `identity` to its end, in order; and of those, the hand-outs
+  // (requests naming the hostname instead of a seed device).
   std::vector<std::string> identities_applied() const;
+  std::vector<std::string> handouts_applied() const;
+  // From now on every VM has a root process waiting for its first identity, as a clone of a
+  // template (which the template keeper prepared) has.
+  void ClonesStartWaiting();
   int killed() const;  // jobs ended by Kill or cancellation
   // The id the next job will get: jobs are numbered 00000001, 00000002...
   std::string next_job() const;
@@ -127,6 +132,10 @@ class FakeGuestControl final : public GuestControl {
   std::set<std::string, std::less<>> identity_waits_;
   std::shared_ptr<std::vector<std::string>> identities_ =
       std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<std::vector<std::string>> handouts_ =
+      std::make_shared<std::vector<std::string>>();
+  bool clones_wait_ = false;
+  std::set<std::string, std::less<>> waited_at_start_;  // VMs whose first waiter was taken
 };
 
 }  // namespace warren

@@ -372,7 +372,14 @@ Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
   return r;
 }
 
-Result<RestoredVm> FakeVmHost::Reidentify(const VmSpec& spec) {
+Result<RestoredVm> FakeVmHost::Reidentify(const VmSpec& spec, const WhileReidentified& meanwhile) {
+  WARREN_ASSIGN_OR_RETURN(RestoredVm r, ReidentifyLocked(spec));
+  // Outside the lock: the guest's part may look at this host.
+  if (meanwhile) WARREN_RETURN_IF_ERROR(meanwhile(r));
+  return r;
+}
+
+Result<RestoredVm> FakeVmHost::ReidentifyLocked(const VmSpec& spec) {
   WARREN_RETURN_IF_ERROR(ValidateVmSpec(spec));
   std::lock_guard lock(mu_);
   Step("reidentify", "before", spec.id);
@@ -394,6 +401,9 @@ Result<RestoredVm> FakeVmHost::Reidentify(const VmSpec& spec) {
   RestoredVm r;
   r.mac = mac;
   r.host_key_pub = FakeHostKeyOf(spec);
+  // As LibvirtHost's: the key's private half, and whether the seed holds more than the name.
+  r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
+  r.seed_has_more = !spec.env.empty() || !spec.setup_script.empty();
   if (vm.info.state == VmState::kPaused) {
     vm.info.state = VmState::kRunning;
     Emit(spec.id, VmState::kRunning);

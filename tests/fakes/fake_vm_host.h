@@ -55,7 +55,8 @@ class FakeVmHost final : public VmHost {
   Result<std::vector<TemplateInfo>> Templates() override;
   Status RemoveTemplate(const VmShape& shape) override;
   Result<RestoredVm> CreateFromTemplate(const VmSpec& spec) override;
-  Result<RestoredVm> Reidentify(const VmSpec& spec) override;
+  Result<RestoredVm> Reidentify(const VmSpec& spec, const WhileReidentified& meanwhile) override;
+  Result<RestoredVm> ReidentifyLocked(const VmSpec& spec);
   Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override;
   // To another FakeVmHost (InvalidArgument otherwise, or for itself): the VM, in its state,
   // leaves this host and is the target's, its files made there first (PersistIn) and removed

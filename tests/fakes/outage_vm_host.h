@@ -74,9 +74,9 @@ class OutageVmHost final : public VmHost {
     if (!Up()) return Gone();
     return host_.CreateFromTemplate(spec);
   }
-  Result<RestoredVm> Reidentify(const VmSpec& spec) override {
+  Result<RestoredVm> Reidentify(const VmSpec& spec, const WhileReidentified& meanwhile) override {
     if (!Up()) return Gone();
-    return host_.Reidentify(spec);
+    return host_.Reidentify(spec, meanwhile);
   }
   Result<RestoredVm> CopyLive(std::string_view source_id, const VmSpec& spec) override {
     if (!Up()) return Gone();

@@ -87,11 +87,17 @@ class PoolTest(IdentityChecks, VmTestCase):
             self.assertEqual(self.ssh_json(self.admin, "stat", name)["made"], "pool")
         for name in ("pool-one", "pool-two"):
             self.assert_identity_handed_over(name, made[name]["id"])
+            # The whole identity when it was pooled; at `new`, a hand-out (name and host key).
+            kinds = re.findall(r"(?m)guest identity applied vm=%s .* kind=(\w+) via=waiter$"
+                               % re.escape(made[name]["id"]), self.server.log())
+            self.assertEqual(kinds, ["whole", "handout"], self.server.log()[-3000:])
         one, two = self.facts("pool-one"), self.facts("pool-two")
         self.assertEqual((one["hostname"], two["hostname"]), ("pool-one", "pool-two"))
         for item in ("mac", "random", "host_key"):
             self.assertNotEqual(one[item], two[item], item)
             self.assertTrue(one[item] and two[item], (one, two))
+        if one["machine_id"] != "none":
+            self.assertNotEqual(one["machine_id"], two["machine_id"])
         for name in ("pool-one", "pool-two"):
             offset = self.clock_offset(name)
             self.assertLess(abs(offset), 0.1, "%s's clock is %.3f s off" % (name, offset))
@@ -102,6 +108,12 @@ class PoolTest(IdentityChecks, VmTestCase):
                    timeout=300)
         r = self.vm_ok("ssh", "pool-env", shlex.quote('echo "[$GREETING]"'))
         self.assertEqual(r.stdout.strip(), "[hello there]")
+        # Its seed holds the env: it read the seed again (a whole identity), no hand-out.
+        env_id = self.ssh_json(self.admin, "stat", "pool-env")["id"]
+        self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "
+                         r"via=waiter$" % re.escape(env_id))
+        self.assertNotRegex(self.server.log(), r"guest identity applied vm=%s .* kind=handout"
+                            % re.escape(env_id))
         self.assertEqual(self.ssh_json(self.admin, "stat", "pool-env")["made"], "pool")
         # The pool refills only with room for a VM and one more: three users' VMs may fill a
         # small host (libvirt may count less memory than the machine has).
@@ -111,7 +123,7 @@ class PoolTest(IdentityChecks, VmTestCase):
         # warren re-pinned at the hand-out.
         self.vm_ok("restart", "pool-one")
         again = self.facts("pool-one")
-        for item in ("hostname", "mac", "host_key"):
+        for item in ("hostname", "machine_id", "mac", "host_key"):
             self.assertEqual(again[item], one[item], item)
         self.assertNotIn("presented a different host key", self.server.log())
 

@@ -27,6 +27,7 @@
 #include <memory>
 #include <thread>
 
+#include "lobby/base/hex.h"
 #include "tests/unit/guest_runner_sandbox.h"
 #include "tests/unit/skip_or_fail.h"
 #include "vmhost/guest/identity.h"
@@ -249,6 +250,49 @@ TEST_F(IdentityRunnerTest, AWholeRunReseedsReappliesTheSeedAndAsksTheTime) {
   EXPECT_EQ(r.err.find(RandomHex().substr(0, 16)), std::string::npos);
 }
 
+TEST_F(IdentityRunnerTest, AHandOutTakesTheNameAndHostKeyFromTheRequestAlone) {
+  // No seed disk at all: a hand-out reads none.
+  seed_.reset();
+  sandbox_.block_nodes.clear();
+  const std::string old_id = BoundFile("/etc/machine-id");
+  GuestIdentity id;
+  for (size_t i = 0; i < id.random.size(); ++i) id.random[i] = static_cast<uint8_t>(0xa0 + i);
+  id.handout = true;
+  id.hostname = "handed-out";
+  id.host_key =
+      "-----BEGIN OPENSSH PRIVATE KEY-----\nhanded out\n-----END OPENSSH PRIVATE KEY-----\n";
+  id.host_key_pub = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHandedOut root@handed-out\n";
+  Result<std::string> request = GuestIdentityRequest(id);
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  Ran r = RunToEnd(*request, /*offset_s=*/30);
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.out.rfind("clock?\n", 0), 0u) << r.out;
+  Result<GuestIdentityReport> report = ParseGuestIdentityReport(r.out.substr(7), id);
+  ASSERT_TRUE(report.ok()) << report.status().ToString() << "\n" << r.out;
+  EXPECT_EQ(report->hostname, "handed-out");
+  EXPECT_EQ(ReadFile(Etc("/hostname")), "handed-out\n");
+  std::string hosts = ReadFile(Etc("/hosts"));
+  EXPECT_NE(hosts.find("\n127.0.1.1\thanded-out\n"), std::string::npos) << hosts;
+  ExpectRootFile(Etc("/ssh/ssh_host_ed25519_key"), id.host_key, 0600);
+  ExpectRootFile(Etc("/ssh/ssh_host_ed25519_key.pub"), id.host_key_pub, 0644);
+  // The rest is the pooled VM's, as it was: its keys, env, machine-id; no setup started.
+  EXPECT_EQ(ReadFile(Etc("/warren/authorized_keys")), "ssh-ed25519 AAAATemplate\n");
+  EXPECT_FALSE(fs::exists(Etc("/warren/sshd_env.conf")));
+  if (HasBound("/etc/machine-id")) {
+    EXPECT_EQ(BoundFile("/etc/machine-id"), old_id);
+    const bool shaped = old_id.size() == 33 && old_id.find_first_not_of("0123456789abcdef") == 32;
+    EXPECT_EQ(report->machine_id, shaped ? old_id.substr(0, 32) : "") << old_id;
+  }
+  EXPECT_FALSE(report->setup_started);
+  EXPECT_NEAR(report->clock_step_ms, 30 * 1000, 2000) << r.out;
+  // Nothing secret on either stream.
+  for (const std::string& stream : {r.out, r.err}) {
+    EXPECT_EQ(stream.find("handed out"), std::string::npos) << stream;
+    EXPECT_EQ(stream.find(HexEncode("handed out")), std::string::npos) << stream;
+    EXPECT_EQ(stream.find(RandomHex().substr(0, 16)), std::string::npos) << stream;
+  }
+}
+
 TEST_F(IdentityRunnerTest, StartsTheSeedsSetupScriptOnlyIfItNeverRan) {
   SeedContents seed = CloneSeed();
   seed.setup_script = "#!/bin/sh\necho hi\n";
@@ -283,7 +327,19 @@ TEST_F(IdentityRunnerTest, BadRequestsAreRefusedBeforeAnyStep) {
   std::string good = Request();
   std::string random_line = "random " + RandomHex() + "\n";
   std::vector<std::pair<std::string, std::string>> cases = {
-      {"unknown record", "seed-device /dev/vdb\nhostname x\n" + random_line + "end\n"},
+      {"unknown record", "seed-device /dev/vdb\nnickname x\n" + random_line + "end\n"},
+      {"seed-device and hostname",
+       "seed-device /dev/vdb\nhostname x\nhost-key 61\nhost-key-pub 61\n" + random_line + "end\n"},
+      {"hostname without its host key", "hostname x\n" + random_line + "end\n"},
+      {"hostname without the public key", "hostname x\nhost-key 61\n" + random_line + "end\n"},
+      {"a host key without hostname",
+       "seed-device /dev/vdb\nhost-key 61\nhost-key-pub 61\n" + random_line + "end\n"},
+      {"a bad hostname", "hostname -x\nhost-key 61\nhost-key-pub 61\n" + random_line + "end\n"},
+      {"a host key not hex", "hostname x\nhost-key 6\nhost-key-pub 61\n" + random_line + "end\n"},
+      {"an uppercase host key",
+       "hostname x\nhost-key 6A\nhost-key-pub 61\n" + random_line + "end\n"},
+      {"a host key too long", "hostname x\nhost-key " + std::string(1002, 'a') +
+                                  "\nhost-key-pub 61\n" + random_line + "end\n"},
       {"twice", "seed-device /dev/vdb\nseed-device /dev/vdb\n" + random_line + "end\n"},
       {"not a virtio disk", "seed-device /dev/sda\n" + random_line + "end\n"},
       {"no seed device", random_line + "end\n"},

@@ -76,6 +76,34 @@ TEST(GuestIdentityRequestTest, RefusesWhatTheRunnerWouldRefuse) {
   }
 }
 
+TEST(GuestIdentityRequestTest, AHandOutSendsTheNameAndKeyPairInsteadOfTheSeedDevice) {
+  GuestIdentity id = SomeIdentity(/*with_mac=*/false);
+  id.handout = true;
+  id.hostname = "web-1";
+  id.host_key = "KEY\n";
+  id.host_key_pub = "PUB\n";
+  Result<std::string> r = GuestIdentityRequest(id);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "hostname web-1\nhost-key 4b45590a\nhost-key-pub 5055420a\nrandom " +
+                    RandomHex(id) + "\nend\n");
+  for (const char* name : {"", "-web", "web_1", "web 1", "web\n", std::string(64, 'a').c_str()}) {
+    GuestIdentity bad = id;
+    bad.hostname = name;
+    EXPECT_EQ(GuestIdentityRequest(bad).status().code(), Code::kInvalidArgument) << name;
+  }
+  GuestIdentity no_key = id;
+  no_key.host_key.clear();
+  EXPECT_EQ(GuestIdentityRequest(no_key).status().code(), Code::kInvalidArgument);
+  GuestIdentity no_pub = id;
+  no_pub.host_key_pub.clear();
+  EXPECT_EQ(GuestIdentityRequest(no_pub).status().code(), Code::kInvalidArgument);
+  GuestIdentity big = id;
+  big.host_key = std::string(kMaxHandoutHostKeyBytes + 1, 'k');
+  Result<std::string> refused = GuestIdentityRequest(big);
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(refused.status().message().find("kkkk"), std::string::npos);
+}
+
 TEST(GuestIdentityRequestTest, ClockAnswerHasNineNanosecondDigits) {
   EXPECT_EQ(GuestClockAnswer(timespec{1733100000, 5}), "clock 1733100000.000000005\n");
   EXPECT_EQ(GuestClockAnswer(timespec{1733100000, 999999999}), "clock 1733100000.999999999\n");

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -478,11 +479,11 @@ TEST_P(VmHostContractTest, TemplatesSaveAVmAndRestoreClonesOfItsShape) {
   pooled.name = "handed-out";
   pooled.env = {{"GREETING", "hi"}};
   other.id = two.id;
-  EXPECT_EQ(host_->Reidentify(other).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(host_->Reidentify(other, {}).status().code(), Code::kInvalidArgument);
   pooled.id = "aaaa0069";
-  EXPECT_EQ(host_->Reidentify(pooled).status().code(), Code::kNotFound);
+  EXPECT_EQ(host_->Reidentify(pooled, {}).status().code(), Code::kNotFound);
   pooled.id = two.id;
-  Result<RestoredVm> handed = host_->Reidentify(pooled);
+  Result<RestoredVm> handed = host_->Reidentify(pooled, {});
   ASSERT_TRUE(handed.ok()) << handed.status().ToString();
   EXPECT_EQ(handed->mac, b->mac);
   EXPECT_TRUE(handed->host_key_pub.starts_with("ssh-ed25519 ")) << handed->host_key_pub;
@@ -491,6 +492,35 @@ TEST_P(VmHostContractTest, TemplatesSaveAVmAndRestoreClonesOfItsShape) {
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->state, VmState::kRunning);
   EXPECT_EQ(info->name, "handed-out");
+  EXPECT_TRUE(handed->seed_has_more);  // its env: the guest must read the seed
+
+  // Without env or a setup script the guest needs nothing from the new seed: the caller's
+  // part (its identity) runs once the VM runs, given the private key too; its failure is
+  // Reidentify's.
+  ASSERT_TRUE(host_->Pause(two.id).ok());
+  VmSpec plain = two;
+  plain.name = "handed-again";
+  std::string seen_key;
+  std::optional<VmState> seen_state;
+  Result<RestoredVm> again = host_->Reidentify(plain, [&](const RestoredVm& r) {
+    seen_key = r.host_key;
+    Result<VmInfo> now = host_->Inspect(two.id);
+    if (now.ok()) seen_state = now->state;
+    return Status::Ok();
+  });
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->seed_has_more);
+  EXPECT_EQ(seen_key, again->host_key);
+  EXPECT_NE(seen_key.find("PRIVATE KEY"), std::string::npos);
+  EXPECT_EQ(seen_state, VmState::kRunning);
+  EXPECT_EQ(host_->Inspect(two.id)->name, "handed-again");
+  ASSERT_TRUE(host_->Pause(two.id).ok());
+  EXPECT_EQ(
+      host_->Reidentify(plain, [](const RestoredVm&) { return Internal("the guest said no"); })
+          .status()
+          .code(),
+      Code::kInternal);
+  ASSERT_TRUE(host_->Resume(two.id).ok() || host_->Inspect(two.id)->state == VmState::kRunning);
 
   // Removing the template leaves its clones running on their disks.
   ASSERT_TRUE(host_->RemoveTemplate(ShapeOf(base)).ok());

@@ -30,6 +30,7 @@ class VmPoolTest : public VmCommandTest {
     restore_templates_ = true;
     MakeInterpreter();
     SaveDefaultTemplate(host_);
+    guests_.ClonesStartWaiting();  // the template keeper's last step in every template
   }
 
   void TearDown() override {
@@ -83,8 +84,14 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   EXPECT_EQ(info.name, "web-one");
   EXPECT_EQ(host_.SpecOf(vm.id)->name, "web-one");
   // Its own identity applied in the guest, and its new host key pinned: handed to the root
-  // process the pool left waiting before the pause, never through sudo.
-  EXPECT_EQ(guests_.identities_applied(), std::vector<std::string>{vm.id});
+  // process the pool left waiting before the pause, never through sudo. The whole identity
+  // it took when it was pooled (from the template's waiting process); at `new`, a hand-out
+  // (the name and host key only).
+  std::vector<std::string> applied = guests_.identities_applied();
+  ASSERT_EQ(applied.size(), 3u);
+  EXPECT_EQ(std::count(applied.begin(), applied.end(), vm.id), 2);
+  EXPECT_EQ(applied.back(), vm.id);
+  EXPECT_EQ(guests_.handouts_applied(), std::vector<std::string>{vm.id});
   std::vector<std::string> opened;
   for (const GuestChannelRequest& r : guests_.channel_requests()) {
     opened.push_back(r.kind == GuestChannelRequest::Kind::kUnix ? "unix:" + r.path : r.command);
@@ -92,7 +99,7 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityWaitCommand), 2)
       << opened.size();
   EXPECT_EQ(std::count(opened.begin(), opened.end(), "unix:" + std::string(kGuestIdentitySocket)),
-            1);
+            3);
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityHandOverCommand), 0);
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityCommand), 0);
   EXPECT_TRUE(guests_.PinnedHostKey(vm.id).starts_with("ssh-ed25519 ")) << vm.id;
@@ -108,6 +115,9 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   VmRecord with_env = store_->GetVmByName("web-env").value();
   EXPECT_EQ(with_env.made, "pool");
   EXPECT_EQ(guests_.disconnected(), std::vector<std::string>{with_env.id});
+  // Its seed holds the env: it took the whole identity again (its seed read), not a hand-out.
+  EXPECT_EQ(guests_.identities_applied().back(), with_env.id);
+  EXPECT_EQ(guests_.handouts_applied(), std::vector<std::string>{vm.id});
   ASSERT_TRUE(Eventually([&] { return Idle() == 2; }));
 
   // Another shape is not the pool's: restored or booted as before.

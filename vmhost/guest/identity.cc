@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "lobby/base/hex.h"
 #include "lobby/base/log.h"
 #include "vmhost/guest_text.h"
 
@@ -162,6 +163,14 @@ bool ValidGuestMac(std::string_view mac) {
   return mac != "00:00:00:00:00:00";
 }
 
+bool ValidHandoutHostname(std::string_view name) {
+  if (name.empty() || name.size() > 63 || name[0] == '-') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-';
+  });
+}
+
 bool ValidSeedDevice(std::string_view device) {
   return device.size() == 8 && device.substr(0, 7) == "/dev/vd" && device[7] >= 'a' &&
          device[7] <= 'z';
@@ -185,24 +194,48 @@ Result<GuestIdentity> NewGuestIdentity(bool with_nic) {
   return id;
 }
 
+Result<GuestIdentity> RestoredGuestIdentity(const RestoredVm& restored, std::string hostname,
+                                            bool prepared, bool handout) {
+  WARREN_ASSIGN_OR_RETURN(GuestIdentity identity, NewGuestIdentity(!restored.mac.empty()));
+  if (!restored.mac.empty()) identity.mac = restored.mac;
+  identity.hostname = std::move(hostname);
+  identity.prepared = prepared;
+  if (handout && prepared && !restored.seed_has_more && !restored.host_key.empty()) {
+    identity.handout = true;
+    identity.host_key = restored.host_key;
+    identity.host_key_pub = restored.host_key_pub;
+  }
+  return identity;
+}
+
 Result<std::string> GuestIdentityRequest(const GuestIdentity& identity) {
-  if (!ValidSeedDevice(identity.seed_device)) {
+  std::string out;
+  if (identity.handout) {
+    if (!ValidHandoutHostname(identity.hostname)) {
+      return InvalidArgument("a hand-out's hostname must be 1-63 of [A-Za-z0-9.-], not -first");
+    }
+    if (identity.host_key.empty() || identity.host_key.size() > kMaxHandoutHostKeyBytes ||
+        identity.host_key_pub.empty() || identity.host_key_pub.size() > kMaxHandoutHostKeyBytes) {
+      return InvalidArgument("a hand-out's host key pair must be 1-" +
+                             std::to_string(kMaxHandoutHostKeyBytes) + " bytes each");
+    }
+    out = "hostname " + identity.hostname + "\nhost-key " + HexEncode(identity.host_key) +
+          "\nhost-key-pub " + HexEncode(identity.host_key_pub) + "\n";
+  } else if (!ValidSeedDevice(identity.seed_device)) {
     return InvalidArgument("the seed device must be /dev/vd[a-z]");
+  } else {
+    out = "seed-device " + identity.seed_device + "\n";
   }
   if (identity.mac && !ValidGuestMac(*identity.mac)) {
     return InvalidArgument("bad MAC \"" + SanitizeGuestText(*identity.mac, 32) +
                            "\": want lowercase xx:xx:xx:xx:xx:xx, unicast");
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "seed-device " + identity.seed_device + "\n";
   if (identity.mac) out += "mac " + *identity.mac + "\n";
   out.reserve(out.size() + 8 + 2 * kGuestRandomBytes + 5);
-  out += "random ";
-  for (uint8_t b : identity.random) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 0xf]);
-  }
-  out += "\nend\n";
+  out += "random " +
+         HexEncode(std::string_view(reinterpret_cast<const char*>(identity.random.data()),
+                                    identity.random.size())) +
+         "\nend\n";
   return out;
 }
 
@@ -500,7 +533,8 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
                 " setup=" + (report.setup_started ? "started" : "none") +
                 " clock_step_ms=" + std::to_string(report.clock_step_ms) + " clock_rtt_us=" +
                 std::to_string(report.clock_rtt_us) + " work_ms=" + std::to_string(report.work_ms) +
-                " dur_ms=" + std::to_string(report.total_ms) + " via=" + route.via);
+                " dur_ms=" + std::to_string(report.total_ms) +
+                " kind=" + (identity.handout ? "handout" : "whole") + " via=" + route.via);
         return report;
       }
     }

@@ -26,6 +26,7 @@
 
 #include "lobby/base/status.h"
 #include "vmhost/guest_control.h"
+#include "vmhost/vm_host.h"
 
 namespace warren {
 
@@ -59,6 +60,13 @@ struct GuestIdentity {
   std::array<uint8_t, kGuestRandomBytes> random{};
   // The hostname the clone's seed carries: when set, a report naming another is refused.
   std::string hostname;
+  // A hand-out from the warm pool: the VM took a whole identity when it was pooled (its RNG
+  // state, machine-id, MAC and seed), and takes now only what `new` decides: `hostname`
+  // (required) and this host key pair (the seed's files: an OpenSSH private key and its
+  // public line), written from the request; no seed disk is read, so seed_device is not
+  // sent. The host rewrote the seed with the same name and key for the next boot.
+  bool handout = false;
+  std::string host_key, host_key_pub;
   // PrepareGuestIdentity ran on this VM's open connection (a pooled VM): the identity is
   // handed to the root process it left (no sudo) and the runner check is skipped (the
   // preparation made it). Should that process be gone, the identity runs through sudo.
@@ -86,14 +94,28 @@ struct GuestIdentityReport {
 bool ValidGuestMac(std::string_view mac);
 // /dev/vd[a-z].
 bool ValidSeedDevice(std::string_view device);
+// A hand-out's hostname as the runner takes it: 1-63 of [A-Za-z0-9.-], not starting with '-'.
+bool ValidHandoutHostname(std::string_view name);
+// The most a hand-out's host key file (and its public line) may be (an ed25519 key file is
+// about 400 bytes): each travels as one line of hex.
+inline constexpr size_t kMaxHandoutHostKeyBytes = 500;
 
 // A fresh random MAC in libvirt/QEMU's 52:54:00 range (locally administered, unicast).
 Result<std::string> NewGuestMac();
 // The seed device /dev/vdb, fresh host randomness and, when `with_nic`, a fresh MAC.
 Result<GuestIdentity> NewGuestIdentity(bool with_nic);
 
+// The identity a VM that RestoredVm describes takes (fresh host randomness, its MAC, the
+// name): a hand-out from the warm pool (`handout`, a prepared VM whose seed holds nothing
+// but the name and key: RestoredVm::seed_has_more false) sends the name and key pair only;
+// anything else reads its seed. `prepared`: a root process waits for it (template clones and
+// pooled VMs).
+Result<GuestIdentity> RestoredGuestIdentity(const RestoredVm& restored, std::string hostname,
+                                            bool prepared, bool handout);
+
 // The request the runner reads on stdin (records, one per line; `end` last). InvalidArgument
-// for a seed device or MAC the runner would refuse. Holds the random bytes: a secret.
+// for a seed device, MAC, hand-out hostname or host key the runner would refuse. Holds the
+// random bytes (and a hand-out's private host key): a secret.
 Result<std::string> GuestIdentityRequest(const GuestIdentity& identity);
 // The answer to the guest's `clock?`: "clock SECONDS.NANOSECONDS\n".
 std::string GuestClockAnswer(const timespec& now);

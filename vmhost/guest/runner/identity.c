@@ -8,11 +8,21 @@
 // template seed's cached blocks.
 //
 // stdin, text records of one line each (the host's half: vmhost/guest/identity.h):
-//   seed-device /dev/vdX        required; only /dev/vd[a-z]
+//   seed-device /dev/vdX        a whole identity: only /dev/vd[a-z]
+//   hostname NAME               or a hand-out's (below): [A-Za-z0-9.-], 1-63, not -first
+//   host-key HEX                with hostname, required: the private key file, lowercase hex
+//   host-key-pub HEX            with hostname, required: the public key line, lowercase hex
 //   mac 52:54:00:12:34:56       optional (absent: the VM has no NIC); lowercase, unicast
 //   random HEX                  required; 128 lowercase hex digits: 64 bytes of host randomness
 //   end                         required, last
-// Each record once, every line bounded, anything else refused (exit 2) before any step runs.
+// Each record once, seed-device or hostname (not both), every line bounded, anything else
+// refused (exit 2) before any step runs.
+//
+// A hand-out (hostname): a VM of the warm pool took a whole identity when it was pooled (its
+// own RNG state, machine-id, MAC, seed), so at `new` only what `new` decides changes: step 3
+// writes the host key pair and the hostname from the request (no seed to mount), step 2
+// keeps the machine-id (the report names it), step 5 starts nothing. The seed disk carries
+// the same name and key for the next boot (the host rewrote it).
 //
 // Then, in order (a failed step: exit 1 with a one-line reason on stderr):
 //   1. RNDADDENTROPY with the host's bytes, then RNDRESEEDCRNG: the clone's RNG no longer
@@ -66,8 +76,9 @@
 
 enum {
   kRandomBytes = 64,
-  kMaxRecordLine = 256,  // the longest record is `random` + 128 digits
-  kMaxRequestBytes = 1024,
+  kMaxRecordLine = 1024,   // the longest record is a host key in hex
+  kMaxHostKeyBytes = 500,  // an ed25519 private key file is about 400 bytes
+  kMaxRequestBytes = 4096,
   kMaxClockLine = 64,
   // A stalled host or step must not leave a root process behind forever; the host's own
   // deadline is shorter.
@@ -83,6 +94,11 @@ static const char kChildPath[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
 
 struct identity_request {
   char seed_device[16];
+  char hostname[64];  // a hand-out's: "" for a whole identity
+  unsigned char host_key[kMaxHostKeyBytes];
+  size_t host_key_len;
+  unsigned char host_key_pub[kMaxHostKeyBytes];
+  size_t host_key_pub_len;
   bool has_mac;
   unsigned char mac[6];
   bool has_random;
@@ -182,6 +198,27 @@ static bool parse_mac(const char* s, unsigned char mac[6]) {
   return (mac[0] & 1) == 0 && !zero;
 }
 
+// Lowercase hex into out (at most max bytes): the length, or -1.
+static long hex_decode(const char* in, unsigned char* out, size_t max) {
+  size_t n = strlen(in);
+  if (n == 0 || n % 2 != 0 || n / 2 > max) return -1;
+  for (size_t i = 0; i < n / 2; i++) {
+    int hi = hex_value(in[2 * i]), lo = hex_value(in[2 * i + 1]);
+    if (hi < 0 || lo < 0) return -1;
+    out[i] = (unsigned char)(hi * 16 + lo);
+  }
+  return (long)(n / 2);
+}
+
+static bool valid_hostname(const char* s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 63 || s[0] == '-') return false;
+  for (size_t i = 0; i < n; i++) {
+    if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '-') return false;
+  }
+  return true;
+}
+
 static bool valid_seed_device(const char* s) {
   return strlen(s) == 8 && strncmp(s, "/dev/vd", 7) == 0 && s[7] >= 'a' && s[7] <= 'z';
 }
@@ -200,8 +237,28 @@ static int read_request(struct line_reader* r, struct identity_request* req) {
       if (!valid_seed_device(line + 12)) {
         return fail(kExitInvalid, "bad request: the seed device must be /dev/vd[a-z]");
       }
-      snprintf(req->seed_device, sizeof req->seed_device, "%s", line + 12);
+      memcpy(req->seed_device, line + 12, 9);  // "/dev/vdX" and the NUL
       has_device = true;
+    } else if (strncmp(line, "hostname ", 9) == 0) {
+      if (req->hostname[0] != '\0') return fail(kExitInvalid, "bad request: hostname given twice");
+      if (!valid_hostname(line + 9)) return fail(kExitInvalid, "bad request: bad hostname");
+      memcpy(req->hostname, line + 9, strlen(line + 9) + 1);  // at most 63 bytes and the NUL
+    } else if (strncmp(line, "host-key ", 9) == 0 || strncmp(line, "host-key-pub ", 13) == 0) {
+      // Never echoed: the private key.
+      const bool pub = line[8] == '-';
+      size_t* len = pub ? &req->host_key_pub_len : &req->host_key_len;
+      unsigned char* into = pub ? req->host_key_pub : req->host_key;
+      if (*len != 0) {
+        explicit_bzero(line, sizeof line);
+        return fail(kExitInvalid, "bad request: %s given twice", pub ? "host-key-pub" : "host-key");
+      }
+      long got = hex_decode(line + (pub ? 13 : 9), into, kMaxHostKeyBytes);
+      explicit_bzero(line, sizeof line);
+      if (got <= 0) {
+        return fail(kExitInvalid, "bad request: %s is not lowercase hex of 1-%d bytes",
+                    pub ? "host-key-pub" : "host-key", kMaxHostKeyBytes);
+      }
+      *len = (size_t)got;
     } else if (strncmp(line, "mac ", 4) == 0) {
       if (req->has_mac) return fail(kExitInvalid, "bad request: mac given twice");
       if (!parse_mac(line + 4, req->mac)) {
@@ -230,7 +287,14 @@ static int read_request(struct line_reader* r, struct identity_request* req) {
       return fail(kExitInvalid, "bad request: record %d is unknown", n);
     }
   }
-  if (!has_device) return fail(kExitInvalid, "bad request: no seed-device record");
+  const bool handout = req->hostname[0] != '\0';
+  if (has_device == handout) {
+    return fail(kExitInvalid, "bad request: one of seed-device and hostname, not %s",
+                handout ? "both" : "neither");
+  }
+  if (handout != (req->host_key_len != 0) || handout != (req->host_key_pub_len != 0)) {
+    return fail(kExitInvalid, "bad request: host-key and host-key-pub come with hostname only");
+  }
   if (!req->has_random) return fail(kExitInvalid, "bad request: no random record");
   // The host writes nothing more until it sees the clock question.
   if (r->len != 0) return fail(kExitInvalid, "bad request: bytes after the end record");
@@ -295,7 +359,34 @@ static int run_apply_seed(const char* seed_device) {
   return fail(kExitInternal, "apply-seed failed: %s", why);
 }
 
+static int run_apply_handout(const struct identity_request* req) {
+  char why[512];
+  if (apply_handout(req->hostname, (const char*)req->host_key, req->host_key_len,
+                    (const char*)req->host_key_pub, req->host_key_pub_len, why,
+                    sizeof why) == kExitOk) {
+    return kExitOk;
+  }
+  return fail(kExitInternal, "the hand-out failed: %s", why);
+}
+
 // ---- 2. machine-id ----
+
+// A hand-out keeps the id the VM took when it was pooled: into out[33], "" when there is
+// none (the tiny image) or it is not 32 lowercase hex digits.
+static void current_machine_id(char out[33]) {
+  out[0] = '\0';
+  char buf[34];
+  int fd = open(kMachineId, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  if (n != 33 || buf[32] != '\n') return;
+  for (int i = 0; i < 32; i++) {
+    if (!((buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f'))) return;
+  }
+  memcpy(out, buf, 32);
+  out[32] = '\0';
+}
 
 // Written in place (not temp + rename): /etc/machine-id keeps its inode, owner and mode, and
 // a file bind-mounted there (systemd does that on a read-only root) is written, not replaced.
@@ -351,7 +442,8 @@ static int finish_machine_id(pid_t writer) {
   if (writer == 0) return kExitOk;
   int st;
   while (waitpid(writer, &st, 0) < 0) {
-    if (errno != EINTR) return fail(kExitInternal, "waiting for the machine-id: %s", strerror(errno));
+    if (errno != EINTR)
+      return fail(kExitInternal, "waiting for the machine-id: %s", strerror(errno));
   }
   if (WIFEXITED(st) && WEXITSTATUS(st) == kExitOk) return kExitOk;
   return WIFEXITED(st) ? WEXITSTATUS(st) : fail(kExitInternal, "the machine-id writer died");
@@ -565,15 +657,6 @@ static int set_clock(struct line_reader* r, int64_t* step_ms, int64_t* rtt_us) {
 
 // ---- the verb ----
 
-static bool valid_hostname(const char* s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 63 || s[0] == '-') return false;
-  for (size_t i = 0; i < n; i++) {
-    if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '-') return false;
-  }
-  return true;
-}
-
 int cmd_identity(void) {
   if (geteuid() != 0) {
     // A template clone's or pooled VM's root process waits for this (identity_wait.c).
@@ -597,14 +680,22 @@ int cmd_identity(void) {
   explicit_bzero(req.random, sizeof req.random);
   if (rc != kExitOk) return rc;
 
+  const bool handout = req.hostname[0] != '\0';
   char machine_id[33];
-  pid_t machine_id_writer;
-  if ((rc = start_machine_id(machine_id, &machine_id_writer)) != kExitOk) return rc;
-  if ((rc = flush_seed_device(req.seed_device)) == kExitOk) rc = run_apply_seed(req.seed_device);
-  // Waited for whatever came of the seed: no child is left behind.
-  int written = finish_machine_id(machine_id_writer);
-  if (rc != kExitOk) return rc;
-  if (written != kExitOk) return written;
+  if (handout) {
+    current_machine_id(machine_id);
+    rc = run_apply_handout(&req);
+    explicit_bzero(req.host_key, sizeof req.host_key);
+    if (rc != kExitOk) return rc;
+  } else {
+    pid_t machine_id_writer;
+    if ((rc = start_machine_id(machine_id, &machine_id_writer)) != kExitOk) return rc;
+    if ((rc = flush_seed_device(req.seed_device)) == kExitOk) rc = run_apply_seed(req.seed_device);
+    // Waited for whatever came of the seed: no child is left behind.
+    int written = finish_machine_id(machine_id_writer);
+    if (rc != kExitOk) return rc;
+    if (written != kExitOk) return written;
+  }
   struct utsname uts;
   if (uname(&uts) != 0 || !valid_hostname(uts.nodename)) {
     return fail(kExitInternal, "apply-seed left no valid hostname");
@@ -614,7 +705,7 @@ int cmd_identity(void) {
   if (req.has_mac && (rc = set_mac(req.mac, mac)) != kExitOk) return rc;
 
   bool setup_started = false;
-  if ((rc = start_setup(&setup_started)) != kExitOk) return rc;
+  if (!handout && (rc = start_setup(&setup_started)) != kExitOk) return rc;
   int64_t work_ms = (now_ns(CLOCK_MONOTONIC) - t0) / 1000000LL;
 
   int64_t step_ms = 0, rtt_us = 0;

@@ -685,6 +685,39 @@ int apply_seed(bool restored, const char* device, int say_fd, char* why, size_t 
   return rc;
 }
 
+int apply_handout(const char* hostname, const char* host_key, size_t host_key_len,
+                  const char* host_key_pub, size_t host_key_pub_len, char* why, size_t why_len) {
+  struct seed_ctx c = {.say_fd = -1, .why = why, .why_len = why_len};
+  why[0] = '\0';
+  umask(022);
+  struct seed s;
+  memset(&s, 0, sizeof s);
+  // Only the key pair is taken: the rest of /etc/warren is the pooled VM's, and stays.
+  const struct {
+    enum seed_name name;
+    const char* data;
+    size_t len;
+  } given[] = {{kHostKey, host_key, host_key_len}, {kHostKeyPub, host_key_pub, host_key_pub_len}};
+  int rc = kExitOk;
+  for (size_t i = 0; i < sizeof given / sizeof given[0] && rc == kExitOk; i++) {
+    if (given[i].len == 0 || given[i].len > kSeedFiles[given[i].name].max ||
+        !append(&s.data[given[i].name], given[i].data, given[i].len)) {
+      rc = refuse(&c, "bad %s", kSeedFiles[given[i].name].name);
+    }
+    s.present[given[i].name] = true;
+  }
+  if (rc == kExitOk) rc = install_seed(&c, &s);
+  if (rc == kExitOk) {
+    size_t len = strlen(hostname);
+    bool ok = len > 0 && len <= kMaxHostname && hostname[0] != '-';
+    for (size_t i = 0; i < len && ok; i++) ok = valid_name_char(hostname[i]);
+    rc = ok ? set_hostname(&c, hostname) : refuse(&c, "bad hostname");
+  }
+  if (rc == kExitOk) rc = rewrite_hosts(&c, hostname);
+  seed_free(&s);
+  return rc;
+}
+
 int cmd_apply_seed(int argc, char** argv) {
   bool restored = argc == 1 && strcmp(argv[0], "--restored") == 0;
   if (argc > 1 || (argc == 1 && !restored)) {
