@@ -361,6 +361,8 @@ Result<RestoredVm> LibvirtHost::RestoreClone(const VmSpec& spec, const TemplateF
   RestoredVm r;
   r.mac = config.mac;
   r.host_key_pub = own.ssh_host_key_pub;
+  r.host_key = own.ssh_host_key;
+  r.seed_has_more = !own.env.empty() || !own.setup_script.empty();
   r.restore_ms = MillisSince(t0);
   LogInfo("vmhost: vm " + spec.id + " restored from template " + key + " in " +
           std::to_string(r.restore_ms) + " ms (begun " + std::to_string(begun_ms) + ", disk " +

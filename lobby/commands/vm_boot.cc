@@ -212,7 +212,8 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
       GuestIdentity identity,
       RestoredGuestIdentity(restored, vm.name,
                             /*prepared=*/vm.made == "pool" || vm.made == "template",
-                            /*handout=*/vm.made == "pool"));
+                            /*handout=*/vm.made == "pool" || vm.made == "template",
+                            /*pooled=*/vm.made == "pool"));
   const auto left = std::chrono::milliseconds(ctx.services.ready_timeout_ms);
   Result<GuestIdentityReport> report = ApplyGuestIdentity(guests, vm.id, identity, left);
   if (!report.ok()) {

@@ -367,6 +367,8 @@ Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
   Persist();
   Emit(spec.id, VmState::kRunning);
   r.host_key_pub = FakeHostKeyOf(spec);
+  r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
+  r.seed_has_more = !spec.env.empty() || !spec.setup_script.empty();
   r.restore_ms = 1;
   Step("restore", "after", spec.id);
   return r;

@@ -138,6 +138,9 @@ class TemplateTest(IdentityChecks, VmTestCase):
                              str(EMULATOR_CAP_PERCENT * 1000))
         for name in ("tpl-one", "tpl-two"):
             self.assert_identity_handed_over(name, made[name]["id"])
+            # A hand-out: the name, host key and a new machine-id in the request, no seed read.
+            self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* "
+                             r"kind=handout via=waiter$" % re.escape(made[name]["id"]))
             # The clone's first connection was answered by the sshd the template's launcher
             # had started ahead (a spare, saved with it): no sshd start-up after the restore.
             log = self.vm_ok("ssh", name, "cat /var/log/warren-control.log").stdout
@@ -170,6 +173,10 @@ class TemplateTest(IdentityChecks, VmTestCase):
         self.assertEqual(self.ssh_json(self.admin, "stat", "tpl-env")["made"], "template")
         r = self.vm_ok("ssh", "tpl-env", shlex.quote('echo "[$GREETING]"'))
         self.assertEqual(r.stdout.strip(), "[hello there]")
+        # Its env is in its seed only: it read the seed (a whole identity).
+        env_id = self.ssh_json(self.admin, "stat", "tpl-env")["id"]
+        self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "
+                         r"via=waiter$" % re.escape(env_id))
         self.assertNotIn("presented a different host key", self.server.log())
 
     def test_2_a_damaged_template_is_not_restored_and_new_boots(self):

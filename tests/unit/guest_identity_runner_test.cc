@@ -285,6 +285,22 @@ TEST_F(IdentityRunnerTest, AHandOutTakesTheNameAndHostKeyFromTheRequestAlone) {
   }
   EXPECT_FALSE(report->setup_started);
   EXPECT_NEAR(report->clock_step_ms, 30 * 1000, 2000) << r.out;
+
+  // A template's clone: a new machine-id too, written in place.
+  id.new_machine_id = true;
+  id.hostname = "a-clone";
+  request = GuestIdentityRequest(id);
+  ASSERT_TRUE(request.ok());
+  EXPECT_NE(request->find("\nmachine-id new\n"), std::string::npos);
+  Ran clone = RunToEnd(*request);
+  ASSERT_EQ(clone.code, 0) << clone.err;
+  Result<GuestIdentityReport> cloned = ParseGuestIdentityReport(clone.out.substr(7), id);
+  ASSERT_TRUE(cloned.ok()) << cloned.status().ToString() << "\n" << clone.out;
+  EXPECT_EQ(ReadFile(Etc("/hostname")), "a-clone\n");
+  if (HasBound("/etc/machine-id")) {
+    EXPECT_EQ(BoundFile("/etc/machine-id"), cloned->machine_id + "\n");
+    EXPECT_NE(BoundFile("/etc/machine-id"), old_id);
+  }
   // Nothing secret on either stream.
   for (const std::string& stream : {r.out, r.err}) {
     EXPECT_EQ(stream.find("handed out"), std::string::npos) << stream;
@@ -338,6 +354,10 @@ TEST_F(IdentityRunnerTest, BadRequestsAreRefusedBeforeAnyStep) {
       {"a host key not hex", "hostname x\nhost-key 6\nhost-key-pub 61\n" + random_line + "end\n"},
       {"an uppercase host key",
        "hostname x\nhost-key 6A\nhost-key-pub 61\n" + random_line + "end\n"},
+      {"machine-id new without hostname",
+       "seed-device /dev/vdb\nmachine-id new\n" + random_line + "end\n"},
+      {"a machine-id record of another kind",
+       "hostname x\nhost-key 61\nhost-key-pub 61\nmachine-id 0123\n" + random_line + "end\n"},
       {"a host key too long", "hostname x\nhost-key " + std::string(1002, 'a') +
                                   "\nhost-key-pub 61\n" + random_line + "end\n"},
       {"twice", "seed-device /dev/vdb\nseed-device /dev/vdb\n" + random_line + "end\n"},

@@ -195,7 +195,7 @@ Result<GuestIdentity> NewGuestIdentity(bool with_nic) {
 }
 
 Result<GuestIdentity> RestoredGuestIdentity(const RestoredVm& restored, std::string hostname,
-                                            bool prepared, bool handout) {
+                                            bool prepared, bool handout, bool pooled) {
   WARREN_ASSIGN_OR_RETURN(GuestIdentity identity, NewGuestIdentity(!restored.mac.empty()));
   if (!restored.mac.empty()) identity.mac = restored.mac;
   identity.hostname = std::move(hostname);
@@ -204,6 +204,7 @@ Result<GuestIdentity> RestoredGuestIdentity(const RestoredVm& restored, std::str
     identity.handout = true;
     identity.host_key = restored.host_key;
     identity.host_key_pub = restored.host_key_pub;
+    identity.new_machine_id = !pooled;
   }
   return identity;
 }
@@ -220,7 +221,8 @@ Result<std::string> GuestIdentityRequest(const GuestIdentity& identity) {
                              std::to_string(kMaxHandoutHostKeyBytes) + " bytes each");
     }
     out = "hostname " + identity.hostname + "\nhost-key " + HexEncode(identity.host_key) +
-          "\nhost-key-pub " + HexEncode(identity.host_key_pub) + "\n";
+          "\nhost-key-pub " + HexEncode(identity.host_key_pub) + "\n" +
+          (identity.new_machine_id ? "machine-id new\n" : "");
   } else if (!ValidSeedDevice(identity.seed_device)) {
     return InvalidArgument("the seed device must be /dev/vd[a-z]");
   } else {

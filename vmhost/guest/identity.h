@@ -67,6 +67,9 @@ struct GuestIdentity {
   // sent. The host rewrote the seed with the same name and key for the next boot.
   bool handout = false;
   std::string host_key, host_key_pub;
+  // A hand-out to a template's clone, which still holds the template's machine-id: the runner
+  // makes a new one too (`machine-id new`). A pooled VM made its own when it was pooled.
+  bool new_machine_id = false;
   // PrepareGuestIdentity ran on this VM's open connection (a pooled VM): the identity is
   // handed to the root process it left (no sudo) and the runner check is skipped (the
   // preparation made it). Should that process be gone, the identity runs through sudo.
@@ -106,12 +109,13 @@ Result<std::string> NewGuestMac();
 Result<GuestIdentity> NewGuestIdentity(bool with_nic);
 
 // The identity a VM that RestoredVm describes takes (fresh host randomness, its MAC, the
-// name): a hand-out from the warm pool (`handout`, a prepared VM whose seed holds nothing
-// but the name and key: RestoredVm::seed_has_more false) sends the name and key pair only;
-// anything else reads its seed. `prepared`: a root process waits for it (template clones and
-// pooled VMs).
+// name). With `handout`, a prepared VM whose seed holds nothing the guest lacks but the name
+// and key (RestoredVm::seed_has_more false, host_key known) gets those in the request and
+// reads no seed: a VM of the warm pool (`pooled`: it keeps the machine-id it made when it
+// was pooled) or a template's clone (a new machine-id too); anything else reads its seed.
+// `prepared`: a root process waits for it (template clones and pooled VMs).
 Result<GuestIdentity> RestoredGuestIdentity(const RestoredVm& restored, std::string hostname,
-                                            bool prepared, bool handout);
+                                            bool prepared, bool handout, bool pooled);
 
 // The request the runner reads on stdin (records, one per line; `end` last). InvalidArgument
 // for a seed device, MAC, hand-out hostname or host key the runner would refuse. Holds the

@@ -12,6 +12,7 @@
 //   hostname NAME               or a hand-out's (below): [A-Za-z0-9.-], 1-63, not -first
 //   host-key HEX                with hostname, required: the private key file, lowercase hex
 //   host-key-pub HEX            with hostname, required: the public key line, lowercase hex
+//   machine-id new              with hostname, optional: a new machine-id as step 2 makes it
 //   mac 52:54:00:12:34:56       optional (absent: the VM has no NIC); lowercase, unicast
 //   random HEX                  required; 128 lowercase hex digits: 64 bytes of host randomness
 //   end                         required, last
@@ -21,8 +22,10 @@
 // A hand-out (hostname): a VM of the warm pool took a whole identity when it was pooled (its
 // own RNG state, machine-id, MAC, seed), so at `new` only what `new` decides changes: step 3
 // writes the host key pair and the hostname from the request (no seed to mount), step 2
-// keeps the machine-id (the report names it), step 5 starts nothing. The seed disk carries
-// the same name and key for the next boot (the host rewrote it).
+// keeps the machine-id (the report names it) unless `machine-id new` asks for one (a clone
+// of a template, which took nothing of its own yet but holds everything else its seed
+// carries), step 5 starts nothing. The seed disk carries the same name and key for the next
+// boot (the host wrote it).
 //
 // Then, in order (a failed step: exit 1 with a one-line reason on stderr):
 //   1. RNDADDENTROPY with the host's bytes, then RNDRESEEDCRNG: the clone's RNG no longer
@@ -99,6 +102,7 @@ struct identity_request {
   size_t host_key_len;
   unsigned char host_key_pub[kMaxHostKeyBytes];
   size_t host_key_pub_len;
+  bool new_machine_id;  // a hand-out's `machine-id new`
   bool has_mac;
   unsigned char mac[6];
   bool has_random;
@@ -259,6 +263,9 @@ static int read_request(struct line_reader* r, struct identity_request* req) {
                     pub ? "host-key-pub" : "host-key", kMaxHostKeyBytes);
       }
       *len = (size_t)got;
+    } else if (strcmp(line, "machine-id new") == 0) {
+      if (req->new_machine_id) return fail(kExitInvalid, "bad request: machine-id given twice");
+      req->new_machine_id = true;
     } else if (strncmp(line, "mac ", 4) == 0) {
       if (req->has_mac) return fail(kExitInvalid, "bad request: mac given twice");
       if (!parse_mac(line + 4, req->mac)) {
@@ -294,6 +301,9 @@ static int read_request(struct line_reader* r, struct identity_request* req) {
   }
   if (handout != (req->host_key_len != 0) || handout != (req->host_key_pub_len != 0)) {
     return fail(kExitInvalid, "bad request: host-key and host-key-pub come with hostname only");
+  }
+  if (req->new_machine_id && !handout) {
+    return fail(kExitInvalid, "bad request: machine-id comes with hostname only");
   }
   if (!req->has_random) return fail(kExitInvalid, "bad request: no random record");
   // The host writes nothing more until it sees the clock question.
@@ -683,10 +693,17 @@ int cmd_identity(void) {
   const bool handout = req.hostname[0] != '\0';
   char machine_id[33];
   if (handout) {
-    current_machine_id(machine_id);
+    pid_t machine_id_writer = 0;
+    if (!req.new_machine_id) {
+      current_machine_id(machine_id);
+    } else if ((rc = start_machine_id(machine_id, &machine_id_writer)) != kExitOk) {
+      return rc;
+    }
     rc = run_apply_handout(&req);
     explicit_bzero(req.host_key, sizeof req.host_key);
+    int written = finish_machine_id(machine_id_writer);
     if (rc != kExitOk) return rc;
+    if (written != kExitOk) return written;
   } else {
     pid_t machine_id_writer;
     if ((rc = start_machine_id(machine_id, &machine_id_writer)) != kExitOk) return rc;
