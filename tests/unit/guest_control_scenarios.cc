@@ -627,9 +627,14 @@ void FakeRunner(GuestControl& control, const std::string& body, FakeAt at = Fake
   const std::string server =
       at == FakeAt::kServer
           ? "printf '#!/bin/sh\\nread l\\nexec %s $l\\n' $r > $r.serve; chmod 700 $r.serve\n"
-            "timeout 120 socat UNIX-LISTEN:$s,unlink-early,fork EXEC:$r.serve "
+            // unlink-close=0: the previous fake, killed just before, must not remove this
+            // one's socket when it gets round to exiting (under load it did, after this one
+            // bound it, and the wait below never ended).
+            "timeout 120 socat UNIX-LISTEN:$s,unlink-early,unlink-close=0,fork EXEC:$r.serve "
             "</dev/null >/dev/null 2>&1 & echo $! > $s.fake\n"
-            "while [ ! -S $s ] || [ $s -ef $s.real ]; do sleep 0.01; done; rm -f $s.real\n"
+            "i=0; while [ ! -S $s ] || [ $s -ef $s.real ]; do\n"
+            "  i=$((i + 1)); [ $i -lt 3000 ] || { echo no fake at $s >&2; exit 1; }; sleep 0.01\n"
+            "done; rm -f $s.real\n"
           : "rm -f $s $s.real\n";
   Outcome o = RunExec(control,
                       "r=~/.warren/bin/warren-run; s=~/.warren/run/serve.sock; "
