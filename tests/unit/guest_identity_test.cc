@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 namespace warren {
 namespace {
@@ -86,7 +87,8 @@ TEST(GuestIdentityRequestTest, AHandOutSendsTheNameAndKeyPairInsteadOfTheSeedDev
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, "hostname web-1\nhost-key 4b45590a\nhost-key-pub 5055420a\nrandom " +
                     RandomHex(id) + "\nend\n");
-  for (const char* name : {"", "-web", "web_1", "web 1", "web\n", std::string(64, 'a').c_str()}) {
+  for (const std::string& name :
+       std::vector<std::string>{"", "-web", "web_1", "web 1", "web\n", std::string(64, 'a')}) {
     GuestIdentity bad = id;
     bad.hostname = name;
     EXPECT_EQ(GuestIdentityRequest(bad).status().code(), Code::kInvalidArgument) << name;
