@@ -691,28 +691,24 @@ int cmd_identity(void) {
   if (rc != kExitOk) return rc;
 
   const bool handout = req.hostname[0] != '\0';
+  // A hand-out keeps the machine-id the VM made when it was pooled, unless asked for a new one.
   char machine_id[33];
+  pid_t machine_id_writer = 0;
+  if (handout && !req.new_machine_id) {
+    current_machine_id(machine_id);
+  } else if ((rc = start_machine_id(machine_id, &machine_id_writer)) != kExitOk) {
+    return rc;
+  }
   if (handout) {
-    pid_t machine_id_writer = 0;
-    if (!req.new_machine_id) {
-      current_machine_id(machine_id);
-    } else if ((rc = start_machine_id(machine_id, &machine_id_writer)) != kExitOk) {
-      return rc;
-    }
     rc = run_apply_handout(&req);
     explicit_bzero(req.host_key, sizeof req.host_key);
-    int written = finish_machine_id(machine_id_writer);
-    if (rc != kExitOk) return rc;
-    if (written != kExitOk) return written;
-  } else {
-    pid_t machine_id_writer;
-    if ((rc = start_machine_id(machine_id, &machine_id_writer)) != kExitOk) return rc;
-    if ((rc = flush_seed_device(req.seed_device)) == kExitOk) rc = run_apply_seed(req.seed_device);
-    // Waited for whatever came of the seed: no child is left behind.
-    int written = finish_machine_id(machine_id_writer);
-    if (rc != kExitOk) return rc;
-    if (written != kExitOk) return written;
+  } else if ((rc = flush_seed_device(req.seed_device)) == kExitOk) {
+    rc = run_apply_seed(req.seed_device);
   }
+  // Waited for whatever came of step 3: no child is left behind.
+  int written = finish_machine_id(machine_id_writer);
+  if (rc != kExitOk) return rc;
+  if (written != kExitOk) return written;
   struct utsname uts;
   if (uname(&uts) != 0 || !valid_hostname(uts.nodename)) {
     return fail(kExitInternal, "apply-seed left no valid hostname");
