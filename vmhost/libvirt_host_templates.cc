@@ -511,9 +511,8 @@ Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec, const WhileReiden
   // The guest gets its name and key in its request: its identity goes on while they are
   // written here for the next boot. The VM's lock is this thread's only while it writes.
   WARREN_RETURN_IF_ERROR(resume());
-  std::thread guest_part;
   Status took = Status::Ok();
-  guest_part = std::thread([&took, &meanwhile, r] { took = meanwhile(r); });
+  std::thread guest_part([&took, &meanwhile, r] { took = meanwhile(r); });
   Status persisted = persist();
   vm.guard.reset();
   guest_part.join();
