@@ -206,14 +206,16 @@ Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRec
 // new host key from here on.
 Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const VmRecord& vm,
                              const RestoredVm& restored) {
-  // Template clones and pooled VMs have a root process waiting (TemplateKeeper, VmPool); a
-  // pooled VM took the rest of its identity when it was pooled (VmPool::Fill).
+  // Template clones and pooled VMs have a root process waiting (TemplateKeeper, VmPool), and
+  // keep it; a pooled VM took the rest of its identity when it was pooled (VmPool::Fill).
   WARREN_ASSIGN_OR_RETURN(
       GuestIdentity identity,
       RestoredGuestIdentity(restored, vm.name,
                             /*prepared=*/vm.made == "pool" || vm.made == "template",
                             /*handout=*/vm.made == "pool" || vm.made == "template",
                             /*pooled=*/vm.made == "pool"));
+  // A live copy of a VM made from a template or the pool has its waiter too.
+  identity.try_waiter = vm.made == "live-copy";
   const auto left = std::chrono::milliseconds(ctx.services.ready_timeout_ms);
   Result<GuestIdentityReport> report = ApplyGuestIdentity(guests, vm.id, identity, left);
   if (!report.ok()) {

@@ -239,15 +239,14 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
   const bool direct = request.kind == GuestChannelRequest::Kind::kUnix;
   if (direct) {
     std::lock_guard<std::mutex> lock(mu_);
-    const bool waits = request.path == kGuestIdentitySocket &&
-                       (identity_waits_.erase(std::string(vm_id)) > 0 ||
-                        (clones_wait_ && waited_at_start_.insert(std::string(vm_id)).second));
+    const bool waits =
+        request.path == kGuestIdentitySocket && (identity_waits_.count(vm_id) > 0 || clones_wait_);
     if (!waits) return Unavailable("nothing in the VM accepted a connection on " + request.path);
     handed_over = true;
   }
   if (exec && request.command == kGuestIdentityHandOverCommand) {
     std::lock_guard<std::mutex> lock(mu_);
-    handed_over = identity_waits_.erase(std::string(vm_id)) > 0;
+    handed_over = identity_waits_.count(vm_id) > 0 || clones_wait_;
     if (!handed_over) {
       return std::shared_ptr<GuestPipe>(std::make_shared<FixedPipe>(
           std::move(notify), "", "warren-run identity: must run as root\n", 5));

@@ -51,8 +51,9 @@ class FakeGuestControl final : public GuestControl {
   // `identity` command (vmhost/guest/identity.h) is played instead: it reads the request,
   // asks `clock?`, and reports the hostname SetHostnames gives and the MAC it was asked for
   // (IdentitiesApplied counts them). `identity-wait` leaves the VM waiting (prints
-  // kGuestIdentityWaits); the hand-over command plays `identity` once per wait, else it is
-  // refused as not root (exit 5).
+  // kGuestIdentityWaits), for good, as the runner's waiter stays; the hand-over command (or
+  // the waiter's socket) plays `identity` in a VM that waits, else it is refused as not root
+  // (exit 5; the socket: Unavailable).
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override;
@@ -85,7 +86,7 @@ class FakeGuestControl final : public GuestControl {
   // (requests naming the hostname instead of a seed device).
   std::vector<std::string> identities_applied() const;
   std::vector<std::string> handouts_applied() const;
-  // From now on every VM has a root process waiting for its first identity, as a clone of a
+  // From now on every VM has a root process waiting for its identity, as a clone of a
   // template (which the template keeper prepared) has.
   void ClonesStartWaiting();
   int killed() const;  // jobs ended by Kill or cancellation
@@ -135,7 +136,6 @@ class FakeGuestControl final : public GuestControl {
   std::shared_ptr<std::vector<std::string>> handouts_ =
       std::make_shared<std::vector<std::string>>();
   bool clones_wait_ = false;
-  std::set<std::string, std::less<>> waited_at_start_;  // VMs whose first waiter was taken
 };
 
 }  // namespace warren

@@ -15,6 +15,7 @@ CI).
 """
 import glob
 import os
+import re
 import secrets
 import shlex
 import time
@@ -127,6 +128,10 @@ class LiveCopyTest(LiveCopyChecks, VmTestCase):
             if "copied live from" in line:  # the host's breakdown: snapshot, memory, restore
                 print("[timing] " + line.split("vmhost: ", 1)[-1])
 
+        # Its source was booted (a shape of its own): no root process waited in it, so the
+        # copy's identity went through sudo once the waiter's socket answered nothing.
+        self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "
+                         r"via=sudo$" % re.escape(self.vm_id("lc-copy")))
         self.assert_runs_the_sources_process_as_itself("lc-copy", "lc-src", token, src_uptime)
         stat = self.ssh_json(self.admin, "stat", "lc-copy")
         self.assertEqual((stat["made"], stat["state"]), ("live-copy", "running"))

@@ -66,16 +66,18 @@ class IdentityChecks:
 
     def assert_identity_handed_over(self, name, vm_id):
         """The VM took its identity from the root process waiting in it, reached at its socket
-        (no command, no sudo on the hand-out), which then left: one hand-over per wait, a
-        second is refused as not root."""
+        (no command, no sudo on the hand-out), which stays for the next caller (a live copy of
+        this VM takes its identity there): the user's own `identity` reaches it, as root, and
+        its empty request is refused as such, not as one run without root."""
         log = self.server.log()
         self.assertRegex(log, r"(?m)guest identity applied vm=%s .* via=waiter$" % re.escape(vm_id))
         self.assertNotRegex(log, r"guest identity: vm \S*%s\S*: .*handing it over by command"
                             % re.escape(vm_id))
         r = self.vm_ok("ssh", name, shlex.quote(
             "ls -A /run/warren; ~/.warren/bin/warren-run identity </dev/null; echo exit=$?"))
-        self.assertNotIn("identity.sock", r.stdout)
-        self.assertIn("exit=5", r.stdout)
+        self.assertIn("identity.sock", r.stdout)
+        self.assertIn("exit=2", r.stdout)
+        self.assertIn("bad request", r.stdout + r.stderr)
 
 
 @unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)
@@ -178,6 +180,14 @@ class TemplateTest(IdentityChecks, VmTestCase):
         self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "
                          r"via=waiter$" % re.escape(env_id))
         self.assertNotIn("presented a different host key", self.server.log())
+        # A live copy of a clone has the clone's waiter (it stays, and came with the memory):
+        # the copy's whole identity goes there too, no sudo.
+        self.remove_on_exit("tpl-live")
+        live = self.ssh_json(self.admin, "cp", "tpl-two", "tpl-live", "--live", timeout=300)
+        self.assertEqual(live["made"], "live-copy", live)
+        self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "
+                         r"via=waiter$" % re.escape(self.vm_id("tpl-live")))
+        self.assertEqual(self.vm_ok("ssh", "tpl-live", "hostname").stdout.strip(), "tpl-live")
 
     def test_2_a_damaged_template_is_not_restored_and_new_boots(self):
         self.wait_for_template()

@@ -9,6 +9,7 @@
 #include "lobby/base/error_map.h"
 #include "lobby/commands/reconcile.h"
 #include "tests/unit/vm_test_fixture.h"
+#include "vmhost/guest/identity.h"
 
 namespace warren::vmtest {
 namespace {
@@ -246,8 +247,15 @@ TEST_F(VmCopyTest, CpLiveCopiesARunningVmWithItsMemoryAndItsOwnIdentity) {
   std::optional<VmSpec> spec = host_.SpecOf(copy.id);
   ASSERT_TRUE(spec.has_value());
   EXPECT_EQ(spec->name, "web-two");
-  // Its identity applied in the guest, and its own host key pinned from then on.
+  // Its identity applied in the guest, and its own host key pinned from then on: asked at
+  // the socket of a root process its source may have had waiting, then (none here) of sudo.
   EXPECT_EQ(guests_.identities_applied(), std::vector<std::string>{copy.id});
+  std::vector<GuestChannelRequest> asked = guests_.channel_requests();
+  ASSERT_GE(asked.size(), 2u);
+  EXPECT_EQ(asked[asked.size() - 2].kind, GuestChannelRequest::Kind::kUnix);
+  EXPECT_EQ(asked[asked.size() - 2].path, kGuestIdentitySocket);
+  EXPECT_EQ(asked.back().kind, GuestChannelRequest::Kind::kExec);
+  EXPECT_EQ(asked.back().command, kGuestIdentityCommand);
   EXPECT_TRUE(guests_.PinnedHostKey(copy.id).starts_with("ssh-ed25519 ")) << copy.id;
   EXPECT_EQ(guests_.NotedRunnerVersion(copy.id), FakeGuestControl::kRunnerVersion);
   nlohmann::json stat = Exec(Alice(), {"stat", "web-two", "--json"}).Json();
@@ -270,6 +278,24 @@ TEST_F(VmCopyTest, CpLiveCopiesARunningVmWithItsMemoryAndItsOwnIdentity) {
   EXPECT_EQ(store_->GetVmByName("web-four")->made, "copy");
   EXPECT_FALSE(host_.WasLiveCopied(IdOf("web-four")));
   EXPECT_EQ(guests_.identities_applied().size(), 2u);
+}
+
+// A source made from a template or the pool keeps a root process waiting
+// (runner/identity_wait.c), and its memory brings it to the copy: the copy's identity goes
+// straight to it, no sudo.
+TEST_F(VmCopyTest, CpLiveHandsTheCopysIdentityToTheWaiterItsSourceHad) {
+  guests_.ClonesStartWaiting();
+  New(Alice(), {"--name", "web-one"});
+  const size_t asked_before = guests_.channel_requests().size();
+  Outcome o = Exec(Alice(), {"cp", "web-one", "web-two", "--live"});
+  ASSERT_TRUE(o.status.ok()) << o.err << o.out;
+  const std::string copy = IdOf("web-two");
+  EXPECT_EQ(guests_.identities_applied().back(), copy);
+  std::vector<GuestChannelRequest> asked = guests_.channel_requests();
+  ASSERT_EQ(asked.size(), asked_before + 1);
+  EXPECT_EQ(asked.back().kind, GuestChannelRequest::Kind::kUnix);
+  EXPECT_EQ(asked.back().path, kGuestIdentitySocket);
+  EXPECT_TRUE(guests_.PinnedHostKey(copy).starts_with("ssh-ed25519 ")) << copy;
 }
 
 // A source that is not running has no processes to copy: --live copies its disk, and says so.

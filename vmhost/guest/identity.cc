@@ -578,11 +578,16 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
       report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
     }
   } else {
-    // Straight through sudo: the runner a restored guest has is almost always this warren's,
-    // and its report says so. Should the guest's runner fail or be missing (the VM's user
-    // replaced it), the runner check (which reinstalls it) runs and the identity once more:
-    // every step of it may be repeated.
-    report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
+    if (identity.try_waiter) {
+      report = RunIdentityChannel(guests, vm, kDirectToTheWaiter, request, identity, t0, deadline);
+    }
+    // Through sudo (when no waiter took it): the runner a restored guest has is almost
+    // always this warren's, and its report says so. Should the guest's runner fail or be
+    // missing (the VM's user replaced it), the runner check (which reinstalls it) runs and
+    // the identity once more: every step of it may be repeated.
+    if (!identity.try_waiter || report.status().code() == Code::kNotFound) {
+      report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
+    }
     const Code code = report.status().code();
     if (code == Code::kInternal || code == Code::kPermissionDenied) {
       LogWarn("guest identity: vm " + LogQuote(vm) + ": " + report.status().ToString() +

@@ -74,6 +74,11 @@ struct GuestIdentity {
   // handed to the root process it left (no sudo) and the runner check is skipped (the
   // preparation made it). Should that process be gone, the identity runs through sudo.
   bool prepared = false;
+  // Not prepared, but a root process may be waiting: a live copy, whose source's waiter (a VM
+  // made from a template or the pool keeps one: runner/identity_wait.c) came with its memory.
+  // Tried at the waiter's socket first, then through sudo (no hand-over by command between: a
+  // source booted without one is no surprise).
+  bool try_waiter = false;
 };
 
 // What the guest reports, checked.
@@ -139,7 +144,8 @@ Status PrepareGuestIdentity(GuestControl& guests, std::string_view vm_id,
 // Applies `identity` to VM `vm_id`, which must be running, on one channel
 // (GuestControl::OpenChannel): when `prepared`, straight to the waiting process's socket
 // (kUnix), then the hand-over command (kExec) should that channel fail before the identity
-// began, then sudo should that be refused; else through sudo (and, should that fail, once more
+// began, then sudo should that be refused; with `try_waiter`, the socket, then sudo; else
+// through sudo (and, should that fail, once more
 // after the runner check with a cheap Exec of `true`, which reinstalls a missing or foreign runner:
 // OpenChannel runs no check). The runner version the report names goes to
 // GuestControl::NoteRunnerVersion, which spares the connection its runner check. Returns the

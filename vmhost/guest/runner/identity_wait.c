@@ -1,6 +1,6 @@
-// A root `identity` made ready ahead of time, so that a VM handed out from the warm pool
-// takes its identity without sudo (about 0.2 s of PAM and sudoers under TCG, on the path of
-// every pooled `new`).
+// A root `identity` made ready ahead of time, so that a VM handed out from the warm pool, a
+// template's clone, or a live copy of either takes its identity without sudo (about 0.2 s of
+// PAM and sudoers under TCG, on the path of every such `new` and `cp --live`).
 //
 // `warren-run identity-wait`, as root through sudo, is the template keeper's last command in
 // a VM before it saves it as a template (so every clone restored from it has one waiting),
@@ -11,11 +11,13 @@
 //
 // `warren-run identity` run without root (the host's command for a pooled VM) connects to
 // that socket and hands its stdin, stdout and stderr over (SCM_RIGHTS); the waiting process
-// checks the caller's uid (SO_PEERCRED: that user or root), unlinks the socket, runs the
-// whole `identity` on those descriptors (identity.c: the protocol is unchanged), sends its
-// exit status back as one byte and exits. The caller exits with that status. One hand-over
-// per wait: a second `identity` finds no socket and is refused as not root (exit 5), after
-// which the host runs it through sudo.
+// checks the caller's uid (SO_PEERCRED: that user or root), runs the whole `identity` on those
+// descriptors in a child (identity.c: the protocol is unchanged), which sends its exit status
+// back as one byte. The caller exits with that status. The waiter stays for the next caller,
+// one at a time: a VM made from a template keeps one for as long as it runs, and a live copy
+// of it (whose memory holds the waiter too) takes its identity there. `identity` finds no
+// socket in a VM that never had one (booted, or from an older runner) and is refused as not
+// root (exit 5), after which the host runs it through sudo.
 //
 // The host may also reach the socket directly, over its control connection (a
 // direct-streamlocal channel, which the guest's sshd connects as that user): it sends the
@@ -139,8 +141,54 @@ static bool already_waiting(void) {
   return strcmp(comm, "warren-run\n") == 0 && lstat(kWaitSocket, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-// The detached root process: serves one caller of the right uid, then exits.
-static void serve_one(int listener, uid_t allowed) {
+// Tells a caller whose identity could not start (no child for it) that it failed, the way a
+// finished one is told its status.
+static void refuse_caller(int conn, enum hand_over how) {
+  if (how == kDirect) {
+    dprintf(conn, "exit %d\n", kExitInternal);
+    return;
+  }
+  unsigned char byte = (unsigned char)kExitInternal;
+  ssize_t w;
+  do {
+    w = write(conn, &byte, 1);
+  } while (w < 0 && errno == EINTR);
+}
+
+// One caller's `identity`, in the child the waiter forked for it: on its descriptors (or the
+// connection itself), then its status to the caller. Never returns.
+static void run_identity_for(int conn, const int fds[3], enum hand_over how) {
+  for (int i = 0; i < 3; i++) {
+    if (dup2(fds[i], i) < 0) _exit(kExitInternal);
+  }
+  for (int i = 0; i < 3 && how == kDescriptors; i++) {
+    if (fds[i] > 2) close(fds[i]);
+  }
+  int status = cmd_identity();
+  close(STDIN_FILENO);
+  close(STDOUT_FILENO);
+  close(STDERR_FILENO);
+  if (how == kDirect) {
+    // The host reads this last line; the channel ends when the connection closes.
+    dprintf(conn, "exit %d\n", status);
+  } else {
+    // The caller exits with this; the channel ends once both of us closed its descriptors.
+    unsigned char byte = (unsigned char)status;
+    ssize_t w;
+    do {
+      w = write(conn, &byte, 1);
+    } while (w < 0 && errno == EINTR);
+  }
+  _exit(status);
+}
+
+// The detached root process: serves callers of the right uid one at a time, each `identity`
+// in a child of its own, for as long as the VM runs. So a VM that took its identity from it
+// keeps one waiting, and so does a live copy of that VM (its memory holds this process): the
+// copy takes its identity without sudo too. A caller connecting while one is served waits in
+// the backlog; a child always ends (the host closes the channel at its deadline, and the
+// connection ends with the host's).
+static void serve_callers(int listener, uid_t allowed) {
   char pid[24];
   int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
   int fd = open(kWaitPid, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -167,31 +215,16 @@ static void serve_one(int listener, uid_t allowed) {
       close(conn);
       continue;
     }
-    unlink(kWaitSocket);
-    unlink(kWaitPid);
-    close(listener);
-    for (int i = 0; i < 3; i++) {
-      if (dup2(fds[i], i) < 0) _exit(kExitInternal);
+    pid_t child = fork();
+    if (child == 0) {
+      close(listener);
+      run_identity_for(conn, fds, how);
     }
-    for (int i = 0; i < 3 && how == kDescriptors; i++) {
-      if (fds[i] > 2) close(fds[i]);
+    if (child < 0) refuse_caller(conn, how);
+    for (int i = 0; i < 3 && how == kDescriptors; i++) close(fds[i]);
+    close(conn);
+    while (child > 0 && waitpid(child, NULL, 0) < 0 && errno == EINTR) {
     }
-    int status = cmd_identity();
-    close(STDIN_FILENO);
-    close(STDOUT_FILENO);
-    close(STDERR_FILENO);
-    if (how == kDirect) {
-      // The host reads this last line; the channel ends when the connection closes.
-      dprintf(conn, "exit %d\n", status);
-    } else {
-      // The caller exits with this; the channel ends once both of us closed its descriptors.
-      unsigned char byte = (unsigned char)status;
-      ssize_t w;
-      do {
-        w = write(conn, &byte, 1);
-      } while (w < 0 && errno == EINTR);
-    }
-    _exit(status);
   }
 }
 
@@ -241,7 +274,7 @@ int cmd_identity_wait(void) {
     if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(127);
     if (null > 2) close(null);
     if (chdir("/") != 0) _exit(127);
-    serve_one(listener, (uid_t)uid);
+    serve_callers(listener, (uid_t)uid);
   }
   close(listener);
   int status;
