@@ -443,7 +443,9 @@ class PlayedGuests final : public GuestControl {
     const bool direct = request.kind == GuestChannelRequest::Kind::kUnix;
     opened.push_back(std::string(vm_id) + ": " +
                      (direct ? "unix:" + request.path : request.command));
-    if (!direct) EXPECT_EQ(request.kind, GuestChannelRequest::Kind::kExec);
+    if (!direct) {
+      EXPECT_EQ(request.kind, GuestChannelRequest::Kind::kExec);
+    }
     auto pipe = std::make_shared<PlayedPipe>(std::move(notify), direct);
     threads_.emplace_back([this, pipe] { guest_(*pipe); });
     return std::shared_ptr<GuestPipe>(pipe);

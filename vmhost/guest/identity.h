@@ -145,14 +145,13 @@ Status PrepareGuestIdentity(GuestControl& guests, std::string_view vm_id,
 // (GuestControl::OpenChannel): when `prepared`, straight to the waiting process's socket
 // (kUnix), then the hand-over command (kExec) should that channel fail before the identity
 // began, then sudo should that be refused; with `try_waiter`, the socket, then sudo; else
-// through sudo (and, should that fail, once more
-// after the runner check with a cheap Exec of `true`, which reinstalls a missing or foreign runner:
-// OpenChannel runs no check). The runner version the report names goes to
-// GuestControl::NoteRunnerVersion, which spares the connection its runner check. Returns the
-// checked report. Timeout when `timeout` passed first (the guest may have applied part of it);
-// Unavailable when the guest could not be reached; Internal with the guest's one-line reason
-// when a step failed or it sent anything malformed; PermissionDenied when it did not run as
-// root.
+// through sudo (and, should that fail, once more after the runner check with a cheap Exec of
+// `true`, which reinstalls a missing or foreign runner: OpenChannel runs no check). The runner
+// version the report names goes to GuestControl::NoteRunnerVersion, which spares the connection its
+// runner check. Returns the checked report. Timeout when `timeout` passed first (the guest may have
+// applied part of it); Unavailable when the guest could not be reached; Internal with the guest's
+// one-line reason when a step failed or it sent anything malformed; PermissionDenied when it did
+// not run as root.
 Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string_view vm_id,
                                                const GuestIdentity& identity,
                                                std::chrono::milliseconds timeout);

@@ -141,14 +141,15 @@ static bool already_waiting(void) {
   return strcmp(comm, "warren-run\n") == 0 && lstat(kWaitSocket, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-// Tells a caller whose identity could not start (no child for it) that it failed, the way a
-// finished one is told its status.
-static void refuse_caller(int conn, enum hand_over how) {
+// Tells the caller how its `identity` ended: a last line `exit N` on a direct connection (the
+// channel ends when the connection closes), else one byte its `identity` exits with (the
+// channel ends once both of us closed its descriptors).
+static void tell_status(int conn, enum hand_over how, int status) {
   if (how == kDirect) {
-    dprintf(conn, "exit %d\n", kExitInternal);
+    dprintf(conn, "exit %d\n", status);
     return;
   }
-  unsigned char byte = (unsigned char)kExitInternal;
+  unsigned char byte = (unsigned char)status;
   ssize_t w;
   do {
     w = write(conn, &byte, 1);
@@ -168,17 +169,7 @@ static void run_identity_for(int conn, const int fds[3], enum hand_over how) {
   close(STDIN_FILENO);
   close(STDOUT_FILENO);
   close(STDERR_FILENO);
-  if (how == kDirect) {
-    // The host reads this last line; the channel ends when the connection closes.
-    dprintf(conn, "exit %d\n", status);
-  } else {
-    // The caller exits with this; the channel ends once both of us closed its descriptors.
-    unsigned char byte = (unsigned char)status;
-    ssize_t w;
-    do {
-      w = write(conn, &byte, 1);
-    } while (w < 0 && errno == EINTR);
-  }
+  tell_status(conn, how, status);
   _exit(status);
 }
 
@@ -220,7 +211,7 @@ static void serve_callers(int listener, uid_t allowed) {
       close(listener);
       run_identity_for(conn, fds, how);
     }
-    if (child < 0) refuse_caller(conn, how);
+    if (child < 0) tell_status(conn, how, kExitInternal);  // no child to run it
     for (int i = 0; i < 3 && how == kDescriptors; i++) close(fds[i]);
     close(conn);
     while (child > 0 && waitpid(child, NULL, 0) < 0 && errno == EINTR) {
