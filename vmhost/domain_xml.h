@@ -42,6 +42,12 @@ inline constexpr int kEmulatorQuotaPercent = 20;
 // <cputune><shares> of a domain with `cpus` vCPUs (also what a resize sets).
 int CpuSharesFor(int cpus);
 
+// libvirt's namespace for QEMU-specific domain XML (<qemu:capabilities>).
+inline constexpr std::string_view kQemuDomainNamespace = "http://libvirt.org/schemas/domain/qemu/1.0";
+// The QEMU capability every domain turns off for libvirt: with it, libvirt reads a started
+// guest's CPU back one feature at a time (DomainXml says why and what it costs).
+inline constexpr std::string_view kSlowCpuReadBackCapability = "cpu-unavailable-features";
+
 // The translation-block cache of every TCG domain, in MiB (<features><tcg><tb-cache>).
 // QEMU 7.2 sizes it at 1 GiB by default, and translated code is most of an idle TCG VM's RSS;
 // 128 MiB keeps a booted Debian guest near 430 MB with no slower boot (tests/bench/vm_new.py
