@@ -43,7 +43,8 @@ inline constexpr int kEmulatorQuotaPercent = 20;
 int CpuSharesFor(int cpus);
 
 // libvirt's namespace for QEMU-specific domain XML (<qemu:capabilities>).
-inline constexpr std::string_view kQemuDomainNamespace = "http://libvirt.org/schemas/domain/qemu/1.0";
+inline constexpr std::string_view kQemuDomainNamespace =
+    "http://libvirt.org/schemas/domain/qemu/1.0";
 // The QEMU capability every domain turns off for libvirt: with it, libvirt reads a started
 // guest's CPU back one feature at a time (DomainXml says why and what it costs).
 inline constexpr std::string_view kSlowCpuReadBackCapability = "cpu-unavailable-features";
