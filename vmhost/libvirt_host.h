@@ -389,10 +389,13 @@ class LibvirtHost final : public VmHost {
   // or live copy's memory: fed through a FIFO), or a volume on a remote host, restored there in
   // place (RestoreOnRemoteHost) — `remote_save` names a template's in the templates pool or,
   // `in_vm_dir`, the VM's own in its directory (a live copy's memory, live_copy_memory.h).
+  // `bare_stream`: memory_fd holds QEMU's migration stream alone, no libvirt header (a live
+  // copy's here, qemu_memory_migration.h).
   struct RestoreSource {
     int memory_fd = -1;
     std::string remote_save;
     bool in_vm_dir = false;
+    bool bare_stream = false;
   };
   // CreateFromTemplate's and its remote twin's common part, once the template, its header and
   // the image are known: the clone's disk over the base, its seed and key, its restore.
@@ -400,9 +403,10 @@ class LibvirtHost final : public VmHost {
                                   const SaveImageHeader& header, const GuestImage& image,
                                   const RestoreSource& source,
                                   std::chrono::steady_clock::time_point t0);
-  // virDomainRestoreFlags of `rewritten` fed through a FIFO in DATA/tmp from `memory_fd`.
+  // virDomainRestoreFlags of `rewritten` fed through a FIFO in DATA/tmp from `source`'s
+  // memory_fd (a save image, or with `bare_stream` QEMU's migration stream alone).
   Status RestoreThroughFifo(const Conn& conn, const std::string& id,
-                            const SaveImageHeader& rewritten, int memory_fd,
+                            const SaveImageHeader& rewritten, const RestoreSource& source,
                             const std::string& restoring);
   // A remote host's templates pool: per template "<stem>.save" (the save image) and
   // "<stem>.json" (its TemplateFile, written last). `current` holds the newest complete
@@ -449,6 +453,16 @@ class LibvirtHost final : public VmHost {
                                      DomainDefinition def, const SaveImageHeader& header,
                                      const RestoreSource& source, std::string_view what,
                                      Rollback& rollback);
+  // CopyLive's snapshot and restore on this machine, the copy's files made (`fork`,
+  // `config`): pauses running `src`, snapshots its disk onto fork.source_top, has its QEMU
+  // write its memory into `memory_path` (qemu_memory_migration.h), resumes it (also on any
+  // way out), then RestoreAsNewDomain restores the copy from that file under `live`, the
+  // source's migratable definition. `how` says where the time went. Returns the restore's ms.
+  Result<int64_t> StreamLiveCopy(const Conn& conn, virDomainPtr src, std::string_view source_id,
+                                 DiskFork& fork, const std::string& memory_path,
+                                 const DomainConfig& config, DomainDefinition live,
+                                 const std::string& restoring, Rollback& rollback,
+                                 std::string* how);
 
   // WatchStates (libvirt_host_watch.cc).
   // Registers for events on `conn` unless registered there already.

@@ -10,8 +10,12 @@
 // own directory on a remote host, rewritten and restored in place there). The copy runs the
 // source's processes; the caller has the guest take the copy's identity
 // (vmhost/guest/identity.h).
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -22,6 +26,7 @@
 #include "vmhost/libvirt_host.h"
 #include "vmhost/libvirt_xml.h"
 #include "vmhost/live_copy_memory.h"
+#include "vmhost/qemu_memory_migration.h"
 #include "vmhost/save_image.h"
 #include "vmhost/seed_image.h"
 
@@ -70,6 +75,36 @@ class UncappedWhileThis {
   std::string id_;
 };
 
+// The source resumed once, by whichever comes first: Now() once its memory is written, or
+// this going away (any way out before that, whose failure to resume is only logged).
+class ResumedOnce {
+ public:
+  ResumedOnce(virDomainPtr dom, std::string_view id) : dom_(dom), id_(id) {}
+  ResumedOnce(const ResumedOnce&) = delete;
+  ResumedOnce& operator=(const ResumedOnce&) = delete;
+  ~ResumedOnce() {
+    Now();
+    if (!status_.ok()) LogWarn("vmhost: " + status_.ToString());
+  }
+  void Now() {
+    if (dom_ == nullptr) return;
+    if (virDomainResume(dom_) < 0) {
+      status_ = LibvirtError("resuming vm " + id_ + " after its live copy's snapshot");
+    }
+    dom_ = nullptr;
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  virDomainPtr dom_;
+  std::string id_;
+  Status status_;
+};
+
+// How long QEMU may take to write a paused VM's memory into a file (seconds for the largest
+// shapes; a stuck one is cancelled and the copy fails, the source resumed).
+constexpr std::chrono::milliseconds kLiveCopyMigrationTimeout{120'000};
+
 }  // namespace
 
 Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpec& spec) {
@@ -89,7 +124,10 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
                     std::string(VmStateName(state)));
   }
   // The copy runs the source's machine: the devices its memory stream was saved with.
-  LibvirtString live_xml(virDomainGetXMLDesc(src, 0));
+  // Its migratable form: what libvirt writes into a save image, which a live copy here restores
+  // from (StreamLiveCopy).
+  LibvirtString live_xml(
+      virDomainGetXMLDesc(src, VIR_DOMAIN_XML_SECURE | VIR_DOMAIN_XML_MIGRATABLE));
   if (!live_xml) return LibvirtError("reading the definition of vm " + std::string(source_id));
   WARREN_ASSIGN_OR_RETURN(DomainDefinition live, DomainDefinition::Parse(live_xml.get()));
   const bool source_has_nic = !live.InterfaceXmls("user").empty();
@@ -112,6 +150,18 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   // The image as this host boots it (the source's: a remote host has it in its store).
   WARREN_ASSIGN_OR_RETURN(GuestImage image, HostImage(conn, image_ref, fork.qemu));
 
+  // The copy's own key, seed and definition first: none of it needs the source paused.
+  // The disk carries the source's host key: the copy gets its own, through its seed.
+  VmSpec own = spec;
+  own.image = image.ref;
+  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub, ScratchDir()));
+  WARREN_ASSIGN_OR_RETURN(std::string seed, MakeSeed(conn, own, fork.qemu));
+  DomainConfig config = ConfigFor(own, image, fork.copy_top.path, seed, fork.qemu);
+  if (spec.egress == Egress::kAll) {
+    WARREN_ASSIGN_OR_RETURN(config.mac, NewGuestMac());
+  }
+  const std::string restoring = "as a live copy of vm " + std::string(source_id);
+
   // Where the memory goes: deleted when `memory` goes (before the rollback, if one runs).
   std::unique_ptr<LiveCopyMemory> memory;
   if (remote_) {
@@ -123,34 +173,36 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
         (fs::path(options_.data_dir) / "tmp" / ("live-" + spec.id + ".save")).string());
   }
   const auto snapshot_t0 = std::chrono::steady_clock::now();
-  {
-    UncappedWhileThis uncapped(src, source_id);
-    Status snapped = SnapshotOnto(src, source_id, fork.source_top.path, memory->path());
-    uncapped.Recap();
-    WARREN_RETURN_IF_ERROR(snapped);
+  std::string how;
+  int64_t restore_ms = 0;
+  if (remote_) {
+    // libvirt's snapshot with memory, then the restore from its file, there.
+    {
+      UncappedWhileThis uncapped(src, source_id);
+      Status snapped = SnapshotOnto(src, source_id, fork.source_top.path, memory->path());
+      uncapped.Recap();
+      WARREN_RETURN_IF_ERROR(snapped);
+    }
+    *fork.source_top_kept = true;  // the source runs on it now, whatever happens to the copy
+    const int64_t snapshot_ms = MillisSince(snapshot_t0);
+    // libvirt wrote it; still read as possibly damaged (save_image.h checks every field).
+    Result<SaveImageHeader> header = memory->ReadHeader();
+    if (!header.ok()) {
+      return header.status().Annotate("the memory of vm " + std::string(source_id));
+    }
+    WARREN_ASSIGN_OR_RETURN(DomainDefinition saved, DomainDefinition::Parse(header->domain_xml));
+    WARREN_ASSIGN_OR_RETURN(
+        restore_ms,
+        RestoreAsNewDomain(conn, config, std::move(saved), *header,
+                           RestoreSource{-1, memory->volume(), true}, restoring, rollback));
+    how = "the snapshot " + std::to_string(snapshot_ms) +
+          " ms with the source paused for most of it, memory " + std::to_string(memory->bytes()) +
+          " bytes, the restore " + std::to_string(restore_ms) + " ms";
+  } else {
+    WARREN_ASSIGN_OR_RETURN(restore_ms,
+                            StreamLiveCopy(conn, src, source_id, fork, memory->path(), config,
+                                           std::move(live), restoring, rollback, &how));
   }
-  *fork.source_top_kept = true;  // the source runs on it now, whatever happens to the copy
-  const int64_t snapshot_ms = MillisSince(snapshot_t0);
-
-  // libvirt wrote it; still read as possibly damaged (save_image.h checks every field).
-  Result<SaveImageHeader> header = memory->ReadHeader();
-  if (!header.ok()) return header.status().Annotate("the memory of vm " + std::string(source_id));
-  WARREN_ASSIGN_OR_RETURN(DomainDefinition saved, DomainDefinition::Parse(header->domain_xml));
-
-  // The disk carries the source's host key: the copy gets its own, through its seed.
-  VmSpec own = spec;
-  own.image = image.ref;
-  WARREN_RETURN_IF_ERROR(EnsureSshHostKey(own.ssh_host_key, own.ssh_host_key_pub, ScratchDir()));
-  WARREN_ASSIGN_OR_RETURN(std::string seed, MakeSeed(conn, own, fork.qemu));
-  DomainConfig config = ConfigFor(own, image, fork.copy_top.path, seed, fork.qemu);
-  if (spec.egress == Egress::kAll) {
-    WARREN_ASSIGN_OR_RETURN(config.mac, NewGuestMac());
-  }
-  WARREN_ASSIGN_OR_RETURN(
-      const int64_t restore_ms,
-      RestoreAsNewDomain(conn, config, std::move(saved), *header,
-                         RestoreSource{memory->fd(), memory->volume(), remote_},
-                         "as a live copy of vm " + std::string(source_id), rollback));
   rollback.Commit();
   chains_.MaybeFlatten(src, source_id);
   if (Result<DomainHandle> copy = LookupDomain(conn, spec.id); copy.ok()) {
@@ -161,11 +213,59 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   r.host_key_pub = own.ssh_host_key_pub;
   r.restore_ms = MillisSince(t0);
   LogInfo("vmhost: vm " + spec.id + " copied live from vm " + std::string(source_id) + " in " +
-          std::to_string(r.restore_ms) + " ms (the snapshot " + std::to_string(snapshot_ms) +
-          " ms with the source paused for most of it, memory " + std::to_string(memory->bytes()) +
-          " bytes, the restore " + std::to_string(restore_ms) + " ms)" +
+          std::to_string(r.restore_ms) + " ms (" + how + ")" +
           (remote_ ? " on " + options_.uri : ""));
   return r;
+}
+
+Result<int64_t> LibvirtHost::StreamLiveCopy(const Conn& conn, virDomainPtr src,
+                                            std::string_view source_id, DiskFork& fork,
+                                            const std::string& memory_path,
+                                            const DomainConfig& config, DomainDefinition live,
+                                            const std::string& restoring, Rollback& rollback,
+                                            std::string* how) {
+  UniqueFd file(::open(memory_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!file.valid()) {
+    return Internal("making " + memory_path + ": " + std::strerror(errno));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  UncappedWhileThis uncapped(src, source_id);
+  if (virDomainSuspend(src) < 0) {
+    return LibvirtError("pausing vm " + std::string(source_id) + " for its live copy");
+  }
+  // Runs again whatever happens from here: once its memory is written, or on the way out.
+  ResumedOnce resumed(src, source_id);
+  // Its disk first, the guest paused: the copy's chain stands on the top it leaves, which
+  // only then is no longer open for writing (QEMU's image locks).
+  WARREN_RETURN_IF_ERROR(SnapshotOnto(src, source_id, fork.source_top.path));
+  *fork.source_top_kept = true;  // the source runs on it now, whatever happens to the copy
+  const int64_t disk_ms = MillisSince(t0);
+
+  // Then its memory, into the file: QEMU's migration stream alone, written by the source's
+  // own QEMU (uncapped), with no libvirt_iohelper in between. The source runs on once it is.
+  Result<int64_t> written =
+      MigrateMemoryToFile(src, source_id, file.get(), kLiveCopyMigrationTimeout);
+  uncapped.Recap();
+  resumed.Now();
+  const int64_t paused_ms = MillisSince(t0);
+  if (!written.ok()) {
+    return written.status().Annotate("the memory of vm " + std::string(source_id));
+  }
+  WARREN_RETURN_IF_ERROR(resumed.status());
+
+  // The copy restored from it, behind the header libvirt would have written: the source's live
+  // definition in its migratable form (RestoreAsNewDomain makes it the copy's).
+  SaveImageHeader header;
+  header.domain_xml = live.ToXml();
+  WARREN_ASSIGN_OR_RETURN(
+      const int64_t restore_ms,
+      RestoreAsNewDomain(conn, config, std::move(live), header,
+                         RestoreSource{file.get(), "", false, /*bare_stream=*/true}, restoring,
+                         rollback));
+  *how = "the source paused " + std::to_string(paused_ms) + " ms: its disk " +
+         std::to_string(disk_ms) + " ms, then its memory, " + std::to_string(*written) +
+         " bytes; the restore " + std::to_string(restore_ms) + " ms";
+  return restore_ms;
 }
 
 }  // namespace warren

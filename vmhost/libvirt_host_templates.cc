@@ -82,8 +82,8 @@ Result<TemplateFile> ReadTemplate(const fs::path& dir) {
 
 // Feeds the rewritten save image into `fifo` once libvirt opens it for reading. Gives up
 // (Cancelled) when `stop` is set before a reader came.
-Status FeedFifo(const std::string& fifo, int template_fd, const SaveImageHeader& header,
-                const std::atomic<bool>& stop) {
+Status FeedFifo(const std::string& fifo, int memory_fd, bool bare_stream,
+                const SaveImageHeader& header, const std::atomic<bool>& stop) {
   int fd = -1;
   while (true) {
     // Non-blocking: an open for writing fails with ENXIO until a reader has it open, so a
@@ -101,7 +101,8 @@ Status FeedFifo(const std::string& fifo, int template_fd, const SaveImageHeader&
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
     return Internal("setting " + fifo + " blocking: " + std::strerror(errno));
   }
-  return WriteRewrittenSave(template_fd, header, out.get());
+  if (bare_stream) return WriteStreamAsSave(header, memory_fd, out.get());
+  return WriteRewrittenSave(memory_fd, header, out.get());
 }
 
 int64_t MillisSince(std::chrono::steady_clock::time_point t0) {
@@ -372,8 +373,8 @@ Result<RestoredVm> LibvirtHost::RestoreClone(const VmSpec& spec, const TemplateF
 }
 
 Status LibvirtHost::RestoreThroughFifo(const Conn& conn, const std::string& id,
-                                       const SaveImageHeader& rewritten, int memory_fd,
-                                       const std::string& restoring) {
+                                       const SaveImageHeader& rewritten,
+                                       const RestoreSource& source, const std::string& restoring) {
   const fs::path tmp = fs::path(options_.data_dir) / "tmp";
   std::error_code ec;
   fs::create_directories(tmp, ec);
@@ -384,7 +385,8 @@ Status LibvirtHost::RestoreThroughFifo(const Conn& conn, const std::string& id,
   }
   std::atomic<bool> stop{false};
   Status fed;
-  std::thread feeder([&] { fed = FeedFifo(fifo, memory_fd, rewritten, stop); });
+  std::thread feeder(
+      [&] { fed = FeedFifo(fifo, source.memory_fd, source.bare_stream, rewritten, stop); });
   const int rc = virDomainRestoreFlags(conn.get(), fifo.c_str(), nullptr, VIR_DOMAIN_SAVE_RUNNING);
   Status restored = rc < 0 ? LibvirtError(restoring) : Status::Ok();
   stop = true;
@@ -428,7 +430,7 @@ Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainCo
   const auto t0 = std::chrono::steady_clock::now();
   const std::string restoring = "restoring vm " + id + " " + std::string(what);
   Status restored = source.remote_save.empty()
-                        ? RestoreThroughFifo(conn, id, rewritten, source.memory_fd, restoring)
+                        ? RestoreThroughFifo(conn, id, rewritten, source, restoring)
                         : RestoreOnRemoteHost(conn, id, rewritten, source, restoring);
   const int64_t restore_ms = MillisSince(t0);
   // A restore cut short may still have left a domain (transient) behind.

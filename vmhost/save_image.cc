@@ -327,18 +327,21 @@ Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes) {
   return h;
 }
 
-Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int out_fd) {
-  WARREN_RETURN_IF_ERROR(CheckEncodable(header));
+namespace {
+
+// Writes `head`, then the migration stream in regular file `template_fd` from offset `start`
+// to its end (checked to begin with "QEVM"); `what` names the file in errors.
+Status CopyStream(int template_fd, uint64_t start, std::string_view head, int out_fd,
+                  const std::string& what) {
   struct stat st {};
-  if (fstat(template_fd, &st) != 0) return Internal("save template: fstat: " + Errno(errno));
-  if (!S_ISREG(st.st_mode)) return Internal("save template: not a regular file");
+  if (fstat(template_fd, &st) != 0) return Internal(what + ": fstat: " + Errno(errno));
+  if (!S_ISREG(st.st_mode)) return Internal(what + ": not a regular file");
   const uint64_t end = static_cast<uint64_t>(st.st_size);
-  const uint64_t start = header.stream_offset;
-  if (start < kSaveImageHeaderBytes || end < start + kQemuStreamMagic.size()) {
-    return Internal("save template: no migration stream at offset " + std::to_string(start) +
-                    " of its " + std::to_string(end) + " bytes");
+  if (end < start + kQemuStreamMagic.size()) {
+    return Internal(what + ": no migration stream at offset " + std::to_string(start) + " of its " +
+                    std::to_string(end) + " bytes");
   }
-  // A stream offset that is not where the template's data ends would splice the wrong bytes
+  // An offset that is not where the template's data ends would splice the wrong bytes
   // after the new header: libvirt would take them for QEMU's and the restore fail late.
   char magic[4];
   ssize_t r;
@@ -347,13 +350,13 @@ Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int ou
   } while (r < 0 && errno == EINTR);
   if (r != static_cast<ssize_t>(sizeof(magic)) ||
       std::string_view(magic, sizeof(magic)) != kQemuStreamMagic) {
-    return Internal("save template: no QEMU migration stream (\"QEVM\") at offset " +
+    return Internal(what + ": no QEMU migration stream (\"QEVM\") at offset " +
                     std::to_string(start));
   }
 
   ScopedSigpipeBlock guard;
   uint64_t written = 0;
-  WARREN_RETURN_IF_ERROR(WriteAll(out_fd, EncodeSaveImageHeader(header), &written, &guard));
+  WARREN_RETURN_IF_ERROR(WriteAll(out_fd, head, &written, &guard));
 
   // The stream, by offset (the template fd's position is never used, so calls may share it).
   // sendfile moves it in the kernel into a file, a pipe or a socket; a target it refuses
@@ -386,18 +389,35 @@ Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int ou
     if (buffer.empty()) buffer.resize(kFallbackBufferBytes);
     ssize_t n = pread(template_fd, buffer.data(), std::min(want, buffer.size()), at);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      return Internal("save template: read at " + std::to_string(at) + ": " + Errno(errno));
+    if (n < 0) return Internal(what + ": read at " + std::to_string(at) + ": " + Errno(errno));
     if (n == 0) break;
     WARREN_RETURN_IF_ERROR(WriteAll(out_fd, std::string_view(buffer.data(), static_cast<size_t>(n)),
                                     &written, &guard));
     at += n;
   }
   if (static_cast<uint64_t>(at) < end) {
-    return Internal("save template: ended at byte " + std::to_string(at) + " of the " +
+    return Internal(what + ": ended at byte " + std::to_string(at) + " of the " +
                     std::to_string(end) + " it had when the copy began");
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int out_fd) {
+  WARREN_RETURN_IF_ERROR(CheckEncodable(header));
+  // A template's stream follows its own header.
+  if (header.stream_offset < kSaveImageHeaderBytes) {
+    return Internal("save template: no migration stream at offset " +
+                    std::to_string(header.stream_offset));
+  }
+  return CopyStream(template_fd, header.stream_offset, EncodeSaveImageHeader(header), out_fd,
+                    "save template");
+}
+
+Status WriteStreamAsSave(const SaveImageHeader& header, int stream_fd, int out_fd) {
+  WARREN_RETURN_IF_ERROR(CheckEncodable(header));
+  return CopyStream(stream_fd, 0, EncodeSaveImageHeader(header), out_fd, "memory stream");
 }
 
 }  // namespace warren

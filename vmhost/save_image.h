@@ -94,4 +94,11 @@ Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes);
 // libvirt or QEMU gave up; SIGPIPE is never raised) or another write fails.
 Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int out_fd);
 
+// Writes `header` encoded (EncodeSaveImageHeader: its stream_offset is not used), then the
+// whole of `stream_fd`, a regular file holding QEMU's migration stream alone from its offset 0
+// (read by offset, as WriteRewrittenSave reads a template): a live copy's memory as its
+// source's QEMU wrote it (qemu_memory_migration.h), restored as libvirt would restore a save.
+// `out_fd` and the errors as for WriteRewrittenSave.
+Status WriteStreamAsSave(const SaveImageHeader& header, int stream_fd, int out_fd);
+
 }  // namespace warren

@@ -4,7 +4,8 @@ the tiny image: a running VM copied with its memory.
 
 A web server started by hand in the source (busybox httpd in a session of its own, serving a
 file from /tmp, a tmpfs: in memory only) answers in the copy without anyone starting it there:
-the copy never booted (its uptime runs on from the source's). The copy has its own hostname, SSH host key and MAC; writes after
+the copy never booted (its uptime runs on from the source's). The source's QEMU wrote its memory
+into a file itself (not libvirt's snapshot). The copy has its own hostname, SSH host key and MAC; writes after
 the copy do not cross either way; `stat --json` says made=live-copy; QEMU's own threads of both
 are capped again after the copy; no memory file is left in DATA/tmp. --live of a stopped VM
 copies its disk as a plain cp does and says so. Prints the time of a whole `cp --live` against
@@ -128,6 +129,13 @@ class LiveCopyTest(LiveCopyChecks, VmTestCase):
             if "copied live from" in line:  # the host's breakdown: snapshot, memory, restore
                 print("[timing] " + line.split("vmhost: ", 1)[-1])
 
+        # On this machine the source's own QEMU wrote its memory into a file warren opened (no
+        # libvirt snapshot with memory), its disk snapshotted first, the source paused only
+        # for those two (qemu_memory_migration.h).
+        self.assertRegex(self.server.log(), r"(?m)vm %s copied live from vm %s in \d+ ms \(the "
+                         r"source paused \d+ ms: its disk \d+ ms, then its memory, [1-9]\d* "
+                         r"bytes; the restore \d+ ms\)$" % (re.escape(self.vm_id("lc-copy")),
+                                                          re.escape(self.vm_id("lc-src"))))
         # Its source was booted (a shape of its own): no root process waited in it, so the
         # copy's identity went through sudo once the waiter's socket answered nothing.
         self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "

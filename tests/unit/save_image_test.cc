@@ -411,6 +411,38 @@ TEST(SaveImageTest, ARewriteRefusesBadInput) {
   EXPECT_EQ(lseek(out.get(), 0, SEEK_END), 0);
 }
 
+// A live copy's memory: QEMU's stream alone in a file (qemu_memory_migration.h), restored
+// behind a header written for it, as libvirt would have saved it.
+TEST(SaveImageTest, PutsAHeaderBeforeABareStream) {
+  const std::string stream = Stream(2 << 20);
+  Fd file = MemFile(stream);
+  Fd out = MemFile("");
+  SaveImageHeader h = Header();
+  h.cookie_xml = "";
+  ASSERT_TRUE(WriteStreamAsSave(h, file.get(), out.get()).ok());
+  lseek(out.get(), 0, SEEK_SET);
+  const std::string written = ReadAll(out.get());
+  EXPECT_EQ(written, EncodeSaveImageHeader(h) + stream);
+  Result<SaveImageHeader> back = ReadBytes(written);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->domain_xml, h.domain_xml);
+  EXPECT_EQ(back->cookie_xml, "");
+  EXPECT_EQ(back->stream_offset, EncodeSaveImageHeader(h).size());
+
+  // Refused, nothing written: a file that is not QEMU's stream, an empty one, a bad XML.
+  Fd foreign = MemFile("LibvirtQemudSave" + stream);
+  Fd empty = MemFile("");
+  Fd none = MemFile("");
+  Status st = WriteStreamAsSave(h, foreign.get(), none.get());
+  EXPECT_EQ(st.code(), Code::kInternal);
+  EXPECT_NE(st.message().find("QEVM"), std::string::npos) << st.message();
+  EXPECT_EQ(WriteStreamAsSave(h, empty.get(), none.get()).code(), Code::kInternal);
+  SaveImageHeader bad = h;
+  bad.domain_xml = "";
+  EXPECT_EQ(WriteStreamAsSave(bad, file.get(), none.get()).code(), Code::kInvalidArgument);
+  EXPECT_EQ(lseek(none.get(), 0, SEEK_END), 0);
+}
+
 TEST(SaveImageTest, AReaderThatGoesAwayIsAnErrorNotASignal) {
   // SIGPIPE is left at its default here: a raised one would end the test binary.
   const std::string tmpl = EncodeSaveImageHeader(Header()) + Stream(2 << 20);
