@@ -175,29 +175,40 @@ TEST(CommandRunnerTest, ADeadlineFiresOnceWhileTheTaskRunsAndNeverAfter) {
 // A task that learns it needs longer (ssh --timeout) moves its own deadline later, by the
 // id Submit stored before it ran (the extender a surface hands its session); never earlier.
 TEST(CommandRunnerTest, ATaskMovesItsDeadlineLaterFromItsOwnThread) {
+  using Clock = std::chrono::steady_clock;
   CommandRunner runner;
   Gate gate;
   std::atomic<int> fired{0};
   std::atomic<bool> moved{false};
+  // Told by time stamps, not by how long the test slept: a loaded machine oversleeps.
+  std::atomic<Clock::rep> extended_at{0}, fired_at{0};
   std::function<void(int64_t)> extend;  // what a surface puts in CommandSession
   CommandTask slow = Task("alice", [&] {
+    extended_at = Clock::now().time_since_epoch().count();
     extend(10);  // earlier than its deadline: no effect
-    extend(400);
+    extend(600);
     moved = true;
     gate.Wait();
   });
   extend = runner.DeadlineExtender(slow);
   std::shared_ptr<std::atomic<uint64_t>> id = slow.id;
-  slow.deadline = std::chrono::steady_clock::now() + 100ms;
-  slow.on_deadline = [&] { ++fired; };
+  const Clock::time_point submitted = Clock::now();
+  slow.deadline = submitted + 300ms;
+  slow.on_deadline = [&] {
+    fired_at = Clock::now().time_since_epoch().count();
+    ++fired;
+  };
   ASSERT_TRUE(runner.Submit(std::move(slow)).ok());
   EXPECT_NE(id->load(), 0u);
-  for (int i = 0; i < 200 && !moved; ++i) std::this_thread::sleep_for(5ms);
-  std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(fired.load(), 0) << "fired at the old deadline";
-  for (int i = 0; i < 200 && fired.load() == 0; ++i) std::this_thread::sleep_for(5ms);
-  EXPECT_EQ(fired.load(), 1);
-  runner.ExtendDeadline(*id, std::chrono::steady_clock::now() + 1s);  // fired: nothing
+  for (int i = 0; i < 1000 && fired.load() == 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(fired.load(), 1);
+  ASSERT_TRUE(moved.load());
+  ASSERT_LT(Clock::time_point(Clock::duration(extended_at.load())), submitted + 300ms)
+      << "the task started after its first deadline: nothing to move";
+  // Not at the old deadline: no sooner than 600 ms after the task asked for more.
+  const Clock::duration waited{fired_at.load() - extended_at.load()};
+  EXPECT_GE(waited, 600ms) << "fired at the old deadline";
+  runner.ExtendDeadline(*id, Clock::now() + 1s);  // fired: nothing
   gate.Open();
   EXPECT_TRUE(runner.Stop());
   EXPECT_EQ(fired.load(), 1);
