@@ -342,9 +342,12 @@ TEST_F(RemoteHostTest, VmsLiveAndDieOnTheRemoteHost) {
     EXPECT_TRUE(fs::exists(files + "/vms/bbbb0003/seed.img"));
     EXPECT_FALSE(fs::exists(files + "/vms/bbbb0003/live.save"));
   }
-  // A failure half-way, after the snapshot (here the copy's seed cannot be built: a host
-  // object whose mkfs fails), leaves nothing of the copy there — no domain, directory, memory
-  // file, disk layer or pool — and the source runs on, on the fresh top the snapshot gave it.
+  // A failure half-way (here the copy's seed cannot be built: a host object whose mkfs fails;
+  // the copy's files are made before the source is snapshotted, so it is not) leaves nothing
+  // of the copy there — no domain, directory, memory file, disk layer or pool — and the source
+  // runs on, on the chain it had.
+  Result<std::vector<std::string>> chain_before = host_->DiskChain("bbbb0001");
+  ASSERT_TRUE(chain_before.ok()) << chain_before.status().ToString();
   {
     LibvirtHostOptions broken = GetRemoteLibvirtEnv().HostOptions();
     broken.mkfs = "false";
@@ -358,7 +361,8 @@ TEST_F(RemoteHostTest, VmsLiveAndDieOnTheRemoteHost) {
   }
   EXPECT_EQ(host_->Inspect("bbbb0005").status().code(), Code::kNotFound);
   EXPECT_EQ(host_->Inspect("bbbb0001")->state, VmState::kRunning);
-  EXPECT_EQ(host_->DiskChain("bbbb0003")->at(1), host_->DiskChain("bbbb0001")->at(2));
+  EXPECT_EQ(host_->DiskChain("bbbb0003")->at(1), host_->DiskChain("bbbb0001")->at(1));
+  EXPECT_EQ(*host_->DiskChain("bbbb0001"), *chain_before);
   Remote after_failure = Look();
   EXPECT_EQ(after_failure.domains.size(), 3u);
   for (const std::string& pool : after_failure.pools) {
