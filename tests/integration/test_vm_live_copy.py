@@ -132,10 +132,11 @@ class LiveCopyTest(LiveCopyChecks, VmTestCase):
         # On this machine the source's own QEMU wrote its memory into a file warren opened (no
         # libvirt snapshot with memory), its disk snapshotted first, the source paused only
         # for those two (qemu_memory_migration.h).
-        self.assertRegex(self.server.log(), r"(?m)vm %s copied live from vm %s in \d+ ms \(the "
-                         r"source paused \d+ ms: its disk \d+ ms, then its memory, [1-9]\d* "
-                         r"bytes; the restore \d+ ms\)$" % (re.escape(self.vm_id("lc-copy")),
-                                                          re.escape(self.vm_id("lc-src"))))
+        self.assertRegex(
+            self.server.log(),
+            r"(?m)vm %s copied live from vm %s in \d+ ms \(the copy's files \d+ ms, the source "
+            r"paused \d+ ms: its disk \d+ ms, then its memory, [1-9]\d* bytes; the restore \d+ "
+            r"ms\)$" % (re.escape(self.vm_id("lc-copy")), re.escape(self.vm_id("lc-src"))))
         # Its source was booted (a shape of its own): no root process waited in it, so the
         # copy's identity went through sudo once the waiter's socket answered nothing.
         self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "
