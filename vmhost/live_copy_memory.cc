@@ -1,10 +1,5 @@
 #include "vmhost/live_copy_memory.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "lobby/base/log.h"
@@ -35,7 +30,6 @@ std::unique_ptr<LiveCopyMemory> LiveCopyMemory::InCopyDirectory(virConnectPtr co
 }
 
 LiveCopyMemory::~LiveCopyMemory() {
-  fd_.reset();
   if (!pool_) {
     std::error_code ec;
     fs::remove(path_, ec);
@@ -56,13 +50,7 @@ LiveCopyMemory::~LiveCopyMemory() {
 }
 
 Result<SaveImageHeader> LiveCopyMemory::ReadHeader() {
-  if (!pool_) {
-    fd_.reset(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd_.get() < 0) return Internal("opening " + path_ + ": " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd_.get(), &st) == 0) bytes_ = st.st_size;
-    return ReadSaveImageHeader(fd_.get());
-  }
+  if (!pool_) return Internal(path_ + " holds QEMU's migration stream alone, no header");
   if (virStoragePoolRefresh(pool_.get(), 0) < 0) return LibvirtError("finding " + path_);
   StorageVolHandle vol(virStorageVolLookupByName(pool_.get(), kVolumeName));
   if (!vol) return LibvirtError("finding " + path_);

@@ -1,13 +1,15 @@
 // A live copy's memory file (LibvirtHost::CopyLive, libvirt_host_live_copy.cc): where the
-// snapshot of the running source writes its memory and device state (a libvirt save image,
-// save_image.h), its header read back and checked, what the copy's restore reads — and the
-// file deleted when this goes, whatever happened meanwhile (it may never have been written).
-// The one thing a live copy does differently on the two kinds of host:
-//   this machine's: a file here, DATA/tmp/live-<copy id>.save, opened once written: the
-//                   restore feeds it to libvirt through a FIFO (LibvirtHost::RestoreThroughFifo);
+// running source's memory and device state are written, what the copy's restore reads — and
+// the file deleted when this goes, whatever happened meanwhile (it may never have been
+// written). The one thing a live copy does differently on the two kinds of host:
+//   this machine's: a file here, DATA/tmp/live-<copy id>.save, into which the source's QEMU
+//                   writes its migration stream alone (LibvirtHost::StreamLiveCopy opens it
+//                   and hands it over: qemu_memory_migration.h); the restore feeds it to
+//                   libvirt behind a header through a FIFO (LibvirtHost::RestoreThroughFifo);
 //   a remote one:   a volume in the copy's own directory there, DATA/vms/<copy id>/live.save,
-//                   reached through libvirt alone: its header read through the storage API
-//                   (volume_io.h), then rewritten in place and restored there
+//                   a libvirt save image (libvirt's snapshot with memory writes it, header
+//                   and all), reached through libvirt alone: its header read through the
+//                   storage API (volume_io.h), then rewritten in place and restored there
 //                   (LibvirtHost::RestoreOnRemoteHost), so the memory never crosses the
 //                   network. Were it left behind, the copy's directory would take it along
 //                   (LibvirtHost::RemoveFiles).
@@ -19,7 +21,6 @@
 #include <string>
 
 #include "lobby/base/status.h"
-#include "lobby/base/unique_fd.h"
 #include "vmhost/libvirt_handles.h"
 
 namespace warren {
@@ -42,23 +43,22 @@ class LiveCopyMemory {
   // Deletes the file, if there is one; a failure is only logged.
   ~LiveCopyMemory();
 
-  // Where the snapshot writes it: a path on the VM's host.
+  // Where the memory is written: a path on the VM's host.
   const std::string& path() const { return path_; }
-  // Once the snapshot wrote it: its header and data, checked as ReadSaveImageHeader checks
-  // them (the file is libvirt's, but read as possibly damaged).
+  // A remote host's, once libvirt's snapshot wrote it: its header and data, checked as
+  // ReadSaveImageHeader checks them (the file is libvirt's, but read as possibly damaged).
+  // Internal for this machine's file, which holds QEMU's stream alone.
   Result<SaveImageHeader> ReadHeader();
   // Its size in bytes, once ReadHeader read it (0 before, or when it cannot be told).
   int64_t bytes() const { return bytes_; }
-  // What the restore reads: the file open here (-1 on a remote host), or the volume's name in
-  // the copy's directory there (empty on this machine).
-  int fd() const { return fd_.get(); }
+  // What a remote host's restore reads: the volume's name in the copy's directory there
+  // (empty on this machine).
   std::string volume() const { return pool_ ? kVolumeName : ""; }
 
  private:
   LiveCopyMemory() = default;
 
   std::string path_;
-  UniqueFd fd_;
   int64_t bytes_ = 0;
   virConnectPtr conn_ = nullptr;  // a remote host's: the pool's connection
   StoragePoolHandle pool_;        // a remote host's: the copy's directory
