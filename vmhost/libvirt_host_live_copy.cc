@@ -258,12 +258,11 @@ Result<int64_t> LibvirtHost::StreamLiveCopy(const Conn& conn, virDomainPtr src,
   WARREN_RETURN_IF_ERROR(resumed.status());
 
   // The copy restored from it, behind the header libvirt would have written: the source's live
-  // definition in its migratable form (RestoreAsNewDomain makes it the copy's).
-  SaveImageHeader header;
-  header.domain_xml = live.ToXml();
+  // definition in its migratable form, which RestoreAsNewDomain makes the copy's and writes
+  // into the header (a fresh one: raw, running, no cookie).
   WARREN_ASSIGN_OR_RETURN(
       const int64_t restore_ms,
-      RestoreAsNewDomain(conn, config, std::move(live), header,
+      RestoreAsNewDomain(conn, config, std::move(live), SaveImageHeader{},
                          RestoreSource{file.get(), "", false, /*bare_stream=*/true}, restoring,
                          rollback));
   *how = "the source paused " + std::to_string(paused_ms) + " ms: its disk " +

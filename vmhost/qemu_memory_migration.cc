@@ -3,7 +3,9 @@
 #include <libvirt/libvirt-qemu.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -83,7 +85,9 @@ Result<int64_t> MigrateMemoryToFile(virDomainPtr dom, std::string_view id, int f
     const std::string status = info->value("status", std::string());
     if (status == "completed") {
       struct stat st {};
-      if (fstat(file_fd, &st) != 0) return Internal("the memory file: fstat failed");
+      if (fstat(file_fd, &st) != 0) {
+        return Internal(std::string("the memory file: fstat: ") + std::strerror(errno));
+      }
       return static_cast<int64_t>(st.st_size);
     }
     if (status == "failed" || status == "cancelled" || status == "cancelling") {
