@@ -34,6 +34,16 @@ class StateRecorder {
     cv_.wait_for(lock, std::chrono::seconds(15), [&] { return StatesOfLocked(id) == want; });
     return StatesOfLocked(id);
   }
+  // Waits (a few seconds at most) until the last state reported for `id` is `state`; returns
+  // StatesOf(id) then.
+  std::vector<VmState> WaitForLast(const std::string& id, VmState state) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(15), [&] {
+      std::vector<VmState> states = StatesOfLocked(id);
+      return !states.empty() && states.back() == state;
+    });
+    return StatesOfLocked(id);
+  }
   // Waits until `id` got `n` reports in all (repeats counted); returns how many it got.
   size_t WaitForCount(const std::string& id, size_t n) {
     std::unique_lock lock(mu_);

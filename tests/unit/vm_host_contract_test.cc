@@ -139,11 +139,15 @@ TEST_P(VmHostContractTest, WatchStatesReportsTheCopyRunning) {
   StateRecorder second;
   ASSERT_TRUE(host_->WatchStates(second.Listener()).ok());
   ASSERT_TRUE(host_->Pause("aaaa0053").ok());
-  EXPECT_EQ(Names(second.WaitFor("aaaa0053", {S::kPaused})), Names({S::kPaused}));
+  // libvirt may say the copy runs twice (QEMU's resume, then the start), the second after
+  // the listener changed: the second listener may see it running first, and ends paused.
+  const std::vector<VmState> seen = second.WaitForLast("aaaa0053", S::kPaused);
+  EXPECT_TRUE(Names(seen) == Names({S::kPaused}) || Names(seen) == Names({S::kRunning, S::kPaused}))
+      << Names(seen);
   ASSERT_TRUE(host_->WatchStates(nullptr).ok());
   ASSERT_TRUE(host_->Resume("aaaa0053").ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_EQ(Names(second.StatesOf("aaaa0053")), Names({S::kPaused}));
+  EXPECT_EQ(Names(second.StatesOf("aaaa0053")), Names(seen));
   EXPECT_EQ(Names(recorder_.StatesOf("aaaa0053")), Names({S::kRunning}));
 }
 
