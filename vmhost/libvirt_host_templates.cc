@@ -83,7 +83,8 @@ Result<TemplateFile> ReadTemplate(const fs::path& dir) {
 // Feeds the rewritten save image into `fifo` once libvirt opens it for reading. Gives up
 // (Cancelled) when `stop` is set before a reader came.
 Status FeedFifo(const std::string& fifo, int memory_fd, bool bare_stream,
-                const SaveImageHeader& header, const std::atomic<bool>& stop) {
+                const SaveImageHeader& header, const std::atomic<bool>& stop,
+                StreamCopyStats* stats) {
   int fd = -1;
   while (true) {
     // Non-blocking: an open for writing fails with ENXIO until a reader has it open, so a
@@ -101,8 +102,8 @@ Status FeedFifo(const std::string& fifo, int memory_fd, bool bare_stream,
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
     return Internal("setting " + fifo + " blocking: " + std::strerror(errno));
   }
-  if (bare_stream) return WriteStreamAsSave(header, memory_fd, out.get());
-  return WriteRewrittenSave(memory_fd, header, out.get());
+  if (bare_stream) return WriteStreamAsSave(header, memory_fd, out.get(), stats);
+  return WriteRewrittenSave(memory_fd, header, out.get(), stats);
 }
 
 int64_t MillisSince(std::chrono::steady_clock::time_point t0) {
@@ -385,13 +386,19 @@ Status LibvirtHost::RestoreThroughFifo(const Conn& conn, const std::string& id,
   }
   std::atomic<bool> stop{false};
   Status fed;
+  StreamCopyStats stats;
   std::thread feeder(
-      [&] { fed = FeedFifo(fifo, source.memory_fd, source.bare_stream, rewritten, stop); });
+      [&] { fed = FeedFifo(fifo, source.memory_fd, source.bare_stream, rewritten, stop, &stats); });
   const int rc = virDomainRestoreFlags(conn.get(), fifo.c_str(), nullptr, VIR_DOMAIN_SAVE_RUNNING);
   Status restored = rc < 0 ? LibvirtError(restoring) : Status::Ok();
   stop = true;
   feeder.join();
   fs::remove(fifo, ec);
+  if (!stats.whole_because.empty()) {
+    // Slower (QEMU reads every zero page), not wrong: a QEMU other than the one parsed for.
+    LogWarn("vmhost: vm " + id +
+            ": its memory stream went whole, zero pages and all: " + stats.whole_because);
+  }
   if (restored.ok() && fed.ok()) return Status::Ok();
   std::string why = !restored.ok() ? restored.message() : fed.message();
   if (!restored.ok() && !fed.ok() && fed.code() != Code::kCancelled) {

@@ -15,6 +15,8 @@
 #include <ctime>
 #include <vector>
 
+#include "vmhost/migration_stream.h"
+
 namespace warren {
 namespace {
 
@@ -329,12 +331,74 @@ Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes) {
 
 namespace {
 
-// Writes `head`, then the migration stream in regular file `template_fd` from offset `start`
-// to its end (checked to begin with "QEVM"); `what` names the file in errors.
-Status CopyStream(int template_fd, uint64_t start, std::string_view head, int out_fd,
-                  const std::string& what) {
+// Sends bytes [from, to) of regular file `fd` to `out_fd`, by offset (the fd's position is
+// never used, so calls may share it). sendfile moves them in the kernel into a file, a pipe
+// or a socket; a target it refuses before any byte moved falls back to read and write.
+Status SendRange(int fd, uint64_t from, uint64_t to, int out_fd, uint64_t* written,
+                 ScopedSigpipeBlock* guard, const std::string& what) {
+  off_t at = static_cast<off_t>(from);
+  bool use_sendfile = true;
+  std::vector<char> buffer;
+  while (static_cast<uint64_t>(at) < to) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(to - at, kChunkBytes));
+    if (use_sendfile) {
+      ssize_t n = sendfile(out_fd, fd, &at, want);
+      if (n > 0) {
+        *written += static_cast<uint64_t>(n);
+        continue;
+      }
+      if (n == 0) break;  // the file ended early
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        WARREN_RETURN_IF_ERROR(WaitReady(out_fd, POLLOUT));
+        continue;
+      }
+      if ((errno == EINVAL || errno == ENOSYS) && static_cast<uint64_t>(at) == from) {
+        use_sendfile = false;
+        continue;
+      }
+      // EPIPE, or EIO and friends from either side: sendfile does not say which, and a
+      // read error of the stream is as fatal as a write error.
+      return WriteFailed(errno, *written, guard);
+    }
+    if (buffer.empty()) buffer.resize(kFallbackBufferBytes);
+    ssize_t n = pread(fd, buffer.data(), std::min(want, buffer.size()), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Internal(what + ": read at " + std::to_string(at) + ": " + Errno(errno));
+    if (n == 0) break;
+    WARREN_RETURN_IF_ERROR(
+        WriteAll(out_fd, std::string_view(buffer.data(), static_cast<size_t>(n)), written, guard));
+    at += n;
+  }
+  if (static_cast<uint64_t>(at) < to) {
+    return Internal(what + ": ended at byte " + std::to_string(at) + " of the " +
+                    std::to_string(to) + " it had when the copy began");
+  }
+  return Status::Ok();
+}
+
+// The plan for bytes [start, end) of `fd` without their zero pages (migration_stream.h),
+// read through a private read-only mapping; the reason when there is none.
+Result<ZeroPagePlan> PlanStream(int fd, uint64_t start, uint64_t end) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t base = start - start % page;
+  const size_t length = static_cast<size_t>(end - base);
+  void* map = mmap(nullptr, length, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(base));
+  if (map == MAP_FAILED) return Internal("mapping the stream: " + Errno(errno));
+  madvise(map, length, MADV_SEQUENTIAL);
+  Result<ZeroPagePlan> plan = PlanWithoutZeroPages(
+      std::string_view(static_cast<const char*>(map) + (start - base), end - start));
+  munmap(map, length);
+  return plan;
+}
+
+// Writes `head`, then the migration stream in regular file `stream_fd` from offset `start`
+// to its end (checked to begin with "QEVM") without its guest RAM's zero pages when its
+// layout is known (else whole); `what` names the file in errors.
+Status CopyStream(int stream_fd, uint64_t start, std::string_view head, int out_fd,
+                  const std::string& what, StreamCopyStats* stats) {
   struct stat st {};
-  if (fstat(template_fd, &st) != 0) return Internal(what + ": fstat: " + Errno(errno));
+  if (fstat(stream_fd, &st) != 0) return Internal(what + ": fstat: " + Errno(errno));
   if (!S_ISREG(st.st_mode)) return Internal(what + ": not a regular file");
   const uint64_t end = static_cast<uint64_t>(st.st_size);
   if (end < start + kQemuStreamMagic.size()) {
@@ -346,65 +410,42 @@ Status CopyStream(int template_fd, uint64_t start, std::string_view head, int ou
   char magic[4];
   ssize_t r;
   do {
-    r = pread(template_fd, magic, sizeof(magic), static_cast<off_t>(start));
+    r = pread(stream_fd, magic, sizeof(magic), static_cast<off_t>(start));
   } while (r < 0 && errno == EINTR);
   if (r != static_cast<ssize_t>(sizeof(magic)) ||
       std::string_view(magic, sizeof(magic)) != kQemuStreamMagic) {
     return Internal(what + ": no QEMU migration stream (\"QEVM\") at offset " +
                     std::to_string(start));
   }
+  Result<ZeroPagePlan> plan = PlanStream(stream_fd, start, end);
 
   ScopedSigpipeBlock guard;
   uint64_t written = 0;
   WARREN_RETURN_IF_ERROR(WriteAll(out_fd, head, &written, &guard));
-
-  // The stream, by offset (the template fd's position is never used, so calls may share it).
-  // sendfile moves it in the kernel into a file, a pipe or a socket; a target it refuses
-  // before any byte moved falls back to read and write.
-  off_t at = static_cast<off_t>(start);
-  bool use_sendfile = true;
-  std::vector<char> buffer;
-  while (static_cast<uint64_t>(at) < end) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(end - at, kChunkBytes));
-    if (use_sendfile) {
-      ssize_t n = sendfile(out_fd, template_fd, &at, want);
-      if (n > 0) {
-        written += static_cast<uint64_t>(n);
-        continue;
-      }
-      if (n == 0) break;  // the template ended early
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        WARREN_RETURN_IF_ERROR(WaitReady(out_fd, POLLOUT));
-        continue;
-      }
-      if ((errno == EINVAL || errno == ENOSYS) && static_cast<uint64_t>(at) == start) {
-        use_sendfile = false;
-        continue;
-      }
-      // EPIPE, or EIO and friends from either side: sendfile does not say which, and a
-      // template read error is as fatal as a write error.
-      return WriteFailed(errno, written, &guard);
-    }
-    if (buffer.empty()) buffer.resize(kFallbackBufferBytes);
-    ssize_t n = pread(template_fd, buffer.data(), std::min(want, buffer.size()), at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Internal(what + ": read at " + std::to_string(at) + ": " + Errno(errno));
-    if (n == 0) break;
-    WARREN_RETURN_IF_ERROR(WriteAll(out_fd, std::string_view(buffer.data(), static_cast<size_t>(n)),
-                                    &written, &guard));
-    at += n;
+  if (!plan.ok()) {
+    if (stats != nullptr) stats->whole_because = plan.status().message();
+    return SendRange(stream_fd, start, end, out_fd, &written, &guard, what);
   }
-  if (static_cast<uint64_t>(at) < end) {
-    return Internal(what + ": ended at byte " + std::to_string(at) + " of the " +
-                    std::to_string(end) + " it had when the copy began");
+  for (const StreamPiece& piece : plan->pieces) {
+    if (!piece.bytes.empty()) {
+      WARREN_RETURN_IF_ERROR(WriteAll(out_fd, piece.bytes, &written, &guard));
+      continue;
+    }
+    WARREN_RETURN_IF_ERROR(SendRange(stream_fd, start + piece.offset,
+                                     start + piece.offset + piece.length, out_fd, &written, &guard,
+                                     what));
+  }
+  if (stats != nullptr) {
+    stats->zero_pages_dropped = plan->dropped_records;
+    stats->bytes_dropped = plan->dropped_bytes;
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int out_fd) {
+Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int out_fd,
+                          StreamCopyStats* stats) {
   WARREN_RETURN_IF_ERROR(CheckEncodable(header));
   // A template's stream follows its own header.
   if (header.stream_offset < kSaveImageHeaderBytes) {
@@ -412,12 +453,13 @@ Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int ou
                     std::to_string(header.stream_offset));
   }
   return CopyStream(template_fd, header.stream_offset, EncodeSaveImageHeader(header), out_fd,
-                    "save template");
+                    "save template", stats);
 }
 
-Status WriteStreamAsSave(const SaveImageHeader& header, int stream_fd, int out_fd) {
+Status WriteStreamAsSave(const SaveImageHeader& header, int stream_fd, int out_fd,
+                         StreamCopyStats* stats) {
   WARREN_RETURN_IF_ERROR(CheckEncodable(header));
-  return CopyStream(stream_fd, 0, EncodeSaveImageHeader(header), out_fd, "memory stream");
+  return CopyStream(stream_fd, 0, EncodeSaveImageHeader(header), out_fd, "memory stream", stats);
 }
 
 }  // namespace warren

@@ -82,9 +82,19 @@ Result<uint64_t> SaveImageHeaderLength(std::string_view fixed);
 // host): its checks, its errors.
 Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes);
 
+// What a copy of a migration stream left out (migration_stream.h), for the restore's log line.
+struct StreamCopyStats {
+  uint64_t zero_pages_dropped = 0;
+  uint64_t bytes_dropped = 0;
+  // Why the stream went whole, when its layout was not one PlanWithoutZeroPages knows.
+  std::string whole_because;
+};
+
 // Writes a restorable image to `out_fd`: `header` encoded as above, then the template's
-// migration stream, the bytes of `template_fd` (a regular file, read by offset, so one fd may
-// serve many calls at once) from header.stream_offset to its end. `header` is the template's
+// migration stream without its guest RAM's zero-page records (PlanWithoutZeroPages: the
+// QEMU restoring it starts with that memory zero; a stream whose layout is not known goes
+// whole, `stats` says why), the bytes of `template_fd` (a regular file, read by offset, so one fd
+// may serve many calls at once) from header.stream_offset to its end. `header` is the template's
 // (its stream_offset) with a new domain XML. `out_fd` may be a file, a pipe, or a FIFO whose
 // reader is libvirt (blocking or not); nothing is buffered beyond a chunk, and the call
 // blocks while the reader does not read. InvalidArgument for an XML EncodeSaveImageHeader
@@ -92,13 +102,15 @@ Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes);
 // template is no regular file, its stream does not start with QEMU's "QEVM", or it ends
 // before the size it had when the copy began. Unavailable when the reader goes away (EPIPE:
 // libvirt or QEMU gave up; SIGPIPE is never raised) or another write fails.
-Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int out_fd);
+Status WriteRewrittenSave(int template_fd, const SaveImageHeader& header, int out_fd,
+                          StreamCopyStats* stats = nullptr);
 
-// Writes `header` encoded (EncodeSaveImageHeader: its stream_offset is not used), then the
-// whole of `stream_fd`, a regular file holding QEMU's migration stream alone from its offset 0
-// (read by offset, as WriteRewrittenSave reads a template): a live copy's memory as its
-// source's QEMU wrote it (qemu_memory_migration.h), restored as libvirt would restore a save.
-// `out_fd` and the errors as for WriteRewrittenSave.
-Status WriteStreamAsSave(const SaveImageHeader& header, int stream_fd, int out_fd);
+// Writes `header` encoded (EncodeSaveImageHeader: its stream_offset is not used), then
+// `stream_fd`, a regular file holding QEMU's migration stream alone from its offset 0, as
+// WriteRewrittenSave writes a template's stream (by offset, without its zero pages): a live
+// copy's memory as its source's QEMU wrote it (qemu_memory_migration.h), restored as libvirt would
+// restore a save. `out_fd` and the errors as for WriteRewrittenSave.
+Status WriteStreamAsSave(const SaveImageHeader& header, int stream_fd, int out_fd,
+                         StreamCopyStats* stats = nullptr);
 
 }  // namespace warren

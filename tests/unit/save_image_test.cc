@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/unit/golden_file.h"
+#include "tests/unit/migration_stream_builder.h"
 
 namespace warren {
 namespace {
@@ -441,6 +442,67 @@ TEST(SaveImageTest, PutsAHeaderBeforeABareStream) {
   bad.domain_xml = "";
   EXPECT_EQ(WriteStreamAsSave(bad, file.get(), none.get()).code(), Code::kInvalidArgument);
   EXPECT_EQ(lseek(none.get(), 0, SEEK_END), 0);
+}
+
+// A stream in QEMU's layout goes without its guest RAM's zero pages (migration_stream.h), from
+// a template and from a bare stream alike; one in no known layout goes whole, saying why.
+TEST(SaveImageTest, SendsAStreamWithoutItsZeroPages) {
+  StreamBuilder b({{"pc.ram", 4096 * StreamBuilder::kPage}, {"pc.rom", 2 * StreamBuilder::kPage}});
+  for (uint64_t page = 0; page < 4096; page++) {
+    if (page % 97 == 0) {
+      b.Data(page == 0 ? "pc.ram" : "", page, static_cast<char>(page));
+    } else {
+      b.Zero(page == 0 ? "pc.ram" : "", page);
+    }
+  }
+  b.Zero("pc.rom", 1).EndSection(0x03).EndSection().Tail("devices");
+  const std::string stream = b.str();
+  Result<ZeroPagePlan> plan = PlanWithoutZeroPages(stream);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::string expected = Assemble(*plan, stream);
+  ASSERT_LT(expected.size(), stream.size());
+
+  SaveImageHeader h = Header();
+  Fd bare = MemFile(stream);
+  Fd out = MemFile("");
+  StreamCopyStats stats;
+  ASSERT_TRUE(WriteStreamAsSave(h, bare.get(), out.get(), &stats).ok());
+  lseek(out.get(), 0, SEEK_SET);
+  EXPECT_EQ(ReadAll(out.get()), EncodeSaveImageHeader(h) + expected);
+  EXPECT_EQ(stats.zero_pages_dropped, 4096 - 43);
+  EXPECT_EQ(stats.bytes_dropped, stream.size() - expected.size());
+  EXPECT_EQ(stats.whole_because, "");
+
+  // A template, through a pipe: the stream from its own offset.
+  const std::string tmpl = EncodeSaveImageHeader(Header()) + stream;
+  Result<SaveImageHeader> th = ReadBytes(tmpl);
+  ASSERT_TRUE(th.ok());
+  Fd t = MemFile(tmpl);
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  Fd r(p[0]);
+  Fd w(p[1]);
+  Status st;
+  StreamCopyStats tstats;
+  std::thread writer([&] {
+    st = WriteRewrittenSave(t.get(), *th, w.get(), &tstats);
+    w.reset();
+  });
+  const std::string got = ReadAll(r.get());
+  writer.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(got, EncodeSaveImageHeader(*th) + expected);
+  EXPECT_EQ(tstats.zero_pages_dropped, 4096 - 43);
+
+  // Not QEMU's layout past its magic: whole, and why.
+  Fd odd = MemFile(Stream(1 << 16));
+  Fd out2 = MemFile("");
+  StreamCopyStats ostats;
+  ASSERT_TRUE(WriteStreamAsSave(h, odd.get(), out2.get(), &ostats).ok());
+  lseek(out2.get(), 0, SEEK_SET);
+  EXPECT_EQ(ReadAll(out2.get()), EncodeSaveImageHeader(h) + Stream(1 << 16));
+  EXPECT_NE(ostats.whole_because.find("migration stream"), std::string::npos)
+      << ostats.whole_because;
 }
 
 TEST(SaveImageTest, AReaderThatGoesAwayIsAnErrorNotASignal) {

@@ -18,7 +18,8 @@ gtest_discover_tests(vmhost_xml_test DISCOVERY_MODE PRE_TEST)
 
 # libvirt's save image header (save_image.h): synthetic images through pipes and files, and
 # the header of a real save (tests/golden/libvirt/save_header_tiny.bin). No daemon.
-add_executable(save_image_test unit/save_image_test.cc unit/qcow2_header_test.cc)
+add_executable(save_image_test unit/save_image_test.cc unit/qcow2_header_test.cc
+                               unit/migration_stream_test.cc)
 target_compile_definitions(save_image_test PRIVATE WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 target_link_libraries(save_image_test PRIVATE warren_libvirt GTest::gtest_main)
 gtest_discover_tests(save_image_test DISCOVERY_MODE PRE_TEST)
