@@ -108,51 +108,57 @@ inline std::string Assemble(const ZeroPagePlan& plan, std::string_view stream) {
 // every other block filled with 0xAA (a ROM QEMU loaded at start-up), each record applied as
 // ram_load_precopy applies it (a zero record fills the page only when it is not that byte
 // already; "continue" is the block last named, across sections). `tail` gets the bytes after
-// the RAM's end section. False for a stream it cannot read.
+// the RAM's end section. False for a stream it cannot read, or whose blocks add up to more
+// than `max_bytes`.
 inline bool LoadStream(std::string_view stream, std::map<std::string, std::string>* memory,
-                       std::string* tail, std::string_view ram = kGuestRamBlock) {
+                       std::string* tail, uint64_t max_bytes = uint64_t{1} << 32,
+                       std::string_view ram = kGuestRamBlock) {
   size_t at = 0;
-  auto has = [&](size_t n) { return n <= stream.size() - at; };
-  auto be = [&](int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v = (v << 8) | static_cast<uint8_t>(stream[at++]);
-    return v;
-  };
-  auto name = [&]() {
-    size_t n = static_cast<uint8_t>(stream[at++]);
-    std::string v(stream.substr(at, n));
+  bool ok = true;
+  auto take = [&](size_t n) {
+    if (!ok || n > stream.size() - at) {
+      ok = false;
+      return std::string_view();
+    }
+    std::string_view v = stream.substr(at, n);
     at += n;
     return v;
   };
-  if (!has(8) || be(4) != 0x5145564d || be(4) != 3) return false;
-  if (!has(5) || static_cast<uint8_t>(stream[at++]) != 0x07) return false;
-  at += be(4);
-  if (!has(1) || stream[at++] != 0x01) return false;
+  auto be = [&](size_t bytes) {
+    uint64_t v = 0;
+    for (char c : take(bytes)) v = (v << 8) | static_cast<uint8_t>(c);
+    return v;
+  };
+  auto name = [&]() { return std::string(take(be(1))); };
+  if (be(4) != 0x5145564d || be(4) != 3 || be(1) != 0x07) return false;
+  take(be(4));
+  if (be(1) != 0x01) return false;
   const uint64_t id = be(4);
   if (name() != "ram") return false;
-  at += 8;
+  take(8);
   std::string last;
-  uint8_t section = 0x01;
-  for (;;) {
-    if (!has(8)) return false;
+  uint64_t section = 0x01;
+  while (ok) {
     const uint64_t w = be(8);
     const uint64_t flags = w & 0xfff, addr = w & ~uint64_t{0xfff};
+    if (!ok) return false;
     if (flags == StreamBuilder::kEos) {
-      if (!has(5) || static_cast<uint8_t>(stream[at++]) != 0x7e || be(4) != id) return false;
+      if (be(1) != 0x7e || be(4) != id) return false;
       if (section == 0x03) {
         *tail = std::string(stream.substr(at));
-        return true;
+        return ok;
       }
-      if (!has(5)) return false;
-      section = static_cast<uint8_t>(stream[at++]);
+      section = be(1);
       if (be(4) != id || (section != 0x02 && section != 0x03)) return false;
       continue;
     }
     if (flags == StreamBuilder::kMemSize) {
+      if (addr > max_bytes) return false;
       uint64_t total = addr;
-      while (total > 0) {
+      while (ok && total > 0) {
         std::string n = name();
         const uint64_t len = be(8);
+        if (len == 0 || len > total) return false;
         (*memory)[n] = std::string(len, n == ram ? '\0' : '\xaa');
         total -= len;
       }
@@ -160,20 +166,21 @@ inline bool LoadStream(std::string_view stream, std::map<std::string, std::strin
     }
     if (!(flags & StreamBuilder::kContinue)) last = name();
     auto found = memory->find(last);
-    if (found == memory->end()) return false;
+    if (!ok || found == memory->end()) return false;
     std::string& block = found->second;
-    if (addr + StreamBuilder::kPage > block.size()) return false;
+    if (addr > block.size() || block.size() - addr < StreamBuilder::kPage) return false;
     if (flags & StreamBuilder::kZero) {
-      const std::string filled(StreamBuilder::kPage, stream[at++]);
+      const std::string filled(StreamBuilder::kPage, static_cast<char>(be(1)));
       if (block.compare(addr, StreamBuilder::kPage, filled) != 0) {
         block.replace(addr, StreamBuilder::kPage, filled);
       }
     } else {
-      if (!has(StreamBuilder::kPage)) return false;
-      block.replace(addr, StreamBuilder::kPage, stream.substr(at, StreamBuilder::kPage));
-      at += StreamBuilder::kPage;
+      std::string_view page = take(StreamBuilder::kPage);
+      if (!ok) return false;
+      block.replace(addr, StreamBuilder::kPage, page);
     }
   }
+  return false;
 }
 
 }  // namespace warren
