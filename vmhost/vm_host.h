@@ -159,9 +159,9 @@ struct RestoredVm {
   // The guest's new SSH host key (.pub line) in its seed: the spec's, or one the host made
   // when the spec had none. Once applied, the guest answers with it (re-pin it).
   std::string host_key_pub;
-  // Reidentify and CreateFromTemplate (on this machine): the private half of that key (a
-  // secret: never logged), and whether the seed holds more than the guest has already but
-  // its name and key (env or a setup script), which it must then read from the seed.
+  // Reidentify, CreateFromTemplate and CopyLive: the private half of that key (a secret:
+  // never logged), and whether the seed holds more than the guest has already but its name
+  // and key (env or a setup script), which it must then read from the seed.
   std::string host_key;
   bool seed_has_more = false;
   int64_t restore_ms = 0;

@@ -441,6 +441,9 @@ Result<RestoredVm> FakeVmHost::CopyLive(std::string_view source_id, const VmSpec
   if (spec.egress == Egress::kAll) vm.mac = NextMac();
   r.mac = vm.mac;
   r.host_key_pub = FakeHostKeyOf(spec);
+  // As LibvirtHost's: the key's private half, and whether the seed holds more than the name.
+  r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
+  r.seed_has_more = !spec.env.empty() || !spec.setup_script.empty();
   MakeVmFiles(spec.id);
   Step("copy-live", "files", spec.id);
   vms_.emplace(spec.id, std::move(vm));

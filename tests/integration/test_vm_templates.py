@@ -194,11 +194,11 @@ class TemplateTest(IdentityChecks, VmTestCase):
                          r"via=waiter$" % re.escape(env_id))
         self.assertNotIn("presented a different host key", self.server.log())
         # A live copy of a clone has the clone's waiter (it stays, and came with the memory):
-        # the copy's whole identity goes there too, no sudo.
+        # the copy's identity goes there too, no sudo; a hand-out (its seed holds no more).
         self.remove_on_exit("tpl-live")
         live = self.ssh_json(self.admin, "cp", "tpl-two", "tpl-live", "--live", timeout=300)
         self.assertEqual(live["made"], "live-copy", live)
-        self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "
+        self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=handout "
                          r"via=waiter$" % re.escape(self.vm_id("tpl-live")))
         self.assertEqual(self.vm_ok("ssh", "tpl-live", "hostname").stdout.strip(), "tpl-live")
         self.assertIn(SLOW_CPU_READ_BACK_OFF, live_xml(self.vm_id("tpl-live")))

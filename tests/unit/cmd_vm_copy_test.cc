@@ -250,6 +250,8 @@ TEST_F(VmCopyTest, CpLiveCopiesARunningVmWithItsMemoryAndItsOwnIdentity) {
   // Its identity applied in the guest, and its own host key pinned from then on: asked at
   // the socket of a root process its source may have had waiting, then (none here) of sudo.
   EXPECT_EQ(guests_.identities_applied(), std::vector<std::string>{copy.id});
+  // A hand-out (the name and key in the request, no seed read): its seed holds no more.
+  EXPECT_EQ(guests_.handouts_applied(), std::vector<std::string>{copy.id});
   std::vector<GuestChannelRequest> asked = guests_.channel_requests();
   ASSERT_GE(asked.size(), 2u);
   EXPECT_EQ(asked[asked.size() - 2].kind, GuestChannelRequest::Kind::kUnix);
@@ -273,11 +275,17 @@ TEST_F(VmCopyTest, CpLiveCopiesARunningVmWithItsMemoryAndItsOwnIdentity) {
   EXPECT_TRUE(Has(o.out, "its processes running")) << o.out;
   EXPECT_TRUE(Has(o.err, "copying web-one to web-three with its memory")) << o.err;
   EXPECT_EQ(guests_.identities_applied().size(), 2u);
+  EXPECT_EQ(guests_.handouts_applied().size(), 2u);
+  // A copy whose seed holds env (its source's) reads its seed: a whole identity.
+  New(Alice(), {"--name", "env-one", "--env", "GREETING=hi"});
+  ASSERT_TRUE(Exec(Alice(), {"cp", "env-one", "env-two", "--live"}).status.ok());
+  EXPECT_EQ(guests_.identities_applied().size(), 3u);
+  EXPECT_EQ(guests_.handouts_applied().size(), 2u);
   // A plain cp still boots its copy: no identity step.
   ASSERT_TRUE(Exec(Alice(), {"cp", "web-one", "web-four"}).status.ok());
   EXPECT_EQ(store_->GetVmByName("web-four")->made, "copy");
   EXPECT_FALSE(host_.WasLiveCopied(IdOf("web-four")));
-  EXPECT_EQ(guests_.identities_applied().size(), 2u);
+  EXPECT_EQ(guests_.identities_applied().size(), 3u);
 }
 
 // A source made from a template or the pool keeps a root process waiting

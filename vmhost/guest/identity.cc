@@ -200,7 +200,7 @@ Result<GuestIdentity> RestoredGuestIdentity(const RestoredVm& restored, std::str
   if (!restored.mac.empty()) identity.mac = restored.mac;
   identity.hostname = std::move(hostname);
   identity.prepared = prepared;
-  if (handout && prepared && !restored.seed_has_more && !restored.host_key.empty()) {
+  if (handout && !restored.seed_has_more && !restored.host_key.empty()) {
     identity.handout = true;
     identity.host_key = restored.host_key;
     identity.host_key_pub = restored.host_key_pub;

@@ -114,11 +114,11 @@ Result<std::string> NewGuestMac();
 Result<GuestIdentity> NewGuestIdentity(bool with_nic);
 
 // The identity a VM that RestoredVm describes takes (fresh host randomness, its MAC, the
-// name). With `handout`, a prepared VM whose seed holds nothing the guest lacks but the name
-// and key (RestoredVm::seed_has_more false, host_key known) gets those in the request and
-// reads no seed: a VM of the warm pool (`pooled`: it keeps the machine-id it made when it
-// was pooled) or a template's clone (a new machine-id too); anything else reads its seed.
-// `prepared`: a root process waits for it (template clones and pooled VMs).
+// name). With `handout`, a VM whose seed holds nothing the guest lacks but the name and key
+// (RestoredVm::seed_has_more false, host_key known) gets those in the request and reads no
+// seed: a VM of the warm pool (`pooled`: it keeps the machine-id it made when it was
+// pooled), a template's clone or a live copy (a new machine-id too); anything else reads its
+// seed. `prepared`: a root process waits for it (template clones and pooled VMs).
 Result<GuestIdentity> RestoredGuestIdentity(const RestoredVm& restored, std::string hostname,
                                             bool prepared, bool handout, bool pooled);
 
