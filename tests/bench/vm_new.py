@@ -146,6 +146,24 @@ def bench_image(image, runs, warm_runs):
         bench.close()
 
 
+def host_memory_facts():
+    """What sets the cost of a restore's fresh memory on this host (vmhost/README.md, "Where a
+    restore's time goes"): transparent huge pages, and whether free memory is reported to a
+    hypervisor below (virtio-balloon free page reporting) and from which block order."""
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError:
+            return None
+    thp = read("/sys/kernel/mm/transparent_hugepage/enabled") or "?"
+    thp = re.search(r"\[(\w+)\]", thp).group(1) if "[" in thp else thp
+    order = read("/sys/module/page_reporting/parameters/page_reporting_order")
+    reporting = ("free page reporting from order %s (%d KiB blocks)" % (order, 4 << int(order))
+                 if order is not None else "no free page reporting")
+    return "transparent huge pages %s, %s" % (thp, reporting)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -159,6 +177,7 @@ def main():
 
     print("new (or cp) -> first command, median of %d, TCG, 2 cores, default shape "
           "(2 vCPU, 2 GiB)" % args.runs)
+    print("host memory: %s" % host_memory_facts())
     for image, r in results.items():
         bt = sum(r["boot"][:2])
         print("  %-7s template saved %.0f s after start" % (image, r["template_ready"]))
