@@ -212,11 +212,11 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
   // with nothing there but the name and key, it takes a hand-out too (no seed read).
   WARREN_ASSIGN_OR_RETURN(
       GuestIdentity identity,
-      RestoredGuestIdentity(restored, vm.name,
-                            /*prepared=*/vm.made == "pool" || vm.made == "template",
-                            /*handout=*/vm.made == "pool" || vm.made == "template" ||
-                                vm.made == "live-copy",
-                            /*pooled=*/vm.made == "pool"));
+      RestoredGuestIdentity(
+          restored, vm.name,
+          /*prepared=*/vm.made == "pool" || vm.made == "template",
+          /*handout=*/vm.made == "pool" || vm.made == "template" || vm.made == "live-copy",
+          /*pooled=*/vm.made == "pool"));
   // A live copy of a VM made from a template or the pool has its waiter too.
   identity.try_waiter = vm.made == "live-copy";
   const auto left = std::chrono::milliseconds(ctx.services.ready_timeout_ms);
