@@ -216,7 +216,7 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   r.mac = config.mac;
   r.host_key_pub = own.ssh_host_key_pub;
   r.host_key = own.ssh_host_key;
-  r.seed_has_more = !own.env.empty() || !own.setup_script.empty();
+  r.seed_has_more = SeedHasMoreThanIdentity(own);
   r.restore_ms = MillisSince(t0);
   LogInfo("vmhost: vm " + spec.id + " copied live from vm " + std::string(source_id) + " in " +
           std::to_string(r.restore_ms) + " ms (the copy's files " + std::to_string(files_ms) +

@@ -364,7 +364,7 @@ Result<RestoredVm> LibvirtHost::RestoreClone(const VmSpec& spec, const TemplateF
   r.mac = config.mac;
   r.host_key_pub = own.ssh_host_key_pub;
   r.host_key = own.ssh_host_key;
-  r.seed_has_more = !own.env.empty() || !own.setup_script.empty();
+  r.seed_has_more = SeedHasMoreThanIdentity(own);
   r.restore_ms = MillisSince(t0);
   LogInfo("vmhost: vm " + spec.id + " restored from template " + key + " in " +
           std::to_string(r.restore_ms) + " ms (begun " + std::to_string(begun_ms) + ", disk " +
@@ -498,7 +498,7 @@ Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec, const WhileReiden
   if (!macs.empty()) r.mac = macs.front();
   r.host_key_pub = own.ssh_host_key_pub;
   r.host_key = own.ssh_host_key;
-  r.seed_has_more = !own.env.empty() || !own.setup_script.empty();
+  r.seed_has_more = SeedHasMoreThanIdentity(own);
   // What the next boot reads: the seed, rewritten in place, and the domain's name.
   auto persist = [&]() -> Status {
     WARREN_RETURN_IF_ERROR(MakeSeed(vm.conn, own, qemu_user(), /*rewrite=*/true).status());

@@ -41,18 +41,8 @@ class Reader {
     if (!Has(1)) return std::nullopt;
     return static_cast<uint8_t>(s_[at_++]);
   }
-  std::optional<uint32_t> Be32() {
-    if (!Has(4)) return std::nullopt;
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v = (v << 8) | static_cast<uint8_t>(s_[at_++]);
-    return v;
-  }
-  std::optional<uint64_t> Be64() {
-    if (!Has(8)) return std::nullopt;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | static_cast<uint8_t>(s_[at_++]);
-    return v;
-  }
+  std::optional<uint32_t> Be32() { return BigEndian<uint32_t>(); }
+  std::optional<uint64_t> Be64() { return BigEndian<uint64_t>(); }
   // A length byte and that many bytes (QEMU's idstr).
   std::optional<std::string_view> Name() {
     std::optional<uint8_t> len = U8();
@@ -68,6 +58,15 @@ class Reader {
   }
 
  private:
+  template <typename T>
+  std::optional<T> BigEndian() {
+    if (!Has(sizeof(T))) return std::nullopt;
+    T v = 0;
+    for (size_t i = 0; i < sizeof(T); i++)
+      v = static_cast<T>(v << 8) | static_cast<uint8_t>(s_[at_++]);
+    return v;
+  }
+
   std::string_view s_;
   uint64_t at_ = 0;
 };
@@ -102,6 +101,8 @@ class Planner {
     ram_section_ = *id;
     Span(0, r_.at());  // everything up to here, as it is
     WARREN_RETURN_IF_ERROR(Records(/*first=*/true));
+    // The block list came in that first section, or none will.
+    if (ram_written_.empty()) return Unknown(0, "no RAM block named " + std::string(ram_block_));
     for (;;) {
       at = r_.at();
       type = r_.U8();
@@ -115,9 +116,6 @@ class Planner {
     }
     // The devices' state, as it is.
     Span(r_.at(), size_ - r_.at());
-    if (blocks_.count(ram_block_) == 0) {
-      return Unknown(0, "no RAM block named " + std::string(ram_block_));
-    }
     return std::move(plan_);
   }
 
@@ -176,15 +174,13 @@ class Planner {
       if (block == ram_block_) {
         // A zero page QEMU never wrote is zero: left out. One the stream wrote before (a page
         // sent again, as a live migration's later passes send what changed) is kept.
-        std::vector<bool>& written = ram_written_;
-        written.resize(known->second / kPageBytes);
         const size_t page = addr / kPageBytes;
-        if (kind == kFlagZero && *fill == 0 && !written[page]) {
+        if (kind == kFlagZero && *fill == 0 && !ram_written_[page]) {
           plan_.dropped_records++;
           plan_.dropped_bytes += r_.at() - at;
           continue;
         }
-        written[page] = true;
+        ram_written_[page] = true;
       }
       if (continues && loader_block_ != stream_block_) {
         // QEMU would take it for a page of the last block it read a name for: name it.
@@ -215,6 +211,13 @@ class Planner {
         return Unknown(at, "a block list not understood");
       }
       listed += *length;
+      if (*name == ram_block_) {
+        // QEMU sends every page of a block at least once, each in 9 bytes or more: a block
+        // of more pages than the stream has bytes is no stream of QEMU's (and would size
+        // this bitmap from a number in the stream alone).
+        if (*length / kPageBytes > size_) return Unknown(at, "a RAM block larger than its stream");
+        ram_written_.assign(*length / kPageBytes, false);
+      }
     }
     return Status::Ok();
   }
@@ -242,7 +245,7 @@ class Planner {
   const std::string_view ram_block_;
   uint32_t ram_section_ = 0;
   std::map<std::string, uint64_t, std::less<>> blocks_;
-  // The pages of the guest's RAM a kept record wrote.
+  // The pages of the guest's RAM a kept record wrote; sized when its block is listed.
   std::vector<bool> ram_written_;
   // The block of the stream's last record, and of the last record sent: QEMU reads a record
   // flagged "continue" as a page of the latter.

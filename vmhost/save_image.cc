@@ -417,11 +417,12 @@ Status CopyStream(int stream_fd, uint64_t start, std::string_view head, int out_
     return Internal(what + ": no QEMU migration stream (\"QEVM\") at offset " +
                     std::to_string(start));
   }
-  Result<ZeroPagePlan> plan = PlanStream(stream_fd, start, end);
-
   ScopedSigpipeBlock guard;
   uint64_t written = 0;
   WARREN_RETURN_IF_ERROR(WriteAll(out_fd, head, &written, &guard));
+  // Planned once the header is out (~20 ms for a debian template): libvirt reads the header
+  // and starts QEMU meanwhile, which reads the stream only then.
+  Result<ZeroPagePlan> plan = PlanStream(stream_fd, start, end);
   if (!plan.ok()) {
     if (stats != nullptr) stats->whole_because = plan.status().message();
     return SendRange(stream_fd, start, end, out_fd, &written, &guard, what);

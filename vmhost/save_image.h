@@ -82,7 +82,8 @@ Result<uint64_t> SaveImageHeaderLength(std::string_view fixed);
 // host): its checks, its errors.
 Result<SaveImageHeader> ParseSaveImageHeader(std::string_view bytes);
 
-// What a copy of a migration stream left out (migration_stream.h), for the restore's log line.
+// What a copy of a migration stream left out (migration_stream.h); the restore logs why it
+// went whole when it did.
 struct StreamCopyStats {
   uint64_t zero_pages_dropped = 0;
   uint64_t bytes_dropped = 0;

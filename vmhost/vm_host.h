@@ -167,6 +167,11 @@ struct RestoredVm {
   int64_t restore_ms = 0;
 };
 
+// RestoredVm::seed_has_more for a VM made from `spec`: its seed holds env or a setup script.
+inline bool SeedHasMoreThanIdentity(const VmSpec& spec) {
+  return !spec.env.empty() || !spec.setup_script.empty();
+}
+
 // What MigrateTo did, for the command's output and the log.
 struct MigrationReport {
   bool live = false;          // the VM ran (or was paused) and moved with its memory

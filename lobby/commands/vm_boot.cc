@@ -208,15 +208,14 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
                              const RestoredVm& restored) {
   // Template clones and pooled VMs have a root process waiting (TemplateKeeper, VmPool), and
   // keep it; a pooled VM took the rest of its identity when it was pooled (VmPool::Fill). A
-  // live copy has its source's RNG state, machine-id and files but for what its seed says:
-  // with nothing there but the name and key, it takes a hand-out too (no seed read).
+  // live copy has its source's RNG state, machine-id and files but for what its seed says.
+  // So each of them (the only VMs given an identity here) takes a hand-out when its seed
+  // holds nothing but the name and key (no seed read).
   WARREN_ASSIGN_OR_RETURN(
       GuestIdentity identity,
-      RestoredGuestIdentity(
-          restored, vm.name,
-          /*prepared=*/vm.made == "pool" || vm.made == "template",
-          /*handout=*/vm.made == "pool" || vm.made == "template" || vm.made == "live-copy",
-          /*pooled=*/vm.made == "pool"));
+      RestoredGuestIdentity(restored, vm.name,
+                            /*prepared=*/vm.made == "pool" || vm.made == "template",
+                            /*handout=*/true, /*pooled=*/vm.made == "pool"));
   // A live copy of a VM made from a template or the pool has its waiter too.
   identity.try_waiter = vm.made == "live-copy";
   const auto left = std::chrono::milliseconds(ctx.services.ready_timeout_ms);

@@ -368,7 +368,7 @@ Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
   Emit(spec.id, VmState::kRunning);
   r.host_key_pub = FakeHostKeyOf(spec);
   r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
-  r.seed_has_more = !spec.env.empty() || !spec.setup_script.empty();
+  r.seed_has_more = SeedHasMoreThanIdentity(spec);
   r.restore_ms = 1;
   Step("restore", "after", spec.id);
   return r;
@@ -405,7 +405,7 @@ Result<RestoredVm> FakeVmHost::ReidentifyLocked(const VmSpec& spec) {
   r.host_key_pub = FakeHostKeyOf(spec);
   // As LibvirtHost's: the key's private half, and whether the seed holds more than the name.
   r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
-  r.seed_has_more = !spec.env.empty() || !spec.setup_script.empty();
+  r.seed_has_more = SeedHasMoreThanIdentity(spec);
   if (vm.info.state == VmState::kPaused) {
     vm.info.state = VmState::kRunning;
     Emit(spec.id, VmState::kRunning);
@@ -443,7 +443,7 @@ Result<RestoredVm> FakeVmHost::CopyLive(std::string_view source_id, const VmSpec
   r.host_key_pub = FakeHostKeyOf(spec);
   // As LibvirtHost's: the key's private half, and whether the seed holds more than the name.
   r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
-  r.seed_has_more = !spec.env.empty() || !spec.setup_script.empty();
+  r.seed_has_more = SeedHasMoreThanIdentity(spec);
   MakeVmFiles(spec.id);
   Step("copy-live", "files", spec.id);
   vms_.emplace(spec.id, std::move(vm));

@@ -178,6 +178,12 @@ TEST(MigrationStreamTest, RefusesEveryLayoutItDoesNotKnow) {
     refused(b.str(), "footer");
   }
   {
+    // A size no stream this short could hold the pages of (and no bitmap is sized from it).
+    StreamBuilder b({{"pc.ram", uint64_t{1} << 40}});
+    b.EndSection(0x03).EndSection();
+    refused(b.str(), "larger than its stream");
+  }
+  {
     StreamBuilder b({{"pc.bios", 4 * StreamBuilder::kPage}});
     b.Zero("pc.bios", 0).EndSection(0x03).EndSection();
     refused(b.str(), "no RAM block named pc.ram");
