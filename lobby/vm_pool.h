@@ -2,7 +2,8 @@
 // HostsForNewVms: every host of several that answers, isolates its VMs and is not drained),
 // for each target shape, it keeps `size` VMs restored from that host's template of the shape
 // (VmHost::CreateFromTemplate; the template keeper keeps one per pool shape), connected over their
-// control connection, and paused: `new` takes one (WarmPool::Take), gives it its identity and
+// control connection, given a whole identity of its own, its command path run (warmed: TCG
+// translates guest code per QEMU process) and paused: `new` takes one (WarmPool::Take), gives it its identity and
 // resumes it, which takes a fraction of a restore. Pooled VMs have no store record, so they are
 // invisible to users (ls, usage, limits); after a crash or a restart reconcile finds them without a
 // record and removes them (their disks collected), and the pool refills — nothing is leaked. An

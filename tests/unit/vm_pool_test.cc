@@ -58,6 +58,18 @@ class VmPoolTest : public VmCommandTest {
   std::unique_ptr<VmPool> pool_;
 };
 
+TEST_F(VmPoolTest, APooledVmRunsItsCommandPathBeforeItPauses) {
+  // Its connection's first command, then two more once it took its identity: under TCG the
+  // command path is translated per QEMU process, and a hand-out's first command would pay
+  // for it.
+  StartPool(1);
+  ASSERT_TRUE(Eventually([&] { return Idle() == 1; }));
+  std::vector<std::string> ran = guests_.commands();
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "true"), 3) << ran.size();
+  EXPECT_EQ(ran.size(), 3u);
+  EXPECT_EQ(Pooled().at(0).state, VmState::kPaused);
+}
+
 TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   StartPool(2);
   ASSERT_TRUE(Eventually([&] { return Idle() == 2; }));
