@@ -3,17 +3,17 @@
 // for each target shape, it keeps `size` VMs restored from that host's template of the shape
 // (VmHost::CreateFromTemplate; the template keeper keeps one per pool shape), connected over their
 // control connection, given a whole identity of its own, its command path run (warmed: TCG
-// translates guest code per QEMU process) and paused: `new` takes one (WarmPool::Take), gives it its identity and
-// resumes it, which takes a fraction of a restore. Pooled VMs have no store record, so they are
-// invisible to users (ls, usage, limits); after a crash or a restart reconcile finds them without a
-// record and removes them (their disks collected), and the pool refills — nothing is leaked. An
-// idle VM whose host stops taking new VMs (drained, unreachable) is removed, and one that is gone
-// (a reconcile after its host's libvirt came back removes what has no record) is forgotten. They
-// give way first when their host runs short of memory: a refill waits until the host has room for
-// the pooled VM and one more of its shape, an idle VM is destroyed when one of its shape no longer
-// fits there, and `new` asks the pool to give way on its host (GiveWay) before it gives up for lack
-// of memory. Its own thread, like TemplateKeeper: started after reconcile and the template keeper,
-// stopped (its idle VMs destroyed) before the VM runtime it uses.
+// translates guest code per QEMU process) and paused: `new` takes one (WarmPool::Take), gives it
+// its identity and resumes it, which takes a fraction of a restore. Pooled VMs have no store
+// record, so they are invisible to users (ls, usage, limits); after a crash or a restart reconcile
+// finds them without a record and removes them (their disks collected), and the pool refills —
+// nothing is leaked. An idle VM whose host stops taking new VMs (drained, unreachable) is removed,
+// and one that is gone (a reconcile after its host's libvirt came back removes what has no record)
+// is forgotten. They give way first when their host runs short of memory: a refill waits until the
+// host has room for the pooled VM and one more of its shape, an idle VM is destroyed when one of
+// its shape no longer fits there, and `new` asks the pool to give way on its host (GiveWay) before
+// it gives up for lack of memory. Its own thread, like TemplateKeeper: started after reconcile and
+// the template keeper, stopped (its idle VMs destroyed) before the VM runtime it uses.
 #pragma once
 
 #include <chrono>
