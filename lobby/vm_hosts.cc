@@ -119,7 +119,7 @@ VmHosts::~VmHosts() {
   }
 }
 
-Result<UniqueFd> VmHosts::DialControl(std::string_view id) {
+Result<UniqueFd> VmHosts::DialControl(std::string_view id, std::string_view port) {
   auto named = [this](const std::string& name) -> Host* {
     for (Host& h : hosts_) {
       if (h.flag.name == name) return &h;
@@ -134,7 +134,7 @@ Result<UniqueFd> VmHosts::DialControl(std::string_view id) {
     // Only a running VM has a control port; saying so at once beats retrying a dead socket
     // for the whole reach timeout.
     WARREN_ASSIGN_OR_RETURN(VmInfo info, host->libvirt->Inspect(id));
-    if (info.state == VmState::kRunning) return host->libvirt->DialControl(id);
+    if (info.state == VmState::kRunning) return host->libvirt->DialControl(id, port);
     // Stopped or paused at a move's switchover: it runs on the target from its resume on,
     // while the move still tidies up here (its record still names this host).
     const std::string to = set_->MovingTo(id);
@@ -144,7 +144,9 @@ Result<UniqueFd> VmHosts::DialControl(std::string_view id) {
     }
     if (Host* target = named(to); target != nullptr) {
       Result<VmInfo> there = target->libvirt->Inspect(id);
-      if (there.ok() && there->state == VmState::kRunning) return target->libvirt->DialControl(id);
+      if (there.ok() && there->state == VmState::kRunning) {
+        return target->libvirt->DialControl(id, port);
+      }
     }
     set_->AwaitMove(id, std::min(wait_until, std::chrono::steady_clock::now() + kMovePoll));
   }

@@ -39,10 +39,11 @@ class VmHosts {
     std::unique_ptr<EgressFirewall> firewall;  // a local host's; null for a remote one
   };
   std::vector<Host>& hosts() { return hosts_; }
-  // The control connection of VM `id`, on whichever host runs it: Conflict unless it runs.
-  // A VM not running because it is being moved (HostSet::MovingTo) is waited for, up to
-  // kMoveWait, and dialled on the target as soon as it runs there.
-  Result<UniqueFd> DialControl(std::string_view id);
+  // The control connection of VM `id` (or its virtio-serial port `port`), on whichever host
+  // runs it: Conflict unless it runs. A VM not running because it is being moved
+  // (HostSet::MovingTo) is waited for, up to kMoveWait, and dialled on the target as soon as
+  // it runs there.
+  Result<UniqueFd> DialControl(std::string_view id, std::string_view port = kControlChannelName);
 
  private:
   VmHosts() = default;

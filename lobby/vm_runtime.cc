@@ -51,6 +51,9 @@ Result<std::unique_ptr<VmRuntime>> VmRuntime::Start(const VmRuntimeOptions& opti
   guest_options.dial = [hosts = rt->hosts_.get()](std::string_view id) {
     return hosts->DialControl(id);
   };
+  guest_options.dial_identity = [hosts = rt->hosts_.get()](std::string_view id) {
+    return hosts->DialControl(id, kIdentityChannelName);
+  };
   guest_options.key_path = options.data_dir + "/control_ed25519";
   guest_options.runner_path = options.runner_path;
   guest_options.reach_timeout = std::chrono::seconds(options.guest_reach_timeout_s);

@@ -206,6 +206,12 @@ std::string DomainXml(const DomainConfig& c) {
   x << "      <source mode='bind' path='" << Attr(c.control_socket) << "'/>\n";
   x << "      <target type='virtio' name='" << kControlChannelName << "'/>\n";
   x << "    </channel>\n";
+  if (!c.identity_socket.empty()) {
+    x << "    <channel type='unix'>\n";
+    x << "      <source mode='bind' path='" << Attr(c.identity_socket) << "'/>\n";
+    x << "      <target type='virtio' name='" << kIdentityChannelName << "'/>\n";
+    x << "    </channel>\n";
+  }
   // Entropy at boot, so sshd's host keys do not wait for the pool.
   x << "    <rng model='virtio'>\n";
   x << "      <backend model='random'>/dev/urandom</backend>\n";

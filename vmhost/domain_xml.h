@@ -24,6 +24,9 @@ inline constexpr std::string_view kWarrenRunPrefix = "warrenrun";
 
 // The virtio-serial port name of the control connection (/dev/virtio-ports/warren.control).
 inline constexpr std::string_view kControlChannelName = "warren.control";
+// The virtio-serial port on which the guest's root process waiting for a restored VM's
+// identity (vmhost/guest/runner/identity_wait.c) reads it, beside the SSH handshake.
+inline constexpr std::string_view kIdentityChannelName = "warren.identity";
 
 // Every domain's fair share of the host's CPUs (<cputune>). Shares weigh VMs against each
 // other in proportion to their vCPUs (100 per vCPU: cgroup v2's default weight for one, and
@@ -82,10 +85,11 @@ struct DomainConfig {
   std::string initrd;
   std::string cmdline;  // the image's command line; warren.hostname= is appended
   // Per-VM files, all in the VM's directory.
-  std::string disk;            // qcow2 overlay on the image's rootfs.qcow2 -> /dev/vda
-  std::string seed;            // read-only seed image -> /dev/vdb
-  std::string console_log;     // the serial console, appended across boots
-  std::string control_socket;  // host end of the warren.control virtio-serial port
+  std::string disk;             // qcow2 overlay on the image's rootfs.qcow2 -> /dev/vda
+  std::string seed;             // read-only seed image -> /dev/vdb
+  std::string console_log;      // the serial console, appended across boots
+  std::string control_socket;   // host end of the warren.control virtio-serial port
+  std::string identity_socket;  // host end of warren.identity; empty: no such port
   Egress egress = Egress::kAll;
   // The NIC's MAC (52:54:00:xx:xx:xx) when the caller fixes it (a clone restored from a
   // template must keep the one it runs with); empty: libvirt picks one.

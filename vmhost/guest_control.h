@@ -76,7 +76,12 @@ struct GuestTerminal {
 // guest (`ssh -L`, `-W`), or a connection to a unix socket in the guest (warren's own: the
 // guest's sshd connects it as the VM's user; no surface opens one for a client).
 struct GuestChannelRequest {
-  enum class Kind { kShell, kExec, kSubsystem, kTcp, kUnix };
+  // kIdentityPort: not a channel of the control connection but the VM's warren.identity
+  // virtio-serial port (vmhost/domain_xml.h kIdentityChannelName), dialled beside it, on
+  // which the guest's root process waiting for a restored VM's identity reads it
+  // (vmhost/guest/identity.h). A byte stream: open at once, no stderr or exit status, no
+  // half-close (CloseInput does nothing); Unavailable when the VM has no such port.
+  enum class Kind { kShell, kExec, kSubsystem, kTcp, kUnix, kIdentityPort };
   Kind kind = Kind::kShell;
   std::string command;  // kExec: the command line (for the user's shell); kSubsystem: its name
   std::optional<GuestTerminal> terminal;
@@ -223,6 +228,12 @@ class GuestControl {
   virtual Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                          const GuestChannelRequest& request,
                                                          std::function<void()> notify) = 0;
+  // Returns once VM `vm_id`'s control connection is up, making it first when there is none
+  // (a VM just restored: its handshake runs while its identity goes over the identity port).
+  // Unavailable when it could not be made by `deadline`; NotFound or Conflict at once when
+  // the VM has no port to dial (gone, not running).
+  virtual Status Connect(std::string_view vm_id,
+                         std::chrono::steady_clock::time_point deadline) = 0;
 };
 
 }  // namespace warren

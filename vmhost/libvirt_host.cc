@@ -174,12 +174,15 @@ std::string LibvirtHost::VmDir(std::string_view id) const {
   return (fs::path(options_.data_dir) / "vms" / std::string(id)).string();
 }
 
-Result<UniqueFd> LibvirtHost::DialControl(std::string_view id) {
-  if (!remote_) return DialUnixSocket(VmDir(id) + "/control.sock");
+Result<UniqueFd> LibvirtHost::DialControl(std::string_view id, std::string_view port) {
+  if (!remote_) {
+    return DialUnixSocket(VmDir(id) +
+                          (port == kControlChannelName ? "/control.sock" : "/identity.sock"));
+  }
   // A stalled guest holds its channel's connection (libvirt_channel.h). The stream keeps
   // its connection referenced: it closes with the channel, after `own` has gone.
   WARREN_ASSIGN_OR_RETURN(Conn own, OwnConnection());
-  return OpenDomainChannel(own.get(), DomainName(id));
+  return OpenDomainChannel(own.get(), DomainName(id), std::string(port));
 }
 
 Result<LibvirtHost::Conn> LibvirtHost::OwnConnection() {
@@ -800,6 +803,7 @@ DomainConfig LibvirtHost::ConfigFor(const VmSpec& spec, const GuestImage& image,
   config.seed = seed;
   config.console_log = (fs::path(VmDir(spec.id)) / "console.log").string();
   config.control_socket = (fs::path(VmDir(spec.id)) / "control.sock").string();
+  config.identity_socket = (fs::path(VmDir(spec.id)) / "identity.sock").string();
   config.egress = spec.egress;
   config.qemu_user = qemu;
   return config;

@@ -58,6 +58,7 @@
 
 #include "lobby/base/unique_fd.h"
 #include "vmhost/disk_chains.h"
+#include "vmhost/domain_xml.h"
 #include "vmhost/guest_image.h"
 #include "vmhost/host_image_store.h"
 #include "vmhost/kvm_probe.h"
@@ -207,12 +208,13 @@ class LibvirtHost final : public VmHost {
   QemuUser qemu_user();
   // The directory of a VM's files.
   std::string VmDir(std::string_view id) const;
-  // A socket connected to the VM's control port (guest/control_session.h's ControlDialer):
-  // its unix socket, VmDir/control.sock, on a local host; on a remote one the domain's
-  // warren.control channel, on a libvirt connection of its own (libvirt_channel.h). Unavailable
-  // while the port cannot be reached (busy, the host reconnecting); NotFound without the
+  // A socket connected to the VM's control port (guest/control_session.h's ControlDialer), or
+  // to another of its virtio-serial ports (`port`: kIdentityChannelName): its unix socket,
+  // VmDir/control.sock (identity.sock), on a local host; on a remote one the domain's channel,
+  // on a libvirt connection of its own (libvirt_channel.h). Unavailable while the port cannot
+  // be reached (busy, the host reconnecting, a domain without that port); NotFound without the
   // domain; Conflict when it does not run (the channel only; a local socket is just absent).
-  Result<UniqueFd> DialControl(std::string_view id);
+  Result<UniqueFd> DialControl(std::string_view id, std::string_view port = kControlChannelName);
   // The directory of every VM's disk layers.
   std::string DisksDir() const;
   // Where this host's VMs' chains end: the local catalog, or the remote host's store.

@@ -132,6 +132,8 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
       virDomainGetXMLDesc(src, VIR_DOMAIN_XML_SECURE | VIR_DOMAIN_XML_MIGRATABLE));
   if (!live_xml) return LibvirtError("reading the definition of vm " + std::string(source_id));
   WARREN_ASSIGN_OR_RETURN(DomainDefinition live, DomainDefinition::Parse(live_xml.get()));
+  // The copy has the source's devices: the identity port too when the source has one.
+  const bool identity_port = !live.ChannelSocket(kIdentityChannelName).empty();
   const bool source_has_nic = !live.InterfaceXmls("user").empty();
   if (source_has_nic != (spec.egress == Egress::kAll)) {
     return InvalidArgument("vm " + std::string(source_id) +
@@ -217,6 +219,7 @@ Result<RestoredVm> LibvirtHost::CopyLive(std::string_view source_id, const VmSpe
   r.host_key_pub = own.ssh_host_key_pub;
   r.host_key = own.ssh_host_key;
   r.seed_has_more = SeedHasMoreThanIdentity(own);
+  r.identity_port = identity_port;
   r.restore_ms = MillisSince(t0);
   LogInfo("vmhost: vm " + spec.id + " copied live from vm " + std::string(source_id) + " in " +
           std::to_string(r.restore_ms) + " ms (the copy's files " + std::to_string(files_ms) +

@@ -265,7 +265,10 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
     WARREN_RETURN_IF_ERROR(d.SetDiskSource("vda", top_path));
     WARREN_RETURN_IF_ERROR(d.SetDiskSource("vdb", tdir + "/seed.img"));
     WARREN_RETURN_IF_ERROR(d.SetConsoleLog(tdir + "/console.log"));
-    WARREN_RETURN_IF_ERROR(d.SetControlSocket(tdir + "/control.sock"));
+    WARREN_RETURN_IF_ERROR(d.SetChannelSocket(kControlChannelName, tdir + "/control.sock"));
+    if (!d.ChannelSocket(kIdentityChannelName).empty()) {
+      WARREN_RETURN_IF_ERROR(d.SetChannelSocket(kIdentityChannelName, tdir + "/identity.sock"));
+    }
     std::string xml = d.ToXml();
     auto replace = [&xml](const std::string& from, const std::string& to) {
       if (from.empty() || from == to) return;

@@ -356,6 +356,7 @@ Result<RestoredVm> LibvirtHost::RestoreClone(const VmSpec& spec, const TemplateF
   if (spec.egress == Egress::kAll) {
     WARREN_ASSIGN_OR_RETURN(config.mac, NewGuestMac());
   }
+  const bool identity_port = !def->ChannelSocket(kIdentityChannelName).empty();
   WARREN_ASSIGN_OR_RETURN(const int64_t restore_ms,
                           RestoreAsNewDomain(conn, config, std::move(def).value(), header, source,
                                              "from template " + key, rollback));
@@ -365,6 +366,7 @@ Result<RestoredVm> LibvirtHost::RestoreClone(const VmSpec& spec, const TemplateF
   r.host_key_pub = own.ssh_host_key_pub;
   r.host_key = own.ssh_host_key;
   r.seed_has_more = SeedHasMoreThanIdentity(own);
+  r.identity_port = identity_port;
   r.restore_ms = MillisSince(t0);
   LogInfo("vmhost: vm " + spec.id + " restored from template " + key + " in " +
           std::to_string(r.restore_ms) + " ms (begun " + std::to_string(begun_ms) + ", disk " +
@@ -421,7 +423,11 @@ Result<int64_t> LibvirtHost::RestoreAsNewDomain(const Conn& conn, const DomainCo
   WARREN_RETURN_IF_ERROR(def.SetDiskSource("vda", config.disk));
   WARREN_RETURN_IF_ERROR(def.SetDiskSource("vdb", config.seed));
   WARREN_RETURN_IF_ERROR(def.SetConsoleLog(config.console_log));
-  WARREN_RETURN_IF_ERROR(def.SetControlSocket(config.control_socket));
+  WARREN_RETURN_IF_ERROR(def.SetChannelSocket(kControlChannelName, config.control_socket));
+  // A domain defined before the identity port had none: the identity then goes over SSH.
+  if (!def.ChannelSocket(kIdentityChannelName).empty()) {
+    WARREN_RETURN_IF_ERROR(def.SetChannelSocket(kIdentityChannelName, config.identity_socket));
+  }
   if (!config.mac.empty()) WARREN_RETURN_IF_ERROR(def.SetInterfaceMacs({config.mac}));
   // What the running guest's /proc/cmdline says is the saved domain's either way (the
   // identity step ignores it); the definition says this one's.
@@ -499,6 +505,9 @@ Result<RestoredVm> LibvirtHost::Reidentify(const VmSpec& spec, const WhileReiden
   r.host_key_pub = own.ssh_host_key_pub;
   r.host_key = own.ssh_host_key;
   r.seed_has_more = SeedHasMoreThanIdentity(own);
+  // (From its next boot's definition: a pooled VM restored from a template saved without
+  // the port has none now, and the identity, finding no port, takes the SSH routes.)
+  r.identity_port = !def.ChannelSocket(kIdentityChannelName).empty();
   // What the next boot reads: the seed, rewritten in place, and the domain's name.
   auto persist = [&]() -> Status {
     WARREN_RETURN_IF_ERROR(MakeSeed(vm.conn, own, qemu_user(), /*rewrite=*/true).status());

@@ -201,12 +201,12 @@ xmlNode* DiskOf(const xmlDoc* doc, std::string_view dev) {
   return nullptr;
 }
 
-// The <channel type='unix'> of the control connection (kControlChannelName).
-xmlNode* ControlChannelOf(const xmlDoc* doc) {
+// The <channel type='unix'> whose target is the virtio-serial port `name`.
+xmlNode* ChannelOf(const xmlDoc* doc, std::string_view name) {
   xmlNode* devices = Descend(xmlDocGetRootElement(const_cast<xmlDoc*>(doc)), {"devices"});
   for (xmlNode* channel : Children(devices, "channel")) {
     if (Attribute(channel, "type") == "unix" &&
-        Attribute(Child(channel, "target"), "name") == kControlChannelName) {
+        Attribute(Child(channel, "target"), "name") == name) {
       return channel;
     }
   }
@@ -329,8 +329,8 @@ std::string DomainDefinition::ConsoleLog() const {
   return Attribute(Child(Child(devices, "serial"), "log"), "file");
 }
 
-std::string DomainDefinition::ControlSocket() const {
-  xmlNode* channel = ControlChannelOf(doc_.get());
+std::string DomainDefinition::ChannelSocket(std::string_view name) const {
+  xmlNode* channel = ChannelOf(doc_.get(), name);
   return channel != nullptr ? Attribute(Child(channel, "source"), "path") : "";
 }
 
@@ -509,11 +509,9 @@ Status DomainDefinition::SetConsoleLog(std::string_view path) {
   return Status::Ok();
 }
 
-Status DomainDefinition::SetControlSocket(std::string_view path) {
-  xmlNode* channel = ControlChannelOf(doc_.get());
-  if (channel == nullptr) {
-    return NotFound("the vm has no " + std::string(kControlChannelName) + " channel");
-  }
+Status DomainDefinition::SetChannelSocket(std::string_view name, std::string_view path) {
+  xmlNode* channel = ChannelOf(doc_.get(), name);
+  if (channel == nullptr) return NotFound("the vm has no " + std::string(name) + " channel");
   xmlNode* source = Child(channel, "source");
   if (source == nullptr) {
     source = AddFirstElement(channel, "source");

@@ -54,8 +54,9 @@ class DomainDefinition {
   std::string Title() const;
   // The <log file=…> of the first <serial>; empty when it has none.
   std::string ConsoleLog() const;
-  // The <source path=…> of the kControlChannelName channel; empty when there is none.
-  std::string ControlSocket() const;
+  // The <source path=…> of the unix channel to the virtio-serial port `name`
+  // (kControlChannelName, kIdentityChannelName); empty when there is none.
+  std::string ChannelSocket(std::string_view name) const;
   // The first child of <metadata> in namespace `ns` as XML, as virDomainGetMetadata would
   // hand it back (ParseVmMetadata reads warren's); empty when there is none.
   std::string MetadataXml(std::string_view ns) const;
@@ -102,9 +103,9 @@ class DomainDefinition {
   // The <log file=…> of the serial console (each <serial> and <console> with a <log>).
   // NotFound when none has one.
   Status SetConsoleLog(std::string_view path);
-  // The <source path=…> of the <channel type='unix'> whose target is kControlChannelName.
+  // The <source path=…> of the <channel type='unix'> whose target is the port `name`.
   // NotFound when there is no such channel.
-  Status SetControlSocket(std::string_view path);
+  Status SetChannelSocket(std::string_view name, std::string_view path);
   // The <mac address=…> of each <devices><interface>, in order ("" for one without).
   std::vector<std::string> InterfaceMacs() const;
   // Gives the i-th <interface> `macs[i]`, replacing its <mac> or adding one. InvalidArgument,

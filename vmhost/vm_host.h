@@ -164,6 +164,10 @@ struct RestoredVm {
   // and key (env or a setup script), which it must then read from the seed.
   std::string host_key;
   bool seed_has_more = false;
+  // The VM has the warren.identity port (a domain defined before it had none), on which a
+  // guest's waiting root process takes the identity without the SSH connection
+  // (GuestIdentity::port).
+  bool identity_port = false;
   int64_t restore_ms = 0;
 };
 

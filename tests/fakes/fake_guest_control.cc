@@ -133,13 +133,16 @@ class FixedPipe final : public GuestPipe {
 // comes first and the line `exit 0` last. Runs on the caller's writes; no thread.
 class IdentityPipe final : public GuestPipe {
  public:
+  // `direct`: the waiter's socket (a first byte 'D', an exit line, the channel closes);
+  // `port`: the identity port (a hello answered first, an exit line, never closed).
   IdentityPipe(std::function<void()> notify, std::string hostname,
-               std::function<void(bool handout)> done, bool direct)
+               std::function<void(bool handout)> done, bool direct, bool port = false)
       : notify_(std::move(notify)),
         hostname_(std::move(hostname)),
         done_(std::move(done)),
-        direct_(direct),
-        want_first_byte_(direct) {}
+        direct_(direct || port),
+        port_(port),
+        want_first_byte_(direct && !port) {}
   bool opening() override { return false; }
   Status status() override { return Status::Ok(); }
   size_t Write(std::string_view bytes) override {
@@ -155,6 +158,7 @@ class IdentityPipe final : public GuestPipe {
       while ((nl = in_.find('\n')) != std::string::npos) {
         const std::string line = in_.substr(0, nl);
         in_.erase(0, nl + 1);
+        if (port_ && line == "warren identity") out_ += "identity here\n";
         if (line.rfind("mac ", 0) == 0) mac_ = line.substr(4);
         if (line.rfind("hostname ", 0) == 0) handout_ = true;
         if (line == "end") out_ += "clock?\n";
@@ -194,7 +198,7 @@ class IdentityPipe final : public GuestPipe {
   End end() override {
     std::lock_guard<std::mutex> lock(mu_);
     End e;
-    e.output_eof = ended_ && out_.empty();
+    e.output_eof = ended_ && out_.empty() && !port_;
     e.closed = e.output_eof;
     if (e.closed && !direct_) e.exit_status = 0;
     return e;
@@ -209,6 +213,7 @@ class IdentityPipe final : public GuestPipe {
   const std::string hostname_;
   const std::function<void(bool)> done_;
   const bool direct_;
+  const bool port_;
   bool want_first_byte_;
   std::mutex mu_;
   std::string in_, out_;
@@ -236,6 +241,14 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
         std::make_shared<FixedPipe>(std::move(notify), kGuestIdentityWaits, "", 0));
   }
   bool handed_over = false;
+  const bool port = request.kind == GuestChannelRequest::Kind::kIdentityPort;
+  if (port) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (identity_waits_.count(vm_id) == 0 && !clones_wait_) {
+      return Unavailable("VM " + std::string(vm_id) + " has no identity port read");
+    }
+    handed_over = true;
+  }
   const bool direct = request.kind == GuestChannelRequest::Kind::kUnix;
   if (direct) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -265,9 +278,21 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
           applied->push_back(id);
           if (handout) handouts->push_back(id);
         },
-        direct));
+        direct, port));
   }
   return std::shared_ptr<GuestPipe>(std::make_shared<EchoPipe>(std::move(notify)));
+}
+
+Status FakeGuestControl::Connect(std::string_view vm_id, std::chrono::steady_clock::time_point) {
+  std::lock_guard<std::mutex> lock(mu_);
+  connects_.push_back(std::string(vm_id));
+  if (!reachable_) return Unavailable("VM " + std::string(vm_id) + " is not reachable");
+  return Status::Ok();
+}
+
+std::vector<std::string> FakeGuestControl::connects() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return connects_;
 }
 
 void FakeGuestControl::SetHostnames(std::function<std::string(std::string_view)> hostname_of) {

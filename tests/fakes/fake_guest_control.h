@@ -54,9 +54,14 @@ class FakeGuestControl final : public GuestControl {
   // kGuestIdentityWaits), for good, as the runner's waiter stays; the hand-over command (or
   // the waiter's socket) plays `identity` in a VM that waits, else it is refused as not root
   // (exit 5; the socket: Unavailable).
+  // kIdentityPort plays `identity` (after the hello's answer) in a VM that waits; in one that
+  // does not: Unavailable, as a port no waiter reads would be left for the control connection.
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override;
+  // OK at once while reachable (connects() lists the VM ids asked for).
+  Status Connect(std::string_view vm_id, std::chrono::steady_clock::time_point deadline) override;
+  std::vector<std::string> connects() const;
 
   // ---- Scripting.
   void SetScript(const std::string& command, Script script);
@@ -129,6 +134,7 @@ class FakeGuestControl final : public GuestControl {
   std::optional<GuestCommand> last_command_;
   std::vector<std::string> disconnected_;
   std::vector<GuestChannelRequest> channel_requests_;
+  std::vector<std::string> connects_;
   std::function<std::string(std::string_view)> hostname_of_;
   std::set<std::string, std::less<>> identity_waits_;
   std::shared_ptr<std::vector<std::string>> identities_ =

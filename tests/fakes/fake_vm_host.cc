@@ -369,6 +369,7 @@ Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
   r.host_key_pub = FakeHostKeyOf(spec);
   r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
   r.seed_has_more = SeedHasMoreThanIdentity(spec);
+  r.identity_port = true;  // as every domain warren defines now
   r.restore_ms = 1;
   Step("restore", "after", spec.id);
   return r;
@@ -406,6 +407,7 @@ Result<RestoredVm> FakeVmHost::ReidentifyLocked(const VmSpec& spec) {
   // As LibvirtHost's: the key's private half, and whether the seed holds more than the name.
   r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
   r.seed_has_more = SeedHasMoreThanIdentity(spec);
+  r.identity_port = true;  // as every domain warren defines now
   if (vm.info.state == VmState::kPaused) {
     vm.info.state = VmState::kRunning;
     Emit(spec.id, VmState::kRunning);
@@ -444,6 +446,7 @@ Result<RestoredVm> FakeVmHost::CopyLive(std::string_view source_id, const VmSpec
   // As LibvirtHost's: the key's private half, and whether the seed holds more than the name.
   r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
   r.seed_has_more = SeedHasMoreThanIdentity(spec);
+  r.identity_port = true;  // as every domain warren defines now
   MakeVmFiles(spec.id);
   Step("copy-live", "files", spec.id);
   vms_.emplace(spec.id, std::move(vm));

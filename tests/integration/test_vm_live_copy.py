@@ -138,8 +138,12 @@ class LiveCopyTest(LiveCopyChecks, VmTestCase):
             r"paused \d+ ms: its disk \d+ ms, then its memory, [1-9]\d* bytes; the restore \d+ "
             r"ms\)$" % (re.escape(self.vm_id("lc-copy")), re.escape(self.vm_id("lc-src"))))
         # Its source was booted (a shape of its own): no root process waited in it, so the
-        # copy's identity went through sudo once the waiter's socket answered nothing. Its
-        # seed holds nothing but its name and key: a hand-out, no seed read.
+        # copy's identity port went unanswered until its control connection was up, then the
+        # identity went through sudo once the waiter's socket answered nothing. Its seed holds
+        # nothing but its name and key: a hand-out, no seed read.
+        self.assertRegex(self.server.log(), r"guest identity: vm %s: .*no process took the "
+                         r"identity at its identity port \(no answer yet\); over its control "
+                         r"connection then" % re.escape(self.vm_id("lc-copy")))
         self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=handout "
                          r"via=sudo$" % re.escape(self.vm_id("lc-copy")))
         self.assert_runs_the_sources_process_as_itself("lc-copy", "lc-src", token, src_uptime)

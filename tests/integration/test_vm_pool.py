@@ -87,8 +87,9 @@ class PoolTest(IdentityChecks, VmTestCase):
             self.assertEqual(self.ssh_json(self.admin, "stat", name)["made"], "pool")
         for name in ("pool-one", "pool-two"):
             self.assert_identity_handed_over(name, made[name]["id"])
-            # The whole identity when it was pooled; at `new`, a hand-out (name and host key).
-            kinds = re.findall(r"(?m)guest identity applied vm=%s .* kind=(\w+) via=waiter$"
+            # The whole identity when it was pooled; at `new`, a hand-out (name and host key):
+            # both from the root process waiting in it, at its identity port.
+            kinds = re.findall(r"(?m)guest identity applied vm=%s .* kind=(\w+) via=port$"
                                % re.escape(made[name]["id"]), self.server.log())
             self.assertEqual(kinds, ["whole", "handout"], self.server.log()[-3000:])
         one, two = self.facts("pool-one"), self.facts("pool-two")
@@ -111,7 +112,7 @@ class PoolTest(IdentityChecks, VmTestCase):
         # Its seed holds the env: it read the seed again (a whole identity), no hand-out.
         env_id = self.ssh_json(self.admin, "stat", "pool-env")["id"]
         self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "
-                         r"via=waiter$" % re.escape(env_id))
+                         r"via=port$" % re.escape(env_id))
         self.assertNotRegex(self.server.log(), r"guest identity applied vm=%s .* kind=handout"
                             % re.escape(env_id))
         self.assertEqual(self.ssh_json(self.admin, "stat", "pool-env")["made"], "pool")

@@ -77,12 +77,15 @@ class IdentityChecks:
         return 0.0
 
     def assert_identity_handed_over(self, name, vm_id):
-        """The VM took its identity from the root process waiting in it, reached at its socket
-        (no command, no sudo on the hand-out), which stays for the next caller (a live copy of
-        this VM takes its identity there): the user's own `identity` reaches it, as root, and
-        its empty request is refused as such, not as one run without root."""
+        """The VM took its identity from the root process waiting in it, reached at its identity
+        port beside the SSH handshake (no command, no sudo, no channel), which stays for the
+        next caller (a live copy of this VM takes its identity there): the user's own
+        `identity` reaches it at its socket, as root, and its empty request is refused as such,
+        not as one run without root."""
         log = self.server.log()
-        self.assertRegex(log, r"(?m)guest identity applied vm=%s .* via=waiter$" % re.escape(vm_id))
+        self.assertRegex(log, r"(?m)guest identity applied vm=%s .* via=port$" % re.escape(vm_id))
+        self.assertNotRegex(log, r"guest identity: vm \S*%s\S*: .*no process took the identity"
+                            % re.escape(vm_id))
         self.assertNotRegex(log, r"guest identity: vm \S*%s\S*: .*handing it over by command"
                             % re.escape(vm_id))
         r = self.vm_ok("ssh", name, shlex.quote(
@@ -155,7 +158,7 @@ class TemplateTest(IdentityChecks, VmTestCase):
             self.assert_identity_handed_over(name, made[name]["id"])
             # A hand-out: the name, host key and a new machine-id in the request, no seed read.
             self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* "
-                             r"kind=handout via=waiter$" % re.escape(made[name]["id"]))
+                             r"kind=handout via=port$" % re.escape(made[name]["id"]))
             # The clone's first connection was answered by the sshd the template's launcher
             # had started ahead (a spare, saved with it): no sshd start-up after the restore.
             log = self.vm_ok("ssh", name, "cat /var/log/warren-control.log").stdout
@@ -191,7 +194,7 @@ class TemplateTest(IdentityChecks, VmTestCase):
         # Its env is in its seed only: it read the seed (a whole identity).
         env_id = self.ssh_json(self.admin, "stat", "tpl-env")["id"]
         self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=whole "
-                         r"via=waiter$" % re.escape(env_id))
+                         r"via=port$" % re.escape(env_id))
         self.assertNotIn("presented a different host key", self.server.log())
         # A live copy of a clone has the clone's waiter (it stays, and came with the memory):
         # the copy's identity goes there too, no sudo; a hand-out (its seed holds no more).
@@ -199,7 +202,7 @@ class TemplateTest(IdentityChecks, VmTestCase):
         live = self.ssh_json(self.admin, "cp", "tpl-two", "tpl-live", "--live", timeout=300)
         self.assertEqual(live["made"], "live-copy", live)
         self.assertRegex(self.server.log(), r"(?m)guest identity applied vm=%s .* kind=handout "
-                         r"via=waiter$" % re.escape(self.vm_id("tpl-live")))
+                         r"via=port$" % re.escape(self.vm_id("tpl-live")))
         self.assertEqual(self.vm_ok("ssh", "tpl-live", "hostname").stdout.strip(), "tpl-live")
         self.assertIn(SLOW_CPU_READ_BACK_OFF, live_xml(self.vm_id("tpl-live")))
 

@@ -299,10 +299,13 @@ TEST_F(VmCopyTest, CpLiveHandsTheCopysIdentityToTheWaiterItsSourceHad) {
   ASSERT_TRUE(o.status.ok()) << o.err << o.out;
   const std::string copy = IdOf("web-two");
   EXPECT_EQ(guests_.identities_applied().back(), copy);
+  // At its identity port (the copy has its source's devices), while its control connection
+  // was made beside it.
   std::vector<GuestChannelRequest> asked = guests_.channel_requests();
   ASSERT_EQ(asked.size(), asked_before + 1);
-  EXPECT_EQ(asked.back().kind, GuestChannelRequest::Kind::kUnix);
-  EXPECT_EQ(asked.back().path, kGuestIdentitySocket);
+  EXPECT_EQ(asked.back().kind, GuestChannelRequest::Kind::kIdentityPort);
+  std::vector<std::string> connects = guests_.connects();
+  EXPECT_EQ(std::count(connects.begin(), connects.end(), copy), 1);
   EXPECT_TRUE(guests_.PinnedHostKey(copy).starts_with("ssh-ed25519 ")) << copy;
 }
 

@@ -27,6 +27,7 @@ DomainConfig Typical() {
   c.seed = "/var/lib/warren/vms/0a1b2c3d4e5f/seed.img";
   c.console_log = "/var/lib/warren/vms/0a1b2c3d4e5f/console.log";
   c.control_socket = "/var/lib/warren/vms/0a1b2c3d4e5f/control.sock";
+  c.identity_socket = "/var/lib/warren/vms/0a1b2c3d4e5f/identity.sock";
   c.egress = Egress::kAll;
   c.qemu_user = {64055, 64055};  // Debian's libvirt-qemu, as the daemon's capabilities name it
   return c;

@@ -1,4 +1,5 @@
-# Guest control (vmhost/guest): the runner protocol (pure), the runner binary run on this
+# Guest control (vmhost/guest): the runner protocol (pure) and the identity port's PortPipe
+# (a socket pair), the runner binary run on this
 # machine, the GuestControl scenarios against a local sshd (hermetic, fast) and the same
 # scenarios against a real tiny guest under QEMU (one CTest test: it boots the guest once).
 
@@ -10,7 +11,7 @@ target_compile_definitions(warren_guest_test_targets PRIVATE
   WARREN_SOURCE_DIR="${CMAKE_SOURCE_DIR}" WARREN_RUN_BINARY="${WARREN_RUN_BINARY}")
 add_dependencies(warren_guest_test_targets warren_run)
 
-add_executable(guest_protocol_test unit/guest_protocol_test.cc)
+add_executable(guest_protocol_test unit/guest_protocol_test.cc unit/port_pipe_test.cc)
 target_link_libraries(guest_protocol_test PRIVATE warren_guest GTest::gtest_main)
 gtest_discover_tests(guest_protocol_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS guest)
 

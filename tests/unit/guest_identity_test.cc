@@ -252,9 +252,11 @@ TEST(GuestIdentityReportTest, RefusesLies) {
 // ends with an `exit N` line instead of an exit status.
 class PlayedPipe final : public GuestPipe {
  public:
-  PlayedPipe(std::function<void()> notify, bool direct)
-      : notify_(std::move(notify)), direct_(direct) {}
+  // `port`: the identity port (direct, and never closed: the exit line ends it).
+  PlayedPipe(std::function<void()> notify, bool direct, bool port = false)
+      : notify_(std::move(notify)), direct_(direct || port), port_(port) {}
   bool direct() const { return direct_; }
+  bool port() const { return port_; }
 
  private:
   template <typename F>
@@ -359,7 +361,7 @@ class PlayedPipe final : public GuestPipe {
       } else {
         exit_status_ = status;
       }
-      guest_closed_ = true;
+      guest_closed_ = !port_;
     });
     notify_();
   }
@@ -383,6 +385,7 @@ class PlayedPipe final : public GuestPipe {
  private:
   std::function<void()> notify_;
   const bool direct_;
+  const bool port_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool opening_ = true;
@@ -441,17 +444,26 @@ class PlayedGuests final : public GuestControl {
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override {
     const bool direct = request.kind == GuestChannelRequest::Kind::kUnix;
+    const bool port = request.kind == GuestChannelRequest::Kind::kIdentityPort;
     opened.push_back(std::string(vm_id) + ": " +
-                     (direct ? "unix:" + request.path : request.command));
-    if (!direct) {
+                     (port     ? "port"
+                      : direct ? "unix:" + request.path
+                               : request.command));
+    if (!direct && !port) {
       EXPECT_EQ(request.kind, GuestChannelRequest::Kind::kExec);
     }
-    auto pipe = std::make_shared<PlayedPipe>(std::move(notify), direct);
+    auto pipe = std::make_shared<PlayedPipe>(std::move(notify), direct, port);
     threads_.emplace_back([this, pipe] { guest_(*pipe); });
     return std::shared_ptr<GuestPipe>(pipe);
   }
 
-  std::vector<std::string> execs, opened, noted;
+  Status Connect(std::string_view vm_id, std::chrono::steady_clock::time_point) override {
+    connects.push_back(std::string(vm_id));
+    return connect_status;
+  }
+
+  std::vector<std::string> execs, opened, noted, connects;
+  Status connect_status;
   bool exec_hangs = false;
   Status exec_status;
 
@@ -469,8 +481,8 @@ bool ReadRequest(PlayedPipe& p, const GuestIdentity& asked, std::string* seen = 
     std::optional<std::string> line = p.ReadLine();
     if (!line) return false;
     // Direct, the byte 'D' comes before the request.
-    if (first && p.direct() && (line->empty() || (*line)[0] != 'D')) return false;
-    if (first && p.direct()) line->erase(0, 1);
+    if (first && p.direct() && !p.port() && (line->empty() || (*line)[0] != 'D')) return false;
+    if (first && p.direct() && !p.port()) line->erase(0, 1);
     first = false;
     got += *line + "\n";
     if (*line == "end") break;
@@ -705,6 +717,94 @@ void PlayIdentity(PlayedPipe& p, const GuestIdentity& id) {
   if (!p.ReadLine()) return p.Exit(1);
   p.Send(ReportFor(id));
   p.Exit(0);
+}
+
+// The waiter at the identity port: the hello answered (after whatever the port held), then
+// the identity as on a direct connection.
+void PlayPortIdentity(PlayedPipe& p, const GuestIdentity& id, std::string before_answer = "") {
+  p.Open();
+  if (p.ReadLine() != "warren identity") return p.Exit(2);
+  p.Send(before_answer + "identity here\n");
+  if (!ReadRequest(p, id)) return p.Exit(2);
+  p.Send("clock?\n");
+  if (!p.ReadLine()) return p.Exit(1);
+  p.Send(ReportFor(id));
+  p.Exit(0);
+}
+
+TEST(ApplyGuestIdentityTest, AtTheIdentityPortWhileTheConnectionIsMade) {
+  GuestIdentity id = SomeIdentity();
+  id.prepared = true;
+  id.port = true;
+  for (std::string held : {"", "stale bytes\nidentity", "x"}) {
+    PlayedGuests guests([&](PlayedPipe& p) { PlayPortIdentity(p, id, held); });
+    Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+    ASSERT_TRUE(r.ok()) << held << ": " << r.status().ToString();
+    EXPECT_EQ(r->hostname, "clone-1");
+    EXPECT_EQ(guests.opened, std::vector<std::string>{"vm1: port"});
+    EXPECT_EQ(guests.connects, std::vector<std::string>{"vm1"});
+    EXPECT_TRUE(guests.execs.empty());
+  }
+}
+
+TEST(ApplyGuestIdentityTest, NoWaiterAtThePortTakesTheConnectionOnceItIsUp) {
+  GuestIdentity id = SomeIdentity();
+  id.prepared = true;
+  id.port = true;
+  std::atomic<int> channels{0};
+  std::atomic<bool> port_closed{false};
+  PlayedGuests guests([&](PlayedPipe& p) {
+    if (channels++ == 0) {  // the port: read by nobody (a booted VM's copy)
+      p.Open();
+      port_closed = p.WaitHostClose(milliseconds(5000));
+      return;
+    }
+    PlayIdentity(p, id);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // The connection was up at once: the waiter had its grace, then the socket took it.
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(300));
+  EXPECT_EQ(guests.opened,
+            (std::vector<std::string>{"vm1: port", "vm1: unix:/run/warren/identity.sock"}));
+  EXPECT_TRUE(port_closed.load());
+
+  // A port that cannot be dialled (a domain without it): the connection's routes at once.
+  channels = 0;
+  PlayedGuests no_port([&](PlayedPipe& p) {
+    if (channels++ == 0) return p.Refuse(Unavailable("no such port"));
+    PlayIdentity(p, id);
+  });
+  r = ApplyGuestIdentity(no_port, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(no_port.opened.size(), 2u);
+}
+
+TEST(ApplyGuestIdentityTest, AtThePortWithoutAConnectionFails) {
+  // Taken at the port, but the VM cannot be reached over SSH: it is of no use.
+  GuestIdentity id = SomeIdentity();
+  id.prepared = true;
+  id.port = true;
+  PlayedGuests guests([&](PlayedPipe& p) { PlayPortIdentity(p, id); });
+  guests.connect_status = Unavailable("VM vm1 did not answer on its control connection");
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("took its identity"), std::string::npos)
+      << r.status().ToString();
+  // A port that says something else than the waiter's answer is not the waiter's.
+  PlayedGuests junk([&](PlayedPipe& p) {
+    if (p.port()) {
+      p.Open();
+      p.Send(std::string(5000, 'j'));
+      p.WaitHostClose(milliseconds(5000));
+      return;
+    }
+    PlayIdentity(p, id);
+  });
+  r = ApplyGuestIdentity(junk, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(junk.opened.size(), 2u);
 }
 
 TEST(ApplyGuestIdentityTest, APreparedVmIsHandedOverWithoutSudoOrRunnerCheck) {

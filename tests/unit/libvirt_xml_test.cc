@@ -187,7 +187,10 @@ TEST(CloneDefinitionTest, ReadsTheSavedTemplate) {
   EXPECT_EQ(def.Uuid(), "143f2320-c633-43f0-b8a4-07c52903477e");
   EXPECT_EQ(def.Title(), "template-tiny");
   EXPECT_EQ(def.ConsoleLog(), std::string(kTemplateVm) + "/console.log");
-  EXPECT_EQ(def.ControlSocket(), std::string(kTemplateVm) + "/control.sock");
+  EXPECT_EQ(def.ChannelSocket(kControlChannelName), std::string(kTemplateVm) + "/control.sock");
+  // Saved before domains had the identity port: the clone has none either.
+  EXPECT_EQ(def.ChannelSocket(kIdentityChannelName), "");
+  EXPECT_EQ(def.SetChannelSocket(kIdentityChannelName, "/x").code(), Code::kNotFound);
   EXPECT_EQ(def.DiskSource("vda"), kTemplateTop);
   EXPECT_EQ(def.InterfaceMacs(), std::vector<std::string>{"52:54:00:f3:9f:97"});
   Result<VmMetadata> vm = ParseVmMetadata(def.MetadataXml(kWarrenVmNamespace));
@@ -196,6 +199,23 @@ TEST(CloneDefinitionTest, ReadsTheSavedTemplate) {
   EXPECT_EQ(vm->name, "template-tiny");
   EXPECT_EQ(def.MetadataXml(kWarrenRunNamespace), "");
   EXPECT_TRUE(def.MentionsPathUnder(kTemplateVm));
+}
+
+TEST(CloneDefinitionTest, EachPortHasItsOwnSocket) {
+  // What DomainXml writes: the control port and the identity port, each moved on its own.
+  PARSE_GOLDEN(def, "domain_tcg_full.xml");
+  EXPECT_EQ(def.ChannelSocket(kControlChannelName),
+            "/var/lib/warren/vms/0a1b2c3d4e5f/control.sock");
+  EXPECT_EQ(def.ChannelSocket(kIdentityChannelName),
+            "/var/lib/warren/vms/0a1b2c3d4e5f/identity.sock");
+  ASSERT_TRUE(
+      def.SetChannelSocket(kIdentityChannelName, std::string(kCloneVm) + "/identity.sock").ok());
+  Result<DomainDefinition> back = DomainDefinition::Parse(def.ToXml());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ChannelSocket(kIdentityChannelName), std::string(kCloneVm) + "/identity.sock");
+  EXPECT_EQ(back->ChannelSocket(kControlChannelName),
+            "/var/lib/warren/vms/0a1b2c3d4e5f/control.sock");
+  EXPECT_EQ(back->ChannelSocket("warren.other"), "");
 }
 
 TEST(CloneDefinitionTest, EveryIdentityAndPathBecomesTheClones) {
@@ -209,7 +229,7 @@ TEST(CloneDefinitionTest, EveryIdentityAndPathBecomesTheClones) {
   EXPECT_FALSE(def.SetGenid("0f0e0d0c-0b0a-0908-0706-050403020100"));  // the template has none
   ASSERT_TRUE(def.SetVmMetadata("6b8f1d2e3a4c", "clone-one", "tiny@20261202").ok());
   ASSERT_TRUE(def.SetConsoleLog(vm + "/console.log").ok());
-  ASSERT_TRUE(def.SetControlSocket(vm + "/control.sock").ok());
+  ASSERT_TRUE(def.SetChannelSocket(kControlChannelName, vm + "/control.sock").ok());
   ASSERT_TRUE(def.SetDiskSource("vda", top).ok());
   ASSERT_TRUE(def.SetDiskSource("vdb", vm + "/seed.img").ok());
   ASSERT_TRUE(def.SetInterfaceMacs({"52:54:00:6b:8f:1d"}).ok());
@@ -235,7 +255,7 @@ TEST(CloneDefinitionTest, EveryIdentityAndPathBecomesTheClones) {
   EXPECT_EQ(meta->name, "clone-one");
   EXPECT_EQ(meta->image, "tiny@20261202");
   EXPECT_EQ(back->ConsoleLog(), vm + "/console.log");
-  EXPECT_EQ(back->ControlSocket(), vm + "/control.sock");
+  EXPECT_EQ(back->ChannelSocket(kControlChannelName), vm + "/control.sock");
   EXPECT_EQ(back->DiskSource("vda"), top);
   EXPECT_EQ(back->DiskSource("vdb"), vm + "/seed.img");
   EXPECT_TRUE(back->DiskBackingChain("vdb").empty());
@@ -281,7 +301,7 @@ TEST(CloneDefinitionTest, WhatADefinitionLacks) {
   EXPECT_EQ(bare->SetName("n").code(), Code::kInternal);
   EXPECT_EQ(bare->SetUuid("u").code(), Code::kInternal);
   EXPECT_EQ(bare->SetConsoleLog("/l").code(), Code::kNotFound);
-  EXPECT_EQ(bare->SetControlSocket("/s").code(), Code::kNotFound);
+  EXPECT_EQ(bare->SetChannelSocket(kControlChannelName, "/s").code(), Code::kNotFound);
   EXPECT_FALSE(bare->RemoveMetadata(kWarrenVmNamespace));
   // Added where libvirt keeps them: <title> and <metadata> ahead of the rest.
   bare->SetTitle("t<&>'\"");

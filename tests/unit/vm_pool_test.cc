@@ -106,12 +106,16 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   EXPECT_EQ(guests_.handouts_applied(), std::vector<std::string>{vm.id});
   std::vector<std::string> opened;
   for (const GuestChannelRequest& r : guests_.channel_requests()) {
-    opened.push_back(r.kind == GuestChannelRequest::Kind::kUnix ? "unix:" + r.path : r.command);
+    opened.push_back(r.kind == GuestChannelRequest::Kind::kUnix           ? "unix:" + r.path
+                     : r.kind == GuestChannelRequest::Kind::kIdentityPort ? "port"
+                                                                          : r.command);
   }
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityWaitCommand), 2)
       << opened.size();
+  // Each at its identity port (every domain has one).
+  EXPECT_EQ(std::count(opened.begin(), opened.end(), "port"), 3);
   EXPECT_EQ(std::count(opened.begin(), opened.end(), "unix:" + std::string(kGuestIdentitySocket)),
-            3);
+            0);
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityHandOverCommand), 0);
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityCommand), 0);
   EXPECT_TRUE(guests_.PinnedHostKey(vm.id).starts_with("ssh-ed25519 ")) << vm.id;

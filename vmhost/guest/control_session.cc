@@ -182,6 +182,22 @@ Result<std::shared_ptr<GuestChannel>> ControlSession::OpenRunnerChannel(
   return io;
 }
 
+Status ControlSession::AwaitConnection(Clock::time_point deadline) {
+  auto io = std::make_shared<GuestChannel>(GuestChannelRequest{}, waker_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return Unavailable("the control connection to VM " + options_.vm_id + " is closed");
+    incoming_.push_back(Request{io, deadline, /*connection_only=*/true});
+  }
+  waker_->Wake();
+  Status st = io->WaitOpen(deadline + std::chrono::milliseconds(300));
+  io->Close();
+  if (st.code() == Code::kTimeout) {
+    return Unavailable("VM " + options_.vm_id + " did not answer on its control connection");
+  }
+  return st;
+}
+
 std::shared_ptr<GuestChannel> ControlSession::OpenRaw(GuestChannelRequest request,
                                                       std::function<void()> notify,
                                                       Clock::time_point deadline) {
@@ -609,6 +625,10 @@ void ControlSession::StartChannels(std::deque<Request>& waiting) {
     Request r = std::move(waiting.front());
     waiting.pop_front();
     if (r.io->caller_closed()) continue;
+    if (r.connection_only) {  // (StartChannels runs once connected)
+      r.io->SetOpen(generation_.load());
+      continue;
+    }
     auto c = std::make_unique<Channel>();
     c->id = next_channel_id_++;
     c->io = std::move(r.io);

@@ -140,6 +140,9 @@ class ControlSession {
   // the guest opened it or refused, or when `deadline` passed without a connection.
   std::shared_ptr<GuestChannel> OpenRaw(GuestChannelRequest request, std::function<void()> notify,
                                         Clock::time_point deadline);
+  // Returns once there is a connection (making one first when there is none), or fails as
+  // OpenExec would. No channel is opened.
+  Status AwaitConnection(Clock::time_point deadline);
   // Drops the current connection (channels on it fail with Unavailable); the next OpenExec
   // connects again.
   void DropConnection();
@@ -190,6 +193,7 @@ class ControlSession {
   struct Request {
     std::shared_ptr<GuestChannel> io;
     Clock::time_point deadline;
+    bool connection_only = false;  // AwaitConnection's: opened once connected, no channel
   };
 
   void Run();

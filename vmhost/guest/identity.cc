@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -408,25 +410,51 @@ std::optional<int> TakeExitLine(std::string& out) {
 
 // How an identity channel reaches the guest's `identity`.
 struct IdentityRoute {
-  const char* command;  // an exec channel's command line; nullptr: the waiter's socket
+  enum class Way { kPort, kSocket, kCommand };
+  Way way;
+  const char* command;  // kCommand: the exec channel's command line
   const char* via;      // for the log line
 };
-constexpr IdentityRoute kDirectToTheWaiter{nullptr, "waiter"};
-constexpr IdentityRoute kHandedToTheWaiter{kGuestIdentityHandOverCommand, "waiter-command"};
-constexpr IdentityRoute kThroughSudo{kGuestIdentityCommand, "sudo"};
+constexpr IdentityRoute kAtThePort{IdentityRoute::Way::kPort, nullptr, "port"};
+constexpr IdentityRoute kDirectToTheWaiter{IdentityRoute::Way::kSocket, nullptr, "waiter"};
+constexpr IdentityRoute kHandedToTheWaiter{IdentityRoute::Way::kCommand,
+                                           kGuestIdentityHandOverCommand, "waiter-command"};
+constexpr IdentityRoute kThroughSudo{IdentityRoute::Way::kCommand, kGuestIdentityCommand, "sudo"};
+
+// The port's hello and the waiter's answer (runner/identity_wait.c), and how much the guest
+// may send before that answer (what a port held from before; dropped).
+constexpr std::string_view kPortHello = "warren identity\n";
+constexpr std::string_view kPortAck = "identity here\n";
+constexpr size_t kMaxBeforeAck = 4096;
+constexpr std::chrono::milliseconds kPortPoll{10};
+// How long the waiter may take to answer the port's hello once the control connection is
+// up (a pooled VM's is up already; its waiter answers within milliseconds of the resume).
+constexpr std::chrono::milliseconds kPortAnswerGrace{300};
+
+// Whether `out` ends with a direct connection's exit line.
+bool EndsWithExitLine(const std::string& out) {
+  std::string copy = out;
+  return TakeExitLine(copy).has_value();
+}
 
 // One identity channel (the identity protocol: request, clock question and answer, report),
-// within the deadline. Direct to the waiter's socket, the guest's stdout and stderr are one
-// stream, ended by the exit line.
+// within the deadline. Direct to the waiter (its socket, its port), the guest's stdout and
+// stderr are one stream, ended by the exit line. At the port the request goes only once the
+// waiter answered the hello; with no answer yet when `give_up()` says so, NotFound.
 Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::string& vm,
                                                const IdentityRoute& route,
                                                const std::string& request,
                                                const GuestIdentity& identity, Clock::time_point t0,
-                                               Clock::time_point deadline) {
-  const bool direct = route.command == nullptr;
+                                               Clock::time_point deadline,
+                                               const std::function<bool()>& give_up = {}) {
+  using Way = IdentityRoute::Way;
+  const bool direct = route.way != Way::kCommand;
+  const bool port = route.way == Way::kPort;
   auto events = std::make_shared<PipeEvents>();
   GuestChannelRequest open;
-  if (direct) {
+  if (port) {
+    open.kind = GuestChannelRequest::Kind::kIdentityPort;
+  } else if (direct) {
     open.kind = GuestChannelRequest::Kind::kUnix;
     open.path = kGuestIdentitySocket;
   } else {
@@ -435,10 +463,11 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
   }
   // Direct, a channel that fails or ends before the guest said anything reached no process
   // that took the identity (none waits, or one of an older runner, which takes descriptors
-  // only): NotFound, after which the caller hands it over by command.
+  // only, or reads no port): NotFound, after which the caller tries the next route.
   auto untaken = [&](const std::string& why) {
-    return NotFound("VM " + vm + ": no process took the identity at " + kGuestIdentitySocket +
-                    " (" + why + ")");
+    return NotFound("VM " + vm + ": no process took the identity at " +
+                    (port ? std::string("its identity port") : kGuestIdentitySocket) + " (" + why +
+                    ")");
   };
   Result<std::shared_ptr<GuestPipe>> opened =
       guests.OpenChannel(vm, open, [events] { events->Notify(); });
@@ -452,22 +481,42 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
   } close{*pipe};
 
   const std::string_view sent = request;
-  const std::string_view first = direct ? "D" : "";
+  const std::string_view first = port ? kPortHello : direct ? "D" : "";
   size_t first_sent = 0;
+  bool acked = !port;    // the port's waiter answered the hello
   bool refused = false;  // direct: the guest said something else than the clock question
   size_t request_sent = 0;
   std::string answer;  // the clock answer, once the question came
   size_t answer_sent = 0;
   bool asked = false;
   std::string out, err;
-  const char* phase = "opening the identity channel";
+  const char* phase =
+      port ? "waiting for the identity port's answer" : "opening the identity channel";
   for (;;) {
     if (!pipe->opening()) {
       Status st = pipe->status();
       if (!st.ok() && direct && out.empty()) return untaken(st.message());
       if (!st.ok()) return Unavailable("VM " + vm + ": " + phase + ": " + st.message());
       if (first_sent < first.size()) first_sent += pipe->Write(first.substr(first_sent));
-      if (first_sent == first.size() && request_sent < sent.size()) {
+      if (!acked) {
+        std::string chunk;
+        while (pipe->PeekOutput(/*is_stderr=*/false, kPeekBytes, &chunk)) {
+          pipe->ConsumeOutput(false, chunk.size());
+          out += chunk;
+        }
+        if (size_t at = out.find(kPortAck); at != std::string::npos) {
+          out.erase(0, at + kPortAck.size());  // and whatever the port held before it
+          acked = true;
+          phase = "sending the identity request";
+        } else if (out.size() > kMaxBeforeAck) {
+          return untaken("it sent something else than the waiter's answer");
+        } else if (pipe->end().closed) {
+          return untaken("it closed the port");
+        } else if (give_up && give_up()) {
+          return untaken("no answer yet");
+        }
+      }
+      if (acked && first_sent == first.size() && request_sent < sent.size()) {
         phase = "sending the identity request";
         request_sent += pipe->Write(sent.substr(request_sent));
         if (request_sent == sent.size()) phase = "waiting for the guest's clock question";
@@ -512,6 +561,8 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
         }
       }
       GuestPipe::End end = pipe->end();
+      // The port never closes: the exit line ends it.
+      if (port && acked && EndsWithExitLine(out)) end.closed = true;
       if (end.closed) {
         if (direct) {
           if (out.empty() && !asked) return untaken("it closed the connection");
@@ -547,7 +598,8 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - t0).count()) +
           " ms");
     }
-    events->WaitUntil(deadline);
+    // Unanswered at the port, give_up is asked again soon (what it watches does not notify).
+    events->WaitUntil(!acked && give_up ? std::min(deadline, Clock::now() + kPortPoll) : deadline);
   }
 }
 
@@ -565,7 +617,33 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
     ~WipeOnExit() { Wipe(s); }
   } wipe{request};
   Result<GuestIdentityReport> report = Internal("no identity channel yet");
-  if (identity.prepared) {
+  if (identity.port) {
+    // At the port first, while the control connection is made beside it (a restored VM's
+    // first handshake: 0.4-0.6 s under TCG). A guest with no waiter there (a live copy of a
+    // booted VM) has not answered the hello by the time the connection is up: the SSH routes
+    // below then, as without a port.
+    std::future<Status> connected = std::async(
+        std::launch::async, [&guests, vm, deadline] { return guests.Connect(vm, deadline); });
+    const auto said_hello = Clock::now();
+    auto give_up = [&] {
+      return Clock::now() - said_hello >= kPortAnswerGrace &&
+             connected.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    };
+    report = RunIdentityChannel(guests, vm, kAtThePort, request, identity, t0, deadline, give_up);
+    // The caller re-pins the host key next: after the connection's first (the handshake may
+    // have begun with the key the guest had).
+    Status st = connected.get();
+    if (report.ok() && !st.ok()) {
+      return st.Annotate("VM " + vm + " took its identity, but its control connection");
+    }
+    if (report.status().code() == Code::kNotFound) {
+      LogInfo("guest identity: vm " + LogQuote(vm) + ": " + report.status().message() +
+              "; over its control connection then");
+    }
+  }
+  if (report.ok() || (identity.port && report.status().code() != Code::kNotFound)) {
+    // Taken at the port, or failed there after the waiter took it.
+  } else if (identity.prepared) {
     report = RunIdentityChannel(guests, vm, kDirectToTheWaiter, request, identity, t0, deadline);
     if (report.status().code() == Code::kNotFound) {
       LogWarn("guest identity: vm " + LogQuote(vm) + ": " + report.status().ToString() +

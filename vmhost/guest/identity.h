@@ -79,6 +79,10 @@ struct GuestIdentity {
   // Tried at the waiter's socket first, then through sudo (no hand-over by command between: a
   // source booted without one is no surprise).
   bool try_waiter = false;
+  // The VM has the identity port (RestoredVm::identity_port): the identity is tried there
+  // first, beside the control connection's handshake (GuestControl::Connect), and over that
+  // connection as above when no waiter answers the port before the connection is up.
+  bool port = false;
 };
 
 // What the guest reports, checked.
@@ -142,7 +146,10 @@ Status PrepareGuestIdentity(GuestControl& guests, std::string_view vm_id,
                             std::chrono::milliseconds timeout);
 
 // Applies `identity` to VM `vm_id`, which must be running, on one channel
-// (GuestControl::OpenChannel): when `prepared`, straight to the waiting process's socket
+// (GuestControl::OpenChannel): with `port`, at the identity port first while
+// GuestControl::Connect makes the control connection (returning once it is made; the identity
+// taken there and no connection is that Unavailable), then as below when no waiter answered
+// there before the connection was up; when `prepared`, straight to the waiting process's socket
 // (kUnix), then the hand-over command (kExec) should that channel fail before the identity
 // began, then sudo should that be refused; with `try_waiter`, the socket, then sudo; else
 // through sudo (and, should that fail, once more after the runner check with a cheap Exec of

@@ -8,6 +8,7 @@
 #include "lobby/base/log.h"
 #include "vmhost/guest/endpoint_setup.h"
 #include "vmhost/guest/job_stream.h"
+#include "vmhost/guest/port_pipe.h"
 #include "vmhost/guest/runner_protocol.h"
 
 namespace warren::guest {
@@ -494,6 +495,16 @@ Result<std::shared_ptr<GuestPipe>> SshGuestControl::OpenChannel(std::string_view
                                                                 std::function<void()> notify) {
   using Kind = GuestChannelRequest::Kind;
   GuestChannelRequest req = request;
+  if (req.kind == Kind::kIdentityPort) {
+    if (!options_.dial_identity) return Unavailable("no identity port here");
+    Result<UniqueFd> port = options_.dial_identity(vm_id);
+    if (!port.ok()) {
+      return Unavailable("VM " + std::string(vm_id) +
+                         "'s identity port cannot be reached: " + port.status().message());
+    }
+    return std::shared_ptr<GuestPipe>(
+        std::make_shared<PortPipe>(std::move(port).value(), std::move(notify)));
+  }
   if (req.kind == Kind::kTcp) {
     if (req.port == 0) return InvalidArgument("no port given");
     req.env.clear();
@@ -564,6 +575,10 @@ std::string SshGuestControl::EndpointProblem(std::string_view vm_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = vms_.find(vm_id);
   return it == vms_.end() ? "" : it->second->session->endpoint_problem();
+}
+
+Status SshGuestControl::Connect(std::string_view vm_id, Clock::time_point deadline) {
+  return VmFor(vm_id)->session->AwaitConnection(deadline);
 }
 
 int SshGuestControl::OpenChannels(std::string_view vm_id) {

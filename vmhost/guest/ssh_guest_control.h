@@ -31,7 +31,10 @@
 namespace warren::guest {
 
 struct SshGuestControlOptions {
-  ControlDialer dial;    // VM id -> a socket connected to its control port
+  ControlDialer dial;  // VM id -> a socket connected to its control port
+  // VM id -> a socket connected to its identity port (GuestChannelRequest::kIdentityPort);
+  // empty: none (such channels are Unavailable).
+  ControlDialer dial_identity;
   std::string key_path;  // DATA/control_ed25519 (EnsureControlKey)
   std::string user = "dev";
   std::string runner_path;  // the warren-run binary; empty: next to the running executable
@@ -88,9 +91,11 @@ class SshGuestControl final : public GuestControl {
   // A raw channel on the VM's connection (no runner). Env for a session is set by the
   // command line the guest's shell runs (`export NAME='VALUE'; …`), because the guest's sshd
   // accepts no env requests: a shell with env becomes `exec "$SHELL" -l` after the exports.
+  // kIdentityPort: the socket options.dial_identity connects, as a PortPipe.
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override;
+  Status Connect(std::string_view vm_id, Clock::time_point deadline) override;
 
   // The VM's integrations endpoint (needs options.inbound): connects now; a connection that
   // set the endpoint up is kept up while the VM runs, so the forwards are there without a

@@ -60,6 +60,7 @@
 #include <linux/random.h>
 #include <net/if.h>
 #include <net/if_arp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -139,10 +140,24 @@ static int64_t now_ns(clockid_t clock) {
   return ns_of(&t);
 }
 
+// A non-blocking descriptor (the identity port, identity_wait.c) is waited on, up to
+// kPortWaitMs each time: a host that went away ends the identity, it never hangs it.
+enum { kPortWaitMs = 30000 };
+
+static bool wait_for(int fd, short events) {
+  struct pollfd p = {.fd = fd, .events = events};
+  int n;
+  do {
+    n = poll(&p, 1, kPortWaitMs);
+  } while (n < 0 && errno == EINTR);
+  return n > 0 && (p.revents & events) != 0;
+}
+
 static bool write_all(int fd, const char* data, size_t len) {
   while (len > 0) {
     ssize_t n = write(fd, data, len);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN && wait_for(fd, POLLOUT)) continue;
     if (n <= 0) return false;
     data += n;
     len -= (size_t)n;
@@ -176,6 +191,7 @@ static int read_line(struct line_reader* r, char* out, size_t max) {
     if (r->len >= max || r->len == sizeof r->buf) return -1;
     ssize_t got = read(STDIN_FILENO, r->buf + r->len, sizeof r->buf - r->len);
     if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno == EAGAIN && wait_for(STDIN_FILENO, POLLIN)) continue;
     if (got <= 0) return 0;
     r->total += (size_t)got;
     if (r->total > r->limit) return -1;

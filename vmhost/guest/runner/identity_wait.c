@@ -27,14 +27,31 @@
 //
 // Only root and the VM user can reach the socket, and that user has sudo: the waiter gives
 // no one a power they lack; it saves the time sudo takes.
+//
+// The host may also reach the waiter without any connection to the guest's sshd: through the
+// virtio-serial port `warren.identity` (its host end a socket only warren opens; in the guest
+// a root-only device), which the waiter holds open when the VM has one. A VM just restored
+// (a template's clone, a live copy) takes its identity there while the host's SSH handshake
+// (0.4-0.6 s under TCG, a fresh QEMU translating every code path) runs beside it. The host
+// sends the line `warren identity`; the waiter answers `identity here` (so the host sends
+// nothing more to a VM where no waiter reads the port: it then takes the SSH routes above),
+// and a child runs the protocol of a direct connection on the port, ended by `exit N`. Bytes
+// before that line are dropped (a port has no connection boundaries). The waiter's own writes
+// to the port never block (a host that went away); the child's wait in poll, which a host
+// that went away ends, and it dies by SIGALRM after kPortChildSeconds anyway. With the host end
+// closed, poll() on a port reports POLLHUP at once: the waiter then waits for SIGIO (the driver
+// raises it on data and on the host's connect), through a signalfd, as the image's launcher does.
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -46,6 +63,11 @@
 static const char kWaitDir[] = "/run/warren";
 static const char kWaitSocket[] = "/run/warren/identity.sock";
 static const char kWaitPid[] = "/run/warren/identity.pid";
+static const char kPortName[] = "warren.identity";
+static const char kPortHello[] = "warren identity";
+static const char kPortAck[] = "identity here\n";
+// How long a child serving the port may take (its writes block while the host reads nothing).
+enum { kPortChildSeconds = 60, kPortLineMax = 64 };
 
 static int wait_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 static int wait_fail(int code, const char* fmt, ...) {
@@ -173,6 +195,112 @@ static void run_identity_for(int conn, const int fds[3], enum hand_over how) {
   _exit(status);
 }
 
+// The port's device node: /dev/virtio-ports/NAME from udev, else the vportNpM node whose
+// sysfs name it is (the tiny image has no udev). -1 when the VM has no such port.
+static int open_port(void) {
+  char path[300];
+  snprintf(path, sizeof path, "/dev/virtio-ports/%s", kPortName);
+  int fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0) return fd;
+  DIR* d = opendir("/sys/class/virtio-ports");
+  if (d == NULL) return -1;
+  struct dirent* e;
+  while (fd < 0 && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || strlen(e->d_name) > 64) continue;
+    char name_path[128], name[64] = {0};
+    snprintf(name_path, sizeof name_path, "/sys/class/virtio-ports/%s/name", e->d_name);
+    int nf = open(name_path, O_RDONLY | O_CLOEXEC);
+    if (nf < 0) continue;
+    ssize_t n = read(nf, name, sizeof name - 1);
+    close(nf);
+    if (n <= 0) continue;
+    name[strcspn(name, "\n")] = '\0';
+    if (strcmp(name, kPortName) != 0) continue;
+    snprintf(path, sizeof path, "/dev/%s", e->d_name);
+    fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+  }
+  closedir(d);
+  return fd;
+}
+
+// True while the host end of the port is closed (poll then says POLLHUP at once).
+static bool port_closed(int port) {
+  struct pollfd p = {.fd = port, .events = POLLIN};
+  return poll(&p, 1, 0) > 0 && (p.revents & POLLHUP) != 0;
+}
+
+// The identity of the host that said hello on the port, in a child (as a direct connection's:
+// the port is its stdin, stdout, stderr and exit line), waited for. The port stays
+// non-blocking: the child's reads and writes wait in poll (identity.c), which a host that went
+// away ends (POLLHUP), and it dies by SIGALRM after kPortChildSeconds whatever happens.
+static void serve_port_identity(int port) {
+  pid_t child = fork();
+  if (child == 0) {
+    signal(SIGALRM, SIG_DFL);
+    alarm(kPortChildSeconds);
+    int fds[3] = {port, port, port};
+    run_identity_for(port, fds, kDirect);
+  }
+  while (child > 0 && waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+  }
+}
+
+// Reads what the port holds now, a byte at a time (what follows the hello is the child's),
+// keeping the current line in `line`: a hello is answered and served; any other line, or a
+// line too long, is dropped.
+static void read_port(int port, char line[kPortLineMax], size_t* len) {
+  for (;;) {
+    char c;
+    ssize_t n = read(port, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1) return;  // nothing more now (EAGAIN), or the host end is closed (0)
+    if (c != '\n') {
+      if (*len < kPortLineMax) line[(*len)++] = c;
+      continue;
+    }
+    bool hello = *len == strlen(kPortHello) && memcmp(line, kPortHello, *len) == 0;
+    *len = 0;
+    if (!hello) continue;
+    ssize_t w;
+    do {
+      w = write(port, kPortAck, strlen(kPortAck));
+    } while (w < 0 && errno == EINTR);
+    if (w == (ssize_t)strlen(kPortAck)) serve_port_identity(port);
+  }
+}
+
+// Accepts one caller on the socket and serves it, if it is allowed.
+static void serve_socket_caller(int listener, uid_t allowed) {
+  int conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+  if (conn < 0) {
+    if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) return;
+    _exit(kExitInternal);
+  }
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+      (cred.uid != allowed && cred.uid != 0)) {
+    close(conn);
+    return;
+  }
+  int fds[3] = {conn, conn, conn};
+  enum hand_over how = receive_hand_over(conn, fds);
+  if (how == kRefused) {
+    close(conn);
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(listener);
+    run_identity_for(conn, fds, how);
+  }
+  if (child < 0) tell_status(conn, how, kExitInternal);  // no child to run it
+  for (int i = 0; i < 3 && how == kDescriptors; i++) close(fds[i]);
+  close(conn);
+  while (child > 0 && waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+  }
+}
+
 // The detached root process: serves callers of the right uid one at a time, each `identity`
 // in a child of its own, for as long as the VM runs. So a VM that took its identity from it
 // keeps one waiting, and so does a live copy of that VM (its memory holds this process): the
@@ -187,35 +315,40 @@ static void serve_callers(int listener, uid_t allowed) {
     if (write(fd, pid, (size_t)len) != len) unlink(kWaitPid);
     close(fd);
   }
+  // The port (when the VM has one): SIGIO through a signalfd wakes the loop while its host
+  // end is closed.
+  sigset_t io;
+  sigemptyset(&io);
+  sigaddset(&io, SIGIO);
+  sigprocmask(SIG_BLOCK, &io, NULL);
+  int sfd = signalfd(-1, &io, SFD_CLOEXEC | SFD_NONBLOCK);
+  int port = sfd >= 0 ? open_port() : -1;
+  if (port >= 0) {
+    fcntl(port, F_SETOWN, getpid());
+    fcntl(port, F_SETFL, fcntl(port, F_GETFL) | O_ASYNC);
+  }
+  char line[kPortLineMax];
+  size_t line_len = 0;
   for (;;) {
-    int conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-    if (conn < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
+    struct pollfd p[3];
+    int n = 0;
+    p[n++] = (struct pollfd){.fd = listener, .events = POLLIN};
+    if (port >= 0) p[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+    const bool port_open = port >= 0 && !port_closed(port);
+    if (port_open) p[n++] = (struct pollfd){.fd = port, .events = POLLIN};
+    if (poll(p, (nfds_t)n, -1) < 0) {
+      if (errno == EINTR) continue;
       _exit(kExitInternal);
     }
-    struct ucred cred;
-    socklen_t len = sizeof cred;
-    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-        (cred.uid != allowed && cred.uid != 0)) {
-      close(conn);
-      continue;
+    if (port >= 0) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == sizeof si) {
+      }
+      // After SIGIO, or with the port readable: what it holds (data may come before the
+      // driver has noted the host's connect).
+      if (p[1].revents != 0 || (port_open && p[2].revents != 0)) read_port(port, line, &line_len);
     }
-    int fds[3] = {conn, conn, conn};
-    enum hand_over how = receive_hand_over(conn, fds);
-    if (how == kRefused) {
-      close(conn);
-      continue;
-    }
-    pid_t child = fork();
-    if (child == 0) {
-      close(listener);
-      run_identity_for(conn, fds, how);
-    }
-    if (child < 0) tell_status(conn, how, kExitInternal);  // no child to run it
-    for (int i = 0; i < 3 && how == kDescriptors; i++) close(fds[i]);
-    close(conn);
-    while (child > 0 && waitpid(child, NULL, 0) < 0 && errno == EINTR) {
-    }
+    if (p[0].revents != 0) serve_socket_caller(listener, allowed);
   }
 }
 
