@@ -23,6 +23,8 @@ std::string ChannelName(const GuestChannelRequest& request) {
       return "tcp:" + std::to_string(request.port);
     case GuestChannelRequest::Kind::kUnix:
       return "unix";
+    case GuestChannelRequest::Kind::kIdentityPort:  // (warren's own: no surface asks for it)
+      return "identity-port";
   }
   return "?";
 }

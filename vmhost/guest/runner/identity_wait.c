@@ -37,7 +37,9 @@
 // nothing more to a VM where no waiter reads the port: it then takes the SSH routes above),
 // and a child runs the protocol of a direct connection on the port, ended by `exit N`. Bytes
 // before that line are dropped (a port has no connection boundaries). The waiter's own writes
-// to the port never block (a host that went away); the child's wait in poll, which a host
+// to the port never block (a host that went away): its answer is retried for up to 2 s, since
+// the driver may hand it the hello before it has taken the host's connect notice (the port
+// then still counts as closed); the child's wait in poll, which a host
 // that went away ends, and it dies by SIGALRM after kPortChildSeconds anyway. With the host end
 // closed, poll() on a port reports POLLHUP at once: the waiter then waits for SIGIO (the driver
 // raises it on data and on the host's connect), through a signalfd, as the image's launcher does.
@@ -56,6 +58,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runner.h"
@@ -67,7 +70,7 @@ static const char kPortName[] = "warren.identity";
 static const char kPortHello[] = "warren identity";
 static const char kPortAck[] = "identity here\n";
 // How long a child serving the port may take (its writes block while the host reads nothing).
-enum { kPortChildSeconds = 60, kPortLineMax = 64 };
+enum { kPortChildSeconds = 60, kPortLineMax = 64, kAckRetryMs = 5, kAckWaitMs = 2000 };
 
 static int wait_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 static int wait_fail(int code, const char* fmt, ...) {
@@ -245,6 +248,21 @@ static void serve_port_identity(int port) {
   }
 }
 
+// Answers the hello. The driver takes a host's bytes at interrupt time but its connect notice
+// on a work queue, so the hello may be read while the port still counts as closed, when a
+// write fails at once (EAGAIN, and poll() says POLLHUP, not POLLOUT): tried again every
+// kAckRetryMs for up to kAckWaitMs (a host that hung up meanwhile gets no answer).
+static bool write_ack(int port) {
+  const size_t len = strlen(kPortAck);
+  for (int waited = 0;; waited += kAckRetryMs) {
+    ssize_t w = write(port, kPortAck, len);
+    if (w == (ssize_t)len) return true;
+    if (w >= 0 || (errno != EAGAIN && errno != EINTR) || waited >= kAckWaitMs) return false;
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = kAckRetryMs * 1000000L};
+    nanosleep(&pause, NULL);
+  }
+}
+
 // Reads what the port holds now, a byte at a time (what follows the hello is the child's),
 // keeping the current line in `line`: a hello is answered and served; any other line, or a
 // line too long, is dropped.
@@ -260,12 +278,7 @@ static void read_port(int port, char line[kPortLineMax], size_t* len) {
     }
     bool hello = *len == strlen(kPortHello) && memcmp(line, kPortHello, *len) == 0;
     *len = 0;
-    if (!hello) continue;
-    ssize_t w;
-    do {
-      w = write(port, kPortAck, strlen(kPortAck));
-    } while (w < 0 && errno == EINTR);
-    if (w == (ssize_t)strlen(kPortAck)) serve_port_identity(port);
+    if (hello && write_ack(port)) serve_port_identity(port);
   }
 }
 
