@@ -133,18 +133,18 @@ Result<UniqueFd> VmHosts::DialControl(std::string_view id, std::string_view port
     if (host == nullptr) return NotFound("no host named " + name);
     // Only a running VM has a control port; saying so at once beats retrying a dead socket
     // for the whole reach timeout.
-    WARREN_ASSIGN_OR_RETURN(VmInfo info, host->libvirt->Inspect(id));
-    if (info.state == VmState::kRunning) return host->libvirt->DialControl(id, port);
+    WARREN_ASSIGN_OR_RETURN(VmState state, host->libvirt->State(id));
+    if (state == VmState::kRunning) return host->libvirt->DialControl(id, port);
     // Stopped or paused at a move's switchover: it runs on the target from its resume on,
     // while the move still tidies up here (its record still names this host).
     const std::string to = set_->MovingTo(id);
     if (to.empty() || std::chrono::steady_clock::now() >= wait_until) {
-      return Conflict("the VM is " + std::string(VmStateName(info.state)) +
+      return Conflict("the VM is " + std::string(VmStateName(state)) +
                       "; start or resume it first");
     }
     if (Host* target = named(to); target != nullptr) {
-      Result<VmInfo> there = target->libvirt->Inspect(id);
-      if (there.ok() && there->state == VmState::kRunning) {
+      Result<VmState> there = target->libvirt->State(id);
+      if (there.ok() && *there == VmState::kRunning) {
         return target->libvirt->DialControl(id, port);
       }
     }

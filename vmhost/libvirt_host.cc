@@ -1149,6 +1149,11 @@ Result<VmInfo> LibvirtHost::Inspect(std::string_view id) {
   return InfoOf(vm.dom.get(), id);
 }
 
+Result<VmState> LibvirtHost::State(std::string_view id) {
+  WARREN_ASSIGN_OR_RETURN(OpenVm vm, Open(id));
+  return StateOf(vm.dom.get());
+}
+
 Result<std::vector<VmInfo>> LibvirtHost::List() {
   WARREN_ASSIGN_OR_RETURN(Conn conn, Connect());
   WARREN_ASSIGN_OR_RETURN(std::vector<DomainHandle> doms,

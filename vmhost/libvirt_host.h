@@ -136,6 +136,9 @@ class LibvirtHost final : public VmHost {
   Status Destroy(std::string_view id) override;
   Status Rename(std::string_view id, std::string_view name) override;
   Result<VmInfo> Inspect(std::string_view id) override;
+  // The VM's state alone: two calls to the daemon, where Inspect makes a dozen (its disk chain
+  // and metadata); what a control connection's dial asks before it connects.
+  Result<VmState> State(std::string_view id);
   // The domains with this host's prefix whose files are in this host's data directory.
   Result<std::vector<VmInfo>> List() override;
   Result<std::string> Console(std::string_view id, int max_lines) override;

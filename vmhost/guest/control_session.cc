@@ -491,9 +491,12 @@ Status ControlSession::Connect(Clock::time_point deadline) {
   // From ssh_connect on, ssh_free closes the fd; but ssh_disconnect forgets an fd that was
   // handed in without closing it, so after a disconnect it is ours to close (TearDown).
   Status st;
+  const int64_t dial_ms = MillisSince(t0);
+  int64_t kex_ms = 0;
   if (ssh_connect(s) != SSH_OK) {
     st = Unavailable(std::string("SSH handshake with the guest failed: ") + GuestSshError(s));
   } else {
+    kex_ms = MillisSince(t0);
     st = Authenticate(s);
   }
   {
@@ -521,7 +524,8 @@ Status ControlSession::Connect(Clock::time_point deadline) {
   uint64_t gen = generation_.fetch_add(1) + 1;
   LogInfo("guest control connected vm=" + LogQuote(options_.vm_id) +
           " hostkey=" + host_key_fingerprint() + " generation=" + std::to_string(gen) +
-          " dur_ms=" + std::to_string(MillisSince(t0)));
+          " dur_ms=" + std::to_string(MillisSince(t0)) + " dial_ms=" + std::to_string(dial_ms) +
+          " kex_ms=" + std::to_string(kex_ms));
   return Status::Ok();
 }
 
