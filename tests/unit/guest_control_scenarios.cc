@@ -421,6 +421,26 @@ TEST_F(GuestControlTest, ReconnectsAfterDisconnect) {
   EXPECT_EQ(c.out, "c\n");
 }
 
+// Connect makes the connection (a VM's identity meanwhile goes over its identity port) and
+// opens no channel; a second Connect finds it made. The first command then needs no handshake.
+TEST_F(GuestControlTest, ConnectMakesTheConnectionAlone) {
+  control_->Disconnect(kTestVm);
+  EXPECT_EQ(control_->HostKeyFingerprint(kTestVm), "");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  ASSERT_TRUE(control_->Connect(kTestVm, deadline).ok());
+  EXPECT_EQ(control_->HostKeyFingerprint(kTestVm).rfind("SHA256:", 0), 0u);
+  EXPECT_EQ(control_->OpenChannels(kTestVm), 0);
+  ASSERT_TRUE(control_->Connect(kTestVm, deadline).ok());
+  Outcome a = RunExec(*control_, "echo a");
+  ASSERT_TRUE(a.progress.ok()) << a.progress.status().ToString();
+  EXPECT_EQ(a.out, "a\n");
+  // A VM with nothing at its control port: Unavailable by the deadline, not a hang.
+  const auto soon = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  Status none = control_->Connect("no-such-vm", soon);
+  EXPECT_FALSE(none.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - soon, std::chrono::seconds(2));
+}
+
 // The runner's server (runner/serve.c): each connection's check starts it anew, and
 // commands start there, with no sshd session, in the environment a command run by that
 // connection's sshd gets. One stopped in the guest costs the rest of the connection the
