@@ -35,8 +35,8 @@ void ReadAll(const DomainDefinition& d) {
   d.Uuid();
   d.Title();
   d.ConsoleLog();
-  d.ChannelSocket(kControlChannelName);
-  d.ChannelSocket(kIdentityChannelName);
+  d.ChannelSocket(warren::kControlChannelName);
+  d.ChannelSocket(warren::kIdentityChannelName);
   d.MetadataXml(warren::kWarrenVmNamespace);
   d.InterfaceMacs();
 }
@@ -65,7 +65,8 @@ void Domain(std::string_view xml) {
   const bool memory = d.SetMemoryMib(1536).ok();
   (void)d.SetCmdlineHostname("clone-1");
   (void)d.SetConsoleLog("/var/lib/warren/vms/0123abcd/console.log");
-  (void)d.SetChannelSocket(kControlChannelName, "/var/lib/warren/vms/0123abcd/control.sock");
+  (void)d.SetChannelSocket(warren::kControlChannelName,
+                           "/var/lib/warren/vms/0123abcd/control.sock");
   std::vector<std::string> macs(d.InterfaceMacs().size(), "52:54:00:0a:1b:2c");
   (void)d.SetInterfaceMacs(macs);
 

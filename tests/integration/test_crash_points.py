@@ -173,7 +173,9 @@ class CrashPointsTest(VmTestCase):
         """The argv of a `kind` command on the model's VMs and the model it leaves; makes (or
         stops) a VM first, uninterrupted, when the command needs one."""
         running = sorted(k for k, v in model.items() if v["state"] == "running")
-        if kind != "new" and kind != "start" and not running:
+        stopped_any = any(v["state"] == "stopped" for v in model.values())
+        # (`start` needs a VM too: a stopped one, or a running one it stops first.)
+        if kind != "new" and not running and not (kind == "start" and stopped_any):
             self.make(model, "crash-base-%d" % n)
             running = sorted(k for k, v in model.items() if v["state"] == "running")
         after = copy.deepcopy(model)
