@@ -27,6 +27,10 @@ inline constexpr std::string_view kControlChannelName = "warren.control";
 // The virtio-serial port on which the guest's root process waiting for a restored VM's
 // identity (vmhost/guest/runner/identity_wait.c) reads it, beside the SSH handshake.
 inline constexpr std::string_view kIdentityChannelName = "warren.identity";
+// The file of a port's host end in the VM's directory: control.sock, identity.sock.
+inline std::string PortSocketFile(std::string_view port) {
+  return port == kControlChannelName ? "control.sock" : "identity.sock";
+}
 
 // Every domain's fair share of the host's CPUs (<cputune>). Shares weigh VMs against each
 // other in proportion to their vCPUs (100 per vCPU: cgroup v2's default weight for one, and

@@ -175,10 +175,10 @@ std::string LibvirtHost::VmDir(std::string_view id) const {
 }
 
 Result<UniqueFd> LibvirtHost::DialControl(std::string_view id, std::string_view port) {
-  if (!remote_) {
-    return DialUnixSocket(VmDir(id) +
-                          (port == kControlChannelName ? "/control.sock" : "/identity.sock"));
+  if (port != kControlChannelName && port != kIdentityChannelName) {
+    return InvalidArgument("no port " + std::string(port) + " in warren's VMs");
   }
+  if (!remote_) return DialUnixSocket(VmDir(id) + "/" + PortSocketFile(port));
   // A stalled guest holds its channel's connection (libvirt_channel.h). The stream keeps
   // its connection referenced: it closes with the channel, after `own` has gone.
   WARREN_ASSIGN_OR_RETURN(Conn own, OwnConnection());
@@ -802,8 +802,9 @@ DomainConfig LibvirtHost::ConfigFor(const VmSpec& spec, const GuestImage& image,
   config.disk = disk;
   config.seed = seed;
   config.console_log = (fs::path(VmDir(spec.id)) / "console.log").string();
-  config.control_socket = (fs::path(VmDir(spec.id)) / "control.sock").string();
-  config.identity_socket = (fs::path(VmDir(spec.id)) / "identity.sock").string();
+  config.control_socket = (fs::path(VmDir(spec.id)) / PortSocketFile(kControlChannelName)).string();
+  config.identity_socket =
+      (fs::path(VmDir(spec.id)) / PortSocketFile(kIdentityChannelName)).string();
   config.egress = spec.egress;
   config.qemu_user = qemu;
   return config;

@@ -265,9 +265,10 @@ Result<MigrationReport> LibvirtHost::MigrateTo(std::string_view id, VmHost& targ
     WARREN_RETURN_IF_ERROR(d.SetDiskSource("vda", top_path));
     WARREN_RETURN_IF_ERROR(d.SetDiskSource("vdb", tdir + "/seed.img"));
     WARREN_RETURN_IF_ERROR(d.SetConsoleLog(tdir + "/console.log"));
-    WARREN_RETURN_IF_ERROR(d.SetChannelSocket(kControlChannelName, tdir + "/control.sock"));
-    if (!d.ChannelSocket(kIdentityChannelName).empty()) {
-      WARREN_RETURN_IF_ERROR(d.SetChannelSocket(kIdentityChannelName, tdir + "/identity.sock"));
+    for (std::string_view port : {kControlChannelName, kIdentityChannelName}) {
+      // (A domain defined before the identity port has none.)
+      if (port != kControlChannelName && d.ChannelSocket(port).empty()) continue;
+      WARREN_RETURN_IF_ERROR(d.SetChannelSocket(port, tdir + "/" + PortSocketFile(port)));
     }
     std::string xml = d.ToXml();
     auto replace = [&xml](const std::string& from, const std::string& to) {

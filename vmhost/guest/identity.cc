@@ -395,17 +395,25 @@ namespace {
 // The longest last line of a direct identity channel: "exit N\n".
 constexpr size_t kMaxExitLine = 16;
 
-// A direct channel's last line, `exit N`, taken off `out`; nullopt when it is not there.
-std::optional<int> TakeExitLine(std::string& out) {
+// Where a direct channel's last line, `exit N`, starts in `out`, and N; nullopt when it is
+// not there.
+std::optional<std::pair<size_t, int>> ExitLine(std::string_view out) {
   if (out.empty() || out.back() != '\n') return std::nullopt;
-  size_t start = out.rfind('\n', out.size() - 2);
-  start = start == std::string::npos ? 0 : start + 1;
-  std::string_view line(out.data() + start, out.size() - start - 1);
+  size_t start = out.size() < 2 ? std::string_view::npos : out.rfind('\n', out.size() - 2);
+  start = start == std::string_view::npos ? 0 : start + 1;
+  std::string_view line = out.substr(start, out.size() - start - 1);
   if (line.size() > kMaxExitLine || line.substr(0, 5) != "exit ") return std::nullopt;
   std::optional<int64_t> code = ParseBoundedInt(line.substr(5), 3, false);
   if (!code || *code > 255) return std::nullopt;
-  out.erase(start);
-  return static_cast<int>(*code);
+  return std::make_pair(start, static_cast<int>(*code));
+}
+
+// That line taken off `out`.
+std::optional<int> TakeExitLine(std::string& out) {
+  std::optional<std::pair<size_t, int>> line = ExitLine(out);
+  if (!line) return std::nullopt;
+  out.erase(line->first);
+  return line->second;
 }
 
 // How an identity channel reaches the guest's `identity`.
@@ -430,12 +438,6 @@ constexpr std::chrono::milliseconds kPortPoll{10};
 // How long the waiter may take to answer the port's hello once the control connection is
 // up (a pooled VM's is up already; its waiter answers within milliseconds of the resume).
 constexpr std::chrono::milliseconds kPortAnswerGrace{300};
-
-// Whether `out` ends with a direct connection's exit line.
-bool EndsWithExitLine(const std::string& out) {
-  std::string copy = out;
-  return TakeExitLine(copy).has_value();
-}
 
 // One identity channel (the identity protocol: request, clock question and answer, report),
 // within the deadline. Direct to the waiter (its socket, its port), the guest's stdout and
@@ -562,7 +564,7 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
       }
       GuestPipe::End end = pipe->end();
       // The port never closes: the exit line ends it.
-      if (port && acked && EndsWithExitLine(out)) end.closed = true;
+      if (port && acked && ExitLine(out)) end.closed = true;
       if (end.closed) {
         if (direct) {
           if (out.empty() && !asked) return untaken("it closed the connection");
@@ -603,6 +605,49 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
   }
 }
 
+// The identity over the VM's control connection: when `prepared`, to the waiter's socket, by
+// command, then through sudo; else (with `try_waiter`, the socket first) through sudo, and
+// once more after the runner check should that fail.
+Result<GuestIdentityReport> OverTheConnection(GuestControl& guests, std::string_view vm_id,
+                                              const std::string& request,
+                                              const GuestIdentity& identity, Clock::time_point t0,
+                                              Clock::time_point deadline) {
+  const std::string vm(vm_id);
+  Result<GuestIdentityReport> report = Internal("no identity channel yet");
+  if (identity.prepared) {
+    report = RunIdentityChannel(guests, vm, kDirectToTheWaiter, request, identity, t0, deadline);
+    if (report.status().code() == Code::kNotFound) {
+      LogWarn("guest identity: vm " + LogQuote(vm) + ": " + report.status().ToString() +
+              "; handing it over by command");
+      report = RunIdentityChannel(guests, vm, kHandedToTheWaiter, request, identity, t0, deadline);
+    }
+    if (!report.ok() && report.status().code() == Code::kPermissionDenied) {
+      LogWarn("guest identity: vm " + LogQuote(vm) +
+              " had no root process waiting for its identity; running it through sudo");
+      report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
+    }
+    return report;
+  }
+  if (identity.try_waiter) {
+    report = RunIdentityChannel(guests, vm, kDirectToTheWaiter, request, identity, t0, deadline);
+  }
+  // Through sudo (when no waiter took it): the runner a restored guest has is almost
+  // always this warren's, and its report says so. Should the guest's runner fail or be
+  // missing (the VM's user replaced it), the runner check (which reinstalls it) runs and
+  // the identity once more: every step of it may be repeated.
+  if (!identity.try_waiter || report.status().code() == Code::kNotFound) {
+    report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
+  }
+  const Code code = report.status().code();
+  if (code == Code::kInternal || code == Code::kPermissionDenied) {
+    LogWarn("guest identity: vm " + LogQuote(vm) + ": " + report.status().ToString() +
+            "; checking its runner and running it again");
+    WARREN_RETURN_IF_ERROR(EnsureRunner(guests, vm_id, deadline));
+    report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
+  }
+  return report;
+}
+
 }  // namespace
 
 Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string_view vm_id,
@@ -641,38 +686,9 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
               "; over its control connection then");
     }
   }
-  if (report.ok() || (identity.port && report.status().code() != Code::kNotFound)) {
-    // Taken at the port, or failed there after the waiter took it.
-  } else if (identity.prepared) {
-    report = RunIdentityChannel(guests, vm, kDirectToTheWaiter, request, identity, t0, deadline);
-    if (report.status().code() == Code::kNotFound) {
-      LogWarn("guest identity: vm " + LogQuote(vm) + ": " + report.status().ToString() +
-              "; handing it over by command");
-      report = RunIdentityChannel(guests, vm, kHandedToTheWaiter, request, identity, t0, deadline);
-    }
-    if (!report.ok() && report.status().code() == Code::kPermissionDenied) {
-      LogWarn("guest identity: vm " + LogQuote(vm) +
-              " had no root process waiting for its identity; running it through sudo");
-      report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
-    }
-  } else {
-    if (identity.try_waiter) {
-      report = RunIdentityChannel(guests, vm, kDirectToTheWaiter, request, identity, t0, deadline);
-    }
-    // Through sudo (when no waiter took it): the runner a restored guest has is almost
-    // always this warren's, and its report says so. Should the guest's runner fail or be
-    // missing (the VM's user replaced it), the runner check (which reinstalls it) runs and
-    // the identity once more: every step of it may be repeated.
-    if (!identity.try_waiter || report.status().code() == Code::kNotFound) {
-      report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
-    }
-    const Code code = report.status().code();
-    if (code == Code::kInternal || code == Code::kPermissionDenied) {
-      LogWarn("guest identity: vm " + LogQuote(vm) + ": " + report.status().ToString() +
-              "; checking its runner and running it again");
-      WARREN_RETURN_IF_ERROR(EnsureRunner(guests, vm_id, deadline));
-      report = RunIdentityChannel(guests, vm, kThroughSudo, request, identity, t0, deadline);
-    }
+  // Not taken at the port (none, or no waiter answered there): over the connection.
+  if (!identity.port || report.status().code() == Code::kNotFound) {
+    report = OverTheConnection(guests, vm_id, request, identity, t0, deadline);
   }
   if (report.ok() && !report->runner_version.empty()) {
     // The runner's server in a restored VM came with the memory it was restored from (a

@@ -39,10 +39,10 @@
 // before that line are dropped (a port has no connection boundaries). The waiter's own writes
 // to the port never block (a host that went away): its answer is retried for up to 2 s, since
 // the driver may hand it the hello before it has taken the host's connect notice (the port
-// then still counts as closed); the child's wait in poll, which a host
-// that went away ends, and it dies by SIGALRM after kPortChildSeconds anyway. With the host end
-// closed, poll() on a port reports POLLHUP at once: the waiter then waits for SIGIO (the driver
-// raises it on data and on the host's connect), through a signalfd, as the image's launcher does.
+// then still counts as closed); the child's wait in poll, which a host that went away ends,
+// and it dies by SIGALRM after kPortChildSeconds anyway. With the host end closed, poll() on a
+// port reports POLLHUP at once: the waiter then waits for SIGIO (the driver raises it on data
+// and on the host's connect), through a signalfd, as the image's launcher does.
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -69,7 +69,8 @@ static const char kWaitPid[] = "/run/warren/identity.pid";
 static const char kPortName[] = "warren.identity";
 static const char kPortHello[] = "warren identity";
 static const char kPortAck[] = "identity here\n";
-// How long a child serving the port may take (its writes block while the host reads nothing).
+// How long a child serving the port may take, whatever its polls wait for; the longest line
+// the waiter keeps of what the port holds; how often and how long it retries its answer.
 enum { kPortChildSeconds = 60, kPortLineMax = 64, kAckRetryMs = 5, kAckWaitMs = 2000 };
 
 static int wait_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
