@@ -51,6 +51,21 @@ Result<std::unique_ptr<VmHosts>> VmHosts::Start(const VmRuntimeOptions& options,
   const std::string images_dir =
       options.images_dir.empty() ? options.data_dir + "/images" : options.images_dir;
   std::vector<HostMember> members;
+  const bool reports_free_memory = HostReportsFreeMemory();
+  WARREN_ASSIGN_OR_RETURN(const int64_t warm_bytes,
+                          ParseWarmMemory(options.warm_memory, reports_free_memory));
+  const bool any_local = std::any_of(flags.begin(), flags.end(), [](const HostFlag& f) {
+    return !IsRemoteLibvirtUri(f.uri);
+  });
+  if (warm_bytes > 0 && any_local) {
+    WarmMemoryOptions warm;
+    warm.bytes = warm_bytes;
+    hosts->warm_memory_ = std::make_unique<WarmMemory>(std::move(warm));
+    LogInfo("warm memory: up to " + std::to_string(warm_bytes >> 20) +
+            " MiB held for the next VM start on this machine (--warm-memory " +
+            options.warm_memory +
+            (reports_free_memory ? "; this machine returns free memory to a hypervisor)" : ")"));
+  }
   for (HostFlag& flag : flags) {
     LibvirtHostOptions o;
     o.uri = flag.uri;
@@ -59,7 +74,10 @@ Result<std::unique_ptr<VmHosts>> VmHosts::Start(const VmRuntimeOptions& options,
     o.tb_cache_mib = options.tb_cache_mib;
     const bool remote = IsRemoteLibvirtUri(flag.uri);
     // A remote host keeps warren's files in its own /var/lib/warren (LibvirtHostOptions).
-    if (!remote) o.data_dir = options.data_dir;
+    if (!remote) {
+      o.data_dir = options.data_dir;
+      o.warm_memory = hosts->warm_memory_.get();
+    }
     Host h;
     h.flag = flag;
     Result<std::unique_ptr<LibvirtHost>> started = StartLibvirtHost(o, options.accel);

@@ -18,6 +18,7 @@
 #include "vmhost/egress_firewall.h"
 #include "vmhost/host_set.h"
 #include "vmhost/libvirt_host.h"
+#include "vmhost/warm_memory.h"
 
 namespace warren {
 
@@ -47,6 +48,9 @@ class VmHosts {
 
  private:
   VmHosts() = default;
+  // Memory held for the next VM start on this machine, shared by its local hosts; null when
+  // none is held (serve --warm-memory 0). Declared first: it outlives the hosts that use it.
+  std::unique_ptr<WarmMemory> warm_memory_;
   std::vector<Host> hosts_;
   std::unique_ptr<HostSet> set_;
 };

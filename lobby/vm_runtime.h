@@ -38,6 +38,9 @@ struct VmRuntimeOptions {
   // a new VM's answer, cp's sync): serve --guest-slowdown-max, vmhost/host_load.h.
   double guest_slowdown_max = kDefaultMaxGuestSlowdown;
   int tb_cache_mib = kTcgTbCacheMib;  // serve --vm-tb-cache (domain_xml.h)
+  // Memory held for the next VM start on this machine: serve --warm-memory
+  // (vmhost/warm_memory.h, ParseWarmMemory).
+  std::string warm_memory = "auto";
   std::string runner_path;            // the guest runner; empty: next to the warren binary
   // Ranges VMs may reach although the host's isolation rules close them (--vm-egress-allow).
   std::vector<Cidr> egress_allow;

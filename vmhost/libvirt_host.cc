@@ -571,6 +571,10 @@ Result<HostCapacity> LibvirtHost::CapacityOf(const Conn& conn) {
         }
       }
       cap.memory_free_mib = available_kib / 1024 - kReserveMib;
+      // Memory held for the next VM start is that VM's: the start frees it first.
+      if (options_.warm_memory != nullptr) {
+        cap.memory_free_mib += options_.warm_memory->held_bytes() >> 20;
+      }
     }
   }
   virResetLastError();
@@ -874,6 +878,8 @@ Result<std::unique_ptr<LibvirtHost::NewVm>> LibvirtHost::BeginNewVm(const VmSpec
   // Under the disks' lock: two new VMs at once each count the other's new disk.
   made->disks.emplace(chains_.Acquire());
   WARREN_RETURN_IF_ERROR(CheckRoom(made->conn, {spec.cpus, spec.memory_mib, spec.disk_gib}));
+  // The new VM's QEMU is about to take fresh memory: it gets what was held for it.
+  if (options_.warm_memory != nullptr) options_.warm_memory->Release();
   // Files without a domain are what a Create cut short (warren died mid-way) leaves: no
   // VM uses them, and they would stand in the way.
   WARREN_RETURN_IF_ERROR(RemoveFiles(made->conn, spec.id));
@@ -893,6 +899,7 @@ Status LibvirtHost::Start(std::string_view id) {
   WARREN_ASSIGN_OR_RETURN(DomainDefinition def, InactiveDefinition(vm.dom.get(), id));
   WARREN_RETURN_IF_ERROR(CheckRoom(vm.conn, {def.Vcpus(), def.MemoryMib(), 0})
                              .Annotate("starting vm " + std::string(id)));
+  if (options_.warm_memory != nullptr) options_.warm_memory->Release();
   return StartDomain(vm.dom.get());
 }
 

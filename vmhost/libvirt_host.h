@@ -70,6 +70,7 @@
 #include "vmhost/template_file.h"
 #include "vmhost/vm_host.h"
 #include "vmhost/vm_state_delivery.h"
+#include "vmhost/warm_memory.h"
 
 namespace warren {
 
@@ -99,6 +100,10 @@ struct LibvirtHostOptions {
   // Domains (and their pools) are "<prefix><id>"; List sees only this prefix. Tests use
   // their own so they never touch, or count, anyone else's VMs.
   std::string domain_prefix = "warren-";
+  // A local host only, optional, not owned (shared by the machine's local hosts): memory held
+  // for the next VM start here (warm_memory.h), freed as a new VM or a start begins, and
+  // counted as free in Capacity.
+  WarmMemory* warm_memory = nullptr;
 };
 
 // A lost connection (the daemon killed or restarted; seen by the close callback or by the

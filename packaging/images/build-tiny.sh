@@ -66,7 +66,7 @@ make_root() {
   cp "$GUEST_DIR"/tiny/{rc.sysinit,rc.firstboot,rc.shutdown} usr/lib/warren/tiny/
   cp "$GUEST_DIR/tiny/inittab" etc/inittab
   cp "$GUEST_DIR/tiny/udhcpc.script" usr/share/udhcpc/default.script
-  sed 's/@USE_PAM@/no/' "$GUEST_DIR/common/sshd_config.in" >etc/warren/sshd_config
+  cp "$GUEST_DIR/common/sshd_config" etc/warren/sshd_config
   echo "# Generated at boot from /etc/warren/env by apply-seed." >etc/warren/sshd_env.conf
 
   cat >etc/passwd <<'EOF'

@@ -229,7 +229,7 @@ Result<std::unique_ptr<GuestTarget>> StartLocalSshd() {
       Run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", dir + "/host_ed25519"},
           std::chrono::seconds(20))
           .status());
-  // Like the guest images' control sshd (packaging/images/guest/common/sshd_config.in), but
+  // Like the guest images' control sshd (packaging/images/guest/common/sshd_config), but
   // for root with HOME in the temp dir, so jobs and the runner stay inside it.
   std::string config = "HostKey " + dir + "/host_ed25519\n" + "AuthorizedKeysFile " + dir +
                        "/authorized_keys\n" +

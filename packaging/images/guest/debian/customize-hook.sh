@@ -26,10 +26,7 @@ ln -sf warren-run "$root/usr/lib/warren/apply-seed"
 for f in hostkeys run-setup setup-as-dev control; do
   install -m 0755 "$guest/common/$f" "$root/usr/lib/warren/$f"
 done
-sed 's/@USE_PAM@/yes/' "$guest/common/sshd_config.in" >"$root/etc/warren/sshd_config"
-# Its own PAM service (see pam-warren-sshd) through its own program name.
-ln -sf sshd "$root/usr/sbin/warren-sshd"
-install -m 0644 "$guest/debian/pam-warren-sshd" "$root/etc/pam.d/warren-sshd"
+install -m 0644 "$guest/common/sshd_config" "$root/etc/warren/sshd_config"
 echo "# Generated at boot from /etc/warren/env by apply-seed." >"$root/etc/warren/sshd_env.conf"
 for u in warren-seed.service warren-control.service warren-setup.service; do
   install -m 0644 "$guest/debian/$u" "$root/etc/systemd/system/$u"
