@@ -43,7 +43,7 @@ Result<int64_t> ParseWarmMemory(std::string_view text, bool host_reports_free_me
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mib);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || mib < 0 ||
       mib > kMaxMib) {
-    return InvalidArgument("--warm-memory takes MiB from 0 to " + std::to_string(kMaxMib) +
+    return InvalidArgument("warm memory is MiB from 0 to " + std::to_string(kMaxMib) +
                            " or auto, not \"" + std::string(text) + "\"");
   }
   return mib << 20;

@@ -50,6 +50,11 @@ add_executable(host_load_test unit/host_load_test.cc)
 target_link_libraries(host_load_test PRIVATE warren_vmhost GTest::gtest_main)
 gtest_discover_tests(host_load_test DISCOVERY_MODE PRE_TEST)
 
+# Memory held for the next VM start on this machine (vmhost/warm_memory.h).
+add_executable(warm_memory_test unit/warm_memory_test.cc)
+target_link_libraries(warm_memory_test PRIVATE warren_vmhost GTest::gtest_main)
+gtest_discover_tests(warm_memory_test DISCOVERY_MODE PRE_TEST)
+
 # `warren-run identity` run as root on this machine inside new mount, UTS and network
 # namespaces (unit/guest_runner_sandbox.h: overlays, a real seed disk on a loop device, a
 # stand-in for run-setup, temp files over machine-id, the clock calls made no-ops by

@@ -34,6 +34,7 @@
 #include "vmhost/libvirtd_launcher.h"
 #include "vmhost/seed_image.h"
 #include "vmhost/subprocess.h"
+#include "vmhost/warm_memory.h"
 
 namespace warren {
 namespace {
@@ -634,6 +635,42 @@ TEST_F(TestDriverHostTest, ListLeavesOutAnotherDataDirsDomains) {
   EXPECT_EQ((*ours)[0].id, "abcd0004");
 }
 
+// Warm memory (vmhost/warm_memory.h) held for `bytes`, taken once at once and not again in the
+// test; returns when it is held.
+std::unique_ptr<WarmMemory> HeldWarmMemory(int64_t bytes) {
+  WarmMemoryOptions wo;
+  wo.bytes = bytes;
+  wo.quiet = std::chrono::hours(1);
+  wo.floor_bytes = 0;
+  wo.available_bytes = [] { return int64_t{1} << 40; };
+  auto warm = std::make_unique<WarmMemory>(wo);
+  for (int i = 0; i < 1000 && warm->held_bytes() < wo.bytes; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return warm;
+}
+
+// A start on a host with warm memory frees it first.
+TEST_F(TestDriverHostTest, AStartFreesTheWarmMemory) {
+  Define("abcd0005", "warm");
+  std::unique_ptr<WarmMemory> warm = HeldWarmMemory(int64_t{4} << 20);
+  ASSERT_EQ(warm->held_bytes(), int64_t{4} << 20);
+  Result<ConnectHandle> conn = OpenLibvirt("test:///default");
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  LibvirtHostOptions o;
+  o.uri = "test:///default";
+  o.data_dir = dir_.path();
+  o.warm_memory = warm.get();
+  LibvirtHost warm_host(o, std::move(conn).value());
+  // The test driver reports no free memory: unknown stays unknown.
+  Result<HostCapacity> cap = warm_host.Capacity();
+  ASSERT_TRUE(cap.ok()) << cap.status().ToString();
+  EXPECT_EQ(cap->memory_free_mib, INT64_MAX);
+  Status started = warm_host.Start("abcd0005");
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  EXPECT_EQ(warm->held_bytes(), 0);
+}
+
 TEST_F(TestDriverHostTest, RenameRewritesMetadataTitleAndNextBootHostname) {
   Define("abcd0003", "old-name");
   ASSERT_TRUE(host_->Start("abcd0003").ok());
@@ -1085,6 +1122,25 @@ TEST_F(RealHostTest, AdmitsAgainstWhatVmsHoldNotJustWhatIsFree) {
 // A VM defined before warren owned its files itself: libvirt relabels them, and while it is
 // stopped its disk is root's again, mode 0600. A copy of it (and the VM itself) must still
 // boot: the copy follows its source's way and lets libvirt hand the chain to QEMU.
+// What warm memory holds counts as free for the host's VMs (a new VM frees it first), and a
+// new VM frees it.
+TEST_F(RealHostTest, WarmMemoryCountsAsFreeAndANewVmFreesIt) {
+  constexpr int64_t kHeldMib = 256;
+  std::unique_ptr<WarmMemory> warm = HeldWarmMemory(kHeldMib << 20);
+  ASSERT_EQ(warm->held_bytes(), kHeldMib << 20);
+  LibvirtHostOptions o = options_;
+  o.warm_memory = warm.get();
+  LibvirtHost warm_host(o);
+  Result<HostCapacity> with = warm_host.Capacity();
+  Result<HostCapacity> without = host_->Capacity();
+  ASSERT_TRUE(with.ok() && without.ok());
+  // Two readings of the host's free memory a moment apart: they may differ a little.
+  EXPECT_NEAR(with->memory_free_mib - without->memory_free_mib, kHeldMib, 48);
+  ASSERT_TRUE(warm_host.Create(Spec("warm0001")).ok());
+  EXPECT_EQ(warm->held_bytes(), 0);
+  EXPECT_TRUE(warm_host.Destroy("warm0001").ok());
+}
+
 TEST_F(RealHostTest, CopyOfAVmLibvirtRelabelsBoots) {
   ASSERT_TRUE(host_->Create(Spec("relab001")).ok());
   ASSERT_TRUE(host_->Stop("relab001").ok());
