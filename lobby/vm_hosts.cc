@@ -54,9 +54,8 @@ Result<std::unique_ptr<VmHosts>> VmHosts::Start(const VmRuntimeOptions& options,
   const bool reports_free_memory = HostReportsFreeMemory();
   WARREN_ASSIGN_OR_RETURN(const int64_t warm_bytes,
                           ParseWarmMemory(options.warm_memory, reports_free_memory));
-  const bool any_local = std::any_of(flags.begin(), flags.end(), [](const HostFlag& f) {
-    return !IsRemoteLibvirtUri(f.uri);
-  });
+  const bool any_local = std::any_of(flags.begin(), flags.end(),
+                                     [](const HostFlag& f) { return !IsRemoteLibvirtUri(f.uri); });
   if (warm_bytes > 0 && any_local) {
     WarmMemoryOptions warm;
     warm.bytes = warm_bytes;

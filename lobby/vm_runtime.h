@@ -41,7 +41,7 @@ struct VmRuntimeOptions {
   // Memory held for the next VM start on this machine: serve --warm-memory
   // (vmhost/warm_memory.h, ParseWarmMemory).
   std::string warm_memory = "auto";
-  std::string runner_path;            // the guest runner; empty: next to the warren binary
+  std::string runner_path;  // the guest runner; empty: next to the warren binary
   // Ranges VMs may reach although the host's isolation rules close them (--vm-egress-allow).
   std::vector<Cidr> egress_allow;
   EgressFirewallOptions firewall;

@@ -46,7 +46,8 @@ MODULES = {
                "vmhost/guest/identity.h", "vmhost/guest/identity.cc",
                "vmhost/guest_text.h", "vmhost/guest_text.cc",
                "vmhost/host_load.h", "vmhost/host_load.cc",
-               "vmhost/host_set.h", "vmhost/host_set.cc"],
+               "vmhost/host_set.h", "vmhost/host_set.cc",
+               "vmhost/warm_memory.h", "vmhost/warm_memory.cc"],
         target="warren_vmhost", may_include=["base"],
         rule="the vmhost interfaces (VmHost, GuestControl), the image layout, the state "
              "delivery every host shares, a restored clone's identity (pure over "

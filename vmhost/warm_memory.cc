@@ -78,12 +78,13 @@ int64_t AvailableMemoryBytes() {
   return -1;
 }
 
-WarmMemory::WarmMemory(WarmMemoryOptions options) : options_([&] {
-    WarmMemoryOptions o = std::move(options);
-    o.bytes = (std::max<int64_t>(0, o.bytes) + kHugePage - 1) / kHugePage * kHugePage;
-    if (!o.available_bytes) o.available_bytes = AvailableMemoryBytes;
-    return o;
-  }()) {
+WarmMemory::WarmMemory(WarmMemoryOptions options)
+    : options_([&] {
+        WarmMemoryOptions o = std::move(options);
+        o.bytes = (std::max<int64_t>(0, o.bytes) + kHugePage - 1) / kHugePage * kHugePage;
+        if (!o.available_bytes) o.available_bytes = AvailableMemoryBytes;
+        return o;
+      }()) {
   thread_ = std::thread([this] { Run(); });
 }
 

@@ -10,7 +10,9 @@ the pool (once the pool has refilled and the host is quiet). Then it restarts th
 with `--pool none` and runs N times each: `new` restored from the template, and
 `new --disk 11` (another shape: booted); then N times each `cp SRC` and `cp --live SRC` of
 a running VM of the default shape (a fresh SRC every 4 copies, so no chain gets deep enough to
-be flattened meanwhile). Each `new` or `cp` is followed by the first `ssh VM true`; it prints
+be flattened meanwhile). Where the server holds warm memory for VM starts (serve
+--warm-memory, vmhost/warm_memory.h), the template's `new` and `cp --live` run again with
+`--warm-memory 0`, the baseline of the ratio it prints for them. Each `new` or `cp` is followed by the first `ssh VM true`; it prints
 the medians and each one's time relative to the boot's. It also
 reports the RSS of each idle VM's QEMU (template-restored and booted) and, for the default
 image, how many such idle VMs fit in 20 GiB. Also times `ssh VM true` on the warm control
@@ -74,7 +76,7 @@ def bench_image(image, runs, warm_runs):
         template_ready = time.monotonic() - t0
         out = {"template_ready": template_ready}
 
-        def measure(how, extra, runs, before=None):
+        def measure(how, extra, runs, before=None, key=None):
             news, firsts, rss = [], [], []
             for i in range(runs):
                 if before:
@@ -92,7 +94,7 @@ def bench_image(image, runs, warm_runs):
                         out["warm"] = [ssh("ssh", name, "true") for _ in range(warm_runs)]
                         out["floor"] = [ssh("whoami") for _ in range(warm_runs)]
                 ssh("rm", name)
-            out[how] = (statistics.median(news), statistics.median(firsts), rss[0])
+            out[key or how] = (statistics.median(news), statistics.median(firsts), rss[0])
 
         def pooled_one(i):
             # The pool holds its next VM, paused and connected, and the host is quiet again.
@@ -112,7 +114,7 @@ def bench_image(image, runs, warm_runs):
         measure("template", (), runs)
         measure("boot", ("--disk", "11"), runs)
 
-        def copies(how, flags):
+        def copies(how, flags, key=None):
             cps, firsts, src = [], [], None
             for i in range(runs):
                 if i % 4 == 0:
@@ -129,10 +131,18 @@ def bench_image(image, runs, warm_runs):
                     raise RuntimeError("%s was made by %s, not %s" % (name, made, how))
                 ssh("rm", name)
             ssh("rm", src)
-            out[how] = (statistics.median(cps), statistics.median(firsts), None)
+            out[key or how] = (statistics.median(cps), statistics.median(firsts), None)
 
         copies("copy", ())
         copies("live-copy", ("--live",))
+        warm = re.search(r"warm memory: up to (\d+) MiB", bench.server.log())
+        out["warm_memory"] = int(warm.group(1)) if warm else 0
+        if out["warm_memory"]:
+            # The same restores without memory held for them (serve --warm-memory 0).
+            bench.restart(["--vm-image", image, "--vm-templates", "default", "--pool", "none",
+                           "--warm-memory", "0"])
+            measure("template", (), runs, key="template-cold")
+            copies("live-copy", ("--live",), key="live-copy-cold")
         # Booted with QEMU's own translation cache (1 GiB) instead of warren's cap: its RSS.
         bench.restart(["--vm-image", image, "--vm-templates", "none", "--vm-tb-cache", "0"])
         name = "bench-%s-uncapped" % image
@@ -177,7 +187,8 @@ def main():
 
     print("new (or cp) -> first command, median of %d, TCG, 2 cores, default shape "
           "(2 vCPU, 2 GiB)" % args.runs)
-    print("host memory: %s" % host_memory_facts())
+    print("host memory: %s; warm memory %s" % (host_memory_facts(), ", ".join(
+        "%s %d MiB" % (image, r["warm_memory"]) for image, r in results.items())))
     for image, r in results.items():
         bt = sum(r["boot"][:2])
         print("  %-7s template saved %.0f s after start" % (image, r["template_ready"]))
@@ -188,6 +199,11 @@ def main():
             print("  %-7s %-9s %-9s %6.2fs  first ssh %5.2fs  total %6.2fs  (%.2fx boot)  "
                   "idle RSS %s MiB" % (image, how, verb, new, first, total, total / bt,
                                        "%.0f" % rss if rss else "?"))
+        for how in ("template", "live-copy"):
+            if r.get(how + "-cold"):
+                cold, warm = sum(r[how + "-cold"][:2]), sum(r[how][:2])
+                print("  %-7s %-9s without warm memory: total %6.2fs; with %d MiB: %.2fs "
+                      "(%.2fx)" % (image, how, cold, r["warm_memory"], warm, warm / cold))
         rss = r["template"][2]
         if r.get("uncapped_rss") and r["boot"][2]:
             print("  %-7s booted without the translation-cache cap: idle RSS %.0f MiB "

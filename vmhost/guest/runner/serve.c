@@ -4,7 +4,7 @@
 //
 // The host's runner check runs `warren-run serve` on every new control connection, from
 // that connection's session, so the server's environment is what the connection's sshd
-// gives a command (its SetEnv lines: the VM's env, pam_env, the login shell's exports).
+// gives a command (its SetEnv lines: the VM's env, the login shell's exports).
 // It binds $HOME/.warren/run/serve.sock (the directory 0700), starts the server as a
 // detached process (its pid, start time and boot in serve.pid), stops the one an earlier
 // connection started, prints `serve PATH` and exits 0. A VM restored from a template or a
