@@ -303,6 +303,7 @@ Status VmPool::TakeOwnIdentity(const std::string& id, const std::string& name,
                           RestoredGuestIdentity(restored, name, /*prepared=*/true,
                                                 /*handout=*/false, /*pooled=*/false));
   identity.port = restored.identity_port;
+  identity.slowdown = GuestSlowdownNow(services_);
   Result<GuestIdentityReport> report = ApplyGuestIdentity(*services_.guests, id, identity, timeout);
   if (!report.ok()) return report.status().Annotate("giving pooled vm " + id + " its identity");
   return services_.guests->RepinHostKey(id, restored.host_key_pub);

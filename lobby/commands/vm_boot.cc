@@ -219,6 +219,7 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
   // A live copy of a VM made from a template or the pool has its waiter too.
   identity.try_waiter = vm.made == "live-copy";
   identity.port = restored.identity_port;
+  identity.slowdown = GuestSlowdownNow(ctx.services);
   const auto left = std::chrono::milliseconds(ctx.services.ready_timeout_ms);
   Result<GuestIdentityReport> report = ApplyGuestIdentity(guests, vm.id, identity, left);
   if (!report.ok()) {

@@ -44,7 +44,8 @@ asan_units=(base_test ssh_server_test keys_test vmhost_xml_test save_image_test 
   bridge_test mcp_test oauth_test cmd_oauth_test ssh_unit_test
   relay_test integrations_test web_test guest_protocol_test guest_runner_test guest_local_test
   guest_identity_test guest_identity_runner_test guest_seed_runner_test guest_endpoint_local_test
-  guest_endpoint_setup_test reconnector_test serve_config_test host_load_test host_flags_test)
+  guest_endpoint_setup_test reconnector_test serve_config_test host_load_test host_flags_test
+  warm_memory_test)
 declare -A not_asan=(
   [libvirt_remote_host_test]="boots tiny guests on a second libvirtd over qemu+ssh/tls (CTest vm_remote_libvirt_host, label vm)"
   [libvirt_channel_test]="boots a tiny guest on the local libvirtd (CTest libvirt_channel, label qemu); test_second_host runs it against the second host"

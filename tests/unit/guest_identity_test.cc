@@ -781,6 +781,39 @@ TEST(ApplyGuestIdentityTest, NoWaiterAtThePortTakesTheConnectionOnceItIsUp) {
   EXPECT_EQ(no_port.opened.size(), 2u);
 }
 
+// On a loaded host the waiter gets longer to answer: the grace is stretched by the slowdown.
+TEST(ApplyGuestIdentityTest, ALoadedHostGivesTheWaiterLonger) {
+  GuestIdentity id = SomeIdentity();
+  id.prepared = true;
+  id.port = true;
+  for (double slowdown : {1.0, 3.0}) {
+    id.slowdown = slowdown;
+    std::atomic<int> channels{0};
+    PlayedGuests guests([&](PlayedPipe& p) {
+      if (channels++ == 0) {  // the port's waiter, slow to answer: 600 ms
+        p.Open();
+        if (p.ReadLine() != "warren identity") return p.Exit(2);
+        std::this_thread::sleep_for(milliseconds(600));
+        p.Send("identity here\n");
+        if (!ReadRequest(p, id)) return p.Exit(2);
+        p.Send("clock?\n");
+        if (!p.ReadLine()) return p.Exit(1);
+        p.Send(ReportFor(id));
+        return p.Exit(0);
+      }
+      PlayIdentity(p, id);
+    });
+    Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", id, milliseconds(5000));
+    ASSERT_TRUE(r.ok()) << slowdown << ": " << r.status().ToString();
+    if (slowdown == 1.0) {  // 300 ms: gone over the connection
+      EXPECT_EQ(guests.opened,
+                (std::vector<std::string>{"vm1: port", "vm1: unix:/run/warren/identity.sock"}));
+    } else {  // 900 ms: taken at the port
+      EXPECT_EQ(guests.opened, std::vector<std::string>{"vm1: port"});
+    }
+  }
+}
+
 TEST(ApplyGuestIdentityTest, AtThePortWithoutAConnectionFails) {
   // Taken at the port, but the VM cannot be reached over SSH: it is of no use.
   GuestIdentity id = SomeIdentity();

@@ -20,6 +20,7 @@
 #include "lobby/base/hex.h"
 #include "lobby/base/log.h"
 #include "vmhost/guest_text.h"
+#include "vmhost/host_load.h"
 
 namespace warren {
 namespace {
@@ -670,8 +671,9 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
     std::future<Status> connected = std::async(
         std::launch::async, [&guests, vm, deadline] { return guests.Connect(vm, deadline); });
     const auto said_hello = Clock::now();
+    const std::chrono::milliseconds grace = StretchedBy(kPortAnswerGrace, identity.slowdown);
     auto give_up = [&] {
-      return Clock::now() - said_hello >= kPortAnswerGrace &&
+      return Clock::now() - said_hello >= grace &&
              connected.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
     };
     report = RunIdentityChannel(guests, vm, kAtThePort, request, identity, t0, deadline, give_up);

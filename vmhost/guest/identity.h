@@ -83,6 +83,12 @@ struct GuestIdentity {
   // first, beside the control connection's handshake (GuestControl::Connect), and over that
   // connection as above when no waiter answers the port before the connection is up.
   bool port = false;
+  // How much slower than alone guests answer now (host_load.h's GuestSlowdown, at least 1):
+  // how long the waiter may take to answer the port once the connection is up is stretched by
+  // it. A pooled VM's waiter answers within milliseconds of the resume on a quiet host; on a
+  // loaded one (CI under ctest -j) it once took longer than the grace, and the hand-out took
+  // the slower route over the connection.
+  double slowdown = 1;
 };
 
 // What the guest reports, checked.
