@@ -270,9 +270,11 @@ void AddServeOptions(CLI::App& app, ServeFlags& flags) {
   serve
       ->add_option("--warm-memory", flags.vm.warm_memory,
                    "MiB of memory kept touched for the next VM started on this machine and freed "
-                   "as it starts, or auto: 512 where this machine returns free memory to a "
-                   "hypervisor (virtio-balloon free page reporting: such memory costs a fault "
-                   "there when it is handed out again, ~0.4 s of a restore), else 0")
+                   "as it starts, or auto: " +
+                       std::to_string(kAutoWarmMemoryMib) +
+                       " where this machine returns free memory to a hypervisor (virtio-balloon "
+                       "free page reporting: such memory costs a fault there when it is handed "
+                       "out again, ~0.4 s of a restore), else 0")
       ->check([](const std::string& v) {
         Result<int64_t> parsed = ParseWarmMemory(v, false);
         return parsed.ok() ? std::string() : parsed.status().message();
