@@ -118,13 +118,13 @@ VmPool::~VmPool() {
   stopping_->Cancel();  // a refill waiting for its guest gives up (and removes its VM)
   cv_.notify_all();
   thread_.join();
-  std::map<Slot, std::vector<std::string>> idle;
+  std::map<Slot, std::vector<PooledVm>> idle;
   {
     std::lock_guard lock(mu_);
     idle.swap(idle_);
   }
-  for (const auto& [slot, ids] : idle) {
-    for (const std::string& id : ids) Remove(id, "warren stops");
+  for (const auto& [slot, vms] : idle) {
+    for (const PooledVm& vm : vms) Remove(vm.id, "warren stops");
   }
 }
 
@@ -136,30 +136,30 @@ std::string VmPool::PoolKey(const std::string& host, const VmShape& shape) {
   return KeyText(SlotOf(host, shape));
 }
 
-std::optional<std::string> VmPool::Take(const VmShape& shape, const std::string& host) {
+std::optional<PooledVm> VmPool::Take(const VmShape& shape, const std::string& host) {
   std::lock_guard lock(mu_);
   auto it = idle_.find(SlotOf(host, shape));
   if (it == idle_.end() || it->second.empty()) return std::nullopt;
   // The newest: its connection is the freshest.
-  std::string id = std::move(it->second.back());
+  PooledVm vm = std::move(it->second.back());
   it->second.pop_back();
   refill_after_ = std::chrono::steady_clock::now() + kRefillAfterTake;
   wake_ = true;
   cv_.notify_all();
-  return id;
+  return vm;
 }
 
-void VmPool::PutBack(const VmShape& shape, const std::string& host, const std::string& id) {
+void VmPool::PutBack(const VmShape& shape, const std::string& host, PooledVm vm) {
   std::lock_guard lock(mu_);
-  idle_[SlotOf(host, shape)].push_back(id);
+  idle_[SlotOf(host, shape)].push_back(std::move(vm));
 }
 
 std::vector<std::string> VmPool::HostsWithIdle(const VmShape& shape) {
   std::lock_guard lock(mu_);
   std::vector<std::string> hosts;
   const std::string key = VmShapeKey(shape);
-  for (const auto& [slot, ids] : idle_) {
-    if (!ids.empty() && slot.shape == key) hosts.push_back(slot.host);
+  for (const auto& [slot, vms] : idle_) {
+    if (!vms.empty() && slot.shape == key) hosts.push_back(slot.host);
   }
   return hosts;
 }
@@ -170,10 +170,10 @@ int VmPool::GiveWay(int64_t memory_mib, const std::string& host) {
     std::string id;
     {
       std::lock_guard lock(mu_);
-      for (auto& [slot, ids] : idle_) {
-        if (slot.host != host || ids.empty()) continue;
-        id = std::move(ids.front());  // the oldest
-        ids.erase(ids.begin());
+      for (auto& [slot, vms] : idle_) {
+        if (slot.host != host || vms.empty()) continue;
+        id = std::move(vms.front().id);  // the oldest
+        vms.erase(vms.begin());
         break;
       }
     }
@@ -217,7 +217,7 @@ std::vector<VmShape> VmPool::Shapes(Services& services, const std::vector<PoolTa
 std::map<std::string, int> VmPool::Idle() {
   std::lock_guard lock(mu_);
   std::map<std::string, int> out;
-  for (const auto& [slot, ids] : idle_) out[KeyText(slot)] = static_cast<int>(ids.size());
+  for (const auto& [slot, vms] : idle_) out[KeyText(slot)] = static_cast<int>(vms.size());
   return out;
 }
 
@@ -244,7 +244,7 @@ int64_t VmPool::AvailableMib(const std::string& host) {
   return std::max<int64_t>(0, std::min(uncommitted, room->memory_free_mib));
 }
 
-Result<std::string> VmPool::Fill(const VmShape& shape, const std::string& host) {
+Result<PooledVm> VmPool::Fill(const VmShape& shape, const std::string& host) {
   VmSpec spec;
   spec.host = host;
   spec.id = NewVmId();
@@ -293,7 +293,7 @@ Result<std::string> VmPool::Fill(const VmShape& shape, const std::string& host) 
                              std::chrono::steady_clock::now() - t0)
                              .count()) +
           " ms");
-  return spec.id;
+  return PooledVm{spec.id, restored->host_key, restored->host_key_pub};
 }
 
 Status VmPool::TakeOwnIdentity(const std::string& id, const std::string& name,
@@ -324,14 +324,18 @@ void VmPool::ForgetGone() {
   std::vector<std::string> ids;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [slot, those] : idle_) ids.insert(ids.end(), those.begin(), those.end());
+    for (const auto& [slot, vms] : idle_) {
+      for (const PooledVm& vm : vms) ids.push_back(vm.id);
+    }
   }
   for (const std::string& id : ids) {
     Result<VmInfo> info = services_.vms->Inspect(id);
     if (info.ok() || info.status().code() != Code::kNotFound) continue;
     LogInfo("pool: vm " + id + " is gone from its host; forgotten");
     std::lock_guard lock(mu_);
-    for (auto& [slot, those] : idle_) std::erase(those, id);
+    for (auto& [slot, vms] : idle_) {
+      std::erase_if(vms, [&id](const PooledVm& vm) { return vm.id == id; });
+    }
   }
 }
 
@@ -343,14 +347,14 @@ bool VmPool::Check() {
   std::vector<std::string> stale;
   {
     std::lock_guard lock(mu_);
-    for (auto& [slot, ids] : idle_) {
+    for (auto& [slot, vms] : idle_) {
       size_t keep = 0;
       for (const Wanted& w : wanted) {
         if (SlotOf(w.host, w.shape) == slot) keep = static_cast<size_t>(w.size);
       }
-      while (ids.size() > keep) {
-        stale.push_back(std::move(ids.front()));
-        ids.erase(ids.begin());
+      while (vms.size() > keep) {
+        stale.push_back(std::move(vms.front().id));
+        vms.erase(vms.begin());
       }
     }
   }
@@ -382,7 +386,7 @@ bool VmPool::Check() {
                   std::to_string(2 * w.shape.memory_mib) + " needed");
       continue;
     }
-    Result<std::string> made = Fill(w.shape, w.host);
+    Result<PooledVm> made = Fill(w.shape, w.host);
     if (!made.ok()) {
       if (made.status().code() == Code::kNotFound) {
         Waiting(key, "template", made.status().message());
@@ -400,7 +404,7 @@ bool VmPool::Check() {
         return true;
       }
     }
-    Remove(*made, "warren stops");
+    Remove(made->id, "warren stops");
     return false;
   }
   return false;

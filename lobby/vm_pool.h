@@ -77,8 +77,8 @@ class VmPool final : public WarmPool {
   // VMs.
   ~VmPool() override;
 
-  std::optional<std::string> Take(const VmShape& shape, const std::string& host) override;
-  void PutBack(const VmShape& shape, const std::string& host, const std::string& id) override;
+  std::optional<PooledVm> Take(const VmShape& shape, const std::string& host) override;
+  void PutBack(const VmShape& shape, const std::string& host, PooledVm vm) override;
   int GiveWay(int64_t memory_mib, const std::string& host) override;
   std::vector<std::string> HostsWithIdle(const VmShape& shape) override;
 
@@ -118,7 +118,7 @@ class VmPool final : public WarmPool {
   // Memory `host` could give a new VM now; INT64_MAX when it does not say.
   int64_t AvailableMib(const std::string& host);
   // Restores, connects and pauses one VM of `shape` on `host`.
-  Result<std::string> Fill(const VmShape& shape, const std::string& host);
+  Result<PooledVm> Fill(const VmShape& shape, const std::string& host);
   // A filled VM's whole identity under its stand-in `name`, and its host key re-pinned.
   Status TakeOwnIdentity(const std::string& id, const std::string& name,
                          const RestoredVm& restored);
@@ -135,7 +135,7 @@ class VmPool final : public WarmPool {
   bool wake_ = false;
   // Cancelled when the pool stops: a refill under way gives up at once.
   std::shared_ptr<CancelSignal> stopping_ = std::make_shared<CancelSignal>();
-  std::map<Slot, std::vector<std::string>> idle_;  // its idle VMs' ids, oldest first
+  std::map<Slot, std::vector<PooledVm>> idle_;  // its idle VMs, oldest first
   // Per host: after a refill there failed, the next waits (retry_after).
   std::map<std::string, std::chrono::steady_clock::time_point> next_try_;
   std::chrono::steady_clock::time_point refill_after_{};  // under mu_

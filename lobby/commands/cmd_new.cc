@@ -102,7 +102,7 @@ class NewCommand final : public Command {
     // An idle VM of this shape on that host is this one's from here on.
     const bool pooled = TakePooledVm(ctx, spec, vm);
     if (Status st = RecordAndPrepareVm(ctx, vm, spec, "new"); !st.ok()) {
-      if (pooled) ctx.services.pool->PutBack(ShapeOf(spec), vm.host, vm.id);
+      if (pooled) PutBackPooledVm(ctx, spec, vm);
       return st;
     }
     ctx.audit_vm = vm.name;

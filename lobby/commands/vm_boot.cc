@@ -113,17 +113,24 @@ Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const
   return Status::Ok();
 }
 
-bool TakePooledVm(CommandContext& ctx, const VmSpec& spec, VmRecord& vm) {
+bool TakePooledVm(CommandContext& ctx, VmSpec& spec, VmRecord& vm) {
   if (ctx.services.pool == nullptr) return false;
-  std::optional<std::string> id = ctx.services.pool->Take(ShapeOf(spec), spec.host);
-  if (!id.has_value()) return false;
-  vm.id = *id;
+  std::optional<PooledVm> pooled = ctx.services.pool->Take(ShapeOf(spec), spec.host);
+  if (!pooled.has_value()) return false;
+  vm.id = std::move(pooled->id);
   vm.made = "pool";
+  spec.ssh_host_key = std::move(pooled->host_key);
+  spec.ssh_host_key_pub = std::move(pooled->host_key_pub);
   return true;
 }
 
+void PutBackPooledVm(CommandContext& ctx, const VmSpec& spec, const VmRecord& vm) {
+  ctx.services.pool->PutBack(ShapeOf(spec), vm.host,
+                             PooledVm{vm.id, spec.ssh_host_key, spec.ssh_host_key_pub});
+}
+
 Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const VmRecord& vm,
-                             const RestoredVm& restored);
+                             const RestoredVm& restored, bool has_host_key);
 
 namespace {
 
@@ -132,9 +139,11 @@ namespace {
 Result<RestoredVm> ReidentifyPooled(CommandContext& ctx, VmHost& host, const VmSpec& spec,
                                     const VmRecord& vm) {
   GuestControl* guests = ctx.services.guests;
+  // The spec's host key is the one the VM took when it was pooled (TakePooledVm): kept.
+  const bool has_host_key = !spec.ssh_host_key.empty();
   Result<RestoredVm> r = host.Reidentify(spec, [&](const RestoredVm& restored) {
     if (guests == nullptr) return Unavailable("no guest control");
-    return ApplyRestoredIdentity(ctx, *guests, vm, restored);
+    return ApplyRestoredIdentity(ctx, *guests, vm, restored, has_host_key);
   });
   if (r.ok()) return r;
   LogWarn("new: pooled vm " + spec.id + " could not take its identity: " + r.status().ToString() +
@@ -190,22 +199,29 @@ Status MakeVmOnHost(CommandContext& ctx, VmHost& host, const VmSpec& spec, VmRec
       *restored = std::move(r).value();
       return Status::Ok();
     }
-    // Destroyed: made below under the same id. A pooled VM that could not be removed
-    // stands in the way (Conflict) and the `new` fails; reconcile removes it later.
+    // Destroyed: made below under the same id, with a host key of its own (not the pooled
+    // VM's). A pooled VM that could not be removed stands in the way (Conflict) and the `new`
+    // fails; reconcile removes it later.
   }
-  Status st = RestoreOrBoot(ctx, host, spec, vm, restored);
+  VmSpec own = spec;
+  if (vm.made == "pool") {
+    own.ssh_host_key.clear();
+    own.ssh_host_key_pub.clear();
+  }
+  Status st = RestoreOrBoot(ctx, host, own, vm, restored);
   if (st.code() == Code::kLimitExceeded && ctx.services.pool != nullptr &&
-      ctx.services.pool->GiveWay(spec.memory_mib, spec.host) > 0) {
-    st = RestoreOrBoot(ctx, host, spec, vm, restored);
+      ctx.services.pool->GiveWay(own.memory_mib, own.host) > 0) {
+    st = RestoreOrBoot(ctx, host, own, vm, restored);
   }
   return st;
 }
 
 // Makes a VM restored from a template its own inside (hostname, host key, machine-id, RNG,
 // MAC and clock from its seed and the host: vmhost/guest/identity.h), then takes only its
-// new host key from here on.
+// new host key from here on. With `has_host_key` (a pooled VM), the guest has restored's key
+// already: none is sent and the connection's pin stands.
 Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const VmRecord& vm,
-                             const RestoredVm& restored) {
+                             const RestoredVm& restored, bool has_host_key) {
   // Template clones and pooled VMs have a root process waiting (TemplateKeeper, VmPool), and
   // keep it; a pooled VM took the rest of its identity when it was pooled (VmPool::Fill). A
   // live copy has its source's RNG state, machine-id and files but for what its seed says.
@@ -216,6 +232,10 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
       RestoredGuestIdentity(restored, vm.name,
                             /*prepared=*/vm.made == "pool" || vm.made == "template",
                             /*handout=*/true, /*pooled=*/vm.made == "pool"));
+  if (has_host_key) {
+    identity.host_key.clear();
+    identity.host_key_pub.clear();
+  }
   // A live copy of a VM made from a template or the pool has its waiter too.
   identity.try_waiter = vm.made == "live-copy";
   identity.port = restored.identity_port;
@@ -225,7 +245,7 @@ Status ApplyRestoredIdentity(CommandContext& ctx, GuestControl& guests, const Vm
   if (!report.ok()) {
     return report.status().Annotate("giving " + vm.name + " its identity");
   }
-  if (!restored.host_key_pub.empty()) {
+  if (!restored.host_key_pub.empty() && !has_host_key) {
     WARREN_RETURN_IF_ERROR(guests.RepinHostKey(vm.id, restored.host_key_pub));
   }
   // The guest's control sshd (one per connection) read its SetEnv lines when the connection
@@ -248,7 +268,8 @@ Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRe
   }
   // One from the pool took it already, while its host wrote its seed (ReidentifyPooled).
   if (restored != nullptr && vm.made != "pool") {
-    if (Status st = ApplyRestoredIdentity(ctx, guests, vm, *restored); !st.ok()) {
+    if (Status st = ApplyRestoredIdentity(ctx, guests, vm, *restored, /*has_host_key=*/false);
+        !st.ok()) {
       AbandonVm(ctx, vm, /*domain_made=*/true, verb);
       return st;
     }

@@ -39,9 +39,11 @@ VmSpec NewVmSpec(const CommandContext& ctx, const VmRecord& vm);
 Status RecordAndPrepareVm(CommandContext& ctx, VmRecord& vm, VmSpec& spec, const char* verb);
 
 // Takes an idle VM of the spec's shape on its host out of the warm pool (services.pool) for
-// `vm`: its id becomes vm.id and vm.made "pool" (RecordNewVm keeps the id). False when none
-// is idle there.
-bool TakePooledVm(CommandContext& ctx, const VmSpec& spec, VmRecord& vm);
+// `vm`: its id becomes vm.id and vm.made "pool" (RecordNewVm keeps the id), and its host key
+// (which the guest has: the hand-out keeps it) spec's. False when none is idle there.
+bool TakePooledVm(CommandContext& ctx, VmSpec& spec, VmRecord& vm);
+// Gives a VM TakePooledVm took back to the pool, before anything touched it.
+void PutBackPooledVm(CommandContext& ctx, const VmSpec& spec, const VmRecord& vm);
 
 // Makes `vm`'s domain on the host. A VM taken from the pool (vm.made "pool") gets the
 // spec's identity and resumes (VmHost::Reidentify); should that fail, it is destroyed and

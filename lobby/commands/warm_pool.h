@@ -14,17 +14,26 @@
 
 namespace warren {
 
+// An idle pooled VM as `new` takes it.
+struct PooledVm {
+  std::string id;
+  // The SSH host key pair the VM took when it was pooled (its own, made by its host at the
+  // restore and seen by no one since): the hand-out keeps it, so the guest writes no key and
+  // the connection's pin stands. A secret: never logged.
+  std::string host_key, host_key_pub;
+};
+
 class WarmPool {
  public:
   virtual ~WarmPool() = default;
   // Each host that takes new VMs keeps its own pooled VMs (vm_placement.h HostsForNewVms);
   // `host` is a HostSet member's name, "" with no HostSet.
   //
-  // The id of an idle pooled VM of `shape` on `host`, taken out of the pool (refilled behind
-  // it); nullopt when none is idle there.
-  virtual std::optional<std::string> Take(const VmShape& shape, const std::string& host) = 0;
+  // An idle pooled VM of `shape` on `host`, taken out of the pool (refilled behind it);
+  // nullopt when none is idle there.
+  virtual std::optional<PooledVm> Take(const VmShape& shape, const std::string& host) = 0;
   // A VM taken but not used (the `new` was refused before it touched it): idle again.
-  virtual void PutBack(const VmShape& shape, const std::string& host, const std::string& id) = 0;
+  virtual void PutBack(const VmShape& shape, const std::string& host, PooledVm vm) = 0;
   // Makes room on `host`: destroys its idle pooled VMs until `memory_mib` more fits (or none
   // is left), and refills no further there until it does. How many went.
   virtual int GiveWay(int64_t memory_mib, const std::string& host) = 0;

@@ -136,7 +136,8 @@ class IdentityPipe final : public GuestPipe {
   // `direct`: the waiter's socket (a first byte 'D', an exit line, the channel closes);
   // `port`: the identity port (a hello answered first, an exit line, never closed).
   IdentityPipe(std::function<void()> notify, std::string hostname,
-               std::function<void(bool handout)> done, bool direct, bool port = false)
+               std::function<void(bool handout, bool host_key)> done, bool direct,
+               bool port = false)
       : notify_(std::move(notify)),
         hostname_(std::move(hostname)),
         done_(std::move(done)),
@@ -161,6 +162,7 @@ class IdentityPipe final : public GuestPipe {
         if (port_ && line == "warren identity") out_ += "identity here\n";
         if (line.rfind("mac ", 0) == 0) mac_ = line.substr(4);
         if (line.rfind("hostname ", 0) == 0) handout_ = true;
+        if (line.rfind("host-key ", 0) == 0) host_key_ = true;
         if (line == "end") out_ += "clock?\n";
         if (line.rfind("clock ", 0) == 0 && !ended_) {
           out_ += "identity ok hostname=" + hostname_ +
@@ -192,7 +194,7 @@ class IdentityPipe final : public GuestPipe {
       finished = ended_ && out_.empty() && !reported_;
       if (finished) reported_ = true;
     }
-    if (finished && done_) done_(handout_);
+    if (finished && done_) done_(handout_, host_key_);
     if (finished) Notify();
   }
   End end() override {
@@ -211,14 +213,15 @@ class IdentityPipe final : public GuestPipe {
   }
   const std::function<void()> notify_;
   const std::string hostname_;
-  const std::function<void(bool)> done_;
+  const std::function<void(bool, bool)> done_;
   const bool direct_;
   const bool port_;
   bool want_first_byte_;
   std::mutex mu_;
   std::string in_, out_;
   std::string mac_ = "-";
-  bool handout_ = false;  // the request named the hostname (a hand-out), not a seed device
+  bool handout_ = false;   // the request named the hostname (a hand-out), not a seed device
+  bool host_key_ = false;  // and a host key
   bool ended_ = false;
   bool reported_ = false;
 };
@@ -273,10 +276,12 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
     }
     return std::shared_ptr<GuestPipe>(std::make_shared<IdentityPipe>(
         std::move(notify), hostname,
-        [this, applied = identities_, handouts = handouts_, id = std::string(vm_id)](bool handout) {
+        [this, applied = identities_, handouts = handouts_, keyed = keyed_handouts_,
+         id = std::string(vm_id)](bool handout, bool host_key) {
           std::lock_guard<std::mutex> lock(mu_);
           applied->push_back(id);
           if (handout) handouts->push_back(id);
+          if (handout && host_key) keyed->push_back(id);
         },
         direct, port));
   }
@@ -308,6 +313,11 @@ std::vector<std::string> FakeGuestControl::identities_applied() const {
 std::vector<std::string> FakeGuestControl::handouts_applied() const {
   std::lock_guard<std::mutex> lock(mu_);
   return *handouts_;
+}
+
+std::vector<std::string> FakeGuestControl::handouts_with_host_key() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return *keyed_handouts_;
 }
 
 void FakeGuestControl::ClonesStartWaiting() {

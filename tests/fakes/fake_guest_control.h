@@ -91,6 +91,8 @@ class FakeGuestControl final : public GuestControl {
   // (requests naming the hostname instead of a seed device).
   std::vector<std::string> identities_applied() const;
   std::vector<std::string> handouts_applied() const;
+  // The hand-outs whose request carried a host key pair (a pooled VM's keeps its own).
+  std::vector<std::string> handouts_with_host_key() const;
   // From now on every VM has a root process waiting for its identity, as a clone of a
   // template (which the template keeper prepared) has.
   void ClonesStartWaiting();
@@ -140,6 +142,8 @@ class FakeGuestControl final : public GuestControl {
   std::shared_ptr<std::vector<std::string>> identities_ =
       std::make_shared<std::vector<std::string>>();
   std::shared_ptr<std::vector<std::string>> handouts_ =
+      std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<std::vector<std::string>> keyed_handouts_ =
       std::make_shared<std::vector<std::string>>();
   bool clones_wait_ = false;
 };

@@ -344,6 +344,17 @@ std::string FakeHostKeyOf(const VmSpec& spec) {
                                        : spec.ssh_host_key_pub;
 }
 
+// Gives `r` and the VM's seed (`seeded`, what SpecOf shows) the spec's host key pair, or a
+// new one, as LibvirtHost writes it into the seed.
+void TakeHostKey(const VmSpec& spec, RestoredVm& r, VmSpec& seeded) {
+  r.host_key_pub = FakeHostKeyOf(spec);
+  r.host_key = spec.ssh_host_key.empty()
+                   ? "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n"
+                   : spec.ssh_host_key;
+  seeded.ssh_host_key = r.host_key;
+  seeded.ssh_host_key_pub = r.host_key_pub;
+}
+
 }  // namespace
 
 Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
@@ -360,14 +371,13 @@ Result<RestoredVm> FakeVmHost::CreateFromTemplate(const VmSpec& spec) {
   vm.console = "";  // a restored guest prints nothing until it is asked to
   RestoredVm r;
   if (spec.egress == Egress::kAll) vm.mac = r.mac = NextMac();
+  TakeHostKey(spec, r, vm.spec);
   MakeVmFiles(spec.id);
   Step("restore", "files", spec.id);
   vms_.emplace(spec.id, std::move(vm));
   restored_.insert(spec.id);
   Persist();
   Emit(spec.id, VmState::kRunning);
-  r.host_key_pub = FakeHostKeyOf(spec);
-  r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
   r.seed_has_more = SeedHasMoreThanIdentity(spec);
   r.identity_port = true;  // as every domain warren defines now
   r.restore_ms = 1;
@@ -403,9 +413,8 @@ Result<RestoredVm> FakeVmHost::ReidentifyLocked(const VmSpec& spec) {
   vm.info.name = spec.name;
   RestoredVm r;
   r.mac = mac;
-  r.host_key_pub = FakeHostKeyOf(spec);
-  // As LibvirtHost's: the key's private half, and whether the seed holds more than the name.
-  r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
+  // As LibvirtHost's: the key pair, and whether the seed holds more than the name.
+  TakeHostKey(spec, r, vm.spec);
   r.seed_has_more = SeedHasMoreThanIdentity(spec);
   r.identity_port = true;  // as every domain warren defines now
   if (vm.info.state == VmState::kPaused) {
@@ -442,9 +451,8 @@ Result<RestoredVm> FakeVmHost::CopyLive(std::string_view source_id, const VmSpec
   RestoredVm r;
   if (spec.egress == Egress::kAll) vm.mac = NextMac();
   r.mac = vm.mac;
-  r.host_key_pub = FakeHostKeyOf(spec);
-  // As LibvirtHost's: the key's private half, and whether the seed holds more than the name.
-  r.host_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake " + spec.id + "\n";
+  // As LibvirtHost's: the key pair, and whether the seed holds more than the name.
+  TakeHostKey(spec, r, vm.spec);
   r.seed_has_more = SeedHasMoreThanIdentity(spec);
   r.identity_port = true;  // as every domain warren defines now
   MakeVmFiles(spec.id);

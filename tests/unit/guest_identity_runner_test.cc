@@ -250,7 +250,7 @@ TEST_F(IdentityRunnerTest, AWholeRunReseedsReappliesTheSeedAndAsksTheTime) {
   EXPECT_EQ(r.err.find(RandomHex().substr(0, 16)), std::string::npos);
 }
 
-TEST_F(IdentityRunnerTest, AHandOutTakesTheNameAndHostKeyFromTheRequestAlone) {
+TEST_F(IdentityRunnerTest, AHandOutTakesTheNameAndAnyHostKeyFromTheRequestAlone) {
   // No seed disk at all: a hand-out reads none.
   seed_.reset();
   sandbox_.block_nodes.clear();
@@ -285,6 +285,23 @@ TEST_F(IdentityRunnerTest, AHandOutTakesTheNameAndHostKeyFromTheRequestAlone) {
   }
   EXPECT_FALSE(report->setup_started);
   EXPECT_NEAR(report->clock_step_ms, 30 * 1000, 2000) << r.out;
+
+  // A pooled VM keeps the key it has: the request names none, and the files stay as they are.
+  GuestIdentity keeps = id;
+  keeps.hostname = "kept-key";
+  keeps.host_key.clear();
+  keeps.host_key_pub.clear();
+  request = GuestIdentityRequest(keeps);
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  EXPECT_EQ(request->find("host-key"), std::string::npos);
+  Ran kept = RunToEnd(*request);
+  ASSERT_EQ(kept.code, 0) << kept.err;
+  ASSERT_TRUE(ParseGuestIdentityReport(kept.out.substr(7), keeps).ok()) << kept.out;
+  EXPECT_EQ(ReadFile(Etc("/hostname")), "kept-key\n");
+  hosts = ReadFile(Etc("/hosts"));
+  EXPECT_NE(hosts.find("\n127.0.1.1\tkept-key\n"), std::string::npos) << hosts;
+  ExpectRootFile(Etc("/ssh/ssh_host_ed25519_key"), id.host_key, 0600);
+  ExpectRootFile(Etc("/ssh/ssh_host_ed25519_key.pub"), id.host_key_pub, 0644);
 
   // A template's clone: a new machine-id too, written in place.
   id.new_machine_id = true;
@@ -346,8 +363,9 @@ TEST_F(IdentityRunnerTest, BadRequestsAreRefusedBeforeAnyStep) {
       {"unknown record", "seed-device /dev/vdb\nnickname x\n" + random_line + "end\n"},
       {"seed-device and hostname",
        "seed-device /dev/vdb\nhostname x\nhost-key 61\nhost-key-pub 61\n" + random_line + "end\n"},
-      {"hostname without its host key", "hostname x\n" + random_line + "end\n"},
       {"hostname without the public key", "hostname x\nhost-key 61\n" + random_line + "end\n"},
+      {"hostname with only the public key",
+       "hostname x\nhost-key-pub 61\n" + random_line + "end\n"},
       {"a host key without hostname",
        "seed-device /dev/vdb\nhost-key 61\nhost-key-pub 61\n" + random_line + "end\n"},
       {"a bad hostname", "hostname -x\nhost-key 61\nhost-key-pub 61\n" + random_line + "end\n"},

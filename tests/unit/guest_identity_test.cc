@@ -77,7 +77,7 @@ TEST(GuestIdentityRequestTest, RefusesWhatTheRunnerWouldRefuse) {
   }
 }
 
-TEST(GuestIdentityRequestTest, AHandOutSendsTheNameAndKeyPairInsteadOfTheSeedDevice) {
+TEST(GuestIdentityRequestTest, AHandOutSendsTheNameAndAnyKeyPairInsteadOfTheSeedDevice) {
   GuestIdentity id = SomeIdentity(/*with_mac=*/false);
   id.handout = true;
   id.hostname = "web-1";
@@ -96,6 +96,13 @@ TEST(GuestIdentityRequestTest, AHandOutSendsTheNameAndKeyPairInsteadOfTheSeedDev
   GuestIdentity no_key = id;
   no_key.host_key.clear();
   EXPECT_EQ(GuestIdentityRequest(no_key).status().code(), Code::kInvalidArgument);
+  // Neither: a pooled VM keeps its own key, and the request names none.
+  GuestIdentity keeps = no_key;
+  keeps.host_key_pub.clear();
+  keeps.new_machine_id = true;
+  Result<std::string> kept = GuestIdentityRequest(keeps);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(*kept, "hostname web-1\nmachine-id new\nrandom " + RandomHex(id) + "\nend\n");
   GuestIdentity no_pub = id;
   no_pub.host_key_pub.clear();
   EXPECT_EQ(GuestIdentityRequest(no_pub).status().code(), Code::kInvalidArgument);

@@ -84,6 +84,15 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
   EXPECT_TRUE(Exec(Root(), {"ls", "--json"}).Json()["vms"].empty());
   EXPECT_TRUE(store_->ListVms()->empty());
 
+  // Each pooled VM's own host key, pinned when it took its whole identity.
+  std::map<std::string, std::string> pooled_keys;
+  for (const VmInfo& info : pooled) {
+    pooled_keys[info.id] = guests_.PinnedHostKey(info.id);
+    EXPECT_TRUE(pooled_keys[info.id].starts_with("ssh-ed25519 ")) << info.id;
+    EXPECT_EQ(pooled_keys[info.id], host_.SpecOf(info.id)->ssh_host_key_pub);
+  }
+  EXPECT_NE(pooled_keys[pooled[0].id], pooled_keys[pooled[1].id]);
+
   Outcome o = Exec(Alice(), {"new", "--name", "web-one"});
   ASSERT_TRUE(o.status.ok()) << o.err;
   EXPECT_TRUE(Has(o.err, "taken from the warm pool")) << o.err;
@@ -118,7 +127,11 @@ TEST_F(VmPoolTest, FillsWithPausedVmsNoUserSeesAndNewTakesOne) {
             0);
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityHandOverCommand), 0);
   EXPECT_EQ(std::count(opened.begin(), opened.end(), kGuestIdentityCommand), 0);
-  EXPECT_TRUE(guests_.PinnedHostKey(vm.id).starts_with("ssh-ed25519 ")) << vm.id;
+  // It keeps the host key it took when it was pooled (seen by no one): the hand-out sends
+  // none, the pin stands, and the seed its next boot reads holds the same key.
+  EXPECT_TRUE(guests_.handouts_with_host_key().empty());
+  EXPECT_EQ(guests_.PinnedHostKey(vm.id), pooled_keys[vm.id]);
+  EXPECT_EQ(host_.SpecOf(vm.id)->ssh_host_key_pub, pooled_keys[vm.id]);
   EXPECT_EQ(Exec(Alice(), {"stat", "web-one", "--json"}).Json()["made"], "pool");
   // The pool refills behind it; the user's VM is not the pool's any more.
   ASSERT_TRUE(Eventually([&] { return Idle() == 2; }));
@@ -184,6 +197,7 @@ TEST_F(VmPoolTest, AVmThatCannotTakeItsIdentityIsRemovedAndTheNewRestoresInstead
   StartPool(1);
   ASSERT_TRUE(Eventually([&] { return Idle() == 1; }));
   const std::string pooled = Pooled().at(0).id;
+  const std::string pooled_key = guests_.PinnedHostKey(pooled);
   // The refill's restore would take the failure meant for the hand-out: none while it runs.
   host_.SetHostLimits(2048 * 2, 1000);
   host_.FailNext(Internal("the seed volume is gone"));
@@ -192,6 +206,10 @@ TEST_F(VmPoolTest, AVmThatCannotTakeItsIdentityIsRemovedAndTheNewRestoresInstead
   VmRecord vm = store_->GetVmByName("web-one").value();
   EXPECT_EQ(vm.made, "template");
   EXPECT_EQ(vm.id, pooled);  // made again under the id it was recorded with
+  // With a host key of its own, not the removed pooled VM's.
+  ASSERT_TRUE(pooled_key.starts_with("ssh-ed25519 "));
+  EXPECT_NE(host_.SpecOf(vm.id)->ssh_host_key_pub, pooled_key);
+  EXPECT_EQ(guests_.PinnedHostKey(vm.id), host_.SpecOf(vm.id)->ssh_host_key_pub);
   EXPECT_EQ(host_.Inspect(vm.id)->name, "web-one");
   EXPECT_EQ(host_.Inspect(vm.id)->state, VmState::kRunning);
 }

@@ -218,14 +218,20 @@ Result<std::string> GuestIdentityRequest(const GuestIdentity& identity) {
     if (!ValidHandoutHostname(identity.hostname)) {
       return InvalidArgument("a hand-out's hostname must be 1-63 of [A-Za-z0-9.-], not -first");
     }
-    if (identity.host_key.empty() || identity.host_key.size() > kMaxHandoutHostKeyBytes ||
-        identity.host_key_pub.empty() || identity.host_key_pub.size() > kMaxHandoutHostKeyBytes) {
+    const bool keeps_key = identity.host_key.empty() && identity.host_key_pub.empty();
+    if (!keeps_key &&
+        (identity.host_key.empty() || identity.host_key.size() > kMaxHandoutHostKeyBytes ||
+         identity.host_key_pub.empty() || identity.host_key_pub.size() > kMaxHandoutHostKeyBytes)) {
       return InvalidArgument("a hand-out's host key pair must be 1-" +
-                             std::to_string(kMaxHandoutHostKeyBytes) + " bytes each");
+                             std::to_string(kMaxHandoutHostKeyBytes) +
+                             " bytes each, or neither given");
     }
-    out = "hostname " + identity.hostname + "\nhost-key " + HexEncode(identity.host_key) +
-          "\nhost-key-pub " + HexEncode(identity.host_key_pub) + "\n" +
-          (identity.new_machine_id ? "machine-id new\n" : "");
+    out = "hostname " + identity.hostname + "\n";
+    if (!keeps_key) {
+      out += "host-key " + HexEncode(identity.host_key) + "\nhost-key-pub " +
+             HexEncode(identity.host_key_pub) + "\n";
+    }
+    if (identity.new_machine_id) out += "machine-id new\n";
   } else if (!ValidSeedDevice(identity.seed_device)) {
     return InvalidArgument("the seed device must be /dev/vd[a-z]");
   } else {

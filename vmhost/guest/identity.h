@@ -63,8 +63,9 @@ struct GuestIdentity {
   // A hand-out from the warm pool: the VM took a whole identity when it was pooled (its RNG
   // state, machine-id, MAC and seed), and takes now only what `new` decides: `hostname`
   // (required) and this host key pair (the seed's files: an OpenSSH private key and its
-  // public line), written from the request; no seed disk is read, so seed_device is not
-  // sent. The host rewrote the seed with the same name and key for the next boot.
+  // public line; both empty when the VM keeps its own, as a pooled VM does), written from the
+  // request; no seed disk is read, so seed_device is not sent. The host rewrote the seed with
+  // the same name and key for the next boot.
   bool handout = false;
   std::string host_key, host_key_pub;
   // A hand-out to a template's clone, which still holds the template's machine-id: the runner

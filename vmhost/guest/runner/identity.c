@@ -10,8 +10,8 @@
 // stdin, text records of one line each (the host's half: vmhost/guest/identity.h):
 //   seed-device /dev/vdX        a whole identity: only /dev/vd[a-z]
 //   hostname NAME               or a hand-out's (below): [A-Za-z0-9.-], 1-63, not -first
-//   host-key HEX                with hostname, required: the private key file, lowercase hex
-//   host-key-pub HEX            with hostname, required: the public key line, lowercase hex
+//   host-key HEX                with hostname, optional: the private key file, lowercase hex
+//   host-key-pub HEX            with host-key (both or neither): the public line, lowercase hex
 //   machine-id new              with hostname, optional: a new machine-id as step 2 makes it
 //   mac 52:54:00:12:34:56       optional (absent: the VM has no NIC); lowercase, unicast
 //   random HEX                  required; 128 lowercase hex digits: 64 bytes of host randomness
@@ -21,7 +21,8 @@
 //
 // A hand-out (hostname): a VM of the warm pool took a whole identity when it was pooled (its
 // own RNG state, machine-id, MAC, seed), so at `new` only what `new` decides changes: step 3
-// writes the host key pair and the hostname from the request (no seed to mount), step 2
+// writes the hostname and, when given, the host key pair from the request (no seed to mount;
+// a pooled VM keeps the key it took when it was pooled, which no one has seen), step 2
 // keeps the machine-id (the report names it) unless `machine-id new` asks for one (a clone
 // of a template, which took nothing of its own yet but holds everything else its seed
 // carries), step 5 starts nothing. The seed disk carries the same name and key for the next
@@ -315,7 +316,10 @@ static int read_request(struct line_reader* r, struct identity_request* req) {
     return fail(kExitInvalid, "bad request: one of seed-device and hostname, not %s",
                 handout ? "both" : "neither");
   }
-  if (handout != (req->host_key_len != 0) || handout != (req->host_key_pub_len != 0)) {
+  if ((req->host_key_len != 0) != (req->host_key_pub_len != 0)) {
+    return fail(kExitInvalid, "bad request: host-key and host-key-pub come together");
+  }
+  if (!handout && req->host_key_len != 0) {
     return fail(kExitInvalid, "bad request: host-key and host-key-pub come with hostname only");
   }
   if (req->new_machine_id && !handout) {

@@ -147,9 +147,10 @@ bool serve_running(char* sock, size_t len);
 // ("warren: ...") go to say_fd, nowhere when it is -1 (identity's stdout is its protocol).
 // Returns kExitOk, or kExitInternal with a one-line reason in why (never a file's contents).
 int apply_seed(bool restored, const char* device, int say_fd, char* why, size_t why_len);
-// What a hand-out from the warm pool changes (identity.c): the host key pair, written as
-// apply-seed writes a seed's, and the hostname (kernel, /etc/hostname, /etc/hosts). The
-// rest of the identity the VM took when it was pooled. kExitOk, or the reason in why.
+// What a hand-out from the warm pool changes (identity.c): the host key pair when given
+// (host_key_len 0: the VM keeps its own), written as apply-seed writes a seed's, and the
+// hostname (kernel, /etc/hostname, /etc/hosts). The rest of the identity the VM took when it
+// was pooled. kExitOk, or the reason in why.
 int apply_handout(const char* hostname, const char* host_key, size_t host_key_len,
                   const char* host_key_pub, size_t host_key_pub_len, char* why, size_t why_len);
 // `apply-seed [--restored]` (argv: what follows the verb): progress on stdout, a failure's

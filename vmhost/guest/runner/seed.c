@@ -692,21 +692,23 @@ int apply_handout(const char* hostname, const char* host_key, size_t host_key_le
   umask(022);
   struct seed s;
   memset(&s, 0, sizeof s);
-  // Only the key pair is taken: the rest of /etc/warren is the pooled VM's, and stays.
+  // Only the key pair is taken (when given: a pooled VM keeps its own): the rest of
+  // /etc/warren is the pooled VM's, and stays.
   const struct {
     enum seed_name name;
     const char* data;
     size_t len;
   } given[] = {{kHostKey, host_key, host_key_len}, {kHostKeyPub, host_key_pub, host_key_pub_len}};
+  const bool new_key = host_key_len != 0 || host_key_pub_len != 0;
   int rc = kExitOk;
-  for (size_t i = 0; i < sizeof given / sizeof given[0] && rc == kExitOk; i++) {
+  for (size_t i = 0; i < sizeof given / sizeof given[0] && rc == kExitOk && new_key; i++) {
     if (given[i].len == 0 || given[i].len > kSeedFiles[given[i].name].max ||
         !append(&s.data[given[i].name], given[i].data, given[i].len)) {
       rc = refuse(&c, "bad %s", kSeedFiles[given[i].name].name);
     }
     s.present[given[i].name] = true;
   }
-  if (rc == kExitOk) rc = install_seed(&c, &s);
+  if (rc == kExitOk && new_key) rc = install_seed(&c, &s);
   if (rc == kExitOk) {
     size_t len = strlen(hostname);
     bool ok = len > 0 && len <= kMaxHostname && hostname[0] != '-';
