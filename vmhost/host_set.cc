@@ -78,10 +78,6 @@ Result<const HostMember*> HostSet::Route(std::string_view id) {
 
 Result<std::string> HostSet::HostOf(std::string_view id) {
   WARREN_ASSIGN_OR_RETURN(const HostMember* m, Route(id));
-  if (members_.size() == 1) {
-    // A single host still answers NotFound for a VM it lacks.
-    WARREN_RETURN_IF_ERROR(m->host->Inspect(id).status());
-  }
   return m->name;
 }
 

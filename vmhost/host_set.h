@@ -69,7 +69,8 @@ class HostSet final : public VmHost {
   // when it does not answer.
   Result<HostCapacity> CapacityOf(std::string_view name);
   // The name of the host holding VM `id`. NotFound when no host that answers has it
-  // (Unavailable, naming them, when some do not answer: it may be there).
+  // (Unavailable, naming them, when some do not answer: it may be there). A single host is
+  // not asked (the only one it can be on): the caller's next call to it says NotFound.
   Result<std::string> HostOf(std::string_view id);
   // Moves VM `id` from the host holding it to host `host_name` (VmHost::MigrateTo, whose
   // contract it keeps), and remembers it there. NotFound for an unknown host or VM;

@@ -92,6 +92,10 @@ class PoolTest(IdentityChecks, VmTestCase):
             kinds = re.findall(r"(?m)guest identity applied vm=%s .* kind=(\w+) via=port$"
                                % re.escape(made[name]["id"]), self.server.log())
             self.assertEqual(kinds, ["whole", "handout"], self.server.log()[-3000:])
+            # It kept the host key it took when it was pooled: pinned once, at the fill.
+            repins = re.findall(r"guest host key re-pinned vm=%s " % re.escape(made[name]["id"]),
+                                self.server.log())
+            self.assertEqual(len(repins), 1, self.server.log()[-3000:])
         one, two = self.facts("pool-one"), self.facts("pool-two")
         self.assertEqual((one["hostname"], two["hostname"]), ("pool-one", "pool-two"))
         for item in ("mac", "random", "host_key"):

@@ -31,6 +31,12 @@ FACTS = ("hostname; cat /etc/machine-id 2>/dev/null || echo none; "
          "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; "
          "read -r t k c </etc/ssh/ssh_host_ed25519_key.pub; echo \"$k\"")
 
+# How many children the waiting root process (runner/identity_wait.c) has: its spare, forked
+# ahead for the port's next hello.
+SPARES = ("w=$(cat /run/warren/identity.pid); n=0; for s in /proc/[0-9]*/stat; do "
+          "read -r pid comm state ppid rest <\"$s\" 2>/dev/null || continue; "
+          "[ \"$ppid\" = \"$w\" ] && n=$((n+1)); done; echo spares=$n")
+
 # The guest's clock to the microsecond: tiny's busybox `date` has no %N, its adjtimex does.
 NOW = ("case $(date +%N) in *N*) adjtimex | awk '/tv_sec/ {s = $2} /tv_usec/ {u = $2} "
        "END {printf \"%d.%06d\\n\", s, u}' ;; *) date +%s.%N ;; esac")
@@ -93,6 +99,10 @@ class IdentityChecks:
         self.assertIn("identity.sock", r.stdout)
         self.assertIn("exit=2", r.stdout)
         self.assertIn("bad request", r.stdout + r.stderr)
+        # Having served the port, the waiter forked the child that serves its next hello
+        # ahead (no fork on the path of a live copy's identity): one child, waiting.
+        r = self.vm_ok("ssh", name, shlex.quote(SPARES))
+        self.assertEqual(r.stdout.strip(), "spares=1", r.stdout + r.stderr)
 
 
 @unittest.skipUnless(have_image("tiny"), "no tiny image in " + IMAGES)

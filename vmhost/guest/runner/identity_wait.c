@@ -35,7 +35,8 @@
 // (0.4-0.6 s under TCG, a fresh QEMU translating every code path) runs beside it. The host
 // sends the line `warren identity`; the waiter answers `identity here` (so the host sends
 // nothing more to a VM where no waiter reads the port: it then takes the SSH routes above),
-// and a child runs the protocol of a direct connection on the port, ended by `exit N`. Bytes
+// and a child runs the protocol of a direct connection on the port, ended by `exit N` (a
+// child the waiter forked ahead, so no fork is on the path: it runs when told to). Bytes
 // before that line are dropped (a port has no connection boundaries). The waiter's own writes
 // to the port never block (a host that went away): its answer is retried for up to 2 s, since
 // the driver may hand it the hello before it has taken the host's connect notice (the port
@@ -233,20 +234,81 @@ static bool port_closed(int port) {
   return poll(&p, 1, 0) > 0 && (p.revents & POLLHUP) != 0;
 }
 
-// The identity of the host that said hello on the port, in a child (as a direct connection's:
-// the port is its stdin, stdout, stderr and exit line), waited for. The port stays
+// The identity of the host that said hello on the port, in this child (as a direct
+// connection's: the port is its stdin, stdout, stderr and exit line). The port stays
 // non-blocking: the child's reads and writes wait in poll (identity.c), which a host that went
 // away ends (POLLHUP), and it dies by SIGALRM after kPortChildSeconds whatever happens.
-static void serve_port_identity(int port) {
+static void run_port_identity(int port) {
+  signal(SIGALRM, SIG_DFL);
+  alarm(kPortChildSeconds);
+  int fds[3] = {port, port, port};
+  run_identity_for(port, fds, kDirect);
+}
+
+// The child that serves the port's next hello, forked ahead: a fork right after a resume
+// (a hand-out's) took 5-20 ms of a TCG guest, on the path of `new`. It waits for one byte on
+// its end of `go` (a socketpair: a spare that died is no SIGPIPE to the waiter), then runs
+// the identity; the end closed without a byte (the waiter is gone), it exits. pid 0: none.
+struct spare {
+  pid_t pid;
+  int go;
+};
+
+static void fork_spare(struct spare* s, int port, int listener) {
+  s->pid = 0;
+  s->go = -1;
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return;
   pid_t child = fork();
   if (child == 0) {
-    signal(SIGALRM, SIG_DFL);
-    alarm(kPortChildSeconds);
-    int fds[3] = {port, port, port};
-    run_identity_for(port, fds, kDirect);
+    close(pair[0]);
+    close(listener);
+    char byte;
+    ssize_t n;
+    do {
+      n = read(pair[1], &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) _exit(0);
+    close(pair[1]);
+    run_port_identity(port);
+  }
+  close(pair[1]);
+  if (child < 0) {
+    close(pair[0]);
+    return;
+  }
+  s->pid = child;
+  s->go = pair[0];
+}
+
+// The identity of the host that said hello on the port: by the spare, or a child forked now
+// when there is none (or it is gone), waited for; then the next spare.
+static void serve_port_identity(int port, int listener, struct spare* spare) {
+  pid_t child = 0;
+  if (spare->pid > 0) {
+    ssize_t w;
+    do {
+      w = send(spare->go, "g", 1, MSG_NOSIGNAL);
+    } while (w < 0 && errno == EINTR);
+    close(spare->go);
+    if (w == 1) {
+      child = spare->pid;
+    } else {
+      while (waitpid(spare->pid, NULL, 0) < 0 && errno == EINTR) {
+      }
+    }
+    spare->pid = 0;
+  }
+  if (child == 0) {
+    child = fork();
+    if (child == 0) {
+      close(listener);
+      run_port_identity(port);
+    }
   }
   while (child > 0 && waitpid(child, NULL, 0) < 0 && errno == EINTR) {
   }
+  fork_spare(spare, port, listener);
 }
 
 // Answers the hello. The driver takes a host's bytes at interrupt time but its connect notice
@@ -267,7 +329,8 @@ static bool write_ack(int port) {
 // Reads what the port holds now, a byte at a time (what follows the hello is the child's),
 // keeping the current line in `line`: a hello is answered and served; any other line, or a
 // line too long, is dropped.
-static void read_port(int port, char line[kPortLineMax], size_t* len) {
+static void read_port(int port, int listener, struct spare* spare, char line[kPortLineMax],
+                      size_t* len) {
   for (;;) {
     char c;
     ssize_t n = read(port, &c, 1);
@@ -279,7 +342,7 @@ static void read_port(int port, char line[kPortLineMax], size_t* len) {
     }
     bool hello = *len == strlen(kPortHello) && memcmp(line, kPortHello, *len) == 0;
     *len = 0;
-    if (hello && write_ack(port)) serve_port_identity(port);
+    if (hello && write_ack(port)) serve_port_identity(port, listener, spare);
   }
 }
 
@@ -343,6 +406,8 @@ static void serve_callers(int listener, uid_t allowed) {
   }
   char line[kPortLineMax];
   size_t line_len = 0;
+  struct spare spare = {0, -1};
+  if (port >= 0) fork_spare(&spare, port, listener);
   for (;;) {
     struct pollfd p[3];
     int n = 0;
@@ -360,7 +425,9 @@ static void serve_callers(int listener, uid_t allowed) {
       }
       // After SIGIO, or with the port readable: what it holds (data may come before the
       // driver has noted the host's connect).
-      if (p[1].revents != 0 || (port_open && p[2].revents != 0)) read_port(port, line, &line_len);
+      if (p[1].revents != 0 || (port_open && p[2].revents != 0)) {
+        read_port(port, listener, &spare, line, &line_len);
+      }
     }
     if (p[0].revents != 0) serve_socket_caller(listener, allowed);
   }
