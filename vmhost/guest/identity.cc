@@ -539,7 +539,8 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
         if (err.size() < kKeptStderr) err.append(chunk, 0, kKeptStderr - err.size());
         pipe->ConsumeOutput(true, chunk.size());
       }
-      while (pipe->PeekOutput(/*is_stderr=*/false, kPeekBytes, &chunk)) {
+      // At the port, nothing before the waiter's answer is the protocol's (read above).
+      while (acked && pipe->PeekOutput(/*is_stderr=*/false, kPeekBytes, &chunk)) {
         pipe->ConsumeOutput(false, chunk.size());
         out += chunk;
         const size_t head = std::min(out.size(), kClockQuestion.size());
