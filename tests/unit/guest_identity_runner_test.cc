@@ -294,6 +294,13 @@ TEST_F(IdentityRunnerTest, AHandOutTakesTheNameAndAnyHostKeyFromTheRequestAlone)
   request = GuestIdentityRequest(keeps);
   ASSERT_TRUE(request.ok()) << request.status().ToString();
   EXPECT_EQ(request->find("host-key"), std::string::npos);
+  auto inode = [&](const std::string& path) {
+    struct stat st {};
+    return ::stat(Etc(path).c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  const ino_t hostname_inode = inode("/hostname"), hosts_inode = inode("/hosts");
+  ASSERT_NE(hostname_inode, 0u);
+  ASSERT_NE(hosts_inode, 0u);
   Ran kept = RunToEnd(*request);
   ASSERT_EQ(kept.code, 0) << kept.err;
   ASSERT_TRUE(ParseGuestIdentityReport(kept.out.substr(7), keeps).ok()) << kept.out;
@@ -303,6 +310,9 @@ TEST_F(IdentityRunnerTest, AHandOutTakesTheNameAndAnyHostKeyFromTheRequestAlone)
   hosts = ReadFile(Etc("/hosts"));
   EXPECT_TRUE(hosts.ends_with("\n127.0.1.1\tkept-key\n")) << hosts;
   EXPECT_EQ(hosts.find("handed-out"), std::string::npos) << hosts;
+  // In place: the same files, not new ones renamed over them.
+  EXPECT_EQ(inode("/hostname"), hostname_inode);
+  EXPECT_EQ(inode("/hosts"), hosts_inode);
   ExpectRootFile(Etc("/ssh/ssh_host_ed25519_key"), id.host_key, 0600);
   ExpectRootFile(Etc("/ssh/ssh_host_ed25519_key.pub"), id.host_key_pub, 0644);
 
