@@ -1,6 +1,7 @@
 // new: makes a VM and waits until it answers. The record is written first (phase
 // "creating"), then the hypervisor makes the disk and domain and boots it, then the guest is
-// asked to run `true` until it does; only then is the VM "ready". Any failure on the way
+// asked to run its ready check until it succeeds (`true`, or with a network device its
+// default route: vm_boot.h); only then is the VM "ready". Any failure on the way
 // destroys the domain and deletes the record, so nothing is left half-made; should even
 // that fail, the record stays "creating" and the daemon's reconcile finishes the cleanup.
 #include <algorithm>

@@ -328,7 +328,10 @@ Status AwaitGuestReady(CommandContext& ctx, VmHost& host, GuestControl& guests,
   std::shared_ptr<CancelSignal> cancel = ctx.session.cancel;
   if (cancel == nullptr) cancel = std::make_shared<CancelSignal>();
   DiscardSink discard;
+  const bool wants_network = HostEgressFor(vm.egress) == Egress::kAll;
+  const GuestCommand probe{wants_network ? kGuestNetworkReadyCommand : kGuestReadyCommand, {}, ""};
   Status last = Unavailable("no answer yet");
+  bool answered = false;  // the guest ran the probe (its network may not be up yet)
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     deadline - std::chrono::steady_clock::now())
@@ -346,12 +349,19 @@ Status AwaitGuestReady(CommandContext& ctx, VmHost& host, GuestControl& guests,
     streams.err = &discard;
     streams.cancel = cancel;
     streams.wait_ms = static_cast<int>(left);
-    Result<GuestProgress> p = guests.Exec(vm.id, GuestCommand{"true", {}, ""}, streams);
+    Result<GuestProgress> p = guests.Exec(vm.id, probe, streams);
     if (p.ok() && p->finished && p->exit_code == 0) return Status::Ok();
     if (cancel->cancelled() || (!p.ok() && p.status().code() == Code::kCancelled)) {
       return Cancelled("cancelled while " + vm.name + " was booting; it was removed");
     }
-    last = p.ok() ? Unavailable("the guest's `true` did not succeed") : p.status();
+    answered = answered || p.ok();
+    if (!p.ok()) {
+      last = p.status();
+    } else if (wants_network && p->finished && p->exit_code == kNoDefaultRouteExit) {
+      last = Unavailable("its network device is not up yet (no IPv4 default route)");
+    } else {
+      last = Unavailable("the guest's ready check did not succeed");
+    }
     Result<VmInfo> info = host.Inspect(vm.id);
     if (!info.ok() && info.status().code() == Code::kNotFound) {
       return Conflict(vm.name + " was removed while it was booting");
@@ -368,8 +378,9 @@ Status AwaitGuestReady(CommandContext& ctx, VmHost& host, GuestControl& guests,
       return Cancelled("cancelled while " + vm.name + " was booting; it was removed");
     }
   }
-  return Timeout(vm.name + " did not answer within " + std::to_string(allowed.count() / 1000) +
-                 " s (last: " + last.message() + "); it was removed." + ConsoleTail(host, vm));
+  return Timeout(vm.name + (answered ? " was not ready within " : " did not answer within ") +
+                 std::to_string(allowed.count() / 1000) + " s (last: " + last.message() +
+                 "); it was removed." + ConsoleTail(host, vm));
 }
 
 void AbandonVm(CommandContext& ctx, const VmRecord& vm, bool domain_made, const char* verb) {

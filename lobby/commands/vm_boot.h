@@ -72,9 +72,20 @@ Status FinishNewVm(CommandContext& ctx, VmHost& host, GuestControl& guests, VmRe
 // otherwise). Conflict when the asked-for name is taken.
 Status RecordNewVm(CommandContext& ctx, VmRecord& vm);
 
-// Polls the guest with `true` until it answers, the deadline (services.ready_timeout_ms,
-// stretched once by services.guest_slowdown when it runs out) passes, the VM dies or is
-// removed, or the caller goes away.
+// What a booted guest runs until it succeeds, to be called ready: `true` for a VM without a
+// network device; for one with (egress "all"), a check that it has an IPv4 default route,
+// that is, its NIC is up and configured (DHCP). The control port answers before that: a
+// Debian guest's udev loads virtio_net from the root file system after the control sshd
+// starts, and DHCP follows. Read from /proc/net/route by the shell alone (no tool the image
+// might lack); exits kNoDefaultRouteExit until the route is there.
+inline constexpr char kGuestReadyCommand[] = "true";
+inline constexpr char kGuestNetworkReadyCommand[] =
+    "while read -r _ d _; do [ \"$d\" = 00000000 ] && exit 0; done </proc/net/route; exit 3";
+inline constexpr int kNoDefaultRouteExit = 3;
+
+// Polls the guest with its ready command (above) until it succeeds, the deadline
+// (services.ready_timeout_ms, stretched once by services.guest_slowdown when it runs out)
+// passes, the VM dies or is removed, or the caller goes away.
 Status AwaitGuestReady(CommandContext& ctx, VmHost& host, GuestControl& guests, const VmRecord& vm);
 
 // Undoes a creation that failed: no domain (when `domain_made`), no record. Should

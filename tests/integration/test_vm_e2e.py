@@ -392,12 +392,20 @@ class VmEgressTest(VmTestCase):
                 "i=$((i+1)); [ $i -lt %d ] || exit 1; sleep 1; done" %
                 (outside_net.OUTSIDE_ADDR, outside_net.PORT, tries))
 
+    def assert_default_route(self, vm):
+        """The guest has its IPv4 default route (DHCP done) the moment `new` returned."""
+        r = self.vm_ok("ssh", vm, "cat /proc/net/route")
+        routes = [line.split() for line in r.stdout.splitlines()[1:]]
+        self.assertIn("00000000", [route[1] for route in routes if len(route) > 1], r.stdout)
+
     def test_tiny_reaches_the_outside_not_the_host(self):
         self.remove_on_exit("e2e-net")
         self.vm_ok("new", "--image", "tiny", "--name", "e2e-net", "--cpu", "1",
                    "--memory", "512M")
-        # The tiny image takes its DHCP lease beside the control launcher: allow it a moment.
-        r = self.vm_ok("ssh", "e2e-net", shlex.quote(self.outside_get(tries=20)))
+        # The tiny image takes its DHCP lease beside the control launcher; `new` waited for
+        # its default route, so the first try reaches the outside.
+        self.assert_default_route("e2e-net")
+        r = self.vm_ok("ssh", "e2e-net", shlex.quote(self.outside_get(tries=1)))
         self.assertTrue(r.stdout.startswith("HTTP/1.0 200"), r.stdout)
         self.assertEqual(r.stdout.splitlines()[-1], self.outside.tokens["outside"])
         listener = self.listener()
@@ -413,6 +421,9 @@ class VmEgressTest(VmTestCase):
         self.remove_on_exit("e2e-debian")
         self.vm_ok("new", "--name", "e2e-debian", "--cpu", "1", "--memory", "1G",
                    "--env", "GREETING=hello", timeout=300)
+        # Ready means networked: udev loads virtio_net and networkd asks DHCP seconds after
+        # the control port first answers, and `new` waits for them.
+        self.assert_default_route("e2e-debian")
         self.assertTrue(self.ssh_json(self.admin, "stat", "e2e-debian")["image"]
                         .startswith("debian@"))
         r = self.vm_ok("ssh", "e2e-debian",
@@ -420,10 +431,10 @@ class VmEgressTest(VmTestCase):
                        "git --version >/dev/null && echo git-ok; echo $GREETING")
         self.assertEqual(r.stdout.split(), ["dev", "sudo-ok", "Python", "3.11.2", "git-ok",
                                             "hello"])
-        # Outbound network (user-mode NAT), proven against the test's outside listener.
-        r = self.vm_ok("ssh", "e2e-debian", "curl -sS --max-time 10 --retry 5 --retry-delay 1 "
-                       "--retry-all-errors http://%s:%d/" % (outside_net.OUTSIDE_ADDR,
-                                                             outside_net.PORT))
+        # Outbound network (user-mode NAT), proven against the test's outside listener; at
+        # once: `new` waited for the guest's default route (udev loads virtio_net late).
+        r = self.vm_ok("ssh", "e2e-debian", "curl -sS --max-time 10 http://%s:%d/" %
+                       (outside_net.OUTSIDE_ADDR, outside_net.PORT))
         self.assertEqual(r.stdout.strip(), self.outside.tokens["outside"])
         listener = self.listener()
         r = self.vm("ssh", "e2e-debian", "curl -sS --max-time 5 " + listener.url())

@@ -1,6 +1,7 @@
 // `new` through Interpreter::Execute on a real LmdbStore with FakeVmHost and
 // FakeGuestControl: names (made up, refused, reserved), sizes, image, tags, env, the setup
 // script, host and boot failures and their cleanup, cancellation, and the image listing.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "lobby/base/error_map.h"
 #include "lobby/commands/command_table.h"
 #include "lobby/commands/image_catalog.h"
+#include "lobby/commands/vm_boot.h"
 #include "tests/unit/vm_test_fixture.h"
 
 namespace warren::vmtest {
@@ -101,10 +103,11 @@ TEST_F(VmCommandTest, NewWithDefaultsIsReadyAndPrintsHowToReachIt) {
   // The seed carries warren's control key, and the spec the record's id.
   EXPECT_EQ(last_spec_.id, vm.id);
   EXPECT_EQ(last_spec_.authorized_keys, "ssh-ed25519 AAAAcontrol warren-control");
-  // Readiness is the guest running a command.
+  // Readiness is the guest running a command: with a network device, one that finds its
+  // default route.
   std::vector<std::string> cmds = guests_.commands();
   ASSERT_FALSE(cmds.empty());
-  EXPECT_EQ(cmds.back(), "true");
+  EXPECT_EQ(cmds.back(), kGuestNetworkReadyCommand);
 }
 
 TEST_F(VmCommandTest, NewMakesUpAFriendlyNameAndQuietJson) {
@@ -340,6 +343,44 @@ TEST_F(VmCommandTest, NewRetriesUntilTheGuestAnswers) {
   New(Alice(), {"--name", "web-one"});
   EXPECT_EQ(store_->GetVmByName("web-one")->phase, VmPhase::kReady);
   EXPECT_GE(guests_.commands().size(), 4u);
+}
+
+// A booted VM with a network device (egress "all", the fixture's default) is ready once its
+// guest has a default route, not as soon as its control port answers: a Debian guest loads
+// virtio_net and asks DHCP after that. One without a device is ready at `true`.
+TEST_F(VmCommandTest, AVmWithANetworkDeviceIsReadyOnceItsNetworkIsUp) {
+  auto probes = [this] {
+    const std::vector<std::string> all = guests_.commands();
+    return std::count(all.begin(), all.end(), std::string(kGuestNetworkReadyCommand));
+  };
+  guests_.SetScript(kGuestNetworkReadyCommand, {"", "", kNoDefaultRouteExit});
+  std::thread up([&] {
+    while (probes() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    guests_.SetScript(kGuestNetworkReadyCommand, {"", "", 0});
+  });
+  New(Alice(), {"--name", "net-one"});
+  up.join();
+  EXPECT_EQ(store_->GetVmByName("net-one")->phase, VmPhase::kReady);
+  EXPECT_GE(probes(), 4);
+  std::vector<std::string> ran = guests_.commands();
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), std::string(kGuestReadyCommand)), 0);
+
+  New(Alice(), {"--name", "cut-one", "--egress", "integrations"});
+  ran = guests_.commands();
+  EXPECT_EQ(ran.back(), kGuestReadyCommand);
+  EXPECT_GE(probes(), 4);
+}
+
+TEST_F(VmCommandTest, AVmWhoseNetworkNeverComesUpIsRemovedSayingSo) {
+  ready_timeout_ms_ = 300;
+  MakeInterpreter();
+  guests_.SetScript(kGuestNetworkReadyCommand, {"", "", kNoDefaultRouteExit});
+  Outcome o = Exec(Alice(), {"new", "--name", "net-one"});
+  EXPECT_EQ(o.status.code(), Code::kTimeout) << o.err;
+  EXPECT_TRUE(Has(o.err, "net-one was not ready within ")) << o.err;
+  EXPECT_TRUE(Has(o.err, "no IPv4 default route")) << o.err;
+  EXPECT_TRUE(store_->ListVms()->empty());
+  EXPECT_TRUE(host_.List()->empty());
 }
 
 TEST_F(VmCommandTest, CancelWhileBootingRemovesTheVm) {

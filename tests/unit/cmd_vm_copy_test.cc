@@ -8,6 +8,7 @@
 
 #include "lobby/base/error_map.h"
 #include "lobby/commands/reconcile.h"
+#include "lobby/commands/vm_boot.h"
 #include "tests/unit/vm_test_fixture.h"
 #include "vmhost/guest/identity.h"
 
@@ -178,7 +179,7 @@ TEST_F(VmCopyTest, RmOfTheCopyWhileItBoots) {
   New(Alice(), {"--name", "web-one"});
   ready_timeout_ms_ = 10'000;
   MakeInterpreter();
-  guests_.SetScript("true", {"", "", 1});  // the copy never answers
+  guests_.SetScript(kGuestNetworkReadyCommand, {"", "", 1});  // the copy never answers
   Outcome rm;
   std::thread remover([&] {
     while (!store_->GetVmByName("web-two").ok() || host_.List()->size() < 2) {
