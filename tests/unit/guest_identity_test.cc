@@ -299,11 +299,22 @@ class PlayedPipe final : public GuestPipe {
   void Resize(const GuestTerminal&) override {}
   void Signal(std::string_view) override {}
   bool PeekOutput(bool is_stderr, size_t max, std::string* bytes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string& q = is_stderr ? err_ : out_;
-    if (q.empty()) return false;
-    *bytes = q.substr(0, std::min(max, chunk_ == 0 ? max : chunk_));
-    return true;
+    bool arrived = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::string& q = is_stderr ? err_ : out_;
+      if (!q.empty()) {
+        *bytes = q.substr(0, std::min(max, chunk_ == 0 ? max : chunk_));
+        return true;
+      }
+      if (!is_stderr && !after_drain_.empty()) {
+        q = std::move(after_drain_);
+        after_drain_.clear();
+        arrived = true;
+      }
+    }
+    if (arrived) notify_();
+    return false;
   }
   void ConsumeOutput(bool is_stderr, size_t n) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -361,6 +372,11 @@ class PlayedPipe final : public GuestPipe {
     Locked([&] { (is_stderr && !direct_ ? err_ : out_).append(bytes); });
     notify_();
   }
+  // `bytes` arrive on stdout the moment the host next finds it empty: right after it read
+  // all there was, before its next look (a second burst at the worst time).
+  void SendWhenDrained(std::string_view bytes) {
+    Locked([&] { after_drain_.append(bytes); });
+  }
   void Exit(int status) {
     Locked([&] {
       if (direct_) {
@@ -402,6 +418,7 @@ class PlayedPipe final : public GuestPipe {
   bool input_closed_ = false;
   bool closed_by_host_ = false;
   std::string out_, err_;
+  std::string after_drain_;
   bool guest_closed_ = false;
   std::optional<int> exit_status_;
   size_t window_ = SIZE_MAX;
@@ -849,6 +866,21 @@ TEST(ApplyGuestIdentityTest, AtThePortWithoutAConnectionFails) {
   r = ApplyGuestIdentity(junk, "vm1", id, milliseconds(5000));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(junk.opened.size(), 2u);
+  // Nor is a second burst of it, however it falls between the host's reads: all of it comes
+  // before any waiter's answer.
+  PlayedGuests bursts([&](PlayedPipe& p) {
+    if (p.port()) {
+      p.SendWhenDrained(std::string(5000, 'j'));
+      p.Send(std::string(100, 'j'));
+      p.Open();
+      p.WaitHostClose(milliseconds(5000));
+      return;
+    }
+    PlayIdentity(p, id);
+  });
+  r = ApplyGuestIdentity(bursts, "vm1", id, milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(bursts.opened.size(), 2u);
 }
 
 TEST(ApplyGuestIdentityTest, APreparedVmIsHandedOverWithoutSudoOrRunnerCheck) {
