@@ -853,34 +853,24 @@ TEST(ApplyGuestIdentityTest, AtThePortWithoutAConnectionFails) {
   EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
   EXPECT_NE(r.status().message().find("took its identity"), std::string::npos)
       << r.status().ToString();
-  // A port that says something else than the waiter's answer is not the waiter's.
-  PlayedGuests junk([&](PlayedPipe& p) {
-    if (p.port()) {
-      p.Open();
-      p.Send(std::string(5000, 'j'));
-      p.WaitHostClose(milliseconds(5000));
-      return;
-    }
-    PlayIdentity(p, id);
-  });
-  r = ApplyGuestIdentity(junk, "vm1", id, milliseconds(5000));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(junk.opened.size(), 2u);
-  // Nor is a second burst of it, however it falls between the host's reads: all of it comes
-  // before any waiter's answer.
-  PlayedGuests bursts([&](PlayedPipe& p) {
-    if (p.port()) {
-      p.SendWhenDrained(std::string(5000, 'j'));
-      p.Send(std::string(100, 'j'));
-      p.Open();
-      p.WaitHostClose(milliseconds(5000));
-      return;
-    }
-    PlayIdentity(p, id);
-  });
-  r = ApplyGuestIdentity(bursts, "vm1", id, milliseconds(5000));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(bursts.opened.size(), 2u);
+  // A port that says something else than the waiter's answer is not the waiter's: in one
+  // burst, or in two however the second falls between the host's reads (all of it comes
+  // before any waiter's answer).
+  for (size_t second_burst : {size_t{0}, size_t{5000}}) {
+    PlayedGuests junk([&](PlayedPipe& p) {
+      if (p.port()) {
+        p.SendWhenDrained(std::string(second_burst, 'j'));
+        p.Send(std::string(second_burst == 0 ? 5000 : 100, 'j'));
+        p.Open();
+        p.WaitHostClose(milliseconds(5000));
+        return;
+      }
+      PlayIdentity(p, id);
+    });
+    r = ApplyGuestIdentity(junk, "vm1", id, milliseconds(5000));
+    ASSERT_TRUE(r.ok()) << second_burst << ": " << r.status().ToString();
+    EXPECT_EQ(junk.opened.size(), 2u);
+  }
 }
 
 TEST(ApplyGuestIdentityTest, APreparedVmIsHandedOverWithoutSudoOrRunnerCheck) {
