@@ -11,4 +11,4 @@ cat >"$root/etc/initramfs-tools/conf.d/warren" <<'CONF'
 MODULES=list
 COMPRESS=zstd
 CONF
-printf '%s\n' virtio_pci virtio_blk virtio_console >"$root/usr/share/initramfs-tools/modules.d/warren"
+printf '%s\n' virtio_pci virtio_blk virtio_console virtio_net >"$root/usr/share/initramfs-tools/modules.d/warren"
