@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <string_view>
 
 #include "keys/vm_rules.h"
 #include "lobby/base/log.h"
@@ -26,6 +27,9 @@ namespace warren {
 namespace {
 
 constexpr int kReadyPollMs = 250;
+// The network check's shell says kNoDefaultRouteExit itself: keep the two together.
+static_assert(kNoDefaultRouteExit == 3 &&
+              std::string_view(kGuestNetworkReadyCommand).ends_with("; exit 3"));
 constexpr int kConsoleLinesOnFailure = 20;
 constexpr int kNameAttempts = 20;
 

@@ -355,7 +355,11 @@ TEST_F(VmCommandTest, AVmWithANetworkDeviceIsReadyOnceItsNetworkIsUp) {
   };
   guests_.SetScript(kGuestNetworkReadyCommand, {"", "", kNoDefaultRouteExit});
   std::thread up([&] {
-    while (probes() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    // Bounded: a `new` that stopped probing early fails the assertions below, not by hanging.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (probes() < 3 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     guests_.SetScript(kGuestNetworkReadyCommand, {"", "", 0});
   });
   New(Alice(), {"--name", "net-one"});
