@@ -1,5 +1,7 @@
 #include "lobby/ssh/ssh_connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -189,18 +191,13 @@ SshConnection::SshConnection(const ConnectionConfig& config, SessionPtr session,
       session_(std::move(session)),
       peer_(std::move(peer)),
       started_(std::chrono::steady_clock::now()),
-      waker_(std::make_shared<EventWaker>()) {
-  socket_fd_ = ssh_get_fd(session_.get());
-}
+      waker_(std::make_shared<EventWaker>()) {}
 
 SshConnection::~SshConnection() = default;
 
 void SshConnection::Stop() {
   stop_requested_.store(true);
-  waker_->Wake();
-  std::lock_guard<std::mutex> lock(socket_mu_);
-  // A key exchange blocks inside libssh, deaf to the waker: cutting the socket ends it.
-  if (!in_event_loop_ && socket_fd_ >= 0) ::shutdown(socket_fd_, SHUT_RDWR);
+  waker_->Wake();  // the loop (key exchange included) never blocks but in its poll
 }
 
 bool SshConnection::Alive() {
@@ -213,10 +210,6 @@ void SshConnection::Run() {
   ssh_session s = session_.get();
   auto deadline = started_ + config_.preauth_timeout;
 
-  // libssh's blocking key exchange honours the session timeout: the pre-auth budget.
-  long timeout_s = std::max<long>(
-      1, std::chrono::duration_cast<std::chrono::seconds>(config_.preauth_timeout).count());
-  ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &timeout_s);
   ssh_set_auth_methods(s, SSH_AUTH_METHOD_PUBLICKEY);  // the only method we advertise
 
   server_callbacks_.userdata = this;
@@ -229,13 +222,15 @@ void SshConnection::Run() {
   // global requests) comes here and gets a refusal.
   ssh_set_message_callback(s, &ConnectionCallbacks::Message, this);
 
-  if (stop_requested_.load() || ssh_handle_key_exchange(s) != SSH_OK) {
+  ssh_set_blocking(s, 0);  // no libssh call may wait on the network, the key exchange's neither
+  // The first step sends our identification line (unless the listener did) and makes the
+  // session's poll handle, which the event below takes over.
+  int kex = stop_requested_.load() ? SSH_ERROR : ssh_handle_key_exchange(s);
+  if (kex == SSH_ERROR) {
     LogInfo("ssh handshake failed peer=" + peer_ + " error=" + LogQuote(ssh_get_error(s)));
     Teardown();
     return;
   }
-  ssh_set_blocking(s, 0);  // from here on no libssh call may wait on the network
-
   event_.reset(ssh_event_new());
   if (event_ == nullptr || !waker_->ok() || ssh_event_add_session(event_.get(), s) != SSH_OK ||
       ssh_event_add_fd(event_.get(), waker_->fd(), POLLIN, &ConnectionCallbacks::Wake, this) !=
@@ -244,9 +239,9 @@ void SshConnection::Run() {
     Teardown();
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(socket_mu_);
-    in_event_loop_ = true;
+  if (!KeyExchange(kex, deadline)) {
+    Teardown();
+    return;
   }
 
   while (!stop_requested_.load()) {
@@ -283,6 +278,34 @@ void SshConnection::Run() {
     }
   }
   Teardown();
+}
+
+// Drives the key exchange to its end on the event loop, by the pre-auth deadline. Before
+// each wait the socket is put back in quick-ACK mode: the kernel turns delayed ACKs on once
+// we answer what the client sent (our KEXINIT answers its banner), and a client that sends
+// its KEXINIT and then its key share in two writes holds the second (Nagle) until the first
+// is ACKed: a delayed ACK cost every such handshake 40 ms (tests/bench/ssh_sessions.py).
+bool SshConnection::KeyExchange(int kex, std::chrono::steady_clock::time_point deadline) {
+  ssh_session s = session_.get();
+  while (kex == SSH_AGAIN) {
+    if (stop_requested_.load()) return false;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) {
+      LogInfo("ssh handshake timeout peer=" + peer_);
+      return false;
+    }
+    int one = 1;
+    setsockopt(ssh_get_fd(s), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+    ssh_event_dopoll(event_.get(), static_cast<int>(std::min<long>(left, 1000)));
+    kex = ssh_handle_key_exchange(s);
+  }
+  if (kex != SSH_OK) {
+    LogInfo("ssh handshake failed peer=" + peer_ + " error=" + LogQuote(ssh_get_error(s)));
+    return false;
+  }
+  return true;
 }
 
 void SshConnection::EndRevoked(const Status& why) {
@@ -640,10 +663,6 @@ void SshConnection::Teardown() {
     ssh_event_remove_fd(event_.get(), waker_->fd());
     ssh_event_remove_session(event_.get(), s);
     event_.reset();
-  }
-  {
-    std::lock_guard<std::mutex> lock(socket_mu_);
-    socket_fd_ = -1;  // from here libssh may close it at any time
   }
   // Frees the channels too; says goodbye if the socket is still up.
   ssh_disconnect(s);

@@ -94,6 +94,9 @@ class SshConnection {
   void CountAuthFailure(std::string_view method, std::string_view reason,
                         std::string_view fingerprint);
 
+  // Finishes the key exchange that `kex` (ssh_handle_key_exchange's first answer) began.
+  bool KeyExchange(int kex, std::chrono::steady_clock::time_point deadline);
+
   // libssh callbacks (static trampolines live in ssh_connection.cc).
   int OnAuthPubkey(const char* user, ssh_key pubkey, char signature_state);
   int OnAuthPassword(const char* user);
@@ -109,12 +112,6 @@ class SshConnection {
   EventPtr event_;
   ssh_server_callbacks_struct server_callbacks_{};
   std::atomic<bool> stop_requested_{false};
-
-  // The socket, for Stop() to cut a key exchange short. Guarded so that Stop never shuts
-  // down a descriptor number that libssh has closed and the kernel has handed out again.
-  std::mutex socket_mu_;
-  int socket_fd_ = -1;
-  bool in_event_loop_ = false;
 
   // Authentication state (connection thread only).
   bool authenticated_ = false;

@@ -90,16 +90,26 @@ def ssh_argv(port, key, known_hosts, user, command):
             "-o", "StrictHostKeyChecking=yes", "-p", str(port), f"{user}@127.0.0.1", command]
 
 
-def run_sessions(argv, sessions, parallel):
-    """Runs `sessions` ssh processes, `parallel` at a time; returns sessions per second."""
+def run_sessions(argv, sessions, parallel, latencies=None):
+    """Runs `sessions` ssh processes, `parallel` at a time; returns sessions per second and
+    appends each session's wall time (s) to `latencies`."""
     def one(_):
+        start = time.monotonic()
         r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if r.returncode != 0:
             raise RuntimeError(f"ssh failed ({r.returncode}): {r.stderr.decode()[-300:]}")
+        return time.monotonic() - start
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
-        list(pool.map(one, range(sessions)))
+        times = list(pool.map(one, range(sessions)))
+    if latencies is not None:
+        latencies.extend(times)
     return sessions / (time.monotonic() - start)
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
 def main():
@@ -125,9 +135,11 @@ def main():
         for argv in targets.values():  # warm up and check both answer
             run_sessions(argv, 3, 1)
         results = {name: [] for name in targets}
+        latencies = {name: [] for name in targets}
         for _ in range(args.rounds):
             for name, argv in targets.items():
-                results[name].append(run_sessions(argv, args.sessions, args.parallel))
+                results[name].append(
+                    run_sessions(argv, args.sessions, args.parallel, latencies[name]))
         print(f"ssh sessions/s, {args.sessions} sessions x {args.rounds} rounds, "
               f"{args.parallel} at a time, loopback, {os.cpu_count()} cores")
         best = {}
@@ -136,6 +148,14 @@ def main():
             print(f"  {name:12s} best {best[name]:7.1f}/s   rounds: "
                   + " ".join(f"{r:.1f}" for r in rates))
         print(f"  ratio warren/sshd: {best['warren help'] / best['sshd true']:.2f}")
+        print("session wall time, ms (one ssh process: connect, key exchange, auth, command)")
+        for name, times in latencies.items():
+            print(f"  {name:12s} p10 {percentile(times, 10) * 1000:6.1f}   "
+                  f"p50 {percentile(times, 50) * 1000:6.1f}   "
+                  f"p90 {percentile(times, 90) * 1000:6.1f}   "
+                  f"max {max(times) * 1000:6.1f}")
+        p50 = {name: percentile(times, 50) for name, times in latencies.items()}
+        print(f"  p50 ratio warren/sshd: {p50['warren help'] / p50['sshd true']:.2f}")
     finally:
         if sshd:
             sshd.stop()
