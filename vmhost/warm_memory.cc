@@ -134,10 +134,12 @@ void WarmMemory::Run() {
       }
       continue;
     }
-    const auto due = last_release_ + options_.quiet;
-    if (std::chrono::steady_clock::now() < due) {
-      cv_.wait_until(lock, due, [this] { return stop_; });
-      continue;
+    if (last_release_.has_value()) {
+      const auto due = *last_release_ + options_.quiet;
+      if (std::chrono::steady_clock::now() < due) {
+        cv_.wait_until(lock, due, [this] { return stop_; });
+        continue;
+      }
     }
     const int64_t available = options_.available_bytes();
     if (available >= 0 && available < options_.floor_bytes + options_.bytes) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -92,7 +93,8 @@ class WarmMemory {
   bool stop_ = false;
   bool filling_ = false;
   bool release_asked_ = false;
-  std::chrono::steady_clock::time_point last_release_{};
+  // None until the first Release: the memory is taken at start, whatever `quiet` is.
+  std::optional<std::chrono::steady_clock::time_point> last_release_;
   char* region_ = nullptr;  // mapped: bytes() from region_
   std::atomic<int64_t> held_{0};
   std::atomic<int> fills_{0};
