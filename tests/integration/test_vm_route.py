@@ -528,14 +528,18 @@ finish
         removed = time.monotonic()
         for t in threads:
             t.join(timeout=30)
+        # Ended by the removal, not by the command (41 s). Each call answers once its kill has
+        # run in the guest (`warren-run kill`: SIGTERM, up to 2 s for the job's processes to
+        # go, then SIGKILL): ~0.15 s here alone, 3.3 s once in a full CI run.
+        ended_within = 10
         status, body, at = ended["exec"]
         self.assertEqual(status, 401, body)
         self.assertIn(b"revoked", body)
-        self.assertLess(at - removed, 2)
+        self.assertLess(at - removed, ended_within)
         status, body, at = ended["mcp"]
         self.assertEqual(status, 200, body)  # the SSE stream had begun; it just ends
         self.assertNotIn(b"done", body)
-        self.assertLess(at - removed, 2)
+        self.assertLess(at - removed, ended_within)
         # Both commands were stopped in the VM, not left running.
         self.await_guest("sleep 41", "sleep 42", present=False, timeout=10)
 
