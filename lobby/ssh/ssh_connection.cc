@@ -223,23 +223,7 @@ void SshConnection::Run() {
   ssh_set_message_callback(s, &ConnectionCallbacks::Message, this);
 
   ssh_set_blocking(s, 0);  // no libssh call may wait on the network, the key exchange's neither
-  // The first step sends our identification line (unless the listener did) and makes the
-  // session's poll handle, which the event below takes over.
-  int kex = stop_requested_.load() ? SSH_ERROR : ssh_handle_key_exchange(s);
-  if (kex == SSH_ERROR) {
-    LogInfo("ssh handshake failed peer=" + peer_ + " error=" + LogQuote(ssh_get_error(s)));
-    Teardown();
-    return;
-  }
-  event_.reset(ssh_event_new());
-  if (event_ == nullptr || !waker_->ok() || ssh_event_add_session(event_.get(), s) != SSH_OK ||
-      ssh_event_add_fd(event_.get(), waker_->fd(), POLLIN, &ConnectionCallbacks::Wake, this) !=
-          SSH_OK) {
-    LogError("ssh connection setup failed peer=" + peer_);
-    Teardown();
-    return;
-  }
-  if (!KeyExchange(kex, deadline)) {
+  if (!KeyExchange(deadline)) {
     Teardown();
     return;
   }
@@ -280,13 +264,26 @@ void SshConnection::Run() {
   Teardown();
 }
 
-// Drives the key exchange to its end on the event loop, by the pre-auth deadline. Before
-// each wait the socket is put back in quick-ACK mode: the kernel turns delayed ACKs on once
-// we answer what the client sent (our KEXINIT answers its banner), and a client that sends
-// its KEXINIT and then its key share in two writes holds the second (Nagle) until the first
-// is ACKed: a delayed ACK cost every such handshake 40 ms (tests/bench/ssh_sessions.py).
-bool SshConnection::KeyExchange(int kex, std::chrono::steady_clock::time_point deadline) {
+// Sets up the event loop and drives the key exchange to its end on it, by the pre-auth
+// deadline. Before each wait the socket is put back in quick-ACK mode: the kernel turns
+// delayed ACKs on once we answer what the client sent (our KEXINIT answers its banner), and a
+// client that sends its KEXINIT and then its key share in two writes holds the second (Nagle)
+// until the first is ACKed: a delayed ACK cost ~4 in 10 handshakes 40 ms
+// (tests/bench/ssh_sessions.py).
+bool SshConnection::KeyExchange(std::chrono::steady_clock::time_point deadline) {
   ssh_session s = session_.get();
+  // The first step sends our identification line (unless the listener did) and makes the
+  // session's poll handle, which the event takes over.
+  int kex = stop_requested_.load() ? SSH_ERROR : ssh_handle_key_exchange(s);
+  if (kex != SSH_ERROR) {
+    event_.reset(ssh_event_new());
+    if (event_ == nullptr || !waker_->ok() || ssh_event_add_session(event_.get(), s) != SSH_OK ||
+        ssh_event_add_fd(event_.get(), waker_->fd(), POLLIN, &ConnectionCallbacks::Wake, this) !=
+            SSH_OK) {
+      LogError("ssh connection setup failed peer=" + peer_);
+      return false;
+    }
+  }
   while (kex == SSH_AGAIN) {
     if (stop_requested_.load()) return false;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

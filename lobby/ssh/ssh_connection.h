@@ -94,8 +94,8 @@ class SshConnection {
   void CountAuthFailure(std::string_view method, std::string_view reason,
                         std::string_view fingerprint);
 
-  // Finishes the key exchange that `kex` (ssh_handle_key_exchange's first answer) began.
-  bool KeyExchange(int kex, std::chrono::steady_clock::time_point deadline);
+  // Sets up the event loop and runs the key exchange on it; false: the connection is done.
+  bool KeyExchange(std::chrono::steady_clock::time_point deadline);
 
   // libssh callbacks (static trampolines live in ssh_connection.cc).
   int OnAuthPubkey(const char* user, ssh_key pubkey, char signature_state);

@@ -455,9 +455,8 @@ bool SshServer::State::Greet(Held& held) {
     return true;
   }
   ssh_session s = held.session.get();
-  ssh_set_blocking(s, 0);
+  ssh_set_blocking(s, 0);  // and so it stays: the connection's thread runs non-blocking too
   int rc = ssh_handle_key_exchange(s);
-  ssh_set_blocking(s, 1);
   if (rc == SSH_ERROR) {
     dropped_log_.Note("ssh connection dropped peer=" + held.peer +
                       " reason=" + LogQuote(ssh_get_error(s)));

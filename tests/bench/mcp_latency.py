@@ -20,11 +20,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import mcp_http  # noqa: E402
 import vm_bench  # noqa: E402
 
-def pct(values, p):
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=30)
@@ -101,14 +96,14 @@ def main():
 
         m_med, s_med = statistics.median(mcp_times), statistics.median(ssh_times)
         print("ssh VM true, %d runs each (median / p90):" % args.runs)
-        print("  MCP exec (one session)      %7.1f ms / %7.1f ms" % (m_med * 1e3, pct(mcp_times, 90) * 1e3))
-        print("  OpenSSH ssh HOST ssh VM true %7.1f ms / %7.1f ms" % (s_med * 1e3, pct(ssh_times, 90) * 1e3))
+        print("  MCP exec (one session)      %7.1f ms / %7.1f ms" % (m_med * 1e3, vm_bench.pct(mcp_times, 90) * 1e3))
+        print("  OpenSSH ssh HOST ssh VM true %7.1f ms / %7.1f ms" % (s_med * 1e3, vm_bench.pct(ssh_times, 90) * 1e3))
         print("  ratio MCP/SSH (median)       %7.2f" % (m_med / s_med))
         done = [x for x in call_times if x is not None]
         print("%d concurrent MCP clients: %d sessions held, %d calls ok, %d errors, "
               "wall %.2f s, call median %.1f ms, p90 %.1f ms, max %.1f ms"
               % (n, held, ok, len(errors), wall, statistics.median(done) * 1e3 if done else 0,
-                 pct(done, 90) * 1e3 if done else 0, max(done) * 1e3 if done else 0))
+                 vm_bench.pct(done, 90) * 1e3 if done else 0, max(done) * 1e3 if done else 0))
         for e in errors[:5]:
             print("  error:", e)
         return 1 if errors or held != n else 0

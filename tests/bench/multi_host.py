@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import time
 
+import vm_bench
 from two_hosts import TwoHosts, h
 
 
@@ -83,21 +84,18 @@ def main():
                 raise RuntimeError(host + ": the file came back different")
             mbs[host] = (size / up / 1e6, size / get / 1e6)
 
-        def pct(xs, p):
-            xs = sorted(xs)
-            return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
         transport = world.transport
         print("tiny VMs (TCG) on this machine's libvirt and on a second libvirtd over %s "
               "(the fixture: another netns on this machine), one run" % transport)
         print("%-28s %10s %10s %10s %10s" % ("", "true p50", "true p90", "put MB/s", "get MB/s"))
         for host in vms:
             print("%-28s %8.1fms %8.1fms %10.2f %10.2f" % (
-                host, statistics.median(lat[host]), pct(lat[host], 90), mbs[host][0],
+                host, statistics.median(lat[host]), vm_bench.pct(lat[host], 90), mbs[host][0],
                 mbs[host][1]))
         print("%-28s %10.2f %10.2f %10.2f %10.2f" % (
             "ratio second / local", statistics.median(lat["second"]) /
-            statistics.median(lat["local"]), pct(lat["second"], 90) / pct(lat["local"], 90),
+            statistics.median(lat["local"]),
+            vm_bench.pct(lat["second"], 90) / vm_bench.pct(lat["local"], 90),
             mbs["second"][0] / mbs["local"][0], mbs["second"][1] / mbs["local"][1]))
     finally:
         world.close()

@@ -46,6 +46,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import second_host  # noqa: E402
+import vm_bench  # noqa: E402
 
 import paramiko  # noqa: E402
 
@@ -186,11 +187,6 @@ class StreamSocket:
         done.wait(10)
         self.mine.close()
         self.theirs.close()
-
-
-def pct(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 class Opened:
@@ -531,7 +527,7 @@ def report(rows, failed, uploads, size, args):
             print("%-12s FAILED %s" % (label, failed[(label, "guest")]))
             continue
         print("%-12s %6.0fms %7.2fms %7.2fms %6.0fms %9.2f %9.2f" % (
-            label, med(r["connect"]) * 1e3, med(r["rtt"]) * 1e3, pct(r["rtt"], 90) * 1e3,
+            label, med(r["connect"]) * 1e3, med(r["rtt"]) * 1e3, vm_bench.pct(r["rtt"], 90) * 1e3,
             med(r["true"]) * 1e3, med(r["up"]), med(r["down"])))
     print()
     print("B. transport only: a socat echo on the host's side of the socket (no guest); "
@@ -544,7 +540,7 @@ def report(rows, failed, uploads, size, args):
             print("%-12s FAILED %s" % (label, failed[(label, "echo")]))
             continue
         print("%-12s %6.1fms %7.3fms %7.3fms %11.1f" % (
-            label, med(r["connect"]) * 1e3, med(r["rtt"]) * 1e3, pct(r["rtt"], 90) * 1e3,
+            label, med(r["connect"]) * 1e3, med(r["rtt"]) * 1e3, vm_bench.pct(r["rtt"], 90) * 1e3,
             med(r["echo"])))
     print()
     print("ratios against local (times: x>1 is slower; throughputs: x<1 is slower)")

@@ -53,11 +53,6 @@ SSH_MIX = {"ls": 18, "stat": 18, "ssh": 30, "job": 10, "jobs": 8, "route": 6, "f
 MCP_MIX = {"ls": 20, "stat": 20, "ssh": 32, "job": 10, "jobs": 8, "fresh": 6, "cp": 4}
 
 
-def pct(values, p):
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
-
-
 class Stats:
     """Latencies by (surface, command) and errors by (surface, command, kind)."""
 
@@ -655,8 +650,8 @@ def main():
                                             "max ms"))
     for key in sorted(st.lat):
         v = st.lat[key]
-        print("%-7s %-16s %7d %9.1f %9.1f %9.1f" % (key[0], key[1], len(v), pct(v, 50) * 1e3,
-                                                    pct(v, 99) * 1e3, max(v) * 1e3))
+        print("%-7s %-16s %7d %9.1f %9.1f %9.1f" % (key[0], key[1], len(v), vm_bench.pct(v, 50) * 1e3,
+                                                    vm_bench.pct(v, 99) * 1e3, max(v) * 1e3))
     if errs:
         print("\nerrors by kind:")
         for key, count in st.errors.most_common():

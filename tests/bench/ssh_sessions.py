@@ -16,13 +16,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+import vm_bench  # noqa: E402
 import warren_harness  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 BENCH_USER = "warren-bench"
@@ -52,7 +47,7 @@ class Sshd:
                        check=True)
         auth = os.path.join(self.dir, "authorized_keys")
         shutil.copy(client_pub, auth)
-        self.port = free_port()
+        self.port = vm_bench.free_port()
         self.proc = subprocess.Popen(
             ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null",
              "-o", "ListenAddress=127.0.0.1", "-o", f"Port={self.port}",
@@ -107,11 +102,6 @@ def run_sessions(argv, sessions, parallel, latencies=None):
     return sessions / (time.monotonic() - start)
 
 
-def percentile(values, p):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=100)
@@ -150,11 +140,11 @@ def main():
         print(f"  ratio warren/sshd: {best['warren help'] / best['sshd true']:.2f}")
         print("session wall time, ms (one ssh process: connect, key exchange, auth, command)")
         for name, times in latencies.items():
-            print(f"  {name:12s} p10 {percentile(times, 10) * 1000:6.1f}   "
-                  f"p50 {percentile(times, 50) * 1000:6.1f}   "
-                  f"p90 {percentile(times, 90) * 1000:6.1f}   "
+            print(f"  {name:12s} p10 {vm_bench.pct(times, 10) * 1000:6.1f}   "
+                  f"p50 {vm_bench.pct(times, 50) * 1000:6.1f}   "
+                  f"p90 {vm_bench.pct(times, 90) * 1000:6.1f}   "
                   f"max {max(times) * 1000:6.1f}")
-        p50 = {name: percentile(times, 50) for name, times in latencies.items()}
+        p50 = {name: vm_bench.pct(times, 50) for name, times in latencies.items()}
         print(f"  p50 ratio warren/sshd: {p50['warren help'] / p50['sshd true']:.2f}")
     finally:
         if sshd:

@@ -1,7 +1,7 @@
 """What the VM benchmarks share: their own `warren serve` with VMs on (guests without
 network) over the images in WARREN_TEST_IMAGES, a key of their own, the server's host key
 pinned, and an OpenSSH `ssh` into the lobby that times each command. close() removes the
-server and every file it made."""
+server and every file it made. Also the small helpers every benchmark uses (pct, free_port)."""
 import base64
 import os
 import shutil
@@ -21,6 +21,12 @@ IMAGES = os.environ.get("WARREN_TEST_IMAGES", "/var/lib/warren-test/images")
 def b64_file(path, source):
     """A guest shell command writing `source` to `path` (no quoting to get wrong)."""
     return "echo %s | base64 -d > %s" % (base64.b64encode(source.encode()).decode(), path)
+
+
+def pct(values, p):
+    """The p-th percentile of `values` (nearest rank)."""
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
 
 
 def lat_text(lat):
