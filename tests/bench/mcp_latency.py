@@ -31,7 +31,10 @@ def main():
     vm = "bench-mcp"
     made_vm = False
     try:
-        server = bench.start()
+        # One user's N sessions and N calls at once: the per-user bounds (64 of each by
+        # default, fairness between users) would refuse most; this measures the server's.
+        server = bench.start(["--mcp-max-sessions-per-user", str(args.clients),
+                              "--command-queue-per-user", str(args.clients)])
 
         def ssh(*cmd):
             return bench.ssh(*cmd)[1]
