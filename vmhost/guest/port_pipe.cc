@@ -91,10 +91,12 @@ void PortPipe::Run() {
   char buf[16 * 1024];
   for (;;) {
     short events = 0;
+    size_t room = 0;  // what the buffer of the guest's bytes can still take
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
-      if (failure_.ok() && !eof_ && from_guest_.size() < kBufferBytes) events |= POLLIN;
+      room = std::min(sizeof buf, kBufferBytes - std::min(kBufferBytes, from_guest_.size()));
+      if (failure_.ok() && !eof_ && room > 0) events |= POLLIN;
       if (failure_.ok() && !to_guest_.empty()) events |= POLLOUT;
     }
     // Nothing to wait for on the socket (ended, or its buffer full): only the waker, so a
@@ -108,7 +110,7 @@ void PortPipe::Run() {
     if (p[1].revents != 0) waker_.Drain();
     bool changed = false;
     if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0 && (events & POLLIN) != 0) {
-      const ssize_t n = ::read(fd_.get(), buf, sizeof buf);
+      const ssize_t n = ::read(fd_.get(), buf, room);
       const int err = errno;
       std::lock_guard<std::mutex> lock(mu_);
       if (n > 0) {
