@@ -231,9 +231,13 @@ class GuestControl {
   // Returns once VM `vm_id`'s control connection is up, making it first when there is none
   // (a VM just restored: its handshake runs while its identity goes over the identity port).
   // Unavailable when it could not be made by `deadline`; NotFound or Conflict at once when
-  // the VM has no port to dial (gone, not running).
-  virtual Status Connect(std::string_view vm_id,
-                         std::chrono::steady_clock::time_point deadline) = 0;
+  // the VM has no port to dial (gone, not running). `answered` (when set) is called once,
+  // on another thread, as soon as the guest's sshd for the connection has sent its
+  // identification line (or at once with a connection up already): the guest has chosen
+  // the sshd, and with it the host key, that this connection gets. It may be called after
+  // Connect returned, so it must own what it touches; a failed connection may never call it.
+  virtual Status Connect(std::string_view vm_id, std::chrono::steady_clock::time_point deadline,
+                         std::function<void()> answered) = 0;
 };
 
 }  // namespace warren

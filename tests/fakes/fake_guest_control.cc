@@ -288,10 +288,14 @@ Result<std::shared_ptr<GuestPipe>> FakeGuestControl::OpenChannel(std::string_vie
   return std::shared_ptr<GuestPipe>(std::make_shared<EchoPipe>(std::move(notify)));
 }
 
-Status FakeGuestControl::Connect(std::string_view vm_id, std::chrono::steady_clock::time_point) {
-  std::lock_guard<std::mutex> lock(mu_);
-  connects_.push_back(std::string(vm_id));
-  if (!reachable_) return Unavailable("VM " + std::string(vm_id) + " is not reachable");
+Status FakeGuestControl::Connect(std::string_view vm_id, std::chrono::steady_clock::time_point,
+                                 std::function<void()> answered) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    connects_.push_back(std::string(vm_id));
+    if (!reachable_) return Unavailable("VM " + std::string(vm_id) + " is not reachable");
+  }
+  if (answered) answered();
   return Status::Ok();
 }
 

@@ -59,8 +59,10 @@ class FakeGuestControl final : public GuestControl {
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override;
-  // OK at once while reachable (connects() lists the VM ids asked for).
-  Status Connect(std::string_view vm_id, std::chrono::steady_clock::time_point deadline) override;
+  // OK at once while reachable, `answered` called first (connects() lists the VM ids asked
+  // for).
+  Status Connect(std::string_view vm_id, std::chrono::steady_clock::time_point deadline,
+                 std::function<void()> answered) override;
   std::vector<std::string> connects() const;
 
   // ---- Scripting.

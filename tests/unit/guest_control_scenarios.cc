@@ -423,21 +423,40 @@ TEST_F(GuestControlTest, ReconnectsAfterDisconnect) {
 
 // Connect makes the connection (a VM's identity meanwhile goes over its identity port) and
 // opens no channel; a second Connect finds it made. The first command then needs no handshake.
+// Its `answered` comes once, when the guest's sshd sent its banner: before the key exchange
+// (no host key pinned yet); with the connection up already, at once.
 TEST_F(GuestControlTest, ConnectMakesTheConnectionAlone) {
   control_->Disconnect(kTestVm);
   EXPECT_EQ(control_->HostKeyFingerprint(kTestVm), "");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  ASSERT_TRUE(control_->Connect(kTestVm, deadline).ok());
+  struct Answers {
+    std::atomic<int> calls{0};
+    std::atomic<bool> before_the_key{false};
+  };
+  auto answers = std::make_shared<Answers>();
+  SshGuestControl* control = control_.get();
+  ASSERT_TRUE(control_
+                  ->Connect(kTestVm, deadline,
+                            [answers, control] {
+                              answers->before_the_key =
+                                  control->HostKeyFingerprint(kTestVm).empty();
+                              ++answers->calls;
+                            })
+                  .ok());
+  EXPECT_EQ(answers->calls.load(), 1);
+  EXPECT_TRUE(answers->before_the_key.load());
   EXPECT_EQ(control_->HostKeyFingerprint(kTestVm).rfind("SHA256:", 0), 0u);
   EXPECT_EQ(control_->OpenChannels(kTestVm), 0);
-  ASSERT_TRUE(control_->Connect(kTestVm, deadline).ok());
+  ASSERT_TRUE(control_->Connect(kTestVm, deadline, [answers] { ++answers->calls; }).ok());
+  EXPECT_EQ(answers->calls.load(), 2);
   Outcome a = RunExec(*control_, "echo a");
   ASSERT_TRUE(a.progress.ok()) << a.progress.status().ToString();
   EXPECT_EQ(a.out, "a\n");
   // A VM with nothing at its control port: Unavailable by the deadline, not a hang.
   const auto soon = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-  Status none = control_->Connect("no-such-vm", soon);
+  Status none = control_->Connect("no-such-vm", soon, [answers] { ++answers->calls; });
   EXPECT_FALSE(none.ok());
+  EXPECT_EQ(answers->calls.load(), 2);
   EXPECT_LT(std::chrono::steady_clock::now() - soon, std::chrono::seconds(2));
 }
 

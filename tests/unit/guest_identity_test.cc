@@ -481,13 +481,18 @@ class PlayedGuests final : public GuestControl {
     return std::shared_ptr<GuestPipe>(pipe);
   }
 
-  Status Connect(std::string_view vm_id, std::chrono::steady_clock::time_point) override {
+  Status Connect(std::string_view vm_id, std::chrono::steady_clock::time_point,
+                 std::function<void()> answered) override {
     connects.push_back(std::string(vm_id));
+    if (connect_plays) return connect_plays(std::move(answered));
+    if (answered && connect_status.ok()) answered();
     return connect_status;
   }
 
   std::vector<std::string> execs, opened, noted, connects;
   Status connect_status;
+  // Plays the connection instead (given `answered`), for the order of the two.
+  std::function<Status(std::function<void()>)> connect_plays;
   bool exec_hangs = false;
   Status exec_status;
 
@@ -769,6 +774,79 @@ TEST(ApplyGuestIdentityTest, AtTheIdentityPortWhileTheConnectionIsMade) {
     EXPECT_EQ(guests.connects, std::vector<std::string>{"vm1"});
     EXPECT_TRUE(guests.execs.empty());
   }
+}
+
+// A request that replaces the host key goes to the port's waiter only once the guest's sshd
+// for the connection made beside it has answered (the guest's launcher gives that connection
+// its spare sshd only while the key is the one the spare read); one that keeps the key (a
+// pooled VM's hand-out) goes at once. A connection that fails before any answer lets it go
+// when it fails.
+TEST(ApplyGuestIdentityTest, TheKeyChangesOnlyOnceTheConnectionsSshdAnswered) {
+  using Clock = std::chrono::steady_clock;
+  GuestIdentity whole = SomeIdentity();  // from the seed: a key of its own
+  GuestIdentity handout = SomeIdentity(/*with_mac=*/false);
+  handout.handout = true;
+  handout.seed_device.clear();
+  handout.host_key = "KEY\n";
+  handout.host_key_pub = "PUB\n";
+  GuestIdentity keeps = handout;  // a pooled VM's: no key
+  keeps.host_key.clear();
+  keeps.host_key_pub.clear();
+  struct Case {
+    GuestIdentity id;
+    bool waits;
+  };
+  for (Case c : {Case{whole, true}, Case{handout, true}, Case{keeps, false}}) {
+    c.id.prepared = true;
+    c.id.port = true;
+    std::atomic<int64_t> request_ns{0}, answered_ns{0};
+    auto since = [t0 = Clock::now()] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    };
+    PlayedGuests guests([&](PlayedPipe& p) {
+      p.Open();
+      if (p.ReadLine() != "warren identity") return p.Exit(2);
+      p.Send("identity here\n");
+      if (!ReadRequest(p, c.id)) return p.Exit(2);
+      request_ns = since();
+      p.Send("clock?\n");
+      if (!p.ReadLine()) return p.Exit(1);
+      p.Send(ReportFor(c.id));
+      p.Exit(0);
+    });
+    guests.connect_plays = [&](std::function<void()> answered) {
+      std::this_thread::sleep_for(milliseconds(400));  // the client's banner on its way
+      answered_ns = since();
+      answered();
+      std::this_thread::sleep_for(milliseconds(100));  // the key exchange
+      return Status::Ok();
+    };
+    Result<GuestIdentityReport> r = ApplyGuestIdentity(guests, "vm1", c.id, milliseconds(5000));
+    ASSERT_TRUE(r.ok()) << c.waits << ": " << r.status().ToString();
+    ASSERT_GT(request_ns.load(), 0);
+    if (c.waits) {
+      EXPECT_GE(request_ns.load(), answered_ns.load());
+    } else {
+      EXPECT_LT(request_ns.load(), answered_ns.load());
+    }
+  }
+  // The connection fails without an answer: the request goes then, and the identity taken
+  // is of no use without the connection.
+  whole.prepared = true;
+  whole.port = true;
+  std::atomic<bool> requested{false};
+  PlayedGuests failing([&](PlayedPipe& p) {
+    PlayPortIdentity(p, whole);
+    requested = true;
+  });
+  failing.connect_plays = [](std::function<void()>) {
+    std::this_thread::sleep_for(milliseconds(200));
+    return Unavailable("VM vm1 did not answer on its control connection");
+  };
+  Result<GuestIdentityReport> r = ApplyGuestIdentity(failing, "vm1", whole, milliseconds(5000));
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("took its identity"), std::string::npos)
+      << r.status().ToString();
 }
 
 TEST(ApplyGuestIdentityTest, NoWaiterAtThePortTakesTheConnectionOnceItIsUp) {

@@ -93,6 +93,11 @@ struct ControlSession::Channel {
 // The static trampolines libssh calls.
 struct ControlSessionCallbacks {
   using Channel = ControlSession::Channel;
+  // libssh's progress through ssh_connect: 0.4 once the server's banner came (client.c).
+  static void ConnectStatus(void* ud, float status) {
+    auto* session = static_cast<ControlSession*>(ud);
+    if (status >= 0.4f && session->answered_) std::exchange(session->answered_, nullptr)();
+  }
   static int Data(ssh_session, ssh_channel, void* data, uint32_t len, int is_stderr, void* ud) {
     auto* c = static_cast<Channel*>(ud);
     if (is_stderr) {
@@ -182,12 +187,12 @@ Result<std::shared_ptr<GuestChannel>> ControlSession::OpenRunnerChannel(
   return io;
 }
 
-Status ControlSession::AwaitConnection(Clock::time_point deadline) {
+Status ControlSession::AwaitConnection(Clock::time_point deadline, std::function<void()> answered) {
   auto io = std::make_shared<GuestChannel>(GuestChannelRequest{}, waker_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return Unavailable("the control connection to VM " + options_.vm_id + " is closed");
-    incoming_.push_back(Request{io, deadline, /*connection_only=*/true});
+    incoming_.push_back(Request{io, deadline, /*connection_only=*/true, std::move(answered)});
   }
   waker_->Wake();
   Status st = io->WaitOpen(deadline + std::chrono::milliseconds(300));
@@ -372,7 +377,13 @@ void ControlSession::Run() {
       }
       Clock::time_point latest = waiting.empty() ? now + options_.connect_timeout : now;
       for (const Request& r : waiting) latest = std::max(latest, r.deadline);
-      Status st = Connect(std::min(latest, now + options_.connect_timeout));
+      // Those waiting for the connection hear when the guest's sshd answered (the host key
+      // it presents is chosen then); those that come during the handshake, once it is up.
+      Status st = Connect(std::min(latest, now + options_.connect_timeout), [&waiting] {
+        for (Request& r : waiting) {
+          if (r.answered) std::exchange(r.answered, nullptr)();
+        }
+      });
       if (st.code() == Code::kNotFound || st.code() == Code::kConflict) {
         // The dialer says there is no port to try (no such VM, or not running): retrying
         // would only make the caller wait.
@@ -446,7 +457,7 @@ void ControlSession::Run() {
   incoming_.clear();
 }
 
-Status ControlSession::Connect(Clock::time_point deadline) {
+Status ControlSession::Connect(Clock::time_point deadline, std::function<void()> answered) {
   auto t0 = Clock::now();
   Result<UniqueFd> dialed = options_.dial(options_.vm_id);
   if (!dialed.ok()) return dialed.status();
@@ -476,6 +487,11 @@ Status ControlSession::Connect(Clock::time_point deadline) {
             ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &secs) == 0 &&
             ssh_options_set(s, SSH_OPTIONS_TIMEOUT_USEC, &usecs) == 0;
   ssh_set_message_callback(s, &ControlSessionCallbacks::Message, this);
+  session_callbacks_ = {};
+  session_callbacks_.userdata = this;
+  session_callbacks_.connect_status_function = &ControlSessionCallbacks::ConnectStatus;
+  ssh_callbacks_init(&session_callbacks_);
+  ok = ok && ssh_set_callbacks(s, &session_callbacks_) == SSH_OK;
   if (!ok || ssh_options_set(s, SSH_OPTIONS_FD, &fd) != 0) {
     ::close(fd);
     return Internal("cannot configure the SSH client session");
@@ -493,7 +509,10 @@ Status ControlSession::Connect(Clock::time_point deadline) {
   Status st;
   const int64_t dial_ms = MillisSince(t0);
   int64_t kex_ms = 0;
-  if (ssh_connect(s) != SSH_OK) {
+  answered_ = std::move(answered);
+  const int connected = ssh_connect(s);
+  answered_ = nullptr;  // (called by now unless the guest never sent its banner)
+  if (connected != SSH_OK) {
     st = Unavailable(std::string("SSH handshake with the guest failed: ") + GuestSshError(s));
   } else {
     kex_ms = MillisSince(t0);
@@ -630,6 +649,7 @@ void ControlSession::StartChannels(std::deque<Request>& waiting) {
     waiting.pop_front();
     if (r.io->caller_closed()) continue;
     if (r.connection_only) {  // (StartChannels runs once connected)
+      if (r.answered) std::exchange(r.answered, nullptr)();
       r.io->SetOpen(generation_.load());
       continue;
     }

@@ -20,6 +20,8 @@
 // Thread-safe: every public method may be called from any thread.
 #pragma once
 
+#include <libssh/callbacks.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -141,8 +143,8 @@ class ControlSession {
   std::shared_ptr<GuestChannel> OpenRaw(GuestChannelRequest request, std::function<void()> notify,
                                         Clock::time_point deadline);
   // Returns once there is a connection (making one first when there is none), or fails as
-  // OpenExec would. No channel is opened.
-  Status AwaitConnection(Clock::time_point deadline);
+  // OpenExec would. No channel is opened. `answered` as GuestControl::Connect's.
+  Status AwaitConnection(Clock::time_point deadline, std::function<void()> answered = {});
   // Drops the current connection (channels on it fail with Unavailable); the next OpenExec
   // connects again.
   void DropConnection();
@@ -193,11 +195,13 @@ class ControlSession {
   struct Request {
     std::shared_ptr<GuestChannel> io;
     Clock::time_point deadline;
-    bool connection_only = false;  // AwaitConnection's: opened once connected, no channel
+    bool connection_only = false;      // AwaitConnection's: opened once connected, no channel
+    std::function<void()> answered{};  // AwaitConnection's, called once (then cleared)
   };
 
   void Run();
-  Status Connect(Clock::time_point deadline);
+  // Makes the connection; `answered` is called once the guest's sshd sent its banner.
+  Status Connect(Clock::time_point deadline, std::function<void()> answered);
   Status Authenticate(ssh_session s);
   // Ends the connection; every channel fails with `why`. `graceful`: the connection is
   // fine, so first close the open channels and wait (briefly) for the guest's closes.
@@ -251,6 +255,10 @@ class ControlSession {
   std::atomic<bool> endpoint_pending_{false};
 
   // Owner thread only.
+  // The session's callbacks (libssh keeps the pointer: declared before session_, to outlive
+  // it): connect_status_function tells Connect when the guest's banner came.
+  ssh_callbacks_struct session_callbacks_{};
+  std::function<void()> answered_;  // during Connect: called at the guest's banner, once
   SshSessionPtr session_;
   SshEventPtr event_;
   int socket_fd_ = -1;  // the connection's socket (libssh does not close an fd handed in)

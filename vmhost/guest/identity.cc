@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <condition_variable>
@@ -446,20 +447,38 @@ constexpr std::chrono::milliseconds kPortPoll{10};
 // up (a pooled VM's is up already; its waiter answers within milliseconds of the resume).
 constexpr std::chrono::milliseconds kPortAnswerGrace{300};
 
+// How the control connection made beside the identity port gets on (ApplyGuestIdentity).
+struct BesideTheHandshake {
+  std::atomic<bool> answered{false};  // the guest's sshd for it sent its banner
+  std::atomic<bool> done{false};      // GuestControl::Connect returned
+  const std::shared_ptr<PipeEvents> events = std::make_shared<PipeEvents>();  // of either
+};
+
 // One identity channel (the identity protocol: request, clock question and answer, report),
 // within the deadline. Direct to the waiter (its socket, its port), the guest's stdout and
-// stderr are one stream, ended by the exit line. At the port the request goes only once the
-// waiter answered the hello; with no answer yet when `give_up()` says so, NotFound.
+// stderr are one stream, ended by the exit line. At the port (with `beside`) the request goes
+// only once the waiter answered the hello; with no answer yet when `give_up()` says so,
+// NotFound. And a request that replaces the host key waits for the connection's sshd to
+// answer (or the connection to end): the guest's launcher hands a connection the sshd it
+// started ahead (a spare) only while the key is the one that sshd read, so a key replaced
+// before the client's banner reached the guest cost the clone a fresh sshd's start-up (a
+// loaded host, once).
 Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::string& vm,
                                                const IdentityRoute& route,
                                                const std::string& request,
                                                const GuestIdentity& identity, Clock::time_point t0,
                                                Clock::time_point deadline,
-                                               const std::function<bool()>& give_up = {}) {
+                                               const std::function<bool()>& give_up = {},
+                                               const BesideTheHandshake* beside = nullptr) {
   using Way = IdentityRoute::Way;
   const bool direct = route.way != Way::kCommand;
   const bool port = route.way == Way::kPort;
-  auto events = std::make_shared<PipeEvents>();
+  const std::shared_ptr<PipeEvents> events =
+      beside != nullptr ? beside->events : std::make_shared<PipeEvents>();
+  const bool replaces_key = !identity.handout || !identity.host_key.empty();
+  auto may_send = [&] {
+    return beside == nullptr || !replaces_key || beside->answered.load() || beside->done.load();
+  };
   GuestChannelRequest open;
   if (port) {
     open.kind = GuestChannelRequest::Kind::kIdentityPort;
@@ -516,7 +535,8 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
         if (size_t at = out.find(kPortAck); at != std::string::npos) {
           out.erase(0, at + kPortAck.size());  // and whatever the port held before it
           acked = true;
-          phase = "sending the identity request";
+          phase = may_send() ? "sending the identity request"
+                             : "waiting for the control connection's sshd to answer";
         } else if (out.size() > kMaxBeforeAck) {
           return untaken("it sent something else than the waiter's answer");
         } else if (pipe->end().closed) {
@@ -525,7 +545,7 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
           return untaken("no answer yet");
         }
       }
-      if (acked && first_sent == first.size() && request_sent < sent.size()) {
+      if (acked && first_sent == first.size() && request_sent < sent.size() && may_send()) {
         phase = "sending the identity request";
         request_sent += pipe->Write(sent.substr(request_sent));
         if (request_sent == sent.size()) phase = "waiting for the guest's clock question";
@@ -675,15 +695,21 @@ Result<GuestIdentityReport> ApplyGuestIdentity(GuestControl& guests, std::string
     // first handshake: 0.4-0.6 s under TCG). A guest with no waiter there (a live copy of a
     // booted VM) has not answered the hello by the time the connection is up: the SSH routes
     // below then, as without a port.
-    std::future<Status> connected = std::async(
-        std::launch::async, [&guests, vm, deadline] { return guests.Connect(vm, deadline); });
+    auto beside = std::make_shared<BesideTheHandshake>();
+    std::future<Status> connected = std::async(std::launch::async, [&guests, vm, deadline, beside] {
+      Status st = guests.Connect(vm, deadline, [beside] {
+        beside->answered = true;
+        beside->events->Notify();
+      });
+      beside->done = true;
+      beside->events->Notify();
+      return st;
+    });
     const auto said_hello = Clock::now();
     const std::chrono::milliseconds grace = StretchedBy(kPortAnswerGrace, identity.slowdown);
-    auto give_up = [&] {
-      return Clock::now() - said_hello >= grace &&
-             connected.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-    };
-    report = RunIdentityChannel(guests, vm, kAtThePort, request, identity, t0, deadline, give_up);
+    auto give_up = [&] { return Clock::now() - said_hello >= grace && beside->done.load(); };
+    report = RunIdentityChannel(guests, vm, kAtThePort, request, identity, t0, deadline, give_up,
+                                beside.get());
     // The caller re-pins the host key next: after the connection's first (the handshake may
     // have begun with the key the guest had).
     Status st = connected.get();

@@ -577,8 +577,9 @@ std::string SshGuestControl::EndpointProblem(std::string_view vm_id) {
   return it == vms_.end() ? "" : it->second->session->endpoint_problem();
 }
 
-Status SshGuestControl::Connect(std::string_view vm_id, Clock::time_point deadline) {
-  return VmFor(vm_id)->session->AwaitConnection(deadline);
+Status SshGuestControl::Connect(std::string_view vm_id, Clock::time_point deadline,
+                                std::function<void()> answered) {
+  return VmFor(vm_id)->session->AwaitConnection(deadline, std::move(answered));
 }
 
 int SshGuestControl::OpenChannels(std::string_view vm_id) {

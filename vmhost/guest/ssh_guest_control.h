@@ -95,7 +95,8 @@ class SshGuestControl final : public GuestControl {
   Result<std::shared_ptr<GuestPipe>> OpenChannel(std::string_view vm_id,
                                                  const GuestChannelRequest& request,
                                                  std::function<void()> notify) override;
-  Status Connect(std::string_view vm_id, Clock::time_point deadline) override;
+  Status Connect(std::string_view vm_id, Clock::time_point deadline,
+                 std::function<void()> answered) override;
 
   // The VM's integrations endpoint (needs options.inbound): connects now; a connection that
   // set the endpoint up is kept up while the VM runs, so the forwards are there without a
