@@ -18,6 +18,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+import vm_bench  # noqa: E402
 import warren_harness  # noqa: E402
 
 
@@ -68,7 +69,7 @@ def main():
         conn.close()
 
         med = {k: statistics.median(v) * 1000 for k, v in times.items()}
-        p90 = {k: sorted(v)[int(len(v) * 0.9) - 1] * 1000 for k, v in times.items()}
+        p90 = {k: vm_bench.pct(v, 90) * 1000 for k, v in times.items()}
         print("%-34s %10s %10s %6s" % ("surface", "median ms", "p90 ms", "n"))
         print("%-34s %10.2f %10.2f %6d" % ("POST /exec ls (keep-alive)", med["exec"], p90["exec"],
                                            len(times["exec"])))

@@ -815,7 +815,12 @@ TEST(ApplyGuestIdentityTest, TheKeyChangesOnlyOnceTheConnectionsSshdAnswered) {
       p.Exit(0);
     });
     guests.connect_plays = [&](std::function<void()> answered) {
-      std::this_thread::sleep_for(milliseconds(400));  // the client's banner on its way
+      // The client's banner on its way: until the request came (it must not, when it waits),
+      // however slow the host, for at most a second.
+      const auto until = Clock::now() + milliseconds(1000);
+      while (request_ns.load() == 0 && Clock::now() < until) {
+        std::this_thread::sleep_for(milliseconds(5));
+      }
       answered_ns = since();
       answered();
       std::this_thread::sleep_for(milliseconds(100));  // the key exchange

@@ -535,8 +535,7 @@ Result<GuestIdentityReport> RunIdentityChannel(GuestControl& guests, const std::
         if (size_t at = out.find(kPortAck); at != std::string::npos) {
           out.erase(0, at + kPortAck.size());  // and whatever the port held before it
           acked = true;
-          phase = may_send() ? "sending the identity request"
-                             : "waiting for the control connection's sshd to answer";
+          phase = "waiting for the control connection's sshd to answer";  // unless sent below
         } else if (out.size() > kMaxBeforeAck) {
           return untaken("it sent something else than the waiter's answer");
         } else if (pipe->end().closed) {
