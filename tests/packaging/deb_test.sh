@@ -138,7 +138,10 @@ say "installed $OLD_VERSION; /usr/bin/warren version: $out"
 /usr/lib/warren/guest/warren-run --version | grep -q "^warren-run image-" ||
   fail "the image runner does not say image-HASH"
 for f in /usr/lib/warren/warren-run /usr/lib/warren/guest/warren-run /usr/lib/warren/guest/warren-launcher; do
-  readelf -l "$f" | grep -q "program interpreter" && fail "$f is not static (it runs in guests)"
+  # Held whole, not piped into `grep -q`: its early exit could fail readelf with SIGPIPE, and
+  # under pipefail a dynamic binary would pass.
+  headers=$(readelf -l "$f")
+  [[ $headers == *"program interpreter"* ]] && fail "$f is not static (it runs in guests)"
 done
 # The shipped config is one warren reads (every key a serve flag).
 /usr/bin/warren serve --config /etc/warren/warren.conf --print-config >"$WORK/config.txt" 2>&1 ||
@@ -182,7 +185,8 @@ left=$(cd "$ov" && find usr.up etc.up var.up -path "*warren*" \
   ! -path "var.up/log/*" ! -path "var.up/cache/apt/*" | sort |
   comm -23 - <(printf "%s\n" "$ours_before") | head -20)
 [[ -z $left ]] || fail "purge left: $left"
-find /run -path "*warren*" | grep -q . && fail "purge left in /run: $(find /run -path "*warren*")"
+in_run=$(find /run -path "*warren*")
+[[ -n $in_run ]] && fail "purge left in /run: $in_run"
 say "purged: no file, unit state, user or data left"
 '
 say "install, upgrade, remove and purge in $(lap)"
