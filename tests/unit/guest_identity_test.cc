@@ -835,15 +835,12 @@ TEST(ApplyGuestIdentityTest, TheKeyChangesOnlyOnceTheConnectionsSshdAnswered) {
       EXPECT_LT(request_ns.load(), answered_ns.load());
     }
   }
-  // The connection fails without an answer: the request goes then, and the identity taken
-  // is of no use without the connection.
+  // The connection fails without an answer: the request goes then (the error says the
+  // identity was taken, which needs the report), and that identity is of no use without the
+  // connection.
   whole.prepared = true;
   whole.port = true;
-  std::atomic<bool> requested{false};
-  PlayedGuests failing([&](PlayedPipe& p) {
-    PlayPortIdentity(p, whole);
-    requested = true;
-  });
+  PlayedGuests failing([&](PlayedPipe& p) { PlayPortIdentity(p, whole); });
   failing.connect_plays = [](std::function<void()>) {
     std::this_thread::sleep_for(milliseconds(200));
     return Unavailable("VM vm1 did not answer on its control connection");
